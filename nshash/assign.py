@@ -1,0 +1,193 @@
+"""Group assignment: the one algorithm every Python store runs (Redis runs the same in Lua).
+
+A store keeps these tables (the names are the ones the code and the Redis key layout use):
+
+========  =====================================  ===========================================
+table     maps                                   written when
+========  =====================================  ===========================================
+fp        anchor fingerprint -> group id         first time an anchor is seen (never moved)
+exact     whole-text fingerprint -> group id     first time a text is seen
+common    set of fingerprints                    a match on them was refused (boilerplate)
+parent    merged group id -> canonical id        groups merge; the smaller id stays canonical
+sketch    canonical id -> set of clause hashes   a group is made or joined (capped in size)
+size      canonical id -> document count         every new document
+members   canonical id -> doc ids in order       every new document that has a doc_id
+docs      doc id -> the answer given for it      every new document that has a doc_id
+counter   last id handed out                     a group is made
+========  =====================================  ===========================================
+
+**The boilerplate guard.** An anchor (one of a document's n longest sentences) that hits a
+group is only evidence. The match is accepted when the document's *sketch* (hashes of all its
+clauses) and the group's sketch share at least ``min_overlap`` hashes and at least ``theta`` of
+the smaller sketch, after removing hashes known to be common. A site's disclaimer shared by two
+unrelated articles passes the first test but not the second: the rest of the two articles
+differs. A refused match teaches the store: the anchors that led to it and the clauses both
+documents share become *common*; common hashes are skipped as anchors and ignored in sketches
+from then on, so a site's footer stops pulling its articles together after its first
+appearance, whatever its wording. Identical texts (same letters and digits) always join one
+group through the ``exact`` table, whatever the guard says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from .errors import ConfigError
+from .fingerprint import DocPrint
+from .results import Assignment, DocumentRecord
+
+__all__ = ["MatchPolicy", "Tables", "assign", "lookup", "resolve"]
+
+
+@dataclass(frozen=True, slots=True)
+class MatchPolicy:
+    """How strict the boilerplate guard is, and how much a store keeps per group.
+
+    Attributes:
+        n: anchors per document (the "n" of nshash).
+        theta: the share of the smaller sketch that two documents must have in common.
+        min_overlap: the fewest shared sketch hashes for a match (unless a sketch is smaller).
+        sketch_cap: a group's sketch stops growing past this many hashes.
+    """
+
+    n: int = 5
+    theta: float = 0.5
+    min_overlap: int = 2
+    sketch_cap: int = 256
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.n, int) or isinstance(self.n, bool) or self.n < 1:
+            raise ConfigError(f"n must be a positive integer, not {self.n!r}")
+        if not isinstance(self.theta, (int, float)) or not 0.0 < self.theta <= 1.0:
+            raise ConfigError(f"theta must be in (0, 1], not {self.theta!r}")
+        if not isinstance(self.min_overlap, int) or self.min_overlap < 1:
+            raise ConfigError(f"min_overlap must be a positive integer, not {self.min_overlap!r}")
+        if not isinstance(self.sketch_cap, int) or self.sketch_cap < 1:
+            raise ConfigError(f"sketch_cap must be a positive integer, not {self.sketch_cap!r}")
+
+
+class Tables(Protocol):
+    """The reads and writes :func:`assign` needs from a store, inside one atomic step."""
+
+    def get_fp(self, h: int) -> int | None: ...
+    def get_exact(self, h: int) -> int | None: ...
+    def is_common(self, h: int) -> bool: ...
+    def get_parent(self, gid: int) -> int | None: ...
+    def get_sketch(self, gid: int) -> set[int]: ...
+    def get_doc(self, doc_id: str) -> DocumentRecord | None: ...
+
+    def set_fp(self, h: int, gid: int) -> None: ...
+    def set_exact(self, h: int, gid: int) -> None: ...
+    def add_common(self, hs: Iterable[int]) -> None: ...
+    def new_group(self, sketch: Iterable[int]) -> int: ...
+    def extend_sketch(self, gid: int, hs: Iterable[int]) -> None: ...
+    def merge_into(self, root: int, gid: int) -> None: ...
+    def add_member(self, gid: int, record: DocumentRecord | None) -> None: ...
+
+
+def resolve(tables: Tables, gid: int) -> int:
+    """Follow merge links from *gid* to its canonical id."""
+    parent = tables.get_parent(gid)
+    while parent is not None:
+        gid = parent
+        parent = tables.get_parent(gid)
+    return gid
+
+
+def _select(tables: Tables, doc: DocPrint, n: int) -> tuple[int, ...]:
+    live = [h for h in doc.sentences if not tables.is_common(h)]
+    return tuple((live or list(doc.sentences))[:n])
+
+
+def _candidates(tables: Tables, anchors: tuple[int, ...]) -> dict[int, list[int]]:
+    found: dict[int, list[int]] = {}
+    for h in anchors:
+        gid = tables.get_fp(h)
+        if gid is not None:
+            found.setdefault(resolve(tables, gid), []).append(h)
+    return found
+
+
+def _verify(
+    tables: Tables, live_sketch: set[int], gid: int, policy: MatchPolicy
+) -> tuple[bool, set[int]]:
+    group = {h for h in tables.get_sketch(gid) if not tables.is_common(h)}
+    shared = live_sketch & group
+    smaller = min(len(live_sketch), len(group))
+    ok = (
+        smaller > 0
+        and len(shared) >= min(policy.min_overlap, smaller)
+        and len(shared) >= policy.theta * smaller
+    )
+    return ok, shared
+
+
+def lookup(tables: Tables, doc: DocPrint, policy: MatchPolicy) -> int | None:
+    """Return the canonical id *doc* would join, or None; reads only."""
+    gid = tables.get_exact(doc.exact)
+    if gid is not None:
+        return resolve(tables, gid)
+    live_sketch = {h for h in doc.sketch if not tables.is_common(h)}
+    accepted = [
+        g
+        for g in _candidates(tables, _select(tables, doc, policy.n))
+        if _verify(tables, live_sketch, g, policy)[0]
+    ]
+    return min(accepted) if accepted else None
+
+
+def assign(
+    tables: Tables,
+    doc: DocPrint,
+    policy: MatchPolicy,
+    doc_id: str | None = None,
+    title: str | None = None,
+) -> tuple[Assignment, tuple[int, ...]]:
+    """Place *doc* in a group, writing through *tables*; returns the answer and the anchors.
+
+    The caller makes this atomic (a lock, a LevelDB write batch, a Redis Lua script).
+    """
+    if doc_id is not None:
+        seen = tables.get_doc(doc_id)
+        if seen is not None:
+            answer = Assignment(
+                resolve(tables, seen.similar_id), seen.duplicate, seen.merged_from, True
+            )
+            return answer, seen.fingerprints
+    anchors = _select(tables, doc, policy.n)
+    merged: tuple[int, ...] = ()
+    exact = tables.get_exact(doc.exact)
+    if exact is not None:
+        root = resolve(tables, exact)
+        duplicate = True
+    else:
+        live_sketch = {h for h in doc.sketch if not tables.is_common(h)}
+        accepted: list[int] = []
+        for gid, hits in _candidates(tables, anchors).items():
+            ok, shared = _verify(tables, live_sketch, gid, policy)
+            if ok:
+                accepted.append(gid)
+            else:
+                tables.add_common(sorted(set(hits) | shared))
+        if accepted:
+            root = min(accepted)
+            merged = tuple(sorted(g for g in accepted if g != root))
+            for gid in merged:
+                tables.merge_into(root, gid)
+            if len(tables.get_sketch(root)) < policy.sketch_cap:
+                tables.extend_sketch(root, doc.sketch)
+            duplicate = True
+        else:
+            root = tables.new_group(doc.sketch)
+            duplicate = False
+        tables.set_exact(doc.exact, root)
+    for h in anchors:
+        if tables.get_fp(h) is None:
+            tables.set_fp(h, root)
+    record = None
+    if doc_id is not None:
+        record = DocumentRecord(doc_id, root, duplicate, merged, title, anchors)
+    tables.add_member(root, record)
+    return Assignment(root, duplicate, merged), anchors

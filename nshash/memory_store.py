@@ -1,0 +1,467 @@
+"""MemoryStore: the embedded default, dicts in this process, optionally durable on disk.
+
+Without a path the tables live only as long as the process. With a path, every change is
+journaled before the call that made it returns, so a killed process loses nothing it had
+acknowledged:
+
+* ``PATH.journal`` gets one JSON line per document: a sequence number and the table changes
+  it made. JSON cannot run code when read back. The ``fsync`` policy decides when the line
+  reaches the disk itself: ``always`` (before returning), ``everysec`` (a background flush
+  about once a second, the default) or ``no`` (when the OS decides). Every policy survives a
+  killed process, since each line is handed to the OS before the call returns.
+* ``PATH`` is a snapshot of all tables, written on :meth:`MemoryStore.save`, on
+  :meth:`~MemoryStore.close` and after replaying a journal on open: pickled to ``PATH.tmp``,
+  fsynced, then renamed over ``PATH``. It is read back with an unpickler that admits only
+  plain containers, numbers and strings, so a tampered snapshot cannot run code; still,
+  load only snapshots you wrote. The snapshot records the last journal sequence number it
+  includes, so a crash between the rename and the journal truncation replays nothing twice.
+* ``PATH.lock`` is held with ``flock`` while the store is open: a second opener gets
+  :class:`~nshash.StoreLockedError` instead of two writers corrupting one journal.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import heapq
+import io
+import json
+import os
+import pickle
+import threading
+from collections.abc import Iterable
+from typing import Any, BinaryIO
+
+from .assign import MatchPolicy, assign, lookup, resolve
+from .errors import ConfigError, StoreClosedError, StoreCorruptError, StoreError, StoreLockedError
+from .fingerprint import DocPrint
+from .results import Assignment, DocumentRecord, Group, Member, StoreStats
+from .store import FSYNC_POLICIES, Store
+
+__all__ = ["MemoryStore"]
+
+_SNAPSHOT_FORMAT = 1
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """An unpickler that refuses every global: only dicts, lists, sets, tuples, numbers, str."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise StoreCorruptError(
+            f"Snapshot refers to {module}.{name}; only plain containers are allowed"
+        )
+
+
+class _Tables:
+    """The tables of :mod:`nshash.assign`, as dicts; every write is also logged as an op."""
+
+    def __init__(self) -> None:
+        self.fp: dict[int, int] = {}
+        self.exact: dict[int, int] = {}
+        self.common: set[int] = set()
+        self.parent: dict[int, int] = {}
+        self.sketch: dict[int, set[int]] = {}
+        self.size: dict[int, int] = {}
+        self.members: dict[int, list[str]] = {}
+        self.docs: dict[str, tuple[int, bool, tuple[int, ...], str | None, tuple[int, ...]]] = {}
+        self.counter = 0
+        self.documents = 0
+        #: Ops applied since the last journal write; None when nothing journals them.
+        self.log: list[list[Any]] | None = None
+
+    # -- reads -------------------------------------------------------------------------
+    def get_fp(self, h: int) -> int | None:
+        return self.fp.get(h)
+
+    def get_exact(self, h: int) -> int | None:
+        return self.exact.get(h)
+
+    def is_common(self, h: int) -> bool:
+        return h in self.common
+
+    def get_parent(self, gid: int) -> int | None:
+        return self.parent.get(gid)
+
+    def get_sketch(self, gid: int) -> set[int]:
+        return self.sketch.get(gid, set())
+
+    def get_doc(self, doc_id: str) -> DocumentRecord | None:
+        rec = self.docs.get(doc_id)
+        if rec is None:
+            return None
+        sid, duplicate, merged, title, fps = rec
+        return DocumentRecord(doc_id, sid, duplicate, tuple(merged), title, tuple(fps))
+
+    # -- writes: each builds an op and applies it, so replay runs the same code ----------
+    def _do(self, op: list[Any]) -> None:
+        self.apply(op)
+        if self.log is not None:
+            self.log.append(op)
+
+    def set_fp(self, h: int, gid: int) -> None:
+        self._do(["f", h, gid])
+
+    def set_exact(self, h: int, gid: int) -> None:
+        self._do(["x", h, gid])
+
+    def add_common(self, hs: Iterable[int]) -> None:
+        self._do(["c", list(hs)])
+
+    def new_group(self, sketch: Iterable[int]) -> int:
+        gid = self.counter + 1
+        self._do(["n", gid, list(sketch)])
+        return gid
+
+    def extend_sketch(self, gid: int, hs: Iterable[int]) -> None:
+        self._do(["s", gid, list(hs)])
+
+    def merge_into(self, root: int, gid: int) -> None:
+        self._do(["g", root, gid])
+
+    def add_member(self, gid: int, record: DocumentRecord | None) -> None:
+        if record is None:
+            self._do(["m", gid])
+        else:
+            self._do(
+                [
+                    "m",
+                    gid,
+                    record.doc_id,
+                    record.duplicate,
+                    list(record.merged_from),
+                    record.title,
+                    list(record.fingerprints),
+                ]
+            )
+
+    def apply(self, op: list[Any]) -> None:
+        kind = op[0]
+        if kind == "f":
+            self.fp[op[1]] = op[2]
+        elif kind == "x":
+            self.exact[op[1]] = op[2]
+        elif kind == "c":
+            self.common.update(op[1])
+        elif kind == "n":
+            self.counter = op[1]
+            self.sketch[op[1]] = set(op[2])
+            self.size[op[1]] = 0
+        elif kind == "s":
+            self.sketch[op[1]].update(op[2])
+        elif kind == "g":
+            root, gid = op[1], op[2]
+            self.parent[gid] = root
+            self.sketch[root].update(self.sketch.pop(gid, ()))
+            self.size[root] += self.size.pop(gid, 0)
+            moved = self.members.pop(gid, None)
+            if moved:
+                self.members.setdefault(root, []).extend(moved)
+        elif kind == "m":
+            gid = op[1]
+            self.size[gid] += 1
+            self.documents += 1
+            if len(op) > 2:
+                doc_id = op[2]
+                self.members.setdefault(gid, []).append(doc_id)
+                self.docs[doc_id] = (gid, op[3], tuple(op[4]), op[5], tuple(op[6]))
+        else:
+            raise StoreCorruptError(f"Unknown journal operation {kind!r}")
+
+    # -- snapshot ----------------------------------------------------------------------
+    def dump(self) -> dict[str, Any]:
+        return {
+            "format": _SNAPSHOT_FORMAT,
+            "fp": self.fp,
+            "exact": self.exact,
+            "common": self.common,
+            "parent": self.parent,
+            "sketch": self.sketch,
+            "size": self.size,
+            "members": self.members,
+            "docs": self.docs,
+            "counter": self.counter,
+            "documents": self.documents,
+        }
+
+    def load(self, data: Any) -> None:
+        if not isinstance(data, dict) or data.get("format") != _SNAPSHOT_FORMAT:
+            raise StoreCorruptError("The snapshot is not an nshash memory snapshot (format 1)")
+        try:
+            self.fp, self.exact, self.common = data["fp"], data["exact"], data["common"]
+            self.parent, self.sketch, self.size = data["parent"], data["sketch"], data["size"]
+            self.members, self.docs = data["members"], data["docs"]
+            self.counter, self.documents = int(data["counter"]), int(data["documents"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StoreCorruptError(f"The snapshot is missing a table: {exc}") from exc
+
+
+class MemoryStore(Store):
+    """Dicts in this process; with *path*, a journal and snapshot make them durable.
+
+    Safe for threads: one lock serializes every call. Use one process per path (a lock file
+    enforces it); share state between processes through Redis instead.
+
+    Args:
+        path: the snapshot file; the journal is ``path + ".journal"``. None keeps nothing.
+        fsync: ``"always"``, ``"everysec"`` (default) or ``"no"``; see the module docstring.
+
+    Raises:
+        StoreLockedError: another process has *path* open.
+        StoreCorruptError: the snapshot or journal cannot be read safely.
+
+    Example:
+        >>> store = MemoryStore()
+        >>> store.stats().groups
+        0
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, fsync: str = "everysec") -> None:
+        if fsync not in FSYNC_POLICIES:
+            raise ConfigError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {fsync!r}")
+        self._lock = threading.RLock()
+        self._t = _Tables()
+        self._closed = False
+        self._fsync = fsync
+        self._path = os.fspath(path) if path is not None else None
+        self.url = f"memory://{self._path}" if self._path else "memory://"
+        self._journal: BinaryIO | None = None
+        self._lockfile: BinaryIO | None = None
+        self._seq = 0
+        self._dirty = False
+        self._flusher: threading.Thread | None = None
+        self._stop = threading.Event()
+        if self._path is not None:
+            self._open_files(self._path)
+
+    # -- durability --------------------------------------------------------------------
+    def _open_files(self, path: str) -> None:
+        directory = os.path.dirname(os.path.abspath(path))
+        try:
+            os.makedirs(directory, exist_ok=True)
+            self._lockfile = open(path + ".lock", "ab")
+        except OSError as exc:
+            raise StoreError(f"Cannot open memory store {path!r}: {exc}", url=self.url) from exc
+        try:
+            fcntl.flock(self._lockfile.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            self._lockfile.close()
+            self._lockfile = None
+            raise StoreLockedError(
+                f"Memory store {path!r} is open in another process", url=self.url
+            ) from exc
+        try:
+            snapshot_seq = self._load_snapshot(path)
+            replayed = self._replay(path + ".journal", snapshot_seq)
+            self._journal = open(path + ".journal", "ab", buffering=0)
+            if replayed:
+                self._write_snapshot()
+        except BaseException:
+            self._release()
+            raise
+        self._t.log = []
+        if self._fsync == "everysec":
+            self._flusher = threading.Thread(
+                target=self._flush_loop, name="nshash-journal-fsync", daemon=True
+            )
+            self._flusher.start()
+
+    def _load_snapshot(self, path: str) -> int:
+        try:
+            with open(path, "rb") as fh:
+                data = _PlainUnpickler(fh).load()
+        except FileNotFoundError:
+            return 0
+        except StoreCorruptError:
+            raise
+        except Exception as exc:
+            raise StoreCorruptError(f"Cannot read snapshot {path!r}: {exc}", url=self.url) from exc
+        self._t.load(data)
+        self._seq = int(data.get("seq", 0))
+        return self._seq
+
+    def _replay(self, journal: str, after: int) -> int:
+        try:
+            fh = open(journal, "rb")
+        except FileNotFoundError:
+            return 0
+        replayed = 0
+        with fh:
+            lines = fh.read().split(b"\n")
+        # The last element is b"" after a complete final line; anything else there is a line
+        # cut short by a crash before its write returned: it was never acknowledged.
+        for lineno, line in enumerate(lines[:-1], 1):
+            try:
+                seq, ops = json.loads(line)
+            except (ValueError, TypeError) as exc:
+                raise StoreCorruptError(
+                    f"Journal {journal!r} line {lineno} is unreadable: {exc}", url=self.url
+                ) from exc
+            if seq <= after:
+                continue
+            for op in ops:
+                self._t.apply(op)
+            self._seq = seq
+            replayed += 1
+        if lines[-1]:
+            replayed += 1  # force a compaction, which drops the torn tail
+        return replayed
+
+    def _write_journal(self) -> None:
+        log = self._t.log
+        if self._journal is None or not log:
+            return
+        self._seq += 1
+        line = json.dumps([self._seq, log], separators=(",", ":")).encode() + b"\n"
+        self._t.log = []
+        try:
+            self._journal.write(line)
+            if self._fsync == "always":
+                os.fsync(self._journal.fileno())
+            else:
+                self._dirty = True
+        except OSError as exc:
+            raise StoreError(f"Cannot write the journal: {exc}", url=self.url) from exc
+
+    def _flush_loop(self) -> None:
+        while not self._stop.wait(1.0):
+            with self._lock:
+                if self._dirty and self._journal is not None:
+                    try:
+                        os.fsync(self._journal.fileno())
+                    except OSError:
+                        continue
+                    self._dirty = False
+
+    def _write_snapshot(self) -> None:
+        assert self._path is not None
+        tmp = self._path + ".tmp"
+        data = self._t.dump()
+        data["seq"] = self._seq
+        try:
+            with open(tmp, "wb") as fh:
+                buf = io.BufferedWriter(fh, buffer_size=1 << 20)
+                pickle.dump(data, buf, protocol=pickle.HIGHEST_PROTOCOL)
+                buf.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self._path)
+            dir_fd = os.open(os.path.dirname(os.path.abspath(self._path)), os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+            if self._journal is not None:
+                self._journal.truncate(0)
+                os.fsync(self._journal.fileno())
+            else:
+                with open(self._path + ".journal", "wb") as jf:
+                    os.fsync(jf.fileno())
+        except OSError as exc:
+            raise StoreError(f"Cannot write snapshot {self._path!r}: {exc}", url=self.url) from exc
+
+    def save(self) -> None:
+        """Write a snapshot now and empty the journal (no-op without a path)."""
+        with self._lock:
+            self._check()
+            if self._path is not None:
+                self._write_snapshot()
+
+    def _release(self) -> None:
+        self._stop.set()
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
+        if self._lockfile is not None:
+            self._lockfile.close()
+            self._lockfile = None
+
+    # -- the Store contract ------------------------------------------------------------
+    def _check(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"{self.url} is closed", url=self.url)
+
+    def assign(
+        self,
+        doc: DocPrint,
+        policy: MatchPolicy,
+        doc_id: str | None = None,
+        title: str | None = None,
+    ) -> tuple[Assignment, tuple[int, ...]]:
+        with self._lock:
+            self._check()
+            result = assign(self._t, doc, policy, doc_id, title)
+            self._write_journal()
+            return result
+
+    def lookup(self, doc: DocPrint, policy: MatchPolicy) -> int | None:
+        with self._lock:
+            self._check()
+            return lookup(self._t, doc, policy)
+
+    def resolve(self, similar_id: int) -> int:
+        with self._lock:
+            self._check()
+            return resolve(self._t, similar_id)
+
+    def document(self, doc_id: str) -> DocumentRecord | None:
+        with self._lock:
+            self._check()
+            rec = self._t.get_doc(doc_id)
+            if rec is None:
+                return None
+            return DocumentRecord(
+                rec.doc_id,
+                resolve(self._t, rec.similar_id),
+                rec.duplicate,
+                rec.merged_from,
+                rec.title,
+                rec.fingerprints,
+            )
+
+    def _group(self, gid: int) -> Group:
+        t = self._t
+        members = tuple(Member(d, t.docs[d][3]) for d in t.members.get(gid, ()))
+        return Group(gid, t.size.get(gid, 0), members)
+
+    def group(self, similar_id: int) -> Group | None:
+        with self._lock:
+            self._check()
+            if not 0 < similar_id <= self._t.counter:
+                return None
+            return self._group(resolve(self._t, similar_id))
+
+    def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
+        with self._lock:
+            self._check()
+            sizes = self._t.size
+            top = heapq.nlargest(
+                limit, (g for g in sizes if sizes[g] >= min_size), key=lambda g: (sizes[g], -g)
+            )
+            return [self._group(g) for g in top]
+
+    def stats(self) -> StoreStats:
+        with self._lock:
+            self._check()
+            t = self._t
+            return StoreStats(
+                documents=t.documents,
+                groups=len(t.size),
+                fingerprints=len(t.fp),
+                common_fingerprints=len(t.common),
+                last_id=t.counter,
+            )
+
+    def ping(self) -> None:
+        self._check()
+
+    def close(self) -> None:
+        """Snapshot (with a path), release the files; closing twice is harmless."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                if self._path is not None and self._journal is not None:
+                    self._write_snapshot()
+            finally:
+                self._closed = True
+                self._release()
+        if self._flusher is not None:
+            self._flusher.join(timeout=2)

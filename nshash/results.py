@@ -1,0 +1,102 @@
+"""Plain result types returned by :class:`nshash.NSHash` and the stores."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["AddResult", "Assignment", "DocumentRecord", "Group", "Member", "StoreStats"]
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """What a store answers for one document.
+
+    Attributes:
+        similar_id: the canonical id of the document's group.
+        duplicate: True when the document joined a group that already existed.
+        merged_from: ids that this document merged into ``similar_id`` (empty most of the time).
+        replayed: True when the ``doc_id`` had been added before and nothing changed.
+    """
+
+    similar_id: int
+    duplicate: bool
+    merged_from: tuple[int, ...] = ()
+    replayed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AddResult:
+    """The outcome of :meth:`nshash.NSHash.add`.
+
+    Attributes:
+        similar_id: the group id; reposts of one story share it.
+        duplicate: True when an earlier document of the same story was already there (or the
+            same ``doc_id`` was sent before).
+        merged_from: ids this document merged into ``similar_id``; they resolve to it from now on.
+        fingerprints: the document's anchor fingerprints (64-bit unsigned integers).
+        doc_id: the caller's id for the document, if one was given.
+        replayed: True when ``doc_id`` had been added before: the answer is the stored one and
+            the store did not change.
+    """
+
+    similar_id: int
+    duplicate: bool
+    merged_from: tuple[int, ...]
+    fingerprints: tuple[int, ...]
+    doc_id: str | None = None
+    replayed: bool = False
+
+    def __int__(self) -> int:
+        return self.similar_id
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """A document of a group: its id and, when one was given, its title."""
+
+    doc_id: str
+    title: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """A group of near-duplicate documents.
+
+    Attributes:
+        similar_id: the canonical id of the group.
+        size: how many documents joined it, with or without a ``doc_id``.
+        members: the documents that came with a ``doc_id``, in the order they arrived.
+    """
+
+    similar_id: int
+    size: int
+    members: tuple[Member, ...] = ()
+
+    @property
+    def doc_ids(self) -> list[str]:
+        """The ids of the members, in arrival order."""
+        return [m.doc_id for m in self.members]
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentRecord:
+    """What the store remembers about a document added with a ``doc_id``."""
+
+    doc_id: str
+    similar_id: int
+    duplicate: bool
+    merged_from: tuple[int, ...] = ()
+    title: str | None = None
+    fingerprints: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    """Counts over a whole store."""
+
+    documents: int
+    groups: int
+    fingerprints: int
+    common_fingerprints: int
+    last_id: int
+    extra: dict[str, object] = field(default_factory=dict)

@@ -1,0 +1,252 @@
+"""The store contract and the URL factory that picks a backend.
+
+A store keeps the fingerprint -> group tables and makes the assignment of one document atomic.
+Three backends share one contract, checked by one test suite:
+
+===============================  ==============================================================
+URL                              backend
+===============================  ==============================================================
+``memory://``                    dicts in this process, gone when it exits
+``memory:///path/news.pkl``      dicts, journaled to ``news.pkl.journal`` before every answer,
+                                 compacted into the snapshot ``news.pkl``
+``leveldb:///path/to/dir``       LevelDB through plyvel (``pip install 'nshash[leveldb]'``)
+``redis://host:6379/0?prefix=n`` Redis, shared by many processes (``pip install 'nshash[redis]'``)
+===============================  ==============================================================
+
+Query parameters tune a backend: ``fsync=always|everysec|no`` for memory and LevelDB,
+``prefix=NAME`` for Redis. Unknown parameters are refused, so a typo never passes silently.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+from .assign import MatchPolicy
+from .errors import ConfigError, NSHashError
+from .fingerprint import DocPrint
+from .results import Assignment, DocumentRecord, Group, StoreStats
+
+__all__ = ["FSYNC_POLICIES", "Store", "mask_url", "open_path", "open_store", "parse_url"]
+
+#: How often the memory journal and LevelDB writes reach the disk: after every write, about
+#: once a second, or when the operating system decides. Every policy survives a killed
+#: process; only ``always`` also survives a power cut without losing the last second.
+FSYNC_POLICIES = ("always", "everysec", "no")
+
+
+class Store(ABC):
+    """A place where fingerprints, groups and documents live.
+
+    Subclasses implement the abstract methods; :meth:`assign_many` has a default that a
+    server store overrides to save round trips.
+    """
+
+    #: The URL the store was opened from, with any password masked.
+    url: str = ""
+
+    @abstractmethod
+    def assign(
+        self,
+        doc: DocPrint,
+        policy: MatchPolicy,
+        doc_id: str | None = None,
+        title: str | None = None,
+    ) -> tuple[Assignment, tuple[int, ...]]:
+        """Place one document atomically; returns the answer and the anchors used."""
+
+    def assign_many(
+        self,
+        items: Sequence[tuple[DocPrint, str | None, str | None]],
+        policy: MatchPolicy,
+    ) -> list[tuple[Assignment, tuple[int, ...]] | NSHashError]:
+        """Place documents in order; a failing item yields its exception, the rest go on."""
+        out: list[tuple[Assignment, tuple[int, ...]] | NSHashError] = []
+        for doc, doc_id, title in items:
+            try:
+                out.append(self.assign(doc, policy, doc_id, title))
+            except NSHashError as exc:
+                out.append(exc)
+        return out
+
+    @abstractmethod
+    def lookup(self, doc: DocPrint, policy: MatchPolicy) -> int | None:
+        """Return the group a document would join, or None; writes nothing."""
+
+    @abstractmethod
+    def resolve(self, similar_id: int) -> int:
+        """Return the canonical id of *similar_id* (itself unless it was merged)."""
+
+    @abstractmethod
+    def document(self, doc_id: str) -> DocumentRecord | None:
+        """Return what was answered for *doc_id*, with its current canonical id, or None."""
+
+    @abstractmethod
+    def group(self, similar_id: int) -> Group | None:
+        """Return the group *similar_id* resolves to, or None if no such id was handed out."""
+
+    @abstractmethod
+    def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
+        """Return up to *limit* groups of at least *min_size* documents, largest first."""
+
+    @abstractmethod
+    def stats(self) -> StoreStats:
+        """Return counts over the whole store."""
+
+    def ping(self) -> None:
+        """Raise a :class:`~nshash.StoreError` unless the store can serve requests."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Flush and release everything; later calls raise :class:`~nshash.StoreClosedError`."""
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.url!r}>"
+
+
+def mask_url(url: str) -> str:
+    """Return *url* with its password replaced by ``***``.
+
+    Example:
+        >>> mask_url("redis://:secret@cache:6379/0")
+        'redis://:***@cache:6379/0'
+    """
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def parse_url(url: str) -> tuple[str, str, dict[str, str]]:
+    """Split a store URL into its scheme, its path and its query options.
+
+    Raises:
+        ConfigError: the URL has no scheme or repeats an option.
+    """
+    if not isinstance(url, str) or "://" not in url:
+        raise ConfigError(f"A store URL looks like 'memory://' or 'leveldb:///path', not {url!r}")
+    parts = urlsplit(url)
+    options: dict[str, str] = {}
+    for key, value in parse_qsl(parts.query, keep_blank_values=True, strict_parsing=False):
+        if key in options:
+            raise ConfigError(f"Option {key!r} is given twice in {mask_url(url)!r}")
+        options[key] = value
+    # memory:// and leveldb:// take a file path: "leveldb:///abs/dir" or "leveldb://rel/dir".
+    path = parts.path if parts.scheme.lower().startswith(("redis", "unix")) else (
+        parts.netloc + parts.path
+    )
+    return parts.scheme.lower(), path, options
+
+
+def _fsync_option(options: dict[str, Any], url: str) -> str:
+    fsync = options.pop("fsync", "everysec")
+    if fsync not in FSYNC_POLICIES:
+        raise ConfigError(
+            f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {fsync!r} in {mask_url(url)!r}"
+        )
+    return str(fsync)
+
+
+def _refuse_unknown(options: dict[str, Any], url: str) -> None:
+    if options:
+        raise ConfigError(f"Unknown option(s) {sorted(options)} in store URL {mask_url(url)!r}")
+
+
+def _open_memory(url: str, path: str, options: dict[str, Any]) -> Store:
+    from .memory_store import MemoryStore
+
+    fsync = _fsync_option(options, url)
+    _refuse_unknown(options, url)
+    return MemoryStore(path or None, fsync=fsync)
+
+
+def _require(module: str, extra: str) -> Any:
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigError(
+            f"This store needs the {module!r} package: pip install 'nshash[{extra}]'"
+        ) from exc
+
+
+def _open_leveldb(url: str, path: str, options: dict[str, Any]) -> Store:
+    _require("plyvel", "leveldb")
+    from .leveldb_store import LevelDBStore
+
+    if not path or path == "/":
+        raise ConfigError(f"A LevelDB URL needs a directory: 'leveldb:///path/to/dir', not {url!r}")
+    fsync = _fsync_option(options, url)
+    _refuse_unknown(options, url)
+    return LevelDBStore(path, fsync=fsync)
+
+
+def _open_redis(url: str, path: str, options: dict[str, Any]) -> Store:
+    _require("redis", "redis")
+    module = importlib.import_module("nshash.redis_store")
+    store: Store = module.RedisStore.from_url(url, **options)
+    return store
+
+
+#: Scheme -> opener. Adding a backend means one module and one row here.
+_OPENERS: dict[str, Callable[[str, str, dict[str, Any]], Store]] = {
+    "memory": _open_memory,
+    "leveldb": _open_leveldb,
+    "redis": _open_redis,
+    "rediss": _open_redis,
+    "unix": _open_redis,
+}
+
+
+def open_path(scheme: str, path: str, **options: Any) -> Store:
+    """Open a file-backed store (``memory`` or ``leveldb``) at *path*, with no URL quoting."""
+    if scheme not in ("memory", "leveldb"):
+        raise ConfigError(f"open_path takes 'memory' or 'leveldb', not {scheme!r}")
+    return _OPENERS[scheme](f"{scheme}://{path}", path, dict(options))
+
+
+def open_store(url: str, **options: Any) -> Store:
+    """Open the store a URL names.
+
+    Args:
+        url: ``memory://``, ``memory:///path/file.pkl``, ``leveldb:///path/dir`` or
+            ``redis://host:port/db?prefix=NAME``.
+        **options: backend options; they override the URL's query options.
+
+    Raises:
+        ConfigError: the scheme is unknown, an option is invalid, or the backend's package is
+            not installed.
+        StoreError: the store cannot be opened.
+
+    Example:
+        >>> store = open_store("memory://")
+        >>> store.stats().documents
+        0
+    """
+    scheme, path, query = parse_url(url)
+    opener = _OPENERS.get(scheme)
+    if opener is None:
+        raise ConfigError(
+            f"Unknown store scheme {scheme!r} in {mask_url(url)!r}; use one of {sorted(_OPENERS)}"
+        )
+    query.update({k: v for k, v in options.items()})
+    return opener(url, path, query)
