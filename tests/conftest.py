@@ -1,0 +1,71 @@
+"""Shared fixtures: a ``store_url`` parametrized over every backend, real servers only.
+
+* ``memory``: ``memory://`` in this process.
+* ``memory-file``: ``memory:///tmp/.../store.pkl``, journaled.
+* ``leveldb``: real LevelDB through plyvel in a temp directory.
+* ``redis``: a real ``redis-server``. ``--redis-url`` or ``NSHASH_TEST_REDIS_URL`` names one;
+  otherwise a session fixture starts its own on a free port in a temp dir. Without the binary
+  the Redis cases are skipped locally (with the install hint) and fail under CI (``CI`` set).
+  Each test gets its own key prefix.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.redis_server import RedisServer, redis_server_available
+
+BACKENDS = ["memory", "memory-file", "leveldb", "redis"]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--redis-url",
+        default=os.environ.get("NSHASH_TEST_REDIS_URL"),
+        help="use this Redis for the redis backend instead of starting redis-server",
+    )
+
+
+@pytest.fixture(scope="session")
+def redis_base_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URL of a real Redis for this test session (``redis://127.0.0.1:PORT/0``)."""
+    given = request.config.getoption("--redis-url")
+    if given:
+        yield given
+        return
+    if not redis_server_available():
+        message = "redis-server is not installed (apt-get install redis-server)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+def _with_prefix(url: str, prefix: str) -> str:
+    sep = "&" if "?" in url else "?"
+    return f"{url}{sep}prefix={prefix}"
+
+
+@pytest.fixture(params=BACKENDS)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty store URL for each backend."""
+    backend = request.param
+    if backend == "memory":
+        return "memory://"
+    if backend == "memory-file":
+        return f"memory://{tmp_path}/store.pkl"
+    if backend == "leveldb":
+        pytest.importorskip("plyvel")
+        return f"leveldb://{tmp_path}/store.ldb"
+    base = request.getfixturevalue("redis_base_url")
+    return _with_prefix(base, f"test-{uuid.uuid4().hex[:12]}")

@@ -1,0 +1,99 @@
+"""A real ``redis-server`` for tests: a free port on loopback, a temp dir, no outside state."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+
+def redis_server_available() -> bool:
+    """Whether the ``redis-server`` binary is on PATH."""
+    return shutil.which("redis-server") is not None
+
+
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class RedisServer:
+    """One ``redis-server`` process owned by a test.
+
+    Args:
+        directory: where Redis keeps its files (AOF, RDB) and its log.
+        port: a port, or None to pick a free one.
+        appendonly: turn on the append-only file.
+        appendfsync: ``always``, ``everysec`` or ``no`` (with ``appendonly``).
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        port: int | None = None,
+        appendonly: bool = False,
+        appendfsync: str = "everysec",
+    ) -> None:
+        self.directory = Path(directory)
+        self.port = port or free_port()
+        self.appendonly = appendonly
+        self.appendfsync = appendfsync
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 10.0) -> None:
+        """Start the server and wait until it answers PING."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        args = [
+            "redis-server",
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--dir", str(self.directory),
+            "--save", "",
+            "--appendonly", "yes" if self.appendonly else "no",
+            "--appendfsync", self.appendfsync,
+            "--logfile", str(self.directory / "redis.log"),
+            "--daemonize", "no",
+        ]  # fmt: skip
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                log = (self.directory / "redis.log").read_text(errors="replace")
+                raise RuntimeError(f"redis-server exited with {self.process.returncode}: {log}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
+                    sock.sendall(b"PING\r\n")
+                    if sock.recv(64).startswith(b"+PONG"):
+                        return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"redis-server did not answer on port {self.port} within {timeout}s")
+
+    def kill(self) -> None:
+        """SIGKILL the server: no shutdown, no final save."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(timeout=10)
+        self.process = None
+
+    def stop(self) -> None:
+        """Stop the server politely (SIGTERM), killing it if it lingers."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        self.process = None

@@ -1,0 +1,60 @@
+"""NSHash end to end on the memory store: reposts share an id, distinct stories do not."""
+
+from __future__ import annotations
+
+import pytest
+
+from nshash import ConfigError, EmptyDocumentError, NSHash
+
+STORY = (
+    "The city council approved a new budget for public libraries on Tuesday evening.\n"
+    "Opening hours will grow by ten hours a week at every branch, the mayor said.\n"
+    "The plan also funds two mobile libraries that will visit outlying villages.\n"
+    "Critics argued that the money should have gone to road repairs instead."
+)
+REPOST = (
+    "Source: Morning Post\n"
+    "The city council approved a new budget for public libraries on Tuesday evening. "
+    "Opening hours will grow by ten hours a week at every branch, the mayor said. "
+    "The plan also funds two mobile libraries that will visit outlying villages.\n"
+    "(Editor: J. Smith)"
+)
+OTHER = (
+    "A late frost damaged apple orchards across the northern valley this week.\n"
+    "Growers expect the harvest to fall by almost a third compared with last year.\n"
+    "Some farms are asking the regional government for emergency support payments."
+)
+
+
+class TestNSHash:
+    def test_repost_shares_id(self) -> None:
+        """A lightly edited repost gets the original's similar_id and is a duplicate."""
+        with NSHash.open("memory://") as nsh:
+            first = nsh.add(STORY)
+            second = nsh.add(REPOST)
+            assert second.similar_id == first.similar_id
+            assert second.duplicate and not first.duplicate
+
+    def test_distinct_stories_differ(self) -> None:
+        """Unrelated stories get different ids."""
+        with NSHash.open("memory://") as nsh:
+            assert nsh.add(STORY).similar_id != nsh.add(OTHER).similar_id
+
+    def test_get_similar_returns_int(self) -> None:
+        """get_similar keeps the original contract: an int."""
+        with NSHash.open("memory://") as nsh:
+            sid = nsh.get_similar(STORY)
+            assert type(sid) is int and sid == 1
+
+    def test_empty_document(self) -> None:
+        """A text with no letters or digits raises EmptyDocumentError."""
+        with NSHash.open("memory://") as nsh, pytest.raises(EmptyDocumentError):
+            nsh.add(" ，。！ \n\t")
+
+    def test_unknown_hashdb_and_hashfunc(self, tmp_path, monkeypatch) -> None:
+        """The original constructor refuses unknown hashdb and hashfunc values."""
+        monkeypatch.chdir(tmp_path)
+        with pytest.raises(ConfigError, match="hashdb"):
+            NSHash("news", hashdb="sqlite")
+        with pytest.raises(ConfigError, match="hashfunc"):
+            NSHash("news", hashfunc="sha1")
