@@ -1,0 +1,519 @@
+"""LevelDBStore: the tables of :mod:`nshash.assign` in a LevelDB directory, through plyvel.
+
+One process opens a directory at a time (LevelDB's ``LOCK`` file); a second opener gets
+:class:`~nshash.StoreLockedError`. Threads of that process share one store safely: a lock
+serializes every call.
+
+**Atomicity.** :meth:`LevelDBStore.assign` runs :func:`nshash.assign.assign` over an in-memory
+overlay, so the algorithm reads its own writes, then commits the overlay in one
+``write_batch(transaction=True)``: a document's changes land together or not at all.
+
+**Durability.** Every committed batch is in LevelDB's log before :meth:`~LevelDBStore.assign`
+returns, so a killed process loses nothing it acknowledged. The ``fsync`` policy decides when
+the log also reaches the disk itself (what a power cut needs): ``always`` syncs every write;
+``everysec`` (the default) syncs a write when a second has passed since the last synced one,
+and a background thread syncs a pending write within about a second; ``no`` leaves it to the
+operating system. :meth:`~LevelDBStore.close` syncs whatever is pending, whatever the policy.
+
+**Key layout.** Every key starts with a one-byte table prefix. Integers (ids, counts, sequence
+numbers and the unsigned 64-bit fingerprints) are 8 bytes big-endian, converted only by
+:func:`_enc` and :func:`_dec`, so a table's keys sort by number:
+
+===========================  ============================================================
+key                          value
+===========================  ============================================================
+``\\x00`` + name              a meta counter (``format``, ``counter``, ``documents``,
+                             ``groups``, ``fingerprints``, ``common``, ``mseq``)
+``f`` + fingerprint          anchor fingerprint -> group id (never moved)
+``x`` + fingerprint          whole-text fingerprint -> group id
+``c`` + fingerprint          empty: the fingerprint is common (boilerplate)
+``p`` + group id             the id this merged group resolves to
+``s`` + group id             the group's sketch: sorted clause hashes, 8 bytes each (capped by
+                             the policy's ``sketch_cap``, so it stays small)
+``z`` + group id             the group's document count (canonical groups only)
+``m`` + group id + seq       a member's ``doc_id`` (UTF-8); ``seq`` is a store-wide arrival
+                             number, so a group's members list in arrival order
+``d`` + doc_id (UTF-8)       JSON ``[similar_id, duplicate, merged_from, title, fingerprints]``
+===========================  ============================================================
+
+Members get one key each: adding a document writes one small key, never a growing list. A
+merge moves the merged group's member keys and sketch to the canonical id. :meth:`stats`
+reads the meta counters; :meth:`~LevelDBStore.groups` scans the ``z`` table (one key per
+canonical group).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+import struct
+import threading
+import time
+import weakref
+from collections.abc import Iterable, Iterator
+
+import plyvel
+
+from .assign import MatchPolicy, assign, lookup, resolve
+from .errors import ConfigError, StoreClosedError, StoreCorruptError, StoreError, StoreLockedError
+from .fingerprint import DocPrint
+from .results import Assignment, DocumentRecord, Group, Member, StoreStats
+from .store import FSYNC_POLICIES, Store
+
+__all__ = ["LevelDBStore"]
+
+#: The layout version written to ``\x00format``; a different one is refused on open.
+_FORMAT = 1
+
+_META = b"\x00"
+_FP = b"f"
+_EXACT = b"x"
+_COMMON = b"c"
+_PARENT = b"p"
+_SKETCH = b"s"
+_SIZE = b"z"
+_MEMBER = b"m"
+_DOC = b"d"
+
+_COUNTERS = ("counter", "documents", "groups", "fingerprints", "common", "mseq")
+
+
+def _enc(*values: int) -> bytes:
+    """Pack unsigned 64-bit integers as 8 bytes each, big-endian (the one place that does)."""
+    try:
+        return struct.pack(f">{len(values)}Q", *values)
+    except struct.error as exc:
+        raise ConfigError(f"Not an unsigned 64-bit integer in {values!r}") from exc
+
+
+def _dec(data: bytes) -> tuple[int, ...]:
+    """Unpack what :func:`_enc` packed."""
+    if len(data) % 8:
+        raise StoreCorruptError(f"A stored integer field has {len(data)} bytes, not 8 per value")
+    return struct.unpack(f">{len(data) // 8}Q", data)
+
+
+def _one(data: bytes) -> int:
+    (value,) = _dec(data)
+    return value
+
+
+class _Overlay:
+    """The :class:`nshash.assign.Tables` of one call: LevelDB reads under this call's writes.
+
+    Writes go to ``pending`` (``None`` marks a deletion) and ``meta``; nothing reaches the
+    database until :meth:`LevelDBStore.assign` commits them in one batch.
+    """
+
+    def __init__(self, db: plyvel.DB, meta: dict[str, int]) -> None:
+        self.db = db
+        self.meta = dict(meta)
+        self.pending: dict[bytes, bytes | None] = {}
+
+    # -- raw access ----------------------------------------------------------------------
+    def get(self, key: bytes) -> bytes | None:
+        if key in self.pending:
+            return self.pending[key]
+        value: bytes | None = self.db.get(key)
+        return value
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self.pending[key] = value
+
+    def delete(self, key: bytes) -> None:
+        self.pending[key] = None
+
+    def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Yield the live ``(key, value)`` pairs under *prefix*, database and overlay merged."""
+        seen: set[bytes] = set()
+        for key, value in self.db.iterator(prefix=prefix):
+            seen.add(key)
+            if key in self.pending:
+                mine = self.pending[key]
+                if mine is not None:
+                    yield key, mine
+            else:
+                yield key, value
+        for key, mine in sorted(
+            (k, v) for k, v in self.pending.items() if k.startswith(prefix) and k not in seen
+        ):
+            if mine is not None:
+                yield key, mine
+
+    def get_int(self, key: bytes) -> int | None:
+        value = self.get(key)
+        return None if value is None else _one(value)
+
+    # -- reads of the Tables protocol ------------------------------------------------------
+    def get_fp(self, h: int) -> int | None:
+        return self.get_int(_FP + _enc(h))
+
+    def get_exact(self, h: int) -> int | None:
+        return self.get_int(_EXACT + _enc(h))
+
+    def is_common(self, h: int) -> bool:
+        return self.get(_COMMON + _enc(h)) is not None
+
+    def get_parent(self, gid: int) -> int | None:
+        return self.get_int(_PARENT + _enc(gid))
+
+    def get_sketch(self, gid: int) -> set[int]:
+        value = self.get(_SKETCH + _enc(gid))
+        return set(_dec(value)) if value else set()
+
+    def get_doc(self, doc_id: str) -> DocumentRecord | None:
+        value = self.get(_DOC + doc_id.encode("utf-8"))
+        if value is None:
+            return None
+        try:
+            sid, duplicate, merged, title, fps = json.loads(value)
+            return DocumentRecord(
+                doc_id, int(sid), bool(duplicate), tuple(merged), title, tuple(fps)
+            )
+        except (ValueError, TypeError) as exc:
+            raise StoreCorruptError(f"The record of doc_id {doc_id!r} is unreadable") from exc
+
+    def get_size(self, gid: int) -> int:
+        return self.get_int(_SIZE + _enc(gid)) or 0
+
+    # -- writes of the Tables protocol -----------------------------------------------------
+    def set_fp(self, h: int, gid: int) -> None:
+        key = _FP + _enc(h)
+        if self.get(key) is None:
+            self.meta["fingerprints"] += 1
+        self.put(key, _enc(gid))
+
+    def set_exact(self, h: int, gid: int) -> None:
+        self.put(_EXACT + _enc(h), _enc(gid))
+
+    def add_common(self, hs: Iterable[int]) -> None:
+        for h in hs:
+            key = _COMMON + _enc(h)
+            if self.get(key) is None:
+                self.meta["common"] += 1
+                self.put(key, b"")
+
+    def _put_sketch(self, gid: int, hs: set[int]) -> None:
+        self.put(_SKETCH + _enc(gid), _enc(*sorted(hs)))
+
+    def new_group(self, sketch: Iterable[int]) -> int:
+        gid = self.meta["counter"] + 1
+        self.meta["counter"] = gid
+        self.meta["groups"] += 1
+        self._put_sketch(gid, set(sketch))
+        self.put(_SIZE + _enc(gid), _enc(0))
+        return gid
+
+    def extend_sketch(self, gid: int, hs: Iterable[int]) -> None:
+        self._put_sketch(gid, self.get_sketch(gid) | set(hs))
+
+    def merge_into(self, root: int, gid: int) -> None:
+        self.put(_PARENT + _enc(gid), _enc(root))
+        self._put_sketch(root, self.get_sketch(root) | self.get_sketch(gid))
+        self.delete(_SKETCH + _enc(gid))
+        self.put(_SIZE + _enc(root), _enc(self.get_size(root) + self.get_size(gid)))
+        self.delete(_SIZE + _enc(gid))
+        self.meta["groups"] -= 1
+        old = _MEMBER + _enc(gid)
+        new = _MEMBER + _enc(root)
+        for key, doc_id in list(self.scan(old)):
+            # The arrival number stays, so the merged members interleave in arrival order.
+            self.put(new + key[len(old) :], doc_id)
+            self.delete(key)
+
+    def add_member(self, gid: int, record: DocumentRecord | None) -> None:
+        self.put(_SIZE + _enc(gid), _enc(self.get_size(gid) + 1))
+        self.meta["documents"] += 1
+        if record is None:
+            return
+        seq = self.meta["mseq"] + 1
+        self.meta["mseq"] = seq
+        doc_id = record.doc_id.encode("utf-8")
+        self.put(_MEMBER + _enc(gid, seq), doc_id)
+        value = [
+            record.similar_id,
+            record.duplicate,
+            list(record.merged_from),
+            record.title,
+            list(record.fingerprints),
+        ]
+        self.put(_DOC + doc_id, json.dumps(value, separators=(",", ":")).encode("utf-8"))
+
+
+def _flush_loop(ref: weakref.ref[LevelDBStore], stop: threading.Event) -> None:
+    while not stop.wait(1.0):
+        store = ref()
+        if store is None:
+            return
+        store._flush_pending()
+        del store
+
+
+class LevelDBStore(Store):
+    """The tables in a LevelDB directory: one process, large corpora on disk.
+
+    Use it when the state outgrows memory or must survive restarts without a snapshot, and
+    one process does the writing. Share state between processes through Redis instead.
+
+    Args:
+        path: the LevelDB directory; created when missing.
+        fsync: ``"always"``, ``"everysec"`` (default) or ``"no"``; see the module docstring.
+
+    Raises:
+        ConfigError: *fsync* is not a known policy.
+        StoreLockedError: another process (or another store in this one) holds *path*.
+        StoreCorruptError: *path* holds a LevelDB that is damaged or not an nshash store.
+        StoreError: the directory cannot be opened for another reason.
+
+    Example:
+        >>> import tempfile
+        >>> store = LevelDBStore(tempfile.mkdtemp() + "/news.ldb")
+        >>> store.stats().documents
+        0
+        >>> store.close()
+    """
+
+    def __init__(self, path: str | os.PathLike[str], fsync: str = "everysec") -> None:
+        if fsync not in FSYNC_POLICIES:
+            raise ConfigError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {fsync!r}")
+        self._path = os.fspath(path)
+        self.url = f"leveldb://{self._path}"
+        self._fsync = fsync
+        self._lock = threading.Lock()
+        self._closed = False
+        self._dirty = False
+        self._last_sync = 0.0
+        self._stop = threading.Event()
+        self._flusher: threading.Thread | None = None
+        self._db = self._open(self._path)
+        try:
+            self._meta = self._load_meta()
+        except BaseException:
+            self._db.close()
+            raise
+        if fsync == "everysec":
+            # The thread holds only a weak reference, so a store dropped without close() is
+            # still collected (and __del__ releases the directory).
+            self._flusher = threading.Thread(
+                target=_flush_loop,
+                args=(weakref.ref(self), self._stop),
+                name="nshash-leveldb-fsync",
+                daemon=True,
+            )
+            self._flusher.start()
+
+    # -- opening -------------------------------------------------------------------------
+    def _open(self, path: str) -> plyvel.DB:
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            return plyvel.DB(path, create_if_missing=True)
+        except plyvel.IOError as exc:
+            if "lock" not in str(exc).lower():
+                raise self._open_failed(exc) from exc
+            raise StoreLockedError(
+                f"LevelDB directory {path!r} is already open in another process or store (LevelDB admits "
+                "one opener; share state between processes through Redis)",
+                url=self.url,
+            ) from exc
+        except plyvel.CorruptionError as exc:
+            raise StoreCorruptError(
+                f"LevelDB directory {path!r} is damaged: {exc}", url=self.url
+            ) from exc
+        except (plyvel.Error, OSError) as exc:
+            raise self._open_failed(exc) from exc
+
+    def _open_failed(self, exc: Exception) -> StoreError:
+        return StoreError(f"Cannot open LevelDB directory {self._path!r}: {exc}", url=self.url)
+
+    def _load_meta(self) -> dict[str, int]:
+        try:
+            stored = self._db.get(_META + b"format")
+            if stored is None:
+                if next(self._db.iterator(include_value=False), None) is not None:
+                    raise StoreCorruptError(
+                        f"LevelDB directory {self._path!r} holds data that is not an nshash store",
+                        url=self.url,
+                    )
+                self._db.put(_META + b"format", _enc(_FORMAT), sync=True)
+            elif _one(stored) != _FORMAT:
+                raise StoreCorruptError(
+                    f"LevelDB directory {self._path!r} has store format {_one(stored)!r}; "
+                    f"this version reads format {_FORMAT!r}",
+                    url=self.url,
+                )
+            meta: dict[str, int] = {}
+            for name in _COUNTERS:
+                value = self._db.get(_META + name.encode("ascii"))
+                meta[name] = 0 if value is None else _one(value)
+            return meta
+        except plyvel.Error as exc:
+            raise StoreError(
+                f"Cannot read LevelDB directory {self._path!r}: {exc}", url=self.url
+            ) from exc
+
+    # -- durability ----------------------------------------------------------------------
+    def _commit(self, overlay: _Overlay) -> None:
+        """Write one call's changes in one transactional batch; the caller holds the lock."""
+        changed = {k: v for k, v in overlay.meta.items() if v != self._meta[k]}
+        if not overlay.pending and not changed:
+            return
+        now = time.monotonic()
+        sync = self._fsync == "always" or (
+            self._fsync == "everysec" and now - self._last_sync >= 1.0
+        )
+        try:
+            batch = self._db.write_batch(transaction=True, sync=sync)
+            for key, value in overlay.pending.items():
+                if value is None:
+                    batch.delete(key)
+                else:
+                    batch.put(key, value)
+            for name, count in changed.items():
+                batch.put(_META + name.encode("ascii"), _enc(count))
+            batch.write()
+        except plyvel.Error as exc:
+            raise StoreError(f"Cannot write to {self._path!r}: {exc}", url=self.url) from exc
+        self._meta = overlay.meta
+        if sync:
+            self._last_sync = now
+            self._dirty = False
+        else:
+            self._dirty = True
+
+    def _sync_now(self) -> None:
+        """Force LevelDB's log to disk with a small synced write; the caller holds the lock."""
+        self._db.put(_META + b"format", _enc(_FORMAT), sync=True)
+        self._last_sync = time.monotonic()
+        self._dirty = False
+
+    def _flush_pending(self) -> None:
+        """Sync a write left unsynced by the ``everysec`` policy (the flusher thread's job)."""
+        with self._lock:
+            if self._closed or not self._dirty:
+                return
+            try:
+                self._sync_now()
+            except plyvel.Error:
+                pass  # the next write or close() tries again and reports
+
+    # -- the Store contract ----------------------------------------------------------------
+    def _check(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"{self.url} is closed", url=self.url)
+
+    def _reader(self) -> _Overlay:
+        return _Overlay(self._db, self._meta)
+
+    def assign(
+        self,
+        doc: DocPrint,
+        policy: MatchPolicy,
+        doc_id: str | None = None,
+        title: str | None = None,
+    ) -> tuple[Assignment, tuple[int, ...]]:
+        with self._lock:
+            self._check()
+            overlay = self._reader()
+            try:
+                result = assign(overlay, doc, policy, doc_id, title)
+            except plyvel.Error as exc:
+                raise StoreError(f"Cannot read {self._path!r}: {exc}", url=self.url) from exc
+            self._commit(overlay)
+            return result
+
+    def lookup(self, doc: DocPrint, policy: MatchPolicy) -> int | None:
+        with self._lock:
+            self._check()
+            return lookup(self._reader(), doc, policy)
+
+    def resolve(self, similar_id: int) -> int:
+        with self._lock:
+            self._check()
+            return resolve(self._reader(), similar_id)
+
+    def document(self, doc_id: str) -> DocumentRecord | None:
+        with self._lock:
+            self._check()
+            reader = self._reader()
+            rec = reader.get_doc(doc_id)
+            if rec is None:
+                return None
+            return DocumentRecord(
+                rec.doc_id,
+                resolve(reader, rec.similar_id),
+                rec.duplicate,
+                rec.merged_from,
+                rec.title,
+                rec.fingerprints,
+            )
+
+    def _group(self, reader: _Overlay, gid: int) -> Group:
+        members = []
+        for _key, raw in reader.scan(_MEMBER + _enc(gid)):
+            doc_id = raw.decode("utf-8")
+            rec = reader.get_doc(doc_id)
+            members.append(Member(doc_id, rec.title if rec is not None else None))
+        return Group(gid, reader.get_size(gid), tuple(members))
+
+    def group(self, similar_id: int) -> Group | None:
+        with self._lock:
+            self._check()
+            if not 0 < similar_id <= self._meta["counter"]:
+                return None
+            reader = self._reader()
+            return self._group(reader, resolve(reader, similar_id))
+
+    def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
+        with self._lock:
+            self._check()
+            sizes = (
+                (_one(key[1:]), _one(value)) for key, value in self._db.iterator(prefix=_SIZE)
+            )
+            top = heapq.nlargest(
+                limit,
+                ((size, -gid) for gid, size in sizes if size >= min_size),
+            )
+            reader = self._reader()
+            return [self._group(reader, -neg) for _size, neg in top]
+
+    def stats(self) -> StoreStats:
+        with self._lock:
+            self._check()
+            m = self._meta
+            return StoreStats(
+                documents=m["documents"],
+                groups=m["groups"],
+                fingerprints=m["fingerprints"],
+                common_fingerprints=m["common"],
+                last_id=m["counter"],
+            )
+
+    def ping(self) -> None:
+        self._check()
+
+    def close(self) -> None:
+        """Sync pending writes and release the directory; closing twice is harmless."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._stop.set()
+            try:
+                if self._dirty:
+                    self._sync_now()
+            except plyvel.Error as exc:
+                raise StoreError(f"Cannot sync {self._path!r}: {exc}", url=self.url) from exc
+            finally:
+                self._db.close()
+        if self._flusher is not None and self._flusher is not threading.current_thread():
+            self._flusher.join(timeout=2)
+
+    def __del__(self) -> None:
+        # A store dropped without close() still releases the LOCK for a later opener.
+        try:
+            if not getattr(self, "_closed", True):
+                self.close()
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
+
