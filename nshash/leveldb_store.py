@@ -312,8 +312,8 @@ class LevelDBStore(Store):
             if "lock" not in str(exc).lower():
                 raise self._open_failed(exc) from exc
             raise StoreLockedError(
-                f"LevelDB directory {path!r} is already open in another process or store (LevelDB admits "
-                "one opener; share state between processes through Redis)",
+                f"LevelDB directory {path!r} is already open in another process or store "
+                "(LevelDB admits one opener; share state between processes through Redis)",
                 url=self.url,
             ) from exc
         except plyvel.CorruptionError as exc:
