@@ -467,9 +467,7 @@ class LevelDBStore(Store):
     def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
         with self._lock:
             self._check()
-            sizes = (
-                (_one(key[1:]), _one(value)) for key, value in self._db.iterator(prefix=_SIZE)
-            )
+            sizes = ((_one(key[1:]), _one(value)) for key, value in self._db.iterator(prefix=_SIZE))
             top = heapq.nlargest(
                 limit,
                 ((size, -gid) for gid, size in sizes if size >= min_size),
@@ -516,4 +514,3 @@ class LevelDBStore(Store):
                 self.close()
         except Exception:  # pragma: no cover - interpreter shutdown
             pass
-

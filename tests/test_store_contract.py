@@ -1,0 +1,566 @@
+"""One behaviour suite for every store backend (memory, memory-file, LevelDB, Redis).
+
+Each test runs once per backend through the ``store_url`` fixture of ``conftest.py``, against
+the real thing: plyvel in a temp directory, a real ``redis-server``. The sample articles are
+written for this project.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from nshash import NSHash, StoreClosedError, StoreStats
+
+# -- sample articles (original text) -----------------------------------------------------
+
+EN_RAIL = (
+    "The regional rail operator announced on Monday that night trains between the two port "
+    "cities will resume in early spring.\n"
+    "Service was suspended three years ago, after a landslide damaged a long stretch of track "
+    "along the coast.\n"
+    "Engineers have since rebuilt the embankment and added drainage channels to protect it "
+    "from heavy rain.\n"
+    "Tickets go on sale next month, and the first departures are planned for the second week "
+    "of March."
+)
+EN_RAIL_REPOST = (
+    "Posted by the Harbour Courier travel desk\n"
+    "The regional rail operator announced on Monday that night trains between the two port "
+    "cities will resume in early spring. Service was suspended three years ago, after a "
+    "landslide damaged a long stretch of track along the coast. Engineers have since rebuilt "
+    "the embankment and added drainage channels to protect it from heavy rain.\n"
+    "Share this story with your friends!"
+)
+EN_TURTLES = (
+    "Researchers at a university marine station have followed a group of young sea turtles "
+    "for more than two thousand kilometres.\n"
+    "The small satellite tags, glued to the shells, fall off on their own after about a year.\n"
+    "The data show that the turtles spend far more time in cold offshore currents than "
+    "scientists had assumed.\n"
+    "The team hopes the findings will help fishing fleets avoid the areas where the animals "
+    "feed."
+)
+EN_TURTLES_REPOST = (
+    "RESEARCHERS AT A UNIVERSITY MARINE STATION HAVE FOLLOWED A GROUP OF YOUNG SEA TURTLES "
+    "FOR MORE THAN TWO THOUSAND KILOMETRES.\n"
+    "The small satellite tags, glued to the shells, fall off on their own after about a year. "
+    "The data show that the turtles spend far more time in cold offshore currents than "
+    "scientists had assumed.\n"
+    "The team hopes the findings will help fishing fleets avoid the areas where the animals "
+    "feed.\n(Reporting by our science correspondent)"
+)
+EN_BAKERY = (
+    "A family bakery in the old market district marked its hundredth anniversary by giving "
+    "free bread to every visitor.\n"
+    "The founder's great-granddaughter now runs the shop, and she still fires the original "
+    "stone oven every morning.\n"
+    "Customers queued around the block before sunrise, many of them carrying photographs of "
+    "earlier generations.\n"
+    "The city has promised to list the building as a protected heritage site later this year."
+)
+EN_CHESS = (
+    "A twelve-year-old from a mountain village won the national junior chess championship "
+    "after an eleven-hour final round.\n"
+    "She learned the game from her grandfather, who carved the pieces himself from pine "
+    "branches.\n"
+    "Her coach said her calm play in long endgames sets her apart from older opponents.\n"
+    "The prize includes a scholarship and a place on the team for next summer's world event."
+)
+EN_ORCHARD = (
+    "A late frost damaged apple orchards across the northern valley, and growers fear the "
+    "worst harvest in a decade.\n"
+    "Temperatures fell well below freezing for two nights just as the trees were in full "
+    "blossom.\n"
+    "Some farmers lit small fires between the rows, but the effort saved only a fraction of "
+    "the buds.\n"
+    "The regional government will decide next week whether to offer emergency support "
+    "payments."
+)
+
+ZH_WATER = (
+    "市政府周三宣布，将在明年年底前完成老城区全部供水管道的更新改造。\n"
+    "据介绍，部分管道已经使用超过四十年，漏损率明显高于全市平均水平。\n"
+    "改造期间将分段施工，每一段的停水时间原则上不超过八个小时。\n"
+    "相关部门提醒居民提前储水，并留意社区发布的停水通知。"
+)
+ZH_WATER_REPOST = (
+    "来源：城市晚报\n"
+    "市政府周三宣布，将在明年年底前完成老城区全部供水管道的更新改造。"
+    "据介绍，部分管道已经使用超过四十年，漏损率明显高于全市平均水平。"
+    "改造期间将分段施工，每一段的停水时间原则上不超过８个小时。\n"
+    "（责任编辑：李明）"
+)
+ZH_ORCHID = (
+    "一支高校科研团队近日在高山草甸发现了一种此前从未被记录的兰花。\n"
+    "这种兰花的花瓣呈淡紫色，只在每年七月中旬短暂开放大约十天。\n"
+    "研究人员表示，该物种分布范围极小，目前已知的野生植株不足两百株。\n"
+    "团队建议当地尽快将其生长区域纳入自然保护地，并开展长期监测。"
+)
+ZH_LIBRARY = (
+    "本市第一家无人值守的社区图书馆昨日正式开放，市民刷身份证即可借还图书。\n"
+    "馆内藏书约一万册，涵盖文学、历史、科普和少儿读物等多个类别。\n"
+    "图书馆全天二十四小时开放，还配有自助消毒柜和安静的阅读座位。\n"
+    "管理方表示，将根据借阅数据每月调整书目，更好地满足周边居民的需求。"
+)
+ZH_MARATHON = (
+    "第十届滨江马拉松赛周日鸣枪开跑，来自二十多个国家和地区的选手参加了比赛。\n"
+    "男子组冠军由一名来自本省的业余跑者获得，成绩刷新了赛会纪录。\n"
+    "赛道沿江而设，沿途设置了十二个补给站和六个医疗救护点。\n"
+    "组委会表示，明年将增加半程马拉松和家庭欢乐跑两个项目。"
+)
+
+#: Long site boilerplate that unrelated articles share (a made-up site's footer).
+EN_FOOTER = (
+    "This article is provided for general information only and does not constitute "
+    "professional advice of any kind, and no part of it may be reproduced without the "
+    "written permission of the publisher."
+)
+ZH_FOOTER = (
+    "本网站刊登的全部内容仅供读者参考而不构成任何投资建议，"
+    "未经本网站书面授权任何单位和个人不得转载或摘编。"
+)
+
+EN_STORIES = [EN_RAIL, EN_TURTLES, EN_BAKERY, EN_CHESS, EN_ORCHARD]
+ZH_STORIES = [ZH_WATER, ZH_ORCHID, ZH_LIBRARY, ZH_MARATHON]
+
+# -- synthetic stories for the concurrency test -------------------------------------------
+
+_WORDS = (
+    "harbour council river festival museum teacher bridge village market winter summer "
+    "engineer doctor farmer library station garden mountain island forest budget school "
+    "hospital factory orchestra stadium airport ferry bakery theatre volunteer storm drought "
+    "harvest election record century planet telescope glacier canal tunnel lantern"
+).split()
+
+
+def synthetic_story(seed: int) -> list[str]:
+    """Five distinct sentences of twelve words drawn with a fixed seed."""
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(_WORDS) for _ in range(12)) + f" {seed}-{i}." for i in range(5)]
+
+
+def story_versions(seed: int) -> list[str]:
+    """An original and two reposts of one synthetic story (a header, a dropped sentence)."""
+    sentences = synthetic_story(seed)
+    original = "\n".join(sentences)
+    repost_a = "Reposted from the Daily Lantern\n" + " ".join(sentences[:4])
+    repost_b = "\n".join(s.upper() for s in sentences[1:]) + "\nEditor: K. Oduya"
+    return [original, repost_a, repost_b]
+
+
+# -- fixtures ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def nsh(store_url: str) -> Iterator[NSHash]:
+    """An NSHash on a fresh, empty store of each backend."""
+    with NSHash.open(store_url) as opened:
+        yield opened
+
+
+@pytest.fixture
+def reopen(store_url: str) -> Callable[[], NSHash]:
+    """Open the same store again (only the persistent backends keep anything)."""
+    if store_url == "memory://":
+        pytest.skip("memory:// without a path keeps nothing across a reopen")
+    return lambda: NSHash.open(store_url)
+
+
+def same_stats(a: StoreStats, b: StoreStats) -> bool:
+    """Whether two stats snapshots show the same store contents."""
+    return (a.documents, a.groups, a.fingerprints, a.common_fingerprints, a.last_id) == (
+        b.documents,
+        b.groups,
+        b.fingerprints,
+        b.common_fingerprints,
+        b.last_id,
+    )
+
+
+# -- the contract ----------------------------------------------------------------------------
+
+
+class TestIds:
+    """Ids are positive integers from a persistent counter."""
+
+    def test_new_stories_count_up_from_one(self, nsh: NSHash) -> None:
+        """Unrelated stories get 1, 2, 3, ... in arrival order, as ints."""
+        ids = [nsh.add(text).similar_id for text in EN_STORIES + ZH_STORIES]
+        assert ids == list(range(1, len(ids) + 1))
+        assert all(type(i) is int for i in ids)
+        assert nsh.stats().last_id == len(ids)
+
+    def test_get_similar_returns_int(self, nsh: NSHash) -> None:
+        """The original call returns a plain int, the same for a repost."""
+        first = nsh.get_similar(EN_RAIL)
+        assert type(first) is int and first == 1
+        assert nsh.get_similar(EN_RAIL_REPOST) == first
+
+    def test_unknown_id_has_no_group(self, nsh: NSHash) -> None:
+        """An id never handed out has no group and resolves to itself."""
+        nsh.add(EN_RAIL)
+        assert nsh.group(2) is None
+        assert nsh.group(10**12) is None
+        assert nsh.resolve(7) == 7
+
+    def test_ids_survive_reopen(self, nsh: NSHash, reopen: Callable[[], NSHash]) -> None:
+        """After close and reopen, old answers stand and new ids exceed every earlier one."""
+        first = {
+            text: nsh.add(text, doc_id=f"d{i}").similar_id for i, text in enumerate(EN_STORIES)
+        }
+        before = nsh.stats()
+        nsh.close()
+        with reopen() as again:
+            assert same_stats(again.stats(), before)
+            assert again.add(EN_RAIL_REPOST).similar_id == first[EN_RAIL]
+            assert again.query(EN_TURTLES_REPOST) == first[EN_TURTLES]
+            for i, text in enumerate(EN_STORIES):
+                record = again.document(f"d{i}")
+                assert record is not None and record.similar_id == first[text]
+            new = again.add(ZH_WATER).similar_id
+            assert new > max(first.values())
+            assert again.stats().last_id == new
+
+    def test_ids_never_reused_across_many_reopens(
+        self, nsh: NSHash, reopen: Callable[[], NSHash]
+    ) -> None:
+        """Each session's new story gets an id greater than all before it."""
+        seen = [nsh.add(ZH_WATER).similar_id]
+        nsh.close()
+        for text in (ZH_ORCHID, ZH_LIBRARY, ZH_MARATHON):
+            with reopen() as again:
+                sid = again.add(text).similar_id
+                assert sid > max(seen)
+                seen.append(sid)
+        assert seen == [1, 2, 3, 4]
+
+
+class TestGrouping:
+    """Reposts share an id; unrelated documents don't."""
+
+    @pytest.mark.parametrize(
+        ("original", "repost"),
+        [(EN_RAIL, EN_RAIL_REPOST), (EN_TURTLES, EN_TURTLES_REPOST), (ZH_WATER, ZH_WATER_REPOST)],
+        ids=["en-rail", "en-turtles", "zh-water"],
+    )
+    def test_repost_shares_id(self, nsh: NSHash, original: str, repost: str) -> None:
+        """An edited repost gets the original's id and is marked a duplicate."""
+        first = nsh.add(original)
+        nsh.add(EN_CHESS)
+        second = nsh.add(repost)
+        assert (first.duplicate, second.duplicate) == (False, True)
+        assert second.similar_id == first.similar_id
+        assert second.merged_from == ()
+        assert nsh.stats().groups == 2
+
+    def test_unrelated_stories_differ(self, nsh: NSHash) -> None:
+        """Every unrelated story gets its own id and none is a duplicate."""
+        results = [nsh.add(text) for text in EN_STORIES + ZH_STORIES]
+        assert len({r.similar_id for r in results}) == len(results)
+        assert not any(r.duplicate for r in results)
+
+    def test_exact_repeat_is_duplicate(self, nsh: NSHash) -> None:
+        """The same text twice (without a doc_id) joins one group, counted twice."""
+        a, b = nsh.add(ZH_ORCHID), nsh.add(ZH_ORCHID)
+        assert b.similar_id == a.similar_id and b.duplicate and not b.replayed
+        group = nsh.group(a.similar_id)
+        assert group is not None and group.size == 2
+        assert nsh.stats().documents == 2
+
+    def test_fingerprints_are_unsigned_64_bit(self, nsh: NSHash) -> None:
+        """The anchors a store returns are 64-bit unsigned ints, the same on every backend."""
+        result = nsh.add(EN_BAKERY, doc_id="bakery")
+        assert result.fingerprints
+        assert all(0 <= fp < 2**64 for fp in result.fingerprints)
+        record = nsh.document("bakery")
+        assert record is not None and record.fingerprints == result.fingerprints
+
+
+class TestMerge:
+    """A document that bridges two groups merges them; the smallest id stays canonical."""
+
+    def test_bridge_merges_groups(self, nsh: NSHash) -> None:
+        """The old id resolves to the canonical one and its members move there."""
+        a = nsh.add(EN_RAIL, doc_id="rail").similar_id
+        b = nsh.add(EN_TURTLES, doc_id="turtles").similar_id
+        nsh.add(EN_TURTLES_REPOST, doc_id="turtles-2")
+        assert a < b
+        bridge = nsh.add(EN_RAIL + "\n" + EN_TURTLES, doc_id="bridge")
+        assert bridge.similar_id == a
+        assert bridge.merged_from == (b,)
+        assert bridge.duplicate
+        assert nsh.resolve(b) == a and nsh.resolve(a) == a
+        merged = nsh.group(b)
+        assert merged is not None and merged.similar_id == a
+        assert merged.size == 4
+        assert sorted(merged.doc_ids) == ["bridge", "rail", "turtles", "turtles-2"]
+        assert nsh.group(a) == merged
+        turtles = nsh.document("turtles")
+        assert turtles is not None and turtles.similar_id == a
+        stats = nsh.stats()
+        assert (stats.groups, stats.documents, stats.last_id) == (1, 4, 2)
+        assert [g.similar_id for g in nsh.groups(min_size=1)] == [a]
+
+    def test_merged_group_keeps_growing(self, nsh: NSHash) -> None:
+        """After a merge, reposts of either story and of the bridge join the canonical id."""
+        a = nsh.add(ZH_WATER).similar_id
+        b = nsh.add(ZH_ORCHID).similar_id
+        nsh.add(ZH_ORCHID + "\n" + ZH_WATER)
+        assert nsh.add(ZH_WATER_REPOST).similar_id == a
+        assert nsh.add(ZH_ORCHID.replace("十天", "两周")).similar_id == a
+        assert nsh.query(ZH_ORCHID) == a
+        assert nsh.resolve(b) == a
+        assert nsh.add(ZH_LIBRARY).similar_id == 3
+
+
+class TestDocId:
+    """The same doc_id twice is a no-op that returns the first answer."""
+
+    def test_replay_returns_same_answer(self, nsh: NSHash) -> None:
+        """A retried doc_id answers as before, flagged replayed, and the store is unchanged."""
+        first = nsh.add(EN_BAKERY, doc_id="b-1", title="Bakery turns 100")
+        nsh.add(EN_CHESS, doc_id="c-1")
+        before = nsh.stats()
+        again = nsh.add(EN_BAKERY, doc_id="b-1", title="Bakery turns 100")
+        assert again.replayed and not first.replayed
+        assert (again.similar_id, again.duplicate, again.merged_from, again.fingerprints) == (
+            first.similar_id,
+            first.duplicate,
+            first.merged_from,
+            first.fingerprints,
+        )
+        assert same_stats(nsh.stats(), before)
+        group = nsh.group(first.similar_id)
+        assert group is not None and group.size == 1 and group.doc_ids == ["b-1"]
+
+    def test_replay_ignores_new_text(self, nsh: NSHash) -> None:
+        """A known doc_id sent with other text still gets the stored answer and writes nothing."""
+        first = nsh.add(ZH_WATER, doc_id="w")
+        before = nsh.stats()
+        again = nsh.add(ZH_MARATHON, doc_id="w")
+        assert again.replayed and again.similar_id == first.similar_id
+        assert same_stats(nsh.stats(), before)
+        assert nsh.query(ZH_MARATHON) is None
+
+    def test_replay_after_merge_answers_canonical_id(self, nsh: NSHash) -> None:
+        """A doc_id replayed after its group merged answers the canonical id."""
+        nsh.add(EN_RAIL, doc_id="r")
+        b = nsh.add(EN_TURTLES, doc_id="t")
+        nsh.add(EN_RAIL + "\n" + EN_TURTLES)
+        again = nsh.add(EN_TURTLES, doc_id="t")
+        assert again.replayed and again.similar_id == 1 and b.similar_id == 2
+
+    def test_document_record(self, nsh: NSHash) -> None:
+        """document(doc_id) returns the stored answer with its title, or None if unknown."""
+        nsh.add(ZH_LIBRARY, doc_id="lib", title="无人图书馆开放")
+        result = nsh.add(ZH_MARATHON, doc_id="run")
+        record = nsh.document("run")
+        assert record is not None
+        assert (record.doc_id, record.similar_id, record.duplicate, record.title) == (
+            "run",
+            result.similar_id,
+            False,
+            None,
+        )
+        lib = nsh.document("lib")
+        assert lib is not None and lib.title == "无人图书馆开放"
+        assert nsh.document("missing") is None
+
+    def test_unicode_doc_ids(self, nsh: NSHash) -> None:
+        """doc_ids are arbitrary strings: non-ASCII, spaces, separators."""
+        ids = ["新闻/2024:01", "a b|c", "x" * 300]
+        for doc_id, text in zip(ids, ZH_STORIES, strict=False):
+            nsh.add(text, doc_id=doc_id)
+        for doc_id in ids:
+            record = nsh.document(doc_id)
+            assert record is not None and record.doc_id == doc_id
+        assert sorted(m for g in nsh.groups(min_size=1) for m in g.doc_ids) == sorted(ids)
+
+
+class TestQuery:
+    """A lookup-only query changes nothing."""
+
+    def test_query_on_empty_store(self, nsh: NSHash) -> None:
+        """Querying an empty store answers None and the first add still gets id 1."""
+        assert nsh.query(EN_RAIL) is None
+        assert nsh.stats().last_id == 0
+        assert nsh.add(EN_ORCHARD).similar_id == 1
+
+    def test_query_writes_nothing(self, nsh: NSHash) -> None:
+        """Queries answer the group a text would join, and stats and later adds are unchanged."""
+        rail = nsh.add(EN_RAIL).similar_id
+        nsh.add(EN_TURTLES)
+        before = nsh.stats()
+        assert nsh.query(EN_RAIL_REPOST) == rail
+        assert nsh.query(EN_BAKERY) is None
+        assert nsh.query(EN_RAIL + "\n" + EN_TURTLES) == rail
+        assert same_stats(nsh.stats(), before)
+        assert nsh.resolve(2) == 2
+        assert nsh.add(EN_BAKERY).similar_id == 3
+        assert not nsh.add(EN_RAIL_REPOST).merged_from
+
+
+class TestGroups:
+    """groups() lists the largest groups first, with their doc ids and titles."""
+
+    def _fill(self, nsh: NSHash) -> tuple[int, int, int]:
+        big = nsh.add(ZH_WATER, doc_id="w1", title="供水改造").similar_id
+        nsh.add(ZH_WATER_REPOST, doc_id="w2", title="供水改造（转载）")
+        nsh.add(ZH_WATER)  # counted, but without a doc_id it is not listed
+        mid = nsh.add(EN_RAIL, doc_id="r1", title="Night trains return").similar_id
+        nsh.add(EN_RAIL_REPOST, doc_id="r2")
+        small = nsh.add(EN_CHESS, doc_id="c1").similar_id
+        return big, mid, small
+
+    def test_largest_first(self, nsh: NSHash) -> None:
+        """Groups come largest first, with sizes, doc ids in arrival order and titles."""
+        big, mid, _small = self._fill(nsh)
+        groups = nsh.groups()
+        assert [(g.similar_id, g.size) for g in groups] == [(big, 3), (mid, 2)]
+        assert groups[0].doc_ids == ["w1", "w2"]
+        assert [m.title for m in groups[0].members] == ["供水改造", "供水改造（转载）"]
+        assert [m.title for m in groups[1].members] == ["Night trains return", None]
+
+    def test_min_size_and_limit(self, nsh: NSHash) -> None:
+        """min_size admits smaller groups and limit cuts the list."""
+        big, mid, small = self._fill(nsh)
+        assert [g.similar_id for g in nsh.groups(min_size=1)] == [big, mid, small]
+        assert [g.similar_id for g in nsh.groups(min_size=3)] == [big]
+        assert [g.similar_id for g in nsh.groups(min_size=1, limit=2)] == [big, mid]
+        assert nsh.groups(min_size=4) == []
+
+    def test_empty_store_has_no_groups(self, nsh: NSHash) -> None:
+        """A fresh store lists no groups and counts nothing."""
+        assert nsh.groups(min_size=1) == []
+        stats = nsh.stats()
+        assert (stats.documents, stats.groups, stats.fingerprints, stats.last_id) == (0, 0, 0, 0)
+
+
+class TestBoilerplateGuard:
+    """A long footer shared by unrelated articles does not merge them."""
+
+    @pytest.mark.parametrize(
+        ("stories", "footer", "repost"),
+        [
+            (EN_STORIES, EN_FOOTER, EN_RAIL_REPOST),
+            (ZH_STORIES, ZH_FOOTER, ZH_WATER_REPOST),
+        ],
+        ids=["en", "zh"],
+    )
+    def test_shared_footer_does_not_merge(
+        self, nsh: NSHash, stories: list[str], footer: str, repost: str
+    ) -> None:
+        """Articles sharing only a footer get distinct ids; a true repost still matches."""
+        results = [nsh.add(f"{text}\n{footer}") for text in stories]
+        ids = [r.similar_id for r in results]
+        assert ids == list(range(1, len(stories) + 1))
+        assert not any(r.duplicate or r.merged_from for r in results)
+        again = nsh.add(f"{repost}\n{footer}")
+        assert again.similar_id == 1 and again.duplicate
+        assert nsh.stats().groups == len(stories)
+        # The footer alone is new content for nobody: it must not join a story either.
+        assert nsh.query(footer) is None
+
+    def test_identical_texts_always_share(self, nsh: NSHash) -> None:
+        """Two identical footer-only texts share one group whatever the guard learned."""
+        for text in EN_STORIES:
+            nsh.add(f"{text}\n{EN_FOOTER}")
+        a = nsh.add(EN_FOOTER + " Contact the desk.")
+        b = nsh.add(EN_FOOTER + " contact the desk")
+        assert b.similar_id == a.similar_id and b.duplicate
+
+
+class TestThreads:
+    """Concurrent writers lose nothing and group as a serial run does."""
+
+    def test_concurrent_adds(self, nsh: NSHash) -> None:
+        """8 threads adding originals and reposts: no lost write, no id twice, same grouping."""
+        stories = 64
+        docs = [(s, v, text) for s in range(stories) for v, text in enumerate(story_versions(s))]
+        random.Random(7).shuffle(docs)
+        # Serial reference run on a fresh in-process store.
+        with NSHash.open("memory://") as serial:
+            serial_groups = {(s, v): serial.add(text).similar_id for s, v, text in docs}
+        expected = {
+            frozenset(k for k, g in serial_groups.items() if g == gid)
+            for gid in set(serial_groups.values())
+        }
+        assert expected == {frozenset((s, v) for v in range(3)) for s in range(stories)}
+
+        threads = 8
+        barrier = threading.Barrier(threads)
+        answers: dict[tuple[int, int], tuple[int, bool]] = {}
+        errors: list[BaseException] = []
+
+        def work(part: list[tuple[int, int, str]]) -> None:
+            try:
+                barrier.wait()
+                for s, v, text in part:
+                    result = nsh.add(text, doc_id=f"{s}/{v}")
+                    answers[(s, v)] = (result.similar_id, result.duplicate)
+            except BaseException as exc:  # reported below, with the thread's failure
+                errors.append(exc)
+
+        workers = [threading.Thread(target=work, args=(docs[t::threads],)) for t in range(threads)]
+        # Switch threads as often as possible, so unguarded check-then-write races show up.
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)
+        try:
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join(timeout=60)
+        finally:
+            sys.setswitchinterval(interval)
+        assert not errors, errors
+        assert len(answers) == len(docs)
+
+        stats = nsh.stats()
+        assert stats.documents == len(docs)
+        created = [sid for sid, duplicate in answers.values() if not duplicate]
+        assert len(created) == len(set(created)) == stories == stats.groups == stats.last_id
+        final = {key: nsh.resolve(sid) for key, (sid, _dup) in answers.items()}
+        got = {frozenset(k for k, g in final.items() if g == gid) for gid in set(final.values())}
+        assert got == expected
+        for group in nsh.groups(min_size=1, limit=100):
+            assert group.size == 3 and len(group.doc_ids) == 3
+
+
+class TestClosed:
+    """A closed store refuses every call."""
+
+    def test_calls_after_close_raise(self, store_url: str) -> None:
+        """Every call after close() fails with StoreClosedError; closing twice is harmless."""
+        nsh = NSHash.open(store_url)
+        nsh.add(EN_RAIL, doc_id="r")
+        nsh.close()
+        nsh.close()
+        calls: list[Callable[[], object]] = [
+            lambda: nsh.add(EN_TURTLES),
+            lambda: nsh.add(EN_RAIL, doc_id="r"),
+            lambda: nsh.get_similar(EN_TURTLES),
+            lambda: nsh.query(EN_RAIL),
+            lambda: nsh.resolve(1),
+            lambda: nsh.document("r"),
+            lambda: nsh.group(1),
+            lambda: nsh.groups(),
+            lambda: nsh.stats(),
+        ]
+        for call in calls:
+            with pytest.raises(StoreClosedError):
+                call()
+        # add_many reports failures per item, in place, as it does for any failing item.
+        (outcome,) = nsh.add_many([EN_BAKERY])
+        assert type(outcome) is StoreClosedError
+
+    def test_context_manager_closes(self, store_url: str) -> None:
+        """Leaving the with block closes the store."""
+        with NSHash.open(store_url) as nsh:
+            nsh.add(ZH_ORCHID)
+        with pytest.raises(StoreClosedError):
+            nsh.stats()
