@@ -1,0 +1,293 @@
+"""MemoryStore on disk: snapshots, journal replay after a crash, refusal of unsafe files, locking.
+
+Crashes are real: a child process adds documents and leaves with ``os._exit`` (no close, no
+snapshot), so only the journal can bring its writes back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nshash import (
+    ConfigError,
+    NSHash,
+    StoreCorruptError,
+    StoreLockedError,
+    StoreStats,
+    open_store,
+)
+from nshash.memory_store import MemoryStore
+from tests.test_store_contract import (
+    EN_FOOTER,
+    EN_RAIL,
+    EN_RAIL_REPOST,
+    EN_STORIES,
+    EN_TURTLES,
+    ZH_LIBRARY,
+    ZH_MARATHON,
+    ZH_STORIES,
+    ZH_WATER,
+    ZH_WATER_REPOST,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_child(code: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run a Python snippet in a fresh interpreter that imports this checkout's nshash."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=REPO,
+    )
+
+
+def counts(stats: StoreStats) -> tuple[int, int, int, int, int]:
+    """The comparable part of a stats snapshot."""
+    return (
+        stats.documents,
+        stats.groups,
+        stats.fingerprints,
+        stats.common_fingerprints,
+        stats.last_id,
+    )
+
+
+def crash_after_adds(path: Path, texts: list[str], fsync: str = "everysec") -> list[dict[str, Any]]:
+    """Add *texts* (doc_ids ``doc0``, ``doc1``, ...) in a child that dies without closing."""
+    child = run_child(
+        f"""
+        import json, os
+        from nshash import NSHash
+        nsh = NSHash.open({f"memory://{path}"!r}, fsync={fsync!r})
+        for i, text in enumerate(json.loads({json.dumps(texts)!r})):
+            r = nsh.add(text, doc_id=f"doc{{i}}")
+            print(json.dumps({{"doc": f"doc{{i}}", "sid": r.similar_id}}), flush=True)
+        os._exit(0)
+        """
+    )
+    assert child.returncode == 0, child.stderr
+    return [json.loads(line) for line in child.stdout.splitlines()]
+
+
+class TestSnapshot:
+    """close() and save() write a snapshot that a reopen loads in full."""
+
+    def test_round_trip(self, tmp_path: Path) -> None:
+        """Groups, merges, doc records, titles and counters come back after close and reopen."""
+        url = f"memory://{tmp_path}/news.pkl"
+        with NSHash.open(url) as nsh:
+            for i, text in enumerate(EN_STORIES):
+                nsh.add(f"{text}\n{EN_FOOTER}", doc_id=f"en{i}", title=f"title {i}")
+            nsh.add(EN_RAIL + "\n" + EN_TURTLES, doc_id="bridge")
+            nsh.add(ZH_WATER, doc_id="zh")
+            before = (counts(nsh.stats()), nsh.groups(min_size=1, limit=100))
+            records = [nsh.document(f"en{i}") for i in range(len(EN_STORIES))]
+        assert (tmp_path / "news.pkl").stat().st_size > 0
+        assert (tmp_path / "news.pkl.journal").stat().st_size == 0
+        assert not (tmp_path / "news.pkl.tmp").exists()
+        with NSHash.open(url) as nsh:
+            assert (counts(nsh.stats()), nsh.groups(min_size=1, limit=100)) == before
+            assert [nsh.document(f"en{i}") for i in range(len(EN_STORIES))] == records
+            assert nsh.resolve(2) == 1
+            assert nsh.stats().common_fingerprints > 0
+            zh = nsh.document("zh")
+            assert zh is not None and nsh.add(ZH_WATER_REPOST).similar_id == zh.similar_id
+
+    def test_save_compacts_journal(self, tmp_path: Path) -> None:
+        """save() folds the journal into the snapshot and empties it, and nothing is lost."""
+        path = tmp_path / "s.pkl"
+        store = MemoryStore(path)
+        nsh = NSHash(store=store)
+        nsh.add(EN_RAIL, doc_id="a")
+        journal = tmp_path / "s.pkl.journal"
+        assert journal.stat().st_size > 0
+        store.save()
+        assert journal.stat().st_size == 0 and path.stat().st_size > 0
+        nsh.add(EN_RAIL_REPOST, doc_id="b")
+        assert journal.stat().st_size > 0
+        store.close()
+        with NSHash.open(f"memory://{path}") as again:
+            group = again.group(1)
+            assert group is not None and group.doc_ids == ["a", "b"]
+
+    def test_no_path_writes_nothing(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """memory:// without a path leaves no file behind."""
+        monkeypatch.chdir(tmp_path)
+        with NSHash.open("memory://") as nsh:
+            nsh.add(EN_RAIL)
+            nsh.store.save()  # type: ignore[attr-defined]
+        assert list(tmp_path.iterdir()) == []
+
+
+class TestJournal:
+    """The journal brings back every acknowledged write after a crash."""
+
+    @pytest.mark.parametrize("fsync", ["always", "everysec", "no"])
+    def test_replay_after_crash(self, tmp_path: Path, fsync: str) -> None:
+        """A child that dies without closing loses nothing it had answered."""
+        path = tmp_path / "crash.pkl"
+        texts = [*EN_STORIES, EN_RAIL_REPOST, *ZH_STORIES, ZH_WATER_REPOST]
+        acked = crash_after_adds(path, texts, fsync)
+        assert len(acked) == len(texts)
+        assert not path.exists()  # no snapshot: only the journal holds the writes
+        with NSHash.open(f"memory://{path}") as nsh:
+            for row in acked:
+                record = nsh.document(row["doc"])
+                assert record is not None and record.similar_id == row["sid"]
+            stats = nsh.stats()
+            assert stats.documents == len(texts)
+            assert stats.last_id == max(row["sid"] for row in acked)
+            assert nsh.add("A new story about a lighthouse keeper who retired.").similar_id == (
+                stats.last_id + 1
+            )
+        # Replaying compacted the journal into a snapshot.
+        assert path.exists()
+
+    def test_torn_last_line_is_ignored(self, tmp_path: Path) -> None:
+        """A last journal line cut short by a crash was never acknowledged and is dropped."""
+        path = tmp_path / "torn.pkl"
+        acked = crash_after_adds(path, [EN_RAIL, ZH_WATER])
+        journal = tmp_path / "torn.pkl.journal"
+        with journal.open("ab") as fh:
+            fh.write(b'[3,[["n",3,[1,2,3]],["m",3,"doc2",fal')
+        with NSHash.open(f"memory://{path}") as nsh:
+            assert journal.stat().st_size == 0  # compacted into the snapshot, tail dropped
+            stats = nsh.stats()
+            assert (stats.documents, stats.last_id) == (2, 2)
+            assert nsh.document("doc2") is None
+            for row in acked:
+                record = nsh.document(row["doc"])
+                assert record is not None and record.similar_id == row["sid"]
+            assert nsh.add(ZH_LIBRARY, doc_id="doc2").similar_id == 3
+        with NSHash.open(f"memory://{path}") as nsh:
+            assert nsh.stats().documents == 3
+
+    def test_corrupt_middle_line_is_refused(self, tmp_path: Path) -> None:
+        """An unreadable line before the end means damage, not a crash: StoreCorruptError."""
+        path = tmp_path / "bad.pkl"
+        crash_after_adds(path, [EN_RAIL, ZH_WATER, ZH_MARATHON])
+        journal = tmp_path / "bad.pkl.journal"
+        lines = journal.read_bytes().split(b"\n")
+        assert len(lines) == 4 and lines[-1] == b""
+        lines[1] = b"\x00garbage{"
+        journal.write_bytes(b"\n".join(lines))
+        for _attempt in range(2):  # a failed open releases the lock: the second try says the same
+            with pytest.raises(StoreCorruptError, match="line 2"):
+                MemoryStore(path)
+
+    def test_journal_written_before_answer(self, tmp_path: Path) -> None:
+        """Each add appends one journal line before it returns."""
+        store = MemoryStore(tmp_path / "j.pkl", fsync="always")
+        journal = tmp_path / "j.pkl.journal"
+        nsh = NSHash(store=store)
+        sizes = []
+        for text in ZH_STORIES:
+            nsh.add(text)
+            sizes.append(journal.read_bytes().count(b"\n"))
+        assert sizes == [1, 2, 3, 4]
+        nsh.query(EN_RAIL)
+        assert journal.read_bytes().count(b"\n") == 4
+        store.close()
+
+
+class _Boom:
+    """Pickles as a call to os.system: what a tampered snapshot would try."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (os.system, (f"touch {self.marker}",))
+
+
+class TestUnsafeSnapshot:
+    """Snapshots are read with an unpickler that admits only plain data."""
+
+    def test_pickled_global_is_refused(self, tmp_path: Path) -> None:
+        """A snapshot that refers to os.system raises StoreCorruptError and never runs it."""
+        marker = tmp_path / "pwned"
+        path = tmp_path / "evil.pkl"
+        path.write_bytes(pickle.dumps({"format": 1, "fp": _Boom(marker)}))
+        with pytest.raises(StoreCorruptError, match="system"):
+            MemoryStore(path)
+        assert not marker.exists()
+        # The refusal released the lock file.
+        with pytest.raises(StoreCorruptError):
+            open_store(f"memory://{path}")
+
+    @pytest.mark.parametrize(
+        "content",
+        [b"not a pickle at all", pickle.dumps([1, 2, 3]), pickle.dumps({"format": 99}), b""],
+        ids=["garbage", "list", "wrong-format", "empty"],
+    )
+    def test_other_bad_snapshots(self, tmp_path: Path, content: bytes) -> None:
+        """Garbage, a foreign pickle or a wrong format raise StoreCorruptError."""
+        path = tmp_path / "bad.pkl"
+        path.write_bytes(content)
+        with pytest.raises(StoreCorruptError):
+            MemoryStore(path)
+
+
+class TestLock:
+    """One process at a time opens a memory store's path."""
+
+    def test_second_process_is_refused(self, tmp_path: Path) -> None:
+        """A second process opening the same path gets StoreLockedError naming the path."""
+        path = tmp_path / "held.pkl"
+        with NSHash.open(f"memory://{path}") as nsh:
+            nsh.add(EN_RAIL)
+            child = run_child(
+                f"""
+                from nshash import StoreLockedError, open_store
+                try:
+                    open_store({f"memory://{path}"!r})
+                except StoreLockedError as exc:
+                    print("locked:", exc)
+                """
+            )
+        assert child.returncode == 0, child.stderr
+        assert child.stdout.startswith("locked:") and str(path) in child.stdout
+        # Closed: now another opener is welcome.
+        with NSHash.open(f"memory://{path}") as nsh:
+            assert nsh.stats().documents == 1
+
+    def test_second_opener_in_process_is_refused(self, tmp_path: Path) -> None:
+        """Two stores on one path in one process would corrupt the journal: refused too."""
+        path = tmp_path / "twice.pkl"
+        with MemoryStore(path), pytest.raises(StoreLockedError):
+            MemoryStore(path)
+
+
+class TestFsyncPolicy:
+    """fsync is always, everysec or no; anything else is a ConfigError."""
+
+    @pytest.mark.parametrize("fsync", ["always", "everysec", "no"])
+    def test_policies_accepted(self, tmp_path: Path, fsync: str) -> None:
+        """Each policy opens from the URL and keeps data across a reopen."""
+        url = f"memory://{tmp_path}/f.pkl?fsync={fsync}"
+        with NSHash.open(url) as nsh:
+            nsh.add(ZH_WATER, doc_id="w")
+        with NSHash.open(url) as nsh:
+            assert nsh.document("w") is not None
+
+    def test_bad_policy(self, tmp_path: Path) -> None:
+        """An unknown policy is refused with the value quoted, by URL and by argument."""
+        with pytest.raises(ConfigError, match="'sometimes'"):
+            open_store(f"memory://{tmp_path}/f.pkl?fsync=sometimes")
+        with pytest.raises(ConfigError, match="'ALWAYS'"):
+            MemoryStore(tmp_path / "g.pkl", fsync="ALWAYS")
+        assert list(tmp_path.iterdir()) == []
