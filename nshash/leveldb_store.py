@@ -155,12 +155,22 @@ class _Overlay:
     def is_common(self, h: int) -> bool:
         return self.get(_COMMON + _enc(h)) is not None
 
+    def not_common(self, hs: Iterable[int]) -> list[int]:
+        return [h for h in dict.fromkeys(hs) if not self.is_common(h)]
+
     def get_parent(self, gid: int) -> int | None:
         return self.get_int(_PARENT + _enc(gid))
 
     def get_sketch(self, gid: int) -> set[int]:
         value = self.get(_SKETCH + _enc(gid))
         return set(_dec(value)) if value else set()
+
+    def live_sketch(self, gid: int) -> set[int]:
+        return set(self.not_common(self.get_sketch(gid)))
+
+    def sketch_size(self, gid: int) -> int:
+        value = self.get(_SKETCH + _enc(gid))
+        return len(value) // 8 if value else 0
 
     def get_doc(self, doc_id: str) -> DocumentRecord | None:
         value = self.get(_DOC + doc_id.encode("utf-8"))
