@@ -1,0 +1,134 @@
+"""The app factory: :func:`create_app` builds the FastAPI app around one NSHash store.
+
+Run it with uvicorn's factory mode, which calls :func:`create_app` with no argument, so the
+settings come from the ``NSHASH_*`` environment::
+
+    NSHASH_STORE_URL=memory:///data/nshash.pkl uvicorn --factory nshash_service.app:create_app
+
+(``nshash serve`` does the same.) The import name is ``nshash_service`` once installed from a
+wheel and ``service`` in a source checkout; this package uses only relative imports, so both
+work.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import Depends, FastAPI
+from fastapi.openapi.utils import get_openapi
+from starlette.concurrency import run_in_threadpool
+
+from nshash import __version__
+
+from .deps import StoreHolder, require_api_key
+from .errors import install_error_handlers
+from .limits import BodyLimitMiddleware
+from .metrics import Metrics, MetricsMiddleware
+from .routes import api, error_responses, ops
+from .settings import Settings
+
+__all__ = ["create_app"]
+
+_DESCRIPTION = """\
+Near-duplicate detection for crawled articles: every document gets a `similar_id`, and
+reposts of one story share it.
+
+* `POST /v1/documents` adds one article; `POST /v1/documents/batch` adds many in one call.
+* `POST /v1/query` looks a text up without adding it.
+* `GET /v1/groups` lists the largest groups (the hot stories); `GET /v1/groups/{similar_id}`
+  shows one, even by an id that was merged into another.
+* `POST /v1/compare` scores two texts with the similarity measures.
+
+Every error answers `{"error": {"code": "...", "message": "..."}}` with a 4xx status, or 503
+while the store cannot be reached. Settings come from `NSHASH_*` environment variables.
+"""
+
+
+def _template(path: str) -> str:
+    """Return a route path without converter names: ``{doc_id:path}`` -> ``{doc_id}``."""
+    return re.sub(r"\{(\w+):\w+\}", r"{\1}", path)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the HTTP service around the store that *settings* names.
+
+    The store is opened when the app starts (its lifespan) and closed when it stops; a
+    journaled memory store writes its snapshot then.
+
+    Args:
+        settings: the configuration; None reads it from the ``NSHASH_*`` environment (and a
+            ``.env`` file), which is what ``uvicorn --factory`` and ``nshash serve`` do.
+
+    Returns:
+        The app, ready for uvicorn or ``TestClient`` (use ``with TestClient(app)`` so the
+        lifespan runs).
+
+    Example:
+        >>> from fastapi.testclient import TestClient
+        >>> with TestClient(create_app(Settings(store_url="memory://"))) as client:
+        ...     client.get("/healthz").json()
+        {'status': 'ok'}
+    """
+    if settings is None:
+        settings = Settings()
+    holder = StoreHolder(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await run_in_threadpool(holder.open)
+        try:
+            yield
+        finally:
+            await run_in_threadpool(holder.close)
+
+    app = FastAPI(
+        title="nshash",
+        version=__version__,
+        summary="Near-duplicate detection for crawled articles.",
+        description=_DESCRIPTION,
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.store = holder
+    metrics = Metrics(lambda: holder.current)
+    app.state.metrics = metrics
+
+    install_error_handlers(app)
+    secured = settings.api_key is not None
+    app.include_router(
+        api,
+        prefix="/v1",
+        dependencies=[Depends(require_api_key)] if secured else [],
+        responses=error_responses(401) if secured else {},
+    )
+    app.include_router(ops)
+
+    # Outermost first: count and time everything, then refuse oversized bodies.
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    templates = {id(r): _template("/v1" + r.path) for r in api.routes if hasattr(r, "path")}
+    templates.update({id(r): _template(r.path) for r in ops.routes if hasattr(r, "path")})
+    app.add_middleware(MetricsMiddleware, metrics=metrics, templates=templates)
+
+    def openapi() -> dict[str, object]:
+        # FastAPI documents its own validation error shape for 422; this service answers
+        # every error with ErrorResponse, so drop the unused schemas from the manual.
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title,
+                version=app.version,
+                summary=app.summary,
+                description=app.description,
+                routes=app.routes,
+            )
+            schemas = schema.get("components", {}).get("schemas", {})
+            if "#/components/schemas/HTTPValidationError" not in json.dumps(schema["paths"]):
+                for unused in ("HTTPValidationError", "ValidationError"):
+                    schemas.pop(unused, None)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app

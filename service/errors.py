@@ -1,0 +1,216 @@
+"""Errors: every failure the service reports, as one JSON shape, mapped in one place.
+
+Every error response has the body ``{"error": {"code": "...", "message": "..."}}``; the
+``code`` is stable and meant for programs, the ``message`` is one sentence for people.
+
+=======  ======================  =========================================================
+status   code                    when
+=======  ======================  =========================================================
+401      ``unauthorized``        an API key is configured and the request lacks it
+404      ``not_found``           no such route
+404      ``document_not_found``  ``GET /v1/documents/{id}`` for an id never added
+404      ``group_not_found``     ``GET /v1/groups/{similar_id}`` for an id never handed out
+405      ``method_not_allowed``  a known path with the wrong method
+413      ``payload_too_large``   the body is over ``NSHASH_MAX_BODY_BYTES``
+413      ``batch_too_large``     a batch holds more than ``NSHASH_MAX_BATCH`` documents
+422      ``invalid_json``        the body is not valid JSON
+422      ``invalid_request``     a field is missing, has the wrong type or is out of range
+422      ``empty_document``      a text has no letter or digit, so it has no fingerprint
+422      ``invalid_argument``    the library refused an argument (e.g. an unknown metric)
+501      ``not_installed``       an optional part is missing (``pip install 'nshash[...]'``)
+503      ``store_unavailable``   the store cannot be reached or failed
+500      ``internal_error``      a bug; never caused by bad input
+=======  ======================  =========================================================
+
+:func:`classify` is the one place that turns an exception into (status, code, message); the
+handlers installed by :func:`install_error_handlers` and the per-item errors of the batch
+route both use it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from nshash.errors import ConfigError, EmptyDocumentError, NSHashError, StoreError
+
+__all__ = [
+    "ApiError",
+    "classify",
+    "error_body",
+    "error_response",
+    "install_error_handlers",
+    "validation_message",
+]
+
+logger = logging.getLogger("nshash.service")
+
+#: Status -> code for errors raised by Starlette/FastAPI themselves.
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "invalid_request",
+}
+
+
+class ApiError(Exception):
+    """An error the service answers on purpose, with its HTTP status and code.
+
+    Args:
+        status: the HTTP status code.
+        code: the stable error code (see the module docstring).
+        message: one sentence for people.
+        headers: extra response headers (``WWW-Authenticate`` for 401).
+    """
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        #: The HTTP status code.
+        self.status = status
+        #: The stable error code.
+        self.code = code
+        #: The message for people.
+        self.message = message
+        #: Extra response headers.
+        self.headers = dict(headers or {})
+
+
+def error_body(code: str, message: str) -> dict[str, dict[str, str]]:
+    """Return the JSON error body ``{"error": {"code": code, "message": message}}``."""
+    return {"error": {"code": code, "message": message}}
+
+
+def error_response(
+    status: int, code: str, message: str, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    """Return a JSON response in the one error shape."""
+    return JSONResponse(error_body(code, message), status_code=status, headers=headers)
+
+
+def _location(loc: Sequence[Any]) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    return ".".join(parts)
+
+
+def validation_message(errors: Sequence[Mapping[str, Any]]) -> str:
+    """Turn pydantic's error list into one sentence naming each bad field and what was wrong.
+
+    Example:
+        >>> validation_message([{"loc": ("body", "text"), "msg": "Field required"}])
+        "'text': Field required"
+    """
+    parts = []
+    for err in errors:
+        where = _location(err.get("loc", ()))
+        what = str(err.get("msg", "invalid value"))
+        if not where and err.get("type") == "missing":
+            what = "A JSON body is required"
+        parts.append(f"{where!r}: {what}" if where else what)
+    return "; ".join(parts) or "The request is invalid"
+
+
+def classify(exc: BaseException) -> tuple[int, str, str]:
+    """Map an exception to (HTTP status, error code, message): the one mapping of the service.
+
+    Args:
+        exc: anything raised while handling a request.
+
+    Returns:
+        The status, the stable code and the message to send.
+    """
+    if isinstance(exc, ApiError):
+        return exc.status, exc.code, exc.message
+    if isinstance(exc, RequestValidationError | ValidationError):
+        errors = exc.errors()
+        if any(e.get("type") == "json_invalid" for e in errors):
+            detail = next(e for e in errors if e.get("type") == "json_invalid")
+            reason = (detail.get("ctx") or {}).get("error", "JSON decode error")
+            position = (detail.get("loc") or ("body", "?"))[-1]
+            return 422, "invalid_json", f"The body is not valid JSON: {reason} at byte {position}"
+        return 422, "invalid_request", validation_message(errors)
+    if isinstance(exc, EmptyDocumentError):
+        return 422, "empty_document", str(exc)
+    if isinstance(exc, ConfigError):
+        return 422, "invalid_argument", str(exc)
+    if isinstance(exc, StoreError):
+        return 503, "store_unavailable", f"The store is unavailable: {exc}"
+    if isinstance(exc, NSHashError):
+        return 422, "invalid_argument", str(exc)
+    if isinstance(exc, StarletteHTTPException):
+        if exc.status_code == 400 and exc.__cause__ is not None:
+            # FastAPI's answer to a body that json.loads cannot even start on: not UTF-8,
+            # or nested deeper than the parser's recursion limit.
+            return 422, "invalid_json", f"The body cannot be read as JSON: {exc.__cause__}"
+        code = _HTTP_CODES.get(exc.status_code, f"http_{exc.status_code}")
+        message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        if exc.status_code == 404 and message == "Not Found":
+            message = "No such route"
+        elif exc.status_code == 405 and message == "Method Not Allowed":
+            message = "This method is not allowed on this path"
+        return exc.status_code, code, message
+    return 500, "internal_error", "An internal error occurred; it has been logged"
+
+
+def _is_json(content_type: str | None) -> bool:
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
+
+
+async def _handle(request: Request, exc: Exception) -> JSONResponse:
+    status, code, message = classify(exc)
+    if (
+        isinstance(exc, RequestValidationError)
+        and code == "invalid_request"
+        and not _is_json(request.headers.get("content-type"))
+        and any(
+            tuple(e.get("loc", ())) == ("body",) and e.get("type") != "missing"
+            for e in exc.errors()
+        )
+    ):
+        # FastAPI reads a body as JSON only when the request says it is JSON.
+        message = (
+            "The body must be JSON sent with 'Content-Type: application/json', not "
+            f"{request.headers.get('content-type')!r}"
+        )
+    headers: dict[str, str] = {}
+    if isinstance(exc, ApiError):
+        headers.update(exc.headers)
+    elif isinstance(exc, StarletteHTTPException) and exc.headers:
+        headers.update(exc.headers)
+    if status == 500:
+        logger.error(
+            "Unhandled error on %s %s", request.method, request.url.path, exc_info=exc
+        )
+    elif status == 503:
+        logger.warning("Store unavailable on %s %s: %s", request.method, request.url.path, exc)
+    return error_response(status, code, message, headers or None)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Send every error of *app*, FastAPI's own included, through :func:`classify`."""
+    for exc_class in (
+        ApiError,
+        RequestValidationError,
+        StarletteHTTPException,
+        NSHashError,
+        Exception,
+    ):
+        app.add_exception_handler(exc_class, _handle)

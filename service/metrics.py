@@ -1,0 +1,149 @@
+"""Metrics: Prometheus counters and histograms for one app, served at ``GET /metrics``.
+
+Each app gets its own :class:`~prometheus_client.CollectorRegistry`, so several apps in one
+process (tests) never share counts. Exposed series:
+
+* ``nshash_http_requests_total{method,route,status}``: requests answered.
+* ``nshash_http_request_duration_seconds{method,route}``: latency histogram.
+* ``nshash_documents_added_total``: documents added (replays of a known ``id`` not counted).
+* ``nshash_duplicates_found_total``: added documents that joined an existing group.
+* ``nshash_groups_merged_total``: groups merged into another by a new document.
+* ``nshash_store_documents``, ``nshash_store_groups``, ``nshash_store_fingerprints``: read
+  from the store at scrape time (absent while the store is unreachable).
+
+``route`` is the path template (``/v1/documents/{doc_id}``), never the raw path, so the
+number of series stays bounded; requests that match no route count as ``unmatched``.
+
+With several uvicorn workers (Redis store), each worker counts its own requests.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from nshash import NSHash, NSHashError
+from nshash.results import AddResult
+
+__all__ = ["Metrics", "MetricsMiddleware"]
+
+#: Latency buckets in seconds, from 0.5 ms to 10 s.
+_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class _StoreCollector(Collector):
+    """Reads the store's counts at scrape time; yields nothing while the store is down."""
+
+    def __init__(self, get_nshash: Callable[[], NSHash | None]) -> None:
+        self._get_nshash = get_nshash
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        nsh = self._get_nshash()
+        if nsh is None:
+            return
+        try:
+            stats = nsh.stats()
+        except NSHashError:
+            return
+        yield GaugeMetricFamily(
+            "nshash_store_documents", "Documents in the store.", value=stats.documents
+        )
+        yield GaugeMetricFamily("nshash_store_groups", "Groups in the store.", value=stats.groups)
+        yield GaugeMetricFamily(
+            "nshash_store_fingerprints", "Fingerprints in the store.", value=stats.fingerprints
+        )
+
+
+class Metrics:
+    """The metrics of one app, on a registry of its own.
+
+    Args:
+        get_nshash: returns the open NSHash (or None before the store could be opened); the
+            store gauges are read through it at scrape time.
+    """
+
+    def __init__(self, get_nshash: Callable[[], NSHash | None]) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "nshash_http_requests",
+            "HTTP requests answered.",
+            ("method", "route", "status"),
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "nshash_http_request_duration_seconds",
+            "HTTP request latency in seconds.",
+            ("method", "route"),
+            buckets=_BUCKETS,
+            registry=self.registry,
+        )
+        self.documents_added = Counter(
+            "nshash_documents_added",
+            "Documents added (replays of a known id are not counted).",
+            registry=self.registry,
+        )
+        self.duplicates_found = Counter(
+            "nshash_duplicates_found",
+            "Added documents that joined an existing group.",
+            registry=self.registry,
+        )
+        self.groups_merged = Counter(
+            "nshash_groups_merged",
+            "Groups merged into another group by a new document.",
+            registry=self.registry,
+        )
+        self.registry.register(_StoreCollector(get_nshash))
+
+    def record_add(self, result: AddResult) -> None:
+        """Count one answer of ``NSHash.add`` (replays change nothing, so count nothing)."""
+        if result.replayed:
+            return
+        self.documents_added.inc()
+        if result.duplicate:
+            self.duplicates_found.inc()
+        if result.merged_from:
+            self.groups_merged.inc(len(result.merged_from))
+
+
+class MetricsMiddleware:
+    """Pure ASGI middleware counting each HTTP request and timing it.
+
+    Args:
+        app: the wrapped ASGI app.
+        metrics: where to count.
+        templates: route object id -> full path template (with the router's prefix), since
+            the route in the ASGI scope may carry only its path inside its router.
+    """
+
+    def __init__(self, app: ASGIApp, metrics: Metrics, templates: Mapping[int, str]) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.templates = templates
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+        start = time.perf_counter()
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            route: Any = scope.get("route")
+            template = self.templates.get(id(route)) or getattr(route, "path", None) or "unmatched"
+            method = scope["method"]
+            self.metrics.latency.labels(method, template).observe(time.perf_counter() - start)
+            self.metrics.requests.labels(method, template, str(status)).inc()

@@ -1,0 +1,391 @@
+"""Request and response bodies of the HTTP API, with the examples shown in ``/docs``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+
+from nshash.results import AddResult, DocumentRecord, Group
+
+__all__ = [
+    "AddResponse",
+    "BatchItemError",
+    "BatchItemResult",
+    "BatchRequest",
+    "BatchResponse",
+    "CompareRequest",
+    "CompareResponse",
+    "DocumentIn",
+    "DocumentResponse",
+    "ErrorDetail",
+    "ErrorResponse",
+    "GroupResponse",
+    "GroupsResponse",
+    "HealthResponse",
+    "MemberOut",
+    "QueryRequest",
+    "QueryResponse",
+    "ReadyResponse",
+]
+
+_TEXT = "央视网消息：今天的《大国工匠》，我们来看航天三江江北公司数控车工阎敏。"
+_TEXT_REPOST = "【新华网】央视网消息：今天的《大国工匠》，我们来看航天三江江北公司数控车工阎敏"
+
+#: Longest accepted document id, in characters.
+MAX_ID_LENGTH = 1024
+
+
+def _examples(*examples: dict[str, Any]) -> ConfigDict:
+    return ConfigDict(json_schema_extra={"examples": list(examples)})
+
+
+DocId = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH)]
+
+
+# -- errors --------------------------------------------------------------------------------
+class ErrorDetail(BaseModel):
+    """What went wrong: a stable code for programs and one sentence for people."""
+
+    model_config = _examples(
+        {"code": "empty_document", "message": "The text has no letter or digit: '  ...  '"}
+    )
+
+    code: str = Field(description="A stable error code, such as `invalid_request`.")
+    message: str = Field(description="What was wrong, in one sentence.")
+
+
+class ErrorResponse(BaseModel):
+    """The body of every error response."""
+
+    model_config = _examples(
+        {"error": {"code": "invalid_request", "message": "'text': Field required"}}
+    )
+
+    error: ErrorDetail
+
+
+# -- documents -----------------------------------------------------------------------------
+class DocumentIn(BaseModel):
+    """One article to add."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "text": _TEXT,
+                    "id": "https://news.example.com/2024/05/03/123.html",
+                    "title": "大国工匠：阎敏",
+                    "url": "https://news.example.com/2024/05/03/123.html",
+                },
+                {"text": _TEXT_REPOST},
+            ]
+        },
+    )
+
+    text: str = Field(min_length=1, description="The article text.")
+    id: DocId | None = Field(
+        default=None,
+        description=(
+            "Your id for the document. Sending the same id again changes nothing and returns"
+            " the first answer, so retries are safe; `GET /v1/documents/{id}` finds it."
+        ),
+    )
+    title: str | None = Field(default=None, description="Shown with the id in group listings.")
+    url: str | None = Field(
+        default=None,
+        description="Where the article was found. Accepted and checked to be a string, but not"
+        " stored yet: it is not returned by any route.",
+    )
+
+
+class AddResponse(BaseModel):
+    """The group a document joined."""
+
+    model_config = _examples(
+        {"similar_id": 42, "duplicate": True, "merged_from": [], "id": "a1", "replayed": False},
+        {"similar_id": 7, "duplicate": True, "merged_from": [9, 12], "id": None, "replayed": False},
+    )
+
+    similar_id: int = Field(description="The group id; reposts of one story share it.", ge=1)
+    duplicate: bool = Field(
+        description="True when an earlier document of the same story was already there."
+    )
+    merged_from: list[int] = Field(
+        description="Group ids this document merged into `similar_id`; they resolve to it now."
+    )
+    id: str | None = Field(default=None, description="The document id sent, if any.")
+    replayed: bool = Field(
+        default=False,
+        description="True when the id had been added before: this is the stored answer and"
+        " nothing changed.",
+    )
+
+    @classmethod
+    def of(cls, result: AddResult) -> AddResponse:
+        """Build the response from the library's answer."""
+        return cls(
+            similar_id=result.similar_id,
+            duplicate=result.duplicate,
+            merged_from=list(result.merged_from),
+            id=result.doc_id,
+            replayed=result.replayed,
+        )
+
+
+#: The batch request's items are validated one by one (see the batch route), so the
+#: envelope takes any JSON value per item; the schema still shows them as DocumentIn.
+_BatchItems = Annotated[
+    list[Any],
+    WithJsonSchema(
+        {
+            "type": "array",
+            "items": {"$ref": "#/components/schemas/DocumentIn"},
+            "description": "The documents, at most `NSHASH_MAX_BATCH` (default 1000).",
+        }
+    ),
+]
+
+
+class BatchRequest(BaseModel):
+    """Several articles to add in one request, in order."""
+
+    model_config = _examples(
+        {
+            "documents": [
+                {"text": _TEXT, "id": "a1", "title": "大国工匠：阎敏"},
+                {"text": _TEXT_REPOST, "id": "a2"},
+                {"text": "  ...  ", "id": "a3"},
+            ]
+        }
+    )
+
+    documents: _BatchItems
+
+
+class BatchItemResult(AddResponse):
+    """The answer for one document of a batch."""
+
+    model_config = _examples(
+        {
+            "index": 0,
+            "similar_id": 42,
+            "duplicate": False,
+            "merged_from": [],
+            "id": "a1",
+            "replayed": False,
+        }
+    )
+
+    index: int = Field(description="The item's position in `documents`.", ge=0)
+
+
+class BatchItemError(BaseModel):
+    """The error for one invalid document of a batch; the other documents still went in."""
+
+    model_config = _examples(
+        {
+            "index": 2,
+            "error": {
+                "code": "empty_document",
+                "message": "The text has no letter or digit: '  ...  '",
+            },
+        }
+    )
+
+    index: int = Field(description="The item's position in `documents`.", ge=0)
+    error: ErrorDetail
+
+
+class BatchResponse(BaseModel):
+    """One entry per document, in the order sent: an answer or an error."""
+
+    model_config = _examples(
+        {
+            "results": [
+                {
+                    "index": 0,
+                    "similar_id": 42,
+                    "duplicate": False,
+                    "merged_from": [],
+                    "id": "a1",
+                    "replayed": False,
+                },
+                {
+                    "index": 1,
+                    "similar_id": 42,
+                    "duplicate": True,
+                    "merged_from": [],
+                    "id": "a2",
+                    "replayed": False,
+                },
+                {
+                    "index": 2,
+                    "error": {
+                        "code": "empty_document",
+                        "message": "The text has no letter or digit: '  ...  '",
+                    },
+                },
+            ],
+            "added": 2,
+            "failed": 1,
+        }
+    )
+
+    results: list[BatchItemResult | BatchItemError]
+    added: int = Field(description="How many documents got an answer.", ge=0)
+    failed: int = Field(description="How many documents got an error.", ge=0)
+
+
+class DocumentResponse(BaseModel):
+    """What the store remembers about a document added with an id."""
+
+    model_config = _examples(
+        {
+            "id": "a1",
+            "similar_id": 42,
+            "duplicate": False,
+            "merged_from": [],
+            "title": "大国工匠：阎敏",
+            "fingerprints": ["9ae16a3b2f90404f", "0c6e8f1d2a3b4c5d"],
+        }
+    )
+
+    id: str = Field(description="The document id.")
+    similar_id: int = Field(description="Its group's current (canonical) id.", ge=1)
+    duplicate: bool = Field(description="Whether it joined an existing group when added.")
+    merged_from: list[int] = Field(description="Group ids it merged when added.")
+    title: str | None = Field(default=None, description="The title sent with it.")
+    fingerprints: list[str] = Field(
+        description="Its anchor fingerprints, as 16 hex digits (64-bit unsigned)."
+    )
+
+    @classmethod
+    def of(cls, record: DocumentRecord) -> DocumentResponse:
+        """Build the response from the store's record."""
+        return cls(
+            id=record.doc_id,
+            similar_id=record.similar_id,
+            duplicate=record.duplicate,
+            merged_from=list(record.merged_from),
+            title=record.title,
+            fingerprints=[f"{fp:016x}" for fp in record.fingerprints],
+        )
+
+
+# -- query ---------------------------------------------------------------------------------
+class QueryRequest(BaseModel):
+    """A text to look up without adding it."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"text": _TEXT}]})
+
+    text: str = Field(min_length=1, description="The article text.")
+
+
+class QueryResponse(BaseModel):
+    """The group the text would join, or null if it would start a new one."""
+
+    model_config = _examples({"similar_id": 42}, {"similar_id": None})
+
+    similar_id: int | None = Field(description="The group id, or null for a new story.")
+
+
+# -- groups --------------------------------------------------------------------------------
+class MemberOut(BaseModel):
+    """A document of a group that was added with an id."""
+
+    model_config = _examples({"id": "a1", "title": "大国工匠：阎敏"})
+
+    id: str = Field(description="The document id.")
+    title: str | None = Field(default=None, description="Its title, if one was sent.")
+
+
+class GroupResponse(BaseModel):
+    """A group of near-duplicate documents: one story and its reposts."""
+
+    model_config = _examples(
+        {
+            "similar_id": 42,
+            "size": 3,
+            "members": [{"id": "a1", "title": "大国工匠：阎敏"}, {"id": "a2", "title": None}],
+        }
+    )
+
+    similar_id: int = Field(description="The group's canonical id.", ge=1)
+    size: int = Field(description="Documents in the group, with or without an id.", ge=0)
+    members: list[MemberOut] = Field(
+        description="The documents added with an id, in arrival order."
+    )
+
+    @classmethod
+    def of(cls, group: Group) -> GroupResponse:
+        """Build the response from the library's group."""
+        return cls(
+            similar_id=group.similar_id,
+            size=group.size,
+            members=[MemberOut(id=m.doc_id, title=m.title) for m in group.members],
+        )
+
+
+class GroupsResponse(BaseModel):
+    """The largest groups first: the hot stories."""
+
+    model_config = _examples(
+        {
+            "groups": [
+                {"similar_id": 42, "size": 3, "members": [{"id": "a1", "title": None}]},
+                {"similar_id": 7, "size": 2, "members": []},
+            ]
+        }
+    )
+
+    groups: list[GroupResponse]
+
+
+# -- compare -------------------------------------------------------------------------------
+class CompareRequest(BaseModel):
+    """Two texts to compare with the similarity measures."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"a": _TEXT, "b": _TEXT_REPOST, "metrics": ["cosine", "levenshtein"]},
+                {"a": "The quick brown fox.", "b": "The quick brown dog."},
+            ]
+        },
+    )
+
+    a: str = Field(description="The first text.")
+    b: str = Field(description="The second text.")
+    metrics: list[str] | None = Field(
+        default=None,
+        description="Which measures to compute (see `nshash.similarity.METRICS`); all by default.",
+    )
+
+
+class CompareResponse(BaseModel):
+    """Each requested measure, mapped to a similarity in [0, 1]."""
+
+    model_config = _examples({"scores": {"cosine": 0.93, "levenshtein": 0.88}})
+
+    scores: dict[str, float] = Field(description="Measure name -> similarity in [0, 1].")
+
+
+# -- health --------------------------------------------------------------------------------
+class HealthResponse(BaseModel):
+    """The process is up."""
+
+    model_config = _examples({"status": "ok"})
+
+    status: Literal["ok"]
+
+
+class ReadyResponse(BaseModel):
+    """The process is up and its store answers."""
+
+    model_config = _examples({"status": "ready", "store": "redis://:***@cache:6379/0"})
+
+    status: Literal["ready"]
+    store: str = Field(description="The store URL, with any password masked.")

@@ -1,0 +1,63 @@
+"""Settings: the service's configuration, read from ``NSHASH_*`` environment variables.
+
+Every field maps to one variable: ``store_url`` to ``NSHASH_STORE_URL``, ``api_key`` to
+``NSHASH_API_KEY`` and so on. A ``.env`` file in the working directory is read too; the
+environment wins over it. Nothing is read at import time: :func:`~.app.create_app` builds a
+:class:`Settings` when it is called without one, so tests can pass their own.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["DEFAULT_STORE_URL", "Settings"]
+
+#: The embedded, durable default: a journaled memory store under ``./data``. It needs no
+#: server, survives restarts, and admits one process (one uvicorn worker).
+DEFAULT_STORE_URL = "memory://./data/nshash.pkl"
+
+
+class Settings(BaseSettings):
+    """The configuration of one service process.
+
+    Build it explicitly in tests (``Settings(store_url="memory://")``); in production it comes
+    from the environment (``NSHASH_STORE_URL=redis://cache:6379/0 nshash serve``).
+
+    Example:
+        >>> Settings(store_url="memory://", max_batch=10).max_batch
+        10
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="NSHASH_",
+        env_file=".env",
+        env_ignore_empty=True,
+        extra="ignore",
+    )
+
+    #: Where the groups live: ``memory://`` (gone on exit), ``memory:///path/file.pkl``
+    #: (journaled), ``leveldb:///path/dir`` or ``redis://host:6379/0?prefix=news``.
+    store_url: str = DEFAULT_STORE_URL
+    #: When set, every ``/v1`` route needs ``Authorization: Bearer <api_key>`` (else 401).
+    #: ``/healthz``, ``/readyz``, ``/metrics`` and the docs stay open.
+    api_key: SecretStr | None = None
+    #: The largest request body accepted, in bytes; larger bodies get 413.
+    max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    #: The most documents one ``POST /v1/documents/batch`` may carry; more get 413.
+    max_batch: int = Field(default=1000, ge=1)
+    #: The longest text ``POST /v1/compare`` accepts, in characters; longer gets 413 (some
+    #: measures, such as Levenshtein, grow with the product of both lengths).
+    max_compare_chars: int = Field(default=100_000, ge=1)
+    #: The largest ``limit`` accepted by ``GET /v1/groups``.
+    max_groups_limit: int = Field(default=1000, ge=1)
+    #: Anchors per document (the n longest sentences).
+    n: int = Field(default=5, ge=1)
+    #: The shortest sentence key that may be an anchor, in characters.
+    min_length: int = Field(default=10, ge=1)
+    #: The fingerprint function: ``farmhash`` (default) or ``md5`` (the original release's).
+    hashfunc: Literal["farmhash", "md5"] = "farmhash"
+    #: Seconds between attempts to reach a store that was down when the service started.
+    reconnect_interval: float = Field(default=1.0, ge=0)
