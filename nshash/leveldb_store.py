@@ -39,7 +39,9 @@ key                          value
 Members get one key each: adding a document writes one small key, never a growing list. A
 merge moves the merged group's member keys and sketch to the canonical id. :meth:`stats`
 reads the meta counters; :meth:`~LevelDBStore.groups` scans the ``z`` table (one key per
-canonical group).
+canonical group). The ``c`` table is also held in memory, read once on open: the guard asks
+about every clause of every document, and the table stays small (only fingerprints that a
+refused match marked as boilerplate).
 """
 
 from __future__ import annotations
@@ -106,10 +108,14 @@ class _Overlay:
     database until :meth:`LevelDBStore.assign` commits them in one batch.
     """
 
-    def __init__(self, db: plyvel.DB, meta: dict[str, int]) -> None:
+    def __init__(self, db: plyvel.DB, meta: dict[str, int], common: set[int]) -> None:
         self.db = db
         self.meta = dict(meta)
         self.pending: dict[bytes, bytes | None] = {}
+        #: The committed common fingerprints (the store's cache, read only here).
+        self.common = common
+        #: Fingerprints this call made common.
+        self.new_common: set[int] = set()
 
     # -- raw access ----------------------------------------------------------------------
     def get(self, key: bytes) -> bytes | None:
@@ -153,10 +159,11 @@ class _Overlay:
         return self.get_int(_EXACT + _enc(h))
 
     def is_common(self, h: int) -> bool:
-        return self.get(_COMMON + _enc(h)) is not None
+        return h in self.common or h in self.new_common
 
     def not_common(self, hs: Iterable[int]) -> list[int]:
-        return [h for h in dict.fromkeys(hs) if not self.is_common(h)]
+        common, new = self.common, self.new_common
+        return [h for h in dict.fromkeys(hs) if h not in common and h not in new]
 
     def get_parent(self, gid: int) -> int | None:
         return self.get_int(_PARENT + _enc(gid))
@@ -199,10 +206,10 @@ class _Overlay:
 
     def add_common(self, hs: Iterable[int]) -> None:
         for h in hs:
-            key = _COMMON + _enc(h)
-            if self.get(key) is None:
+            if not self.is_common(h):
+                self.new_common.add(h)
                 self.meta["common"] += 1
-                self.put(key, b"")
+                self.put(_COMMON + _enc(h), b"")
 
     def _put_sketch(self, gid: int, hs: set[int]) -> None:
         self.put(_SKETCH + _enc(gid), _enc(*sorted(hs)))
@@ -299,6 +306,7 @@ class LevelDBStore(Store):
         self._db = self._open(self._path)
         try:
             self._meta = self._load_meta()
+            self._common = self._load_common()
         except BaseException:
             self._db.close()
             raise
@@ -362,6 +370,23 @@ class LevelDBStore(Store):
                 f"Cannot read LevelDB directory {self._path!r}: {exc}", url=self.url
             ) from exc
 
+    def _load_common(self) -> set[int]:
+        try:
+            common = {
+                _one(key[1:]) for key in self._db.iterator(prefix=_COMMON, include_value=False)
+            }
+        except plyvel.Error as exc:
+            raise StoreError(
+                f"Cannot read LevelDB directory {self._path!r}: {exc}", url=self.url
+            ) from exc
+        if len(common) != self._meta["common"]:
+            raise StoreCorruptError(
+                f"LevelDB directory {self._path!r} counts {self._meta['common']} common "
+                f"fingerprints but holds {len(common)}",
+                url=self.url,
+            )
+        return common
+
     # -- durability ----------------------------------------------------------------------
     def _commit(self, overlay: _Overlay) -> None:
         """Write one call's changes in one transactional batch; the caller holds the lock."""
@@ -385,6 +410,7 @@ class LevelDBStore(Store):
         except plyvel.Error as exc:
             raise StoreError(f"Cannot write to {self._path!r}: {exc}", url=self.url) from exc
         self._meta = overlay.meta
+        self._common |= overlay.new_common
         if sync:
             self._last_sync = now
             self._dirty = False
@@ -413,7 +439,7 @@ class LevelDBStore(Store):
             raise StoreClosedError(f"{self.url} is closed", url=self.url)
 
     def _reader(self) -> _Overlay:
-        return _Overlay(self._db, self._meta)
+        return _Overlay(self._db, self._meta, self._common)
 
     def assign(
         self,
