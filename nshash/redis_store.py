@@ -1,0 +1,759 @@
+"""RedisStore: one shared state for many crawler processes and service replicas.
+
+Every process that opens the same ``redis://host:port/db?prefix=NAME`` shares one set of groups,
+and the answers are the ones a single serial process would give: the assignment of a document
+(:func:`nshash.assign.assign`: anchor selection, candidate groups, the boilerplate guard, merges,
+the exact-text table, members, ``doc_id`` replay) runs as **one Lua script call**, so Redis
+applies documents one at a time, atomically, in some order, and replaying the documents serially
+in that order through any other store gives identical ids. Batches are pipelined: many script
+calls in one round trip. Lookups run a read-only script (``#!lua flags=no-writes``), so a query
+can never write, and can be served by a replica.
+
+Key layout (``P`` is the prefix, ``nshash`` by default). Every key carries the hash tag ``{P}``,
+so one namespace lives in one slot and the store also works on Redis Cluster; several prefixes
+keep independent namespaces in one Redis. Fingerprints are 8-byte big-endian strings (Lua
+numbers are doubles, so the scripts never do arithmetic on them); group ids are decimal.
+
+=================  =======  ==================================================================
+key                type     holds
+=================  =======  ==================================================================
+``{P}:fp``         hash     anchor fingerprint -> group id (first group that used it; never moved)
+``{P}:exact``      hash     whole-text fingerprint -> group id
+``{P}:common``     set      fingerprints a refused match marked as boilerplate
+``{P}:parent``     hash     merged group id -> the id it merged into (follow to the canonical id)
+``{P}:sizes``      zset     canonical group id, zero-padded to 15 digits -> minus its size, so
+                            ``ZRANGE BYSCORE`` lists the largest groups first, ties by id
+``{P}:docs``       hash     doc id -> ``"root dup seq has_title k merged...\\n"`` + k anchors
+                            (8 bytes each) + title: the answer given, its applied sequence number
+``{P}:counter``    string   the last group id handed out (INCR; never goes back)
+``{P}:documents``  string   how many documents were added; each one's value is its sequence number
+``{P}:s:<id>``     set      the sketch (clause fingerprints) of canonical group ``id``
+``{P}:m:<id>``     list     doc ids of canonical group ``id``, in arrival order
+=================  =======  ==================================================================
+
+Failures: a connection that cannot be made or answered within the timeouts (1 s each by
+default, no retries) raises :class:`~nshash.StoreUnavailableError`; the next call reconnects by
+itself. After such an error the outcome of a write is unknown (Redis may have applied it just
+before the connection broke); send it again with the same ``doc_id`` to make it safe. Other
+Redis errors raise :class:`~nshash.StoreError`. The password of a URL never appears in a repr or
+a message. Needs Redis 7.0 or newer (``SMISMEMBER``, ``SINTERCARD``, script flags).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from .assign import MatchPolicy
+from .errors import (
+    ConfigError,
+    NSHashError,
+    StoreClosedError,
+    StoreCorruptError,
+    StoreError,
+    StoreUnavailableError,
+)
+from .fingerprint import DocPrint
+from .results import Assignment, DocumentRecord, Group, Member, StoreStats
+from .store import Store, mask_url
+
+__all__ = ["RedisStore"]
+
+#: Seconds to wait for a TCP connection and for each reply; no retries, so a dead or hung
+#: server is reported within about this long.
+DEFAULT_TIMEOUT = 1.0
+
+#: Pipelined script calls sent in one round trip by :meth:`RedisStore.assign_many`.
+PIPELINE_CHUNK = 500
+
+#: The table keys every script receives, in this order (KEYS[1..8]).
+_TABLES = ("fp", "exact", "common", "parent", "sizes", "docs", "counter", "documents")
+
+# Shared by both scripts: table keys, blob splitting, chunked multi-argument calls, resolve and
+# the boilerplate guard's verification. Mirrors nshash/assign.py line by line.
+_LUA_COMMON = r"""
+local K_FP, K_EXACT, K_COMMON, K_PARENT = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local K_SIZES, K_DOCS, K_COUNTER, K_DOCUMENTS = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local BASE = ARGV[1]
+local CHUNK = 4000
+
+local function gs(g) return string.format('%d', g) end
+local function zm(g) return string.format('%015d', g) end
+
+local function split8(blob)
+  local out = {}
+  for i = 1, #blob, 8 do out[#out + 1] = string.sub(blob, i, i + 7) end
+  return out
+end
+
+local function smis(key, items)
+  local n = #items
+  if n == 0 then return {} end
+  if n <= CHUNK then return redis.call('SMISMEMBER', key, unpack(items)) end
+  local out = {}
+  for i = 1, n, CHUNK do
+    local part = redis.call('SMISMEMBER', key, unpack(items, i, math.min(i + CHUNK - 1, n)))
+    for j = 1, #part do out[#out + 1] = part[j] end
+  end
+  return out
+end
+
+local function push(cmd, key, items)
+  local n = #items
+  for i = 1, n, CHUNK do
+    redis.call(cmd, key, unpack(items, i, math.min(i + CHUNK - 1, n)))
+  end
+end
+
+local function resolve(g)
+  if type(g) == 'number' then g = gs(g) end
+  local p = redis.call('HGET', K_PARENT, g)
+  while p do
+    g = p
+    p = redis.call('HGET', K_PARENT, g)
+  end
+  return tonumber(g)
+end
+
+-- _select: the first n sentences that are not common, or the first n if all are.
+local function select_anchors(sentences, n)
+  local flags = smis(K_COMMON, sentences)
+  local anchors, idx = {}, {}
+  for i = 1, #sentences do
+    if flags[i] == 0 then
+      anchors[#anchors + 1] = sentences[i]
+      idx[#idx + 1] = i
+      if #anchors == n then break end
+    end
+  end
+  if #anchors == 0 then
+    for i = 1, math.min(n, #sentences) do
+      anchors[i] = sentences[i]
+      idx[i] = i
+    end
+  end
+  return anchors, idx
+end
+
+local function live_sketch(sketch)
+  local flags = smis(K_COMMON, sketch)
+  local live = {}
+  for i = 1, #sketch do
+    if flags[i] == 0 then live[#live + 1] = sketch[i] end
+  end
+  return live
+end
+
+-- _candidates: canonical group -> the anchors that hit it, in order of first hit.
+local function candidates(anchors, gids)
+  local order, hits = {}, {}
+  for i = 1, #anchors do
+    local g = gids[i]
+    if g then
+      local r = resolve(g)
+      local list = hits[r]
+      if not list then
+        list = {}
+        hits[r] = list
+        order[#order + 1] = r
+      end
+      list[#list + 1] = anchors[i]
+    end
+  end
+  return order, hits
+end
+
+-- _verify: the group's sketch less common hashes against the document's live sketch.
+-- newcommon holds hashes this call made common, which the live sketch still contains.
+local function verify(g, live, newcommon, theta, min_overlap)
+  local sk = BASE .. 's:' .. gs(g)
+  local gsize = redis.call('SCARD', sk)
+  if gsize > 0 then gsize = gsize - redis.call('SINTERCARD', 2, sk, K_COMMON) end
+  local shared = {}
+  if #live > 0 and gsize > 0 then
+    local flags = smis(sk, live)
+    for i = 1, #live do
+      local h = live[i]
+      if flags[i] == 1 and not newcommon[h] then shared[#shared + 1] = h end
+    end
+  end
+  local smaller = math.min(#live, gsize)
+  local ok = smaller > 0 and #shared >= math.min(min_overlap, smaller)
+    and #shared >= theta * smaller
+  return ok, shared
+end
+
+local function parse_record(rec)
+  local nl = string.find(rec, '\n', 1, true)
+  local root, has_title, k = string.match(rec, '^(%d+) %d+ %d+ (%d) (%d+)')
+  return tonumber(root), has_title == '1', tonumber(k), nl
+end
+
+local function title_of(rec)
+  local _, has_title, k, nl = parse_record(rec)
+  if not has_title then return '-' end
+  return '+' .. string.sub(rec, nl + 1 + 8 * k)
+end
+"""
+
+# ARGV: base, n, theta, min_overlap, sketch_cap, exact, sentences, sketch, doc ('-' | '+id'),
+# title ('-' | '+title'). Returns {root, duplicate, merged, anchor positions, sequence}, or
+# {root, -1, record} when the doc id was seen before.
+_LUA_ASSIGN = (
+    "#!lua\n"
+    + _LUA_COMMON
+    + r"""
+local n, theta = tonumber(ARGV[2]), tonumber(ARGV[3])
+local min_overlap, cap = tonumber(ARGV[4]), tonumber(ARGV[5])
+local exact = ARGV[6]
+local doc_id, title = nil, nil
+if string.sub(ARGV[9], 1, 1) == '+' then doc_id = string.sub(ARGV[9], 2) end
+if string.sub(ARGV[10], 1, 1) == '+' then title = string.sub(ARGV[10], 2) end
+
+if doc_id then
+  local rec = redis.call('HGET', K_DOCS, doc_id)
+  if rec then
+    local root = parse_record(rec)
+    return {resolve(root), -1, rec}
+  end
+end
+
+local sentences = split8(ARGV[7])
+local anchors, aidx = select_anchors(sentences, n)
+local known = {}
+if #anchors > 0 then known = redis.call('HMGET', K_FP, unpack(anchors)) end
+local merged = {}
+local root, dup
+local ex = redis.call('HGET', K_EXACT, exact)
+if ex then
+  root = resolve(ex)
+  dup = 1
+else
+  local sketch = split8(ARGV[8])
+  local live = live_sketch(sketch)
+  local order, hits = candidates(anchors, known)
+  local accepted, newcommon = {}, {}
+  for _, g in ipairs(order) do
+    local ok, shared = verify(g, live, newcommon, theta, min_overlap)
+    if ok then
+      accepted[#accepted + 1] = g
+    else
+      local add, seen = {}, {}
+      for _, h in ipairs(hits[g]) do
+        if not seen[h] then seen[h] = true; add[#add + 1] = h end
+      end
+      for _, h in ipairs(shared) do
+        if not seen[h] then seen[h] = true; add[#add + 1] = h end
+      end
+      push('SADD', K_COMMON, add)
+      for _, h in ipairs(add) do newcommon[h] = true end
+    end
+  end
+  if #accepted > 0 then
+    table.sort(accepted)
+    root = accepted[1]
+    local rsk, rmem, rz = BASE .. 's:' .. gs(root), BASE .. 'm:' .. gs(root), zm(root)
+    for i = 2, #accepted do
+      local g = accepted[i]
+      merged[#merged + 1] = g
+      local gsk, gmem, gz = BASE .. 's:' .. gs(g), BASE .. 'm:' .. gs(g), zm(g)
+      redis.call('HSET', K_PARENT, gs(g), gs(root))
+      if redis.call('EXISTS', gsk) == 1 then
+        redis.call('SUNIONSTORE', rsk, rsk, gsk)
+        redis.call('DEL', gsk)
+      end
+      local size = redis.call('ZSCORE', K_SIZES, gz)
+      if size then
+        redis.call('ZREM', K_SIZES, gz)
+        redis.call('ZINCRBY', K_SIZES, size, rz)
+      end
+      local moved = redis.call('LRANGE', gmem, 0, -1)
+      if #moved > 0 then
+        push('RPUSH', rmem, moved)
+        redis.call('DEL', gmem)
+      end
+    end
+    if redis.call('SCARD', rsk) < cap then push('SADD', rsk, sketch) end
+    dup = 1
+  else
+    root = redis.call('INCR', K_COUNTER)
+    push('SADD', BASE .. 's:' .. gs(root), sketch)
+    redis.call('ZADD', K_SIZES, 0, zm(root))
+    dup = 0
+  end
+  redis.call('HSET', K_EXACT, exact, gs(root))
+end
+
+local fresh = {}
+for i = 1, #anchors do
+  if not known[i] then
+    fresh[#fresh + 1] = anchors[i]
+    fresh[#fresh + 1] = gs(root)
+  end
+end
+if #fresh > 0 then redis.call('HSET', K_FP, unpack(fresh)) end
+redis.call('ZINCRBY', K_SIZES, -1, zm(root))
+local seq = redis.call('INCR', K_DOCUMENTS)
+if doc_id then
+  redis.call('RPUSH', BASE .. 'm:' .. gs(root), doc_id)
+  local head = {gs(root), tostring(dup), gs(seq), title and '1' or '0', tostring(#anchors)}
+  for _, m in ipairs(merged) do head[#head + 1] = gs(m) end
+  local rec = table.concat(head, ' ') .. '\n' .. table.concat(anchors) .. (title or '')
+  redis.call('HSET', K_DOCS, doc_id, rec)
+end
+return {root, dup, merged, aidx, seq}
+"""
+)
+
+# ARGV: base, op, op arguments. Read-only: the no-writes flag makes any write an error.
+_LUA_READ = (
+    "#!lua flags=no-writes\n"
+    + _LUA_COMMON
+    + r"""
+local op = ARGV[2]
+
+local function group_reply(g)
+  local size = redis.call('ZSCORE', K_SIZES, zm(g))
+  local out = {g, size and -tonumber(size) or 0}
+  local members = redis.call('LRANGE', BASE .. 'm:' .. gs(g), 0, -1)
+  if #members > 0 then
+    local recs = redis.call('HMGET', K_DOCS, unpack(members))
+    for i = 1, #members do
+      out[#out + 1] = members[i]
+      out[#out + 1] = recs[i] and title_of(recs[i]) or '-'
+    end
+  end
+  return out
+end
+
+if op == 'lookup' then
+  -- ARGV: base, op, n, theta, min_overlap, exact, sentences, sketch
+  local n, theta, min_overlap = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+  local ex = redis.call('HGET', K_EXACT, ARGV[6])
+  if ex then return resolve(ex) end
+  local sentences = split8(ARGV[7])
+  local anchors = select_anchors(sentences, n)
+  if #anchors == 0 then return 0 end
+  local known = redis.call('HMGET', K_FP, unpack(anchors))
+  local live = live_sketch(split8(ARGV[8]))
+  local order = candidates(anchors, known)
+  local best = 0
+  for _, g in ipairs(order) do
+    if verify(g, live, {}, theta, min_overlap) and (best == 0 or g < best) then best = g end
+  end
+  return best
+elseif op == 'resolve' then
+  return resolve(ARGV[3])
+elseif op == 'document' then
+  local rec = redis.call('HGET', K_DOCS, ARGV[3])
+  if not rec then return false end
+  return {resolve(parse_record(rec)), rec}
+elseif op == 'sequence' then
+  local rec = redis.call('HGET', K_DOCS, ARGV[3])
+  if not rec then return false end
+  return tonumber(string.match(rec, '^%d+ %d+ (%d+) '))
+elseif op == 'group' then
+  local g = tonumber(ARGV[3])
+  local last = tonumber(redis.call('GET', K_COUNTER) or '0')
+  if g < 1 or g > last then return false end
+  return group_reply(resolve(gs(g)))
+elseif op == 'groups' then
+  local top = redis.call('ZRANGE', K_SIZES, '-inf', '-' .. ARGV[3], 'BYSCORE',
+    'LIMIT', 0, ARGV[4])
+  local out = {}
+  for i = 1, #top do out[i] = group_reply(tonumber(top[i])) end
+  return out
+elseif op == 'stats' then
+  return {
+    tonumber(redis.call('GET', K_DOCUMENTS) or '0'),
+    redis.call('ZCARD', K_SIZES),
+    redis.call('HLEN', K_FP),
+    redis.call('SCARD', K_COMMON),
+    tonumber(redis.call('GET', K_COUNTER) or '0'),
+  }
+end
+return redis.error_reply('unknown operation ' .. tostring(op))
+"""
+)
+
+_U64 = struct.Struct(">Q")
+
+#: Refused credentials: a connection error in redis-py, but a configuration problem here.
+_AUTH_ERRORS: tuple[type[Exception], ...] = tuple(
+    getattr(redis.exceptions, name)
+    for name in ("AuthenticationError", "AuthorizationError")
+    if hasattr(redis.exceptions, name)
+)
+
+
+def _pack(values: Sequence[int]) -> bytes:
+    return struct.pack(f">{len(values)}Q", *values)
+
+
+def _positive_float(name: str, value: Any, url: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if not number > 0 or number == float("inf"):
+        raise ConfigError(f"{name} must be a positive number of seconds, not {value!r} in {url!r}")
+    return number
+
+
+def _int_option(name: str, value: Any, url: str, minimum: int) -> int:
+    if isinstance(value, bool):
+        raise ConfigError(f"{name} must be an integer >= {minimum}, not {value!r} in {url!r}")
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"{name} must be an integer >= {minimum}, not {value!r} in {url!r}"
+        ) from None
+    if number < minimum:
+        raise ConfigError(f"{name} must be an integer >= {minimum}, not {value!r} in {url!r}")
+    return number
+
+
+def _check_prefix(prefix: Any) -> str:
+    if not isinstance(prefix, str) or not prefix:
+        raise ConfigError(f"prefix must be a non-empty str, not {prefix!r}")
+    if "{" in prefix or "}" in prefix or any(c.isspace() for c in prefix):
+        raise ConfigError(f"prefix must not contain braces or white space, not {prefix!r}")
+    if len(prefix) > 200:
+        raise ConfigError(f"prefix must be at most 200 characters, not {len(prefix)}")
+    return prefix
+
+
+def _parse_record(doc_id: str, raw: bytes) -> DocumentRecord:
+    """Decode a ``{P}:docs`` value (see the module docstring) into a record."""
+    try:
+        header, _, rest = raw.partition(b"\n")
+        fields = header.split(b" ")
+        root, dup, _seq, has_title, k = (int(x) for x in fields[:5])
+        merged = tuple(int(x) for x in fields[5:])
+        anchors = struct.unpack(f">{k}Q", rest[: 8 * k])
+        title = rest[8 * k :].decode("utf-8") if has_title else None
+    except (ValueError, struct.error, UnicodeDecodeError) as exc:
+        raise StoreCorruptError(f"The record of doc {doc_id!r} is unreadable: {exc}") from exc
+    return DocumentRecord(doc_id, root, bool(dup), merged, title, tuple(anchors))
+
+
+def _decode_group(reply: list[Any]) -> Group:
+    gid, size = int(reply[0]), int(reply[1])
+    members = []
+    for i in range(2, len(reply), 2):
+        title = reply[i + 1]
+        text = title[1:].decode("utf-8") if title[:1] == b"+" else None
+        members.append(Member(reply[i].decode("utf-8"), text))
+    return Group(gid, size, tuple(members))
+
+
+class RedisStore(Store):
+    """A store in Redis, shared by every process that opens the same URL and prefix.
+
+    Use it when several crawler processes or service replicas must agree on one set of groups.
+    Each document is placed by one atomic Lua script call; :meth:`assign_many` pipelines many
+    of them in one round trip. Open it with :meth:`from_url` (what ``open_store`` does) or wrap
+    a ``redis.Redis`` client you configured yourself.
+
+    Args:
+        client: a ``redis.Redis`` client (``decode_responses`` must be off).
+        prefix: the namespace; every key is ``{prefix}:...``.
+        url: the URL shown in reprs and messages (a password in it is masked).
+
+    Raises:
+        ConfigError: the prefix is empty or contains braces or white space.
+
+    Example:
+        >>> store = RedisStore.from_url("redis://localhost:6379/0?prefix=news")  # doctest: +SKIP
+        >>> store.stats().documents  # doctest: +SKIP
+        0
+    """
+
+    def __init__(self, client: redis.Redis, prefix: str = "nshash", *, url: str = "") -> None:
+        self.prefix = _check_prefix(prefix)
+        self.url = mask_url(url) if url else f"redis://?prefix={prefix}"
+        self._client = client
+        tag = "{" + prefix + "}:"
+        self._base = tag.encode("utf-8")
+        self._keys = [(tag + name).encode("utf-8") for name in _TABLES]
+        self._assign_script = client.register_script(_LUA_ASSIGN)
+        self._read_script = client.register_script(_LUA_READ)
+        self._policy_cache: tuple[MatchPolicy, list[bytes]] | None = None
+        self._closed = False
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> RedisStore:
+        """Open a Redis store from a URL; nothing is sent until the first call.
+
+        URL forms: ``redis://[[user]:password@]host[:port][/db]``, ``rediss://...`` (TLS) and
+        ``unix://[[user]:password@]/path/to/redis.sock``, each with query options; keyword
+        *options* override the query.
+
+        Args:
+            url: the store URL.
+            **options: ``prefix`` (default ``"nshash"``), ``db``, ``socket_timeout`` and
+                ``socket_connect_timeout`` (seconds, default 1), ``max_connections``.
+
+        Raises:
+            ConfigError: the URL or an option is invalid, or an option is unknown.
+        """
+        shown = mask_url(url) if isinstance(url, str) else repr(url)
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 - raises ValueError on a bad port
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise ConfigError(f"Invalid Redis URL {shown!r}: {exc}") from None
+        if parts.scheme.lower() not in ("redis", "rediss", "unix"):
+            raise ConfigError(
+                f"A Redis URL starts with redis://, rediss:// or unix://, not {shown!r}"
+            )
+        merged: dict[str, Any] = dict(parse_qsl(parts.query, keep_blank_values=True))
+        merged.update(options)
+        prefix = _check_prefix(merged.pop("prefix", "nshash"))
+        kwargs: dict[str, Any] = {
+            "socket_timeout": _positive_float(
+                "socket_timeout", merged.pop("socket_timeout", DEFAULT_TIMEOUT), shown
+            ),
+            "socket_connect_timeout": _positive_float(
+                "socket_connect_timeout",
+                merged.pop("socket_connect_timeout", DEFAULT_TIMEOUT),
+                shown,
+            ),
+        }
+        if "db" in merged:
+            kwargs["db"] = _int_option("db", merged.pop("db"), shown, 0)
+        if "max_connections" in merged:
+            kwargs["max_connections"] = _int_option(
+                "max_connections", merged.pop("max_connections"), shown, 1
+            )
+        if merged:
+            raise ConfigError(
+                f"Unknown option(s) {sorted(merged)} for a Redis store in {shown!r}; "
+                "use prefix, db, socket_timeout, socket_connect_timeout, max_connections"
+            )
+        bare = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+        try:
+            client = redis.Redis.from_url(
+                bare,
+                protocol=2,
+                retry=Retry(NoBackoff(), 0),
+                decode_responses=False,
+                **kwargs,
+            )
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"Invalid Redis URL {shown!r}: {exc}") from None
+        return cls(client, prefix, url=url)
+
+    # -- plumbing ----------------------------------------------------------------------
+    def _check(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"{self.url} is closed", url=self.url)
+
+    def _translate(self, exc: Exception) -> StoreError:
+        if isinstance(exc, StoreError):
+            return exc
+        if isinstance(exc, _AUTH_ERRORS):
+            err: StoreError = StoreError(
+                f"Redis at {self.url!r} refused the credentials: {exc}", url=self.url
+            )
+        elif isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+            err = StoreUnavailableError(
+                f"Redis at {self.url!r} is unavailable: {exc}", url=self.url
+            )
+        else:
+            err = StoreError(f"Redis at {self.url!r} failed: {exc}", url=self.url)
+        err.__cause__ = exc
+        return err
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        self._check()
+        try:
+            yield
+        except redis.RedisError as exc:
+            raise self._translate(exc) from exc
+
+    def _read(self, *args: Any) -> Any:
+        with self._errors():
+            return self._read_script(keys=self._keys, args=[self._base, *args])
+
+    def _policy_args(self, policy: MatchPolicy) -> list[bytes]:
+        cached = self._policy_cache
+        if cached is not None and cached[0] is policy:
+            return cached[1]
+        if not isinstance(policy, MatchPolicy):
+            raise ConfigError(f"policy must be a MatchPolicy, not {policy!r}")
+        args = [
+            str(policy.n).encode(),
+            repr(float(policy.theta)).encode(),
+            str(policy.min_overlap).encode(),
+            str(policy.sketch_cap).encode(),
+        ]
+        self._policy_cache = (policy, args)
+        return args
+
+    def _assign_args(
+        self, doc: DocPrint, policy: MatchPolicy, doc_id: str | None, title: str | None
+    ) -> list[bytes]:
+        if doc_id is not None and (not isinstance(doc_id, str) or not doc_id):
+            raise ConfigError(f"doc_id must be a non-empty str, not {doc_id!r}")
+        if title is not None and not isinstance(title, str):
+            raise ConfigError(f"title must be a str, not {title!r}")
+        try:
+            blobs = [_U64.pack(doc.exact), _pack(doc.sentences), _pack(doc.sketch)]
+        except (struct.error, TypeError, AttributeError) as exc:
+            raise ConfigError(f"Not a document fingerprint: {doc!r} ({exc})") from None
+        return [
+            self._base,
+            *self._policy_args(policy),
+            *blobs,
+            b"-" if doc_id is None else b"+" + doc_id.encode("utf-8"),
+            b"-" if title is None else b"+" + title.encode("utf-8"),
+        ]
+
+    @staticmethod
+    def _decode_assign(
+        doc: DocPrint, doc_id: str | None, reply: list[Any]
+    ) -> tuple[Assignment, tuple[int, ...]]:
+        root, dup = int(reply[0]), int(reply[1])
+        if dup < 0:
+            rec = _parse_record(doc_id or "", reply[2])
+            return Assignment(root, rec.duplicate, rec.merged_from, True), rec.fingerprints
+        sentences = doc.sentences
+        anchors = tuple(sentences[i - 1] for i in reply[3])
+        return Assignment(root, bool(dup), tuple(int(g) for g in reply[2])), anchors
+
+    # -- the Store contract ------------------------------------------------------------
+    def assign(
+        self,
+        doc: DocPrint,
+        policy: MatchPolicy,
+        doc_id: str | None = None,
+        title: str | None = None,
+    ) -> tuple[Assignment, tuple[int, ...]]:
+        self._check()
+        args = self._assign_args(doc, policy, doc_id, title)
+        with self._errors():
+            reply = self._assign_script(keys=self._keys, args=args)
+        return self._decode_assign(doc, doc_id, reply)
+
+    def assign_many(
+        self,
+        items: Sequence[tuple[DocPrint, str | None, str | None]],
+        policy: MatchPolicy,
+    ) -> list[tuple[Assignment, tuple[int, ...]] | NSHashError]:
+        """Place documents in order, pipelined: one round trip per :data:`PIPELINE_CHUNK`.
+
+        A failing item yields its exception and the rest go on. When the connection fails
+        every item not yet answered yields a :class:`~nshash.StoreUnavailableError`; some of
+        them may have been applied, so retry them with their ``doc_id``.
+        """
+        self._check()
+        out: list[tuple[Assignment, tuple[int, ...]] | NSHashError | None] = [None] * len(items)
+        for start in range(0, len(items), PIPELINE_CHUNK):
+            self._assign_chunk(items, policy, start, min(start + PIPELINE_CHUNK, len(items)), out)
+        return [r for r in out if r is not None]
+
+    def _assign_chunk(
+        self,
+        items: Sequence[tuple[DocPrint, str | None, str | None]],
+        policy: MatchPolicy,
+        start: int,
+        stop: int,
+        out: list[tuple[Assignment, tuple[int, ...]] | NSHashError | None],
+    ) -> None:
+        pipe = self._client.pipeline(transaction=False)
+        sent: list[int] = []
+        script, keys = self._assign_script, self._keys
+        for i in range(start, stop):
+            doc, doc_id, title = items[i]
+            try:
+                args = self._assign_args(doc, policy, doc_id, title)
+            except NSHashError as exc:
+                out[i] = exc
+                continue
+            script(keys=keys, args=args, client=pipe)
+            sent.append(i)
+        if not sent:
+            return
+        try:
+            replies = pipe.execute(raise_on_error=False)
+        except redis.RedisError as exc:
+            for i in sent:
+                out[i] = self._translate(exc)
+            return
+        finally:
+            pipe.reset()
+        for i, reply in zip(sent, replies, strict=True):
+            if isinstance(reply, Exception):
+                out[i] = self._translate(reply)
+            else:
+                out[i] = self._decode_assign(items[i][0], items[i][1], reply)
+
+    def lookup(self, doc: DocPrint, policy: MatchPolicy) -> int | None:
+        self._check()
+        args = self._assign_args(doc, policy, None, None)
+        # base, n, theta, min_overlap, (cap dropped), exact, sentences, sketch
+        found = self._read(b"lookup", *args[1:4], *args[5:8])
+        return int(found) or None
+
+    def resolve(self, similar_id: int) -> int:
+        return int(self._read(b"resolve", str(int(similar_id)).encode()))
+
+    def document(self, doc_id: str) -> DocumentRecord | None:
+        reply = self._read(b"document", doc_id.encode("utf-8"))
+        if reply is None:
+            return None
+        rec = _parse_record(doc_id, reply[1])
+        return DocumentRecord(
+            rec.doc_id, int(reply[0]), rec.duplicate, rec.merged_from, rec.title, rec.fingerprints
+        )
+
+    def sequence(self, doc_id: str) -> int | None:
+        """Return the position (from 1) at which Redis applied *doc_id*, or None if unknown.
+
+        Replaying the documents of a namespace serially in this order, through any store,
+        gives the same groups and ids: the record of what concurrent writers did.
+        """
+        reply = self._read(b"sequence", doc_id.encode("utf-8"))
+        return None if reply is None else int(reply)
+
+    def group(self, similar_id: int) -> Group | None:
+        reply = self._read(b"group", str(int(similar_id)).encode())
+        return None if reply is None else _decode_group(reply)
+
+    def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
+        reply = self._read(b"groups", str(int(min_size)).encode(), str(int(limit)).encode())
+        return [_decode_group(g) for g in reply]
+
+    def stats(self) -> StoreStats:
+        documents, groups, fps, common, last = self._read(b"stats")
+        return StoreStats(
+            documents=int(documents),
+            groups=int(groups),
+            fingerprints=int(fps),
+            common_fingerprints=int(common),
+            last_id=int(last),
+        )
+
+    def ping(self) -> None:
+        with self._errors():
+            self._client.ping()
+
+    def close(self) -> None:
+        """Release the connections; closing twice is harmless."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._client.close()
+        except redis.RedisError:
+            pass
