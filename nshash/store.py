@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from .assign import MatchPolicy
-from .errors import ConfigError, NSHashError
+from .errors import ConfigError, NSHashError, StoreClosedError
 from .fingerprint import DocPrint
 from .results import Assignment, DocumentRecord, Group, StoreStats
 
@@ -64,11 +64,17 @@ class Store(ABC):
         items: Sequence[tuple[DocPrint, str | None, str | None]],
         policy: MatchPolicy,
     ) -> list[tuple[Assignment, tuple[int, ...]] | NSHashError]:
-        """Place documents in order; a failing item yields its exception, the rest go on."""
+        """Place documents in order; a failing item yields its exception, the rest go on.
+
+        Raises:
+            StoreClosedError: the store is closed (that is no item's failure).
+        """
         out: list[tuple[Assignment, tuple[int, ...]] | NSHashError] = []
         for doc, doc_id, title in items:
             try:
                 out.append(self.assign(doc, policy, doc_id, title))
+            except StoreClosedError:
+                raise
             except NSHashError as exc:
                 out.append(exc)
         return out
