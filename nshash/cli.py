@@ -1,0 +1,762 @@
+"""The ``nshash`` command line: group a stored corpus by story, inspect a store, serve HTTP.
+
+Commands:
+
+* ``nshash dedup INPUT``: read articles (JSONL, ``.jsonl.gz``, CSV, a folder of ``.txt``
+  files, or ``-`` for JSONL on stdin) and write every record back with its ``similar_id``
+  and ``duplicate`` flag. Fingerprinting can run in worker processes (``--jobs``); the
+  store sees the documents in input order, so the output does not depend on ``--jobs``.
+* ``nshash groups``, ``nshash query``, ``nshash stats``: read a saved store.
+* ``nshash compare A B``: the similarity measures of :mod:`nshash.similarity`.
+* ``nshash serve``: the HTTP service on uvicorn.
+
+Results go to stdout (or ``-o``); progress, bad-record reports and the summary go to stderr.
+Exit status: 0 on success, 1 on an error (printed as ``Error: ...``), 2 on bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import multiprocessing
+import multiprocessing.pool
+import os
+import signal
+import sys
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from tqdm import tqdm
+
+from . import __version__
+from .core import NSHash
+from .errors import ConfigError, NSHashError
+from .fingerprint import DocPrint
+from .io import (
+    FORMATS,
+    BadRecord,
+    CsvWriter,
+    Fields,
+    Item,
+    JsonlWriter,
+    Prepared,
+    Preparer,
+    Source,
+    detect_format,
+    open_output,
+    open_source,
+)
+from .store import mask_url, parse_url
+
+__all__ = ["main"]
+
+#: The environment variable that names the default store (shared with the HTTP service).
+STORE_ENV = "NSHASH_STORE_URL"
+
+#: Records per batch sent to a worker: large enough that the trip between processes costs
+#: little next to fingerprinting, small enough to keep the output streaming.
+BATCH_SIZE = 256
+
+#: Batches in flight per worker: keeps every worker busy while bounding memory.
+BATCHES_IN_FLIGHT = 4
+
+#: Bad records reported one by one; past this many only the count is given.
+MAX_REPORTED = 100
+
+#: Options for both :class:`~nshash.NSHash` and the workers' fingerprinter (defaults for now;
+#: one dict so that the two can never disagree).
+NSHASH_OPTIONS: dict[str, Any] = {}
+
+#: Store schemes whose state is shared between processes (so ``serve --workers N`` is safe).
+SHARED_SCHEMES = ("redis", "rediss", "unix")
+
+
+class UsageError(Exception):
+    """Bad usage found after parsing (exit 2, like argparse's own errors)."""
+
+
+class RecordError(NSHashError):
+    """A bad record met with ``--on-error fail``."""
+
+
+# -- workers -----------------------------------------------------------------------------
+
+_worker_preparer: Preparer | None = None
+
+
+def _init_worker(preparer: Preparer) -> None:
+    """Set up a worker process: keep its preparer, and leave Ctrl-C to the parent."""
+    global _worker_preparer
+    _worker_preparer = preparer
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _work(payloads: list[Any]) -> list[Prepared | BadRecord]:
+    """Prepare one batch in a worker process."""
+    assert _worker_preparer is not None
+    return _worker_preparer.run(payloads)
+
+
+def _mp_context() -> Any:
+    """Return the cheapest safe way to start workers: fork, unless threads are running."""
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("spawn")
+
+
+class Workers:
+    """Fingerprints batches in order, in this process (``jobs=1``) or in a process pool.
+
+    Create it before opening the store, so that forked workers inherit no store threads or
+    file locks.
+
+    Args:
+        jobs: how many worker processes; 1 prepares in this process.
+        preparer: the parsing and fingerprinting step.
+    """
+
+    def __init__(self, jobs: int, preparer: Preparer) -> None:
+        self.jobs = jobs
+        self.preparer = preparer
+        self.pool: multiprocessing.pool.Pool | None = None
+
+    def __enter__(self) -> Workers:
+        if self.jobs > 1:
+            self.pool = _mp_context().Pool(
+                self.jobs, initializer=_init_worker, initargs=(self.preparer,)
+            )
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
+            self.pool = None
+
+    def map(
+        self, batches: Iterator[list[Item]]
+    ) -> Iterator[tuple[list[Item], list[Prepared | BadRecord]]]:
+        """Yield each batch with its results, in input order."""
+        if self.pool is None:
+            for batch in batches:
+                yield batch, self.preparer.run([item.payload for item in batch])
+            return
+        # apply_async with a bounded queue instead of imap: imap would read the whole input
+        # ahead into memory; this keeps jobs * BATCHES_IN_FLIGHT batches in flight.
+        pending: deque[tuple[list[Item], Any]] = deque()
+        limit = self.jobs * BATCHES_IN_FLIGHT
+        for batch in batches:
+            payloads = [item.payload for item in batch]
+            pending.append((batch, self.pool.apply_async(_work, (payloads,))))
+            if len(pending) >= limit:
+                done, result = pending.popleft()
+                yield done, result.get()
+        while pending:
+            done, result = pending.popleft()
+            yield done, result.get()
+
+
+# -- the dedup / query run ---------------------------------------------------------------
+
+
+class _Bar(tqdm):  # type: ignore[misc]
+    """A tqdm bar without tqdm's monitor thread (workers are forked; no stray threads)."""
+
+    monitor_interval = 0
+
+
+@dataclass
+class Tally:
+    """What a run saw, for the summary."""
+
+    documents: int = 0
+    bad: int = 0
+    duplicates: int = 0
+    merges: int = 0
+    matched: int = 0
+    sizes: Counter[int] = field(default_factory=Counter)
+    titles: dict[int, str] = field(default_factory=dict)
+    #: Ids merged away during the run -> the id they were merged into.
+    aliases: dict[int, int] = field(default_factory=dict)
+
+    def canonical(self, similar_id: int) -> int:
+        """Return the id *similar_id* ended up in after the merges this run saw."""
+        seen = set()
+        while similar_id in self.aliases and similar_id not in seen:
+            seen.add(similar_id)
+            similar_id = self.aliases[similar_id]
+        return similar_id
+
+    def groups(self) -> list[tuple[int, int, str | None]]:
+        """Return ``(similar_id, size, title)`` for every group of this run, largest first."""
+        sizes: Counter[int] = Counter()
+        for sid, size in self.sizes.items():
+            sizes[self.canonical(sid)] += size
+        titles: dict[int, str] = {}
+        for sid in sorted(self.titles):  # ids grow over time: the earliest title wins
+            titles.setdefault(self.canonical(sid), self.titles[sid])
+        ordered = sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0]))
+        return [(sid, size, titles.get(sid)) for sid, size in ordered]
+
+
+class _Reporter:
+    """Reports bad records on stderr (through the bar, so it is not torn)."""
+
+    def __init__(self, source: Source, on_error: str) -> None:
+        self.source = source
+        self.on_error = on_error
+        self.reported = 0
+
+    def bad(self, item: Item, message: str, tally: Tally) -> None:
+        where = item.where if self.source.format == "txt" else f"{self.source.name} {item.where}"
+        text = f"{where}: {message}"
+        if self.on_error == "fail":
+            raise RecordError(f"{text} (--on-error fail)")
+        tally.bad += 1
+        self.reported += 1
+        if self.reported <= MAX_REPORTED:
+            tqdm.write(f"skipped {text}", file=sys.stderr)
+        elif self.reported == MAX_REPORTED + 1:
+            tqdm.write(
+                f"(more than {MAX_REPORTED} bad records; the rest are only counted)",
+                file=sys.stderr,
+            )
+
+
+def _run(
+    source: Source,
+    workers: Workers,
+    nsh: NSHash,
+    writer: JsonlWriter | CsvWriter,
+    mode: str,
+    on_error: str,
+    show_progress: bool,
+) -> Tally:
+    """Feed every record to the store in input order and write it with its answer."""
+    tally = Tally()
+    reporter = _Reporter(source, on_error)
+    bar = _Bar(
+        total=source.total,
+        unit="doc",
+        file=sys.stderr,
+        disable=not show_progress,
+        dynamic_ncols=True,
+        leave=False,
+        mininterval=0.25,
+    )
+    store, policy = nsh.store, nsh.policy
+    try:
+        for batch, results in workers.map(source.batches(BATCH_SIZE)):
+            for item, result in zip(batch, results, strict=True):
+                if item.bad is not None:
+                    reporter.bad(item, item.bad, tally)
+                    continue
+                if isinstance(result, BadRecord):
+                    reporter.bad(item, result.message, tally)
+                    continue
+                doc = DocPrint(result[2], result[3], result[4])
+                tally.documents += 1
+                if mode == "query":
+                    found = store.lookup(doc, policy)
+                    tally.matched += found is not None
+                    writer.write(item, result, (found,))
+                    continue
+                answer = nsh.add_prepared(doc, result[0], title=result[1])
+                sid = answer.similar_id
+                tally.sizes[sid] += 1
+                tally.duplicates += answer.duplicate
+                if sid not in tally.titles:
+                    label = result[1] or result[0]
+                    if label:
+                        tally.titles[sid] = label
+                if answer.merged_from:
+                    tally.merges += len(answer.merged_from)
+                    for old in answer.merged_from:
+                        tally.aliases[old] = sid
+                writer.write(item, result, (sid, answer.duplicate))
+            writer.flush()
+            bar.update(len(batch))
+    finally:
+        bar.close()
+    return tally
+
+
+def _print_summary(
+    command: str, tally: Tally, elapsed: float, store_url: str, source: Source, top: int = 10
+) -> None:
+    err = sys.stderr
+    rate = tally.documents / elapsed if elapsed > 0 else 0.0
+    print(
+        f"nshash {command}: {tally.documents:,} documents from {source.name} in {elapsed:.2f} s"
+        f" ({rate:,.0f} docs/s); {tally.bad:,} bad records skipped",
+        file=err,
+    )
+    if command == "query":
+        new = tally.documents - tally.matched
+        print(f"  {tally.matched:,} match a stored group, {new:,} are new", file=err)
+        return
+    groups = tally.groups()
+    multi = sum(1 for _, size, _ in groups if size > 1)
+    print(
+        f"  {len(groups):,} groups ({multi:,} with more than one document),"
+        f" {tally.duplicates:,} duplicates, {tally.merges:,} merges",
+        file=err,
+    )
+    scheme, path, _ = parse_url(store_url)
+    if scheme == "memory" and not path:
+        where = "memory:// (in this process only; nothing was saved: use --store to keep it)"
+    else:
+        where = mask_url(store_url)
+    print(f"  store: {where}", file=err)
+    largest = [g for g in groups if g[1] > 1][:top]
+    if largest:
+        print(f"  largest groups:\n  {'size':>6}  {'similar_id':>10}  title", file=err)
+        for sid, size, title in largest:
+            print(f"  {size:>6}  {sid:>10}  {title or '-'}", file=err)
+    if tally.merges:
+        print(
+            "  note: merged ids were written as answered at the time; "
+            "`nshash groups` shows the final groups of a saved store",
+            file=err,
+        )
+
+
+def _fields(args: argparse.Namespace) -> Fields:
+    text = (args.text_field,) if args.text_field else Fields().text
+    return Fields(text=text, id=args.id_field, title=args.title_field)
+
+
+def _show_progress(args: argparse.Namespace) -> bool:
+    if args.quiet:
+        return False
+    if args.progress is not None:
+        return bool(args.progress)
+    return sys.stderr.isatty()
+
+
+def _jobs(value: str) -> int:
+    try:
+        jobs = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
+    if jobs < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (one per CPU) or more, not {value!r}")
+    return jobs or (os.cpu_count() or 1)
+
+
+def _same_file(a: str, b: str | None) -> bool:
+    if b is None or b == "-" or a == "-":
+        return False
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _records(args: argparse.Namespace, mode: str, store_url: str) -> int:
+    """Run ``dedup`` (mode ``add``) or ``query`` over an input."""
+    started = time.perf_counter()
+    try:
+        fmt = detect_format(args.input, args.format)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    if _same_file(args.input, args.output):
+        raise UsageError(f"-o {args.output!r} is the input file; write the output elsewhere")
+    added = ("similar_id",) if mode == "query" else ("similar_id", "duplicate")
+    preparer = Preparer(_fields(args), added, NSHASH_OPTIONS)
+    with open_source(args.input, fmt, preparer.fields) as source, Workers(
+        args.jobs, preparer
+    ) as workers, NSHash.open(store_url, **NSHASH_OPTIONS) as nsh:
+        out, must_close = open_output(args.output)
+        writer: JsonlWriter | CsvWriter
+        try:
+            if source.format == "csv":
+                assert source.header is not None
+                writer = CsvWriter(out, source.header, added, source.newline)
+            else:
+                writer = JsonlWriter(out, added)
+            try:
+                tally = _run(
+                    source, workers, nsh, writer, mode, args.on_error, _show_progress(args)
+                )
+            finally:
+                if isinstance(writer, CsvWriter):
+                    writer.detach()
+                else:
+                    writer.flush()
+        finally:
+            if must_close:
+                out.close()
+    if not args.quiet:
+        name = "query" if mode == "query" else "dedup"
+        _print_summary(name, tally, time.perf_counter() - started, store_url, source)
+    return 0
+
+
+def _store_url(args: argparse.Namespace, *, saved: bool) -> str:
+    """Return the store URL from ``--store`` or the environment.
+
+    Args:
+        saved: the command reads what earlier runs stored, so ``memory://`` without a path
+            (which starts empty) is refused.
+    """
+    url: str | None = args.store or os.environ.get(STORE_ENV)
+    if not url:
+        if saved:
+            raise UsageError(
+                f"this command reads a saved store: give --store URL or set {STORE_ENV}"
+                " (for example memory:///path/news.pkl or leveldb:///path/news.ldb)"
+            )
+        return "memory://"
+    if saved:
+        try:
+            scheme, path, _ = parse_url(url)
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
+        if scheme == "memory" and not path:
+            raise UsageError(
+                f"{url!r} starts empty in every process, so there is nothing to read;"
+                " use a saved store such as memory:///path/news.pkl"
+            )
+    return url
+
+
+# -- commands ----------------------------------------------------------------------------
+
+
+def _cmd_dedup(args: argparse.Namespace) -> int:
+    return _records(args, "add", _store_url(args, saved=False))
+
+
+def _cmd_query(args: argparse.Namespace) -> int:
+    return _records(args, "query", _store_url(args, saved=True))
+
+
+def _group_label(members: Sequence[Any]) -> str:
+    for member in members:
+        if member.title:
+            return f"{member.title} ({member.doc_id})"
+    return members[0].doc_id if members else "-"
+
+
+def _cmd_groups(args: argparse.Namespace) -> int:
+    url = _store_url(args, saved=True)
+    with NSHash.open(url, **NSHASH_OPTIONS) as nsh:
+        groups = nsh.groups(min_size=args.min_size, limit=args.top)
+    if args.json:
+        data = [
+            {
+                "similar_id": g.similar_id,
+                "size": g.size,
+                "members": [{"doc_id": m.doc_id, "title": m.title} for m in g.members],
+            }
+            for g in groups
+        ]
+        print(json.dumps(data, ensure_ascii=False, indent=2))
+        return 0
+    if not groups:
+        print(f"no group of {args.min_size} or more documents in {mask_url(url)}", file=sys.stderr)
+        return 0
+    print(f"{'size':>6}  {'similar_id':>10}  title")
+    for g in groups:
+        print(f"{g.size:>6}  {g.similar_id:>10}  {_group_label(g.members)}")
+    return 0
+
+
+def _cmd_stats(args: argparse.Namespace) -> int:
+    url = _store_url(args, saved=True)
+    with NSHash.open(url, **NSHASH_OPTIONS) as nsh:
+        stats = nsh.stats()
+    data: dict[str, Any] = {
+        "store": mask_url(url),
+        "documents": stats.documents,
+        "groups": stats.groups,
+        "fingerprints": stats.fingerprints,
+        "common_fingerprints": stats.common_fingerprints,
+        "last_id": stats.last_id,
+        **{str(k): v for k, v in stats.extra.items()},
+    }
+    if args.json:
+        print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+    else:
+        for key, value in data.items():
+            number = isinstance(value, int) and not isinstance(value, bool)
+            shown = f"{value:,}" if number else value
+            print(f"{key + ':':<21}{shown}")
+    return 0
+
+
+def _read_text(name: str) -> str:
+    if name == "-":
+        data = sys.stdin.buffer.read()
+    else:
+        with open(name, "rb") as f:
+            data = f.read()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        shown = "<stdin>" if name == "-" else name
+        raise ConfigError(f"{shown!r} is not UTF-8 text") from None
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    if args.a == "-" and args.b == "-":
+        raise UsageError("only one of A and B can be '-' (stdin)")
+    try:
+        similarity = importlib.import_module("nshash.similarity")
+    except ImportError as exc:
+        raise ConfigError(
+            f"nshash compare needs the similarity toolkit, which cannot be imported ({exc}):"
+            " pip install 'nshash[similarity]'"
+        ) from exc
+    known = list(similarity.METRICS)
+    metrics: list[str] | None = None
+    if args.metrics:
+        metrics = [m for part in args.metrics for m in part.split(",") if m]
+        unknown = [m for m in metrics if m not in known]
+        if unknown:
+            raise UsageError(f"unknown metric(s) {unknown}; choose from {', '.join(known)}")
+    scores: dict[str, float] = similarity.compare(
+        _read_text(args.a), _read_text(args.b), metrics=metrics
+    )
+    if args.json:
+        print(json.dumps(scores))
+    else:
+        width = max((len(name) for name in scores), default=0)
+        for name, score in scores.items():
+            print(f"{name:<{width}}  {score:.4f}")
+    return 0
+
+
+def _service_module() -> str:
+    """Return the importable package holding the HTTP app: ``nshash_service`` or ``service``."""
+    for mod in ("nshash_service", "service"):
+        try:
+            app = importlib.import_module(f"{mod}.app")
+        except ModuleNotFoundError as exc:
+            if exc.name in (mod, f"{mod}.app"):
+                continue
+            raise ConfigError(
+                f"The HTTP service cannot be imported ({exc}): pip install 'nshash[service]'"
+            ) from exc
+        if hasattr(app, "create_app"):
+            return mod
+    raise ConfigError(
+        "The HTTP service is not installed (neither nshash_service nor service can be"
+        " imported): pip install 'nshash[service]'"
+    )
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    url: str | None = args.store or os.environ.get(STORE_ENV)
+    if args.workers < 1:
+        raise UsageError(f"--workers must be 1 or more, not {args.workers}")
+    if args.workers > 1:
+        scheme = parse_url(url)[0] if url else "memory"
+        if scheme not in SHARED_SCHEMES:
+            raise UsageError(
+                f"--workers {args.workers} needs a store shared between processes"
+                f" (redis://, rediss:// or unix://), not {mask_url(url or 'memory://')!r}:"
+                " memory and LevelDB state lives in one process, so each worker would hand"
+                " out its own ids (and LevelDB admits one opener); run one worker or use Redis"
+            )
+    missing = [m for m in ("uvicorn", "fastapi") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ConfigError(
+            f"nshash serve needs {' and '.join(missing)}: pip install 'nshash[service]'"
+        )
+    mod = _service_module()
+    if url:
+        os.environ[STORE_ENV] = url
+    uvicorn = importlib.import_module("uvicorn")
+    uvicorn.run(
+        f"{mod}.app:create_app",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+    )
+    return 0
+
+
+# -- parser ------------------------------------------------------------------------------
+
+_STORE_HELP_SAVED = f"store URL (default: ${STORE_ENV}); e.g. memory:///path/news.pkl"
+
+
+def _add_record_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--output", metavar="OUT", help="write here (default: stdout; .gz: gzip)")
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="input format (default: from the name: .jsonl[.gz], .csv[.gz], a folder/.txt)",
+    )
+    p.add_argument(
+        "--text-field",
+        metavar="NAME",
+        help="the field with the article text (default: 'content', or 'text' if absent)",
+    )
+    p.add_argument("--id-field", default="id", metavar="NAME", help="the id field (default: id)")
+    p.add_argument(
+        "--title-field", default="title", metavar="NAME", help="the title field (default: title)"
+    )
+    p.add_argument(
+        "-j",
+        "--jobs",
+        type=_jobs,
+        default=1,
+        metavar="N",
+        help="fingerprint in N processes (0: one per CPU; default 1); same output for any N",
+    )
+    p.add_argument(
+        "--on-error",
+        choices=("skip", "fail"),
+        default="skip",
+        help="a bad record is reported and skipped (default), or stops the run with exit 1",
+    )
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: when stderr is a terminal)",
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the ``nshash`` argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="nshash",
+        description="Near-duplicate detection for crawled articles: reposts of one story"
+        " share a similar_id.",
+    )
+    parser.add_argument("--version", action="version", version=f"nshash {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser(
+        "dedup",
+        help="give every article of a file its similar_id",
+        description="Write every record of INPUT with its similar_id and duplicate flag, in"
+        " input order (JSONL in, JSONL out; CSV in, CSV out; .txt files in, JSONL out).",
+    )
+    p.add_argument("input", metavar="INPUT", help="a .jsonl[.gz] or .csv file, a folder of"
+                   " .txt files, or - for JSONL on stdin")
+    p.add_argument(
+        "--store",
+        metavar="URL",
+        help=f"store URL (default: ${STORE_ENV}, else memory://, which lives in this process"
+        " only and writes nothing to disk)",
+    )
+    _add_record_options(p)
+    p.set_defaults(func=_cmd_dedup, parser=p)
+
+    p = sub.add_parser("groups", help="the largest groups of a saved store (hot stories)")
+    p.add_argument("--store", metavar="URL", help=_STORE_HELP_SAVED)
+    p.add_argument("--top", type=int, default=30, help="how many groups (default 30)")
+    p.add_argument("--min-size", type=int, default=2, help="smallest group shown (default 2)")
+    p.add_argument("--json", action="store_true", help="JSON with every member")
+    p.set_defaults(func=_cmd_groups, parser=p)
+
+    p = sub.add_parser(
+        "query",
+        help="the similar_id each record would get from a saved store (writes nothing)",
+        description="Write every record of FILE with the similar_id it would get (null when"
+        " new); the store is not changed.",
+    )
+    p.add_argument("input", metavar="FILE", help="a .jsonl[.gz], .csv or .txt file, a folder,"
+                   " or - for JSONL on stdin")
+    p.add_argument("--store", metavar="URL", help=_STORE_HELP_SAVED)
+    _add_record_options(p)
+    p.set_defaults(func=_cmd_query, parser=p)
+
+    p = sub.add_parser("stats", help="counts over a saved store")
+    p.add_argument("--store", metavar="URL", help=_STORE_HELP_SAVED)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_cmd_stats, parser=p)
+
+    p = sub.add_parser("compare", help="similarity scores of two texts (nshash[similarity])")
+    p.add_argument("a", metavar="A", help="a text file, or - for stdin")
+    p.add_argument("b", metavar="B", help="a text file, or - for stdin")
+    p.add_argument(
+        "--metrics", nargs="+", metavar="NAME", help="which measures (default: all)"
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_cmd_compare, parser=p)
+
+    p = sub.add_parser("serve", help="run the HTTP service on uvicorn (nshash[service])")
+    p.add_argument(
+        "--store",
+        metavar="URL",
+        help=f"store URL, passed to the service as ${STORE_ENV} (default: the service's)",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="uvicorn worker processes (default 1; more need a redis:// store)",
+    )
+    p.set_defaults(func=_cmd_serve, parser=p)
+    return parser
+
+
+def _describe_os_error(exc: OSError) -> str:
+    if exc.filename is not None and exc.strerror:
+        return f"{exc.strerror}: {exc.filename!r}"
+    return str(exc) or type(exc).__name__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``nshash`` command line and return its exit status.
+
+    Args:
+        argv: the arguments after the program name (default: ``sys.argv[1:]``).
+
+    Returns:
+        0 on success, 1 on an error, 2 on bad usage.
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help/--version (0) or bad usage (2)
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    sub: argparse.ArgumentParser = args.parser
+    try:
+        code: int = args.func(args)
+        return code
+    except UsageError as exc:
+        sub.print_usage(sys.stderr)
+        print(f"{sub.prog}: error: {exc}", file=sys.stderr)
+        return 2
+    except NSHashError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        # The reader went away (| head): stop quietly, and keep Python from complaining
+        # about the unflushable stdout at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except OSError as exc:
+        print(f"Error: {_describe_os_error(exc)}", file=sys.stderr)
+        return 1
+    except EOFError:
+        print("Error: the input ended in the middle (a truncated .gz file?)", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("Interrupted", file=sys.stderr)
+        return 130
