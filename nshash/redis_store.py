@@ -45,7 +45,7 @@ import struct
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import redis
 from redis.backoff import NoBackoff
@@ -193,6 +193,9 @@ end
 local function parse_record(rec)
   local nl = string.find(rec, '\n', 1, true)
   local root, has_title, k = string.match(rec, '^(%d+) %d+ %d+ (%d) (%d+)')
+  if not (nl and root) then
+    error({err = 'CORRUPT a document record in ' .. K_DOCS .. ' is unreadable'})
+  end
   return tonumber(root), has_title == '1', tonumber(k), nl
 end
 
@@ -539,7 +542,8 @@ class RedisStore(Store):
                 f"Unknown option(s) {sorted(merged)} for a Redis store in {shown!r}; "
                 "use prefix, db, socket_timeout, socket_connect_timeout, max_connections"
             )
-        bare = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+        # Not urlunsplit: it drops the "//" of "unix:///path" when the netloc is empty.
+        bare = f"{parts.scheme}://{parts.netloc}{parts.path}"
         try:
             client = redis.Redis.from_url(
                 bare,
@@ -564,6 +568,8 @@ class RedisStore(Store):
             err: StoreError = StoreError(
                 f"Redis at {self.url!r} refused the credentials: {exc}", url=self.url
             )
+        elif isinstance(exc, redis.ResponseError) and "CORRUPT" in str(exc):
+            err = StoreCorruptError(f"Redis at {self.url!r}: {exc}", url=self.url)
         elif isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
             err = StoreUnavailableError(
                 f"Redis at {self.url!r} is unavailable: {exc}", url=self.url

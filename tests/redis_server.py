@@ -30,6 +30,10 @@ class RedisServer:
         port: a port, or None to pick a free one.
         appendonly: turn on the append-only file.
         appendfsync: ``always``, ``everysec`` or ``no`` (with ``appendonly``).
+        extra_args: more ``redis-server`` arguments, e.g. ``["--requirepass", "pw"]``.
+
+    After :meth:`kill` or :meth:`stop`, :meth:`start` runs the server again on the same port
+    and directory (so an append-only file is loaded back).
     """
 
     def __init__(
@@ -38,11 +42,13 @@ class RedisServer:
         port: int | None = None,
         appendonly: bool = False,
         appendfsync: str = "everysec",
+        extra_args: list[str] | None = None,
     ) -> None:
         self.directory = Path(directory)
         self.port = port or free_port()
         self.appendonly = appendonly
         self.appendfsync = appendfsync
+        self.extra_args = list(extra_args or [])
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -62,6 +68,7 @@ class RedisServer:
             "--appendfsync", self.appendfsync,
             "--logfile", str(self.directory / "redis.log"),
             "--daemonize", "no",
+            *self.extra_args,
         ]  # fmt: skip
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
@@ -72,7 +79,8 @@ class RedisServer:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
                     sock.sendall(b"PING\r\n")
-                    if sock.recv(64).startswith(b"+PONG"):
+                    # -NOAUTH also means the server is up (it was started with a password).
+                    if sock.recv(64).startswith((b"+PONG", b"-NOAUTH")):
                         return
             except OSError:
                 pass
@@ -87,9 +95,20 @@ class RedisServer:
             self.process.wait(timeout=10)
         self.process = None
 
+    def pause(self) -> None:
+        """SIGSTOP the server: connections are accepted by the kernel but never answered."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT a paused server."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)
+
     def stop(self) -> None:
         """Stop the server politely (SIGTERM), killing it if it lingers."""
         if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)
             self.process.terminate()
             try:
                 self.process.wait(timeout=10)

@@ -1,0 +1,469 @@
+"""RedisStore on a real ``redis-server``: URLs, key layout, parity with the memory store, faults.
+
+The behaviour every store shares is in ``test_store_contract.py``; this module checks what is
+Redis's own: options and secrets in URLs, the documented key layout under one hash tag, results
+identical to the memory store for the same sequence of documents (synthetic stories with site
+boilerplate, bridges and repeats, and real reposts when ``../shared/data`` is present), a lookup
+that writes nothing, and errors when the server is down, hung or refuses the password.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+redis = pytest.importorskip("redis")
+
+from nshash import (  # noqa: E402
+    AddResult,
+    ConfigError,
+    NSHash,
+    StoreClosedError,
+    StoreCorruptError,
+    StoreError,
+    StoreUnavailableError,
+    open_store,
+)
+from nshash.redis_store import RedisStore  # noqa: E402
+from tests.redis_server import RedisServer, redis_server_available  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "zh_reposts_dev.jsonl.gz"
+
+#: The hard bound on reporting a dead or hung server (the default timeouts are 1 s).
+UNAVAILABLE_BOUND = 2.0
+
+
+# -- synthetic stories with site boilerplate ------------------------------------------------
+
+
+def _sentence(rng: random.Random, lo: int = 14, hi: int = 30) -> str:
+    return "".join(chr(rng.randrange(0x4E00, 0x9FA5)) for _ in range(rng.randint(lo, hi)))
+
+
+def synthetic_corpus(seed: int = 7) -> list[tuple[str, str]]:
+    """(doc_id, text) pairs: stories, reposts on sites with long shared footers, bridges."""
+    rng = random.Random(seed)
+    footers = [[_sentence(rng, 32, 40), _sentence(rng, 32, 40)] for _ in range(3)]
+    headers = [_sentence(rng, 4, 8) for _ in range(3)]
+    stories = [[_sentence(rng) for _ in range(rng.randint(3, 7))] for _ in range(40)]
+    docs: list[tuple[str, str]] = []
+
+    def publish(doc_id: str, sentences: list[str]) -> None:
+        site = rng.randrange(len(footers))
+        body = "。".join(sentences) + "。"
+        docs.append((doc_id, f"{headers[site]}\n{body}\n" + "。".join(footers[site]) + "。"))
+
+    for s, story in enumerate(stories):
+        publish(f"s{s}-0", story)
+        for r in range(rng.randint(0, 3)):
+            edited = list(story)
+            if len(edited) > 3 and rng.random() < 0.5:
+                edited.pop(rng.randrange(len(edited)))
+            i = rng.randrange(len(edited))
+            j = rng.randrange(len(edited[i]))
+            edited[i] = edited[i][:j] + "变" + edited[i][j + 1 :]
+            publish(f"s{s}-{r + 1}", edited)
+    rng.shuffle(docs)
+    # Two stories that reach the store apart, then a document quoting both: a bridge.
+    left, right = [_sentence(rng) for _ in range(4)], [_sentence(rng) for _ in range(4)]
+    docs.append(("bridge-left", "。".join(left) + "。"))
+    docs.append(("bridge-right", "。".join(right) + "。"))
+    docs.append(("bridge", "。".join(left[:2] + right[:2]) + "。"))
+    docs.append(("bridge-more", "。".join(left[2:] + right[2:]) + "。"))
+    # Exact repeats (no doc id and with one), a short text, and a re-sent doc id.
+    docs.append(("", docs[0][1]))
+    docs.append(("repeat", docs[1][1]))
+    docs.append(("short", "短讯一则"))
+    docs.append(("", "短讯一则"))
+    docs.append((docs[2][0], "这段新文字不会被看到，因为文档编号已经来过。"))
+    return docs
+
+
+def real_corpus(limit: int) -> list[tuple[str, str]]:
+    """The first *limit* documents of ``zh_reposts_dev`` as (doc_id, text)."""
+    if not DATA.exists():
+        pytest.skip(f"{DATA} is missing (the shared evaluation data is not checked out)")
+    out = []
+    with gzip.open(DATA, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            row = json.loads(line)
+            out.append((row["id"], row["text"]))
+            if len(out) == limit:
+                break
+    return out
+
+
+def _feed(nsh: NSHash, docs: list[tuple[str, str]], batch: int = 0) -> list[AddResult]:
+    if batch:
+        out: list[AddResult] = []
+        for i in range(0, len(docs), batch):
+            items = [
+                {"text": t, "id": d, "title": f"title {d}"} if d else t
+                for d, t in docs[i : i + batch]
+            ]
+            for r in nsh.add_many(items):
+                assert isinstance(r, AddResult), r
+                out.append(r)
+        return out
+    return [nsh.add(t, d or None, title=f"title {d}" if d else None) for d, t in docs]
+
+
+def _snapshot(nsh: NSHash, doc_ids: list[str]) -> dict[str, Any]:
+    stats = nsh.stats()
+    return {
+        "stats": (
+            stats.documents,
+            stats.groups,
+            stats.fingerprints,
+            stats.common_fingerprints,
+            stats.last_id,
+        ),
+        "groups": nsh.groups(min_size=1, limit=10_000),
+        "top": nsh.groups(min_size=2, limit=3),
+        "each": [nsh.group(i) for i in range(1, stats.last_id + 2)],
+        "resolve": [nsh.resolve(i) for i in range(1, stats.last_id + 2)],
+        "docs": [nsh.document(d) for d in doc_ids],
+    }
+
+
+# -- fixtures --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def redis_url(redis_base_url: str) -> str:
+    """A fresh prefix on the session's Redis."""
+    return f"{redis_base_url}?prefix=rs-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def own_server(tmp_path: Path) -> Iterator[RedisServer]:
+    """A redis-server of this test alone, to stop, pause and restart."""
+    if not redis_server_available():
+        pytest.skip("redis-server is not installed (apt-get install redis-server)")
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _client(url: str) -> Any:
+    return redis.Redis.from_url(url.split("?")[0])
+
+
+# -- tests -------------------------------------------------------------------------------------
+
+
+class TestFromUrl:
+    def test_defaults(self, redis_base_url: str) -> None:
+        """Without options the prefix is 'nshash' and both timeouts are one second."""
+        store = RedisStore.from_url(redis_base_url)
+        try:
+            assert store.prefix == "nshash"
+            kwargs = store._client.connection_pool.connection_kwargs
+            assert kwargs["socket_timeout"] == 1.0 and kwargs["socket_connect_timeout"] == 1.0
+        finally:
+            store.close()
+
+    def test_query_and_keyword_options(self, redis_base_url: str) -> None:
+        """Query options are read and keyword options override them."""
+        url = f"{redis_base_url}?prefix=a&socket_timeout=3"
+        store = open_store(url, prefix="b", socket_connect_timeout="0.25")
+        try:
+            assert isinstance(store, RedisStore) and store.prefix == "b"
+            kwargs = store._client.connection_pool.connection_kwargs
+            assert kwargs["socket_timeout"] == 3.0 and kwargs["socket_connect_timeout"] == 0.25
+        finally:
+            store.close()
+
+    @pytest.mark.parametrize(
+        "query",
+        ["frobnicate=1", "socket_timeout=soon", "socket_timeout=0", "socket_timeout=-1",
+         "max_connections=0", "db=x", "prefix=", "prefix=a{b}", "prefix=a%20b"],
+    )  # fmt: skip
+    def test_bad_options(self, query: str) -> None:
+        """Unknown options and bad values raise ConfigError before anything connects."""
+        with pytest.raises(ConfigError):
+            open_store(f"redis://127.0.0.1:1/0?{query}")
+
+    def test_bad_urls(self) -> None:
+        """A URL with another scheme or a bad port raises ConfigError."""
+        with pytest.raises(ConfigError):
+            RedisStore.from_url("http://127.0.0.1:6379/0")
+        with pytest.raises(ConfigError):
+            RedisStore.from_url("redis://127.0.0.1:notaport/0")
+
+    def test_password_masked_in_repr_and_errors(self) -> None:
+        """The password of a URL shows in no repr and no message, even for a bad option."""
+        url = "redis://:hunter2-secret@127.0.0.1:1/0?prefix=p"
+        store = RedisStore.from_url(url)
+        assert "hunter2" not in repr(store) and "hunter2" not in store.url
+        assert "***" in repr(store)
+        with pytest.raises(StoreUnavailableError) as info:
+            store.ping()
+        assert "hunter2" not in str(info.value) and "hunter2" not in repr(info.value)
+        assert "hunter2" not in str(info.value.__cause__)
+        store.close()
+        with pytest.raises(ConfigError) as bad:
+            open_store(url + "&nope=1")
+        assert "hunter2" not in str(bad.value)
+
+    def test_unix_socket(self, tmp_path: Path) -> None:
+        """unix:// URLs reach a server on a Unix socket; db comes from the query."""
+        if not redis_server_available():
+            pytest.skip("redis-server is not installed (apt-get install redis-server)")
+        sock = tmp_path / "r.sock"
+        server = RedisServer(tmp_path / "redis", extra_args=["--unixsocket", str(sock)])
+        server.start()
+        try:
+            with NSHash.open(f"unix://{sock}?db=2&prefix=u") as nsh:
+                assert nsh.add("经由本地套接字写入的第一篇测试文章内容。").similar_id == 1
+            assert redis.Redis(unix_socket_path=str(sock), db=2).exists("{u}:counter") == 1
+        finally:
+            server.stop()
+
+
+class TestKeyLayout:
+    def test_keys_share_the_hash_tag(self, redis_url: str) -> None:
+        """Every key is '{prefix}:...', of the documented type, and all map to one slot."""
+        docs = synthetic_corpus()
+        with NSHash.open(redis_url) as nsh:
+            _feed(nsh, docs)
+            prefix = nsh.store.prefix  # type: ignore[attr-defined]
+        client = _client(redis_url)
+        keys = [k.decode() for k in client.scan_iter(match=f"{{{prefix}}}:*", count=1000)]
+        assert keys and all(k.startswith(f"{{{prefix}}}:") for k in keys)
+        types = {k: client.type(k).decode() for k in keys}
+        expected = {
+            "fp": "hash", "exact": "hash", "common": "set", "parent": "hash", "sizes": "zset",
+            "docs": "hash", "counter": "string", "documents": "string",
+        }  # fmt: skip
+        for name, kind in expected.items():
+            assert types.pop(f"{{{prefix}}}:{name}") == kind, name
+        assert types and all(
+            (k.split(":", 1)[1][:2], t) in {("s:", "set"), ("m:", "list")} for k, t in types.items()
+        )
+        assert len({redis.crc.key_slot(k.encode()) for k in keys}) == 1
+        field = next(iter(client.hkeys(f"{{{prefix}}}:fp")))
+        assert len(field) == 8  # fingerprints are 8-byte big-endian strings
+
+    def test_prefixes_are_independent(self, redis_base_url: str) -> None:
+        """Two prefixes in one Redis keep separate counters and groups."""
+        a = NSHash.open(f"{redis_base_url}?prefix=ind-a-{uuid.uuid4().hex[:6]}")
+        b = NSHash.open(f"{redis_base_url}?prefix=ind-b-{uuid.uuid4().hex[:6]}")
+        try:
+            text = "两个命名空间互不干扰，这一篇文章在两边都应得到编号一。"
+            assert a.add("另一篇只写进第一个命名空间里的文章，编号应是一。").similar_id == 1
+            assert a.add(text).similar_id == 2
+            assert b.add(text).similar_id == 1
+            assert b.stats().documents == 1
+        finally:
+            a.close()
+            b.close()
+
+
+class TestParity:
+    def _compare(self, docs: list[tuple[str, str]], url: str, batch: int) -> list[AddResult]:
+        ids = sorted({d for d, _ in docs if d})
+        with NSHash.open("memory://") as mem, NSHash.open(url) as red:
+            expected = _feed(mem, docs)
+            got = _feed(red, docs, batch)
+            assert got == expected
+            assert _snapshot(red, ids) == _snapshot(mem, ids)
+            texts = [t for _, t in docs[::3]] + ["一篇从来没有出现过的文章，查询时应当得不到编号。"]
+            assert [red.query(t) for t in texts] == [mem.query(t) for t in texts]
+        return expected
+
+    def test_synthetic_sequence_one_at_a_time(self, redis_url: str) -> None:
+        """Stories, boilerplate, a bridge merge and repeats give the memory store's answers."""
+        results = self._compare(synthetic_corpus(), redis_url, batch=0)
+        assert any(r.merged_from for r in results), "the corpus must exercise a merge"
+        assert any(r.replayed for r in results), "the corpus must exercise a replay"
+        assert sum(not r.duplicate for r in results) < len(results) - 40
+
+    def test_synthetic_sequence_pipelined(self, redis_url: str) -> None:
+        """add_many in batches of 17 answers exactly like the memory store one at a time."""
+        self._compare(synthetic_corpus(seed=11), redis_url, batch=17)
+
+    def test_boilerplate_marked_common(self, redis_url: str) -> None:
+        """Refused matches mark fingerprints common in Redis exactly as in memory."""
+        docs = synthetic_corpus()
+        with NSHash.open("memory://") as mem, NSHash.open(redis_url) as red:
+            _feed(mem, docs)
+            _feed(red, docs)
+            assert red.stats().common_fingerprints == mem.stats().common_fingerprints > 0
+
+    def test_real_reposts(self, redis_url: str) -> None:
+        """300 real documents of zh_reposts_dev give identical ids, flags and merges."""
+        self._compare(real_corpus(300), redis_url, batch=0)
+
+    def test_real_reposts_pipelined(self, redis_url: str) -> None:
+        """The same 300 documents through add_many (batches of 100) give the same answers."""
+        self._compare(real_corpus(300), redis_url, batch=100)
+
+
+class TestReadOnly:
+    def test_lookup_writes_nothing(self, redis_url: str) -> None:
+        """Queries and reads leave every key byte-for-byte as it was."""
+        docs = synthetic_corpus()
+        with NSHash.open(redis_url) as nsh:
+            _feed(nsh, docs[:60])
+            prefix = nsh.store.prefix  # type: ignore[attr-defined]
+            client = _client(redis_url)
+
+            def dump() -> dict[bytes, Any]:
+                # Contents, not DUMP: a hash table's iteration order may change on reads.
+                read = {
+                    b"hash": client.hgetall,
+                    b"set": client.smembers,
+                    b"zset": lambda k: client.zrange(k, 0, -1, withscores=True),
+                    b"list": lambda k: client.lrange(k, 0, -1),
+                    b"string": client.get,
+                }
+                return {
+                    k: read[client.type(k)](k) for k in client.scan_iter(match=f"{{{prefix}}}:*")
+                }
+
+            before = dump()
+            for _, text in docs:
+                nsh.query(text)
+            nsh.groups(1, 100)
+            nsh.group(1)
+            nsh.stats()
+            nsh.document(docs[0][0])
+            assert dump() == before
+
+    def test_read_script_cannot_write(self, redis_url: str) -> None:
+        """The read-only script is flagged no-writes, so Redis itself refuses a write in it."""
+        from nshash.redis_store import _LUA_READ
+
+        assert _LUA_READ.startswith("#!lua flags=no-writes\n")
+        client = _client(redis_url)
+        with pytest.raises(redis.ResponseError, match="(?i)write"):
+            client.eval("#!lua flags=no-writes\nreturn redis.call('SET', KEYS[1], 'x')", 1, "k")
+
+
+class TestErrors:
+    def test_wrong_type_is_store_error(self, redis_url: str) -> None:
+        """A key of the wrong type under the prefix gives StoreError, not a redis exception."""
+        with NSHash.open(redis_url) as nsh:
+            prefix = nsh.store.prefix  # type: ignore[attr-defined]
+            _client(redis_url).set(f"{{{prefix}}}:fp", "oops")
+            with pytest.raises(StoreError) as info:
+                nsh.add("一篇会撞上错误键类型的文章，存储应当报错而不是崩溃。")
+            assert type(info.value) is StoreError and "WRONGTYPE" in str(info.value)
+
+    def test_bad_item_fails_alone_in_a_batch(self, redis_url: str) -> None:
+        """In add_many, an item whose record is corrupt yields its error; the others go in."""
+        with NSHash.open(redis_url) as nsh:
+            prefix = nsh.store.prefix  # type: ignore[attr-defined]
+            _client(redis_url).hset(f"{{{prefix}}}:docs", "bad", "garbage")
+            texts = [
+                "第一篇正常的文章，内容足够长可以作为锚点。",
+                "第三篇正常文章，内容也足够长可以作为锚点。",
+            ]
+            out = nsh.add_many(
+                [{"text": texts[0], "id": "a"}, {"text": "任意内容的文章也不要紧。", "id": "bad"},
+                 {"text": texts[1], "id": "c"}, ""]
+            )  # fmt: skip
+            assert [type(r).__name__ for r in out] == [
+                "AddResult", "StoreCorruptError", "AddResult", "EmptyDocumentError"
+            ]  # fmt: skip
+            assert isinstance(out[0], AddResult) and isinstance(out[2], AddResult)
+            assert (out[0].similar_id, out[2].similar_id) == (1, 2)
+            with pytest.raises(StoreCorruptError):
+                nsh.document("bad")
+
+    def test_closed_store(self, redis_url: str) -> None:
+        """Every call after close raises StoreClosedError; closing twice is harmless."""
+        store = RedisStore.from_url(redis_url)
+        store.close()
+        store.close()
+        with pytest.raises(StoreClosedError):
+            store.ping()
+        with pytest.raises(StoreClosedError):
+            store.stats()
+
+    def test_script_cache_flushed(self, redis_url: str) -> None:
+        """After SCRIPT FLUSH the scripts are loaded again, one at a time and pipelined."""
+        with NSHash.open(redis_url) as nsh:
+            nsh.add("脚本缓存清空之前写入的第一篇文章，内容足够长。")
+            _client(redis_url).script_flush()
+            assert nsh.add("脚本缓存清空之后写入的第二篇文章，内容足够长。").similar_id == 2
+            _client(redis_url).script_flush()
+            out = nsh.add_many(["脚本缓存再次清空之后批量写入的第三篇文章。"])
+            assert isinstance(out[0], AddResult) and out[0].similar_id == 3
+            _client(redis_url).script_flush()
+            assert nsh.query("脚本缓存清空之前写入的第一篇文章，内容足够长。") == 1
+
+
+class TestFaults:
+    def test_stopped_server(self, own_server: RedisServer) -> None:
+        """With Redis stopped, add fails fast with StoreUnavailableError; it recovers later."""
+        with NSHash.open(own_server.url + "?prefix=f") as nsh:
+            assert nsh.add("服务器停止之前写入的一篇文章，内容足够长。").similar_id == 1
+            own_server.stop()
+            start = time.monotonic()
+            with pytest.raises(StoreUnavailableError):
+                nsh.add("服务器停止期间尝试写入的一篇文章，内容足够长。")
+            assert time.monotonic() - start < UNAVAILABLE_BOUND
+            with pytest.raises(StoreUnavailableError):
+                nsh.store.ping()
+            out = nsh.add_many(
+                ["服务器停止期间批量写入的文章一号。", "服务器停止期间批量写入的文章二号。"]
+            )
+            assert [type(r) for r in out] == [StoreUnavailableError, StoreUnavailableError]
+            own_server.start()  # empty again: no persistence in this test
+            result = nsh.add("服务器恢复之后写入的一篇文章，内容足够长。")
+            assert result.similar_id == 1 and not result.duplicate
+            nsh.store.ping()
+
+    def test_hung_server(self, own_server: RedisServer) -> None:
+        """A server that accepts but never answers is reported within the bound; a retry
+        with the same doc_id after it wakes up is safe."""
+        with NSHash.open(own_server.url + "?prefix=h") as nsh:
+            nsh.add("服务器暂停之前写入的一篇文章，内容足够长。", "before")
+            own_server.pause()
+            try:
+                start = time.monotonic()
+                with pytest.raises(StoreUnavailableError):
+                    nsh.add("服务器暂停期间写入的一篇文章，内容足够长。", "during")
+                assert time.monotonic() - start < UNAVAILABLE_BOUND
+            finally:
+                own_server.resume()
+            again = nsh.add("服务器暂停期间写入的一篇文章，内容足够长。", "during")
+            assert again.similar_id == 2
+            assert nsh.stats().documents == 2
+            assert nsh.group(2) is not None and nsh.group(2).doc_ids == ["during"]  # type: ignore[union-attr]
+
+    def test_password(self, tmp_path: Path) -> None:
+        """The right password works; a wrong one is a StoreError that does not show it."""
+        if not redis_server_available():
+            pytest.skip("redis-server is not installed (apt-get install redis-server)")
+        server = RedisServer(tmp_path / "redis", extra_args=["--requirepass", "s3cret-pw"])
+        server.start()
+        try:
+            good = f"redis://:s3cret-pw@127.0.0.1:{server.port}/0?prefix=pw"
+            with NSHash.open(good) as nsh:
+                assert nsh.add("需要密码才能写入的一篇文章，内容足够长。").similar_id == 1
+                assert "s3cret" not in repr(nsh) and "s3cret" not in repr(nsh.store)
+            bad = f"redis://:wrong-pw@127.0.0.1:{server.port}/0?prefix=pw"
+            with NSHash.open(bad) as nsh, pytest.raises(StoreError) as info:
+                nsh.add("密码错误时尝试写入的一篇文章，内容足够长。")
+            assert type(info.value) is StoreError
+            assert "wrong-pw" not in str(info.value) and "***" in str(info.value)
+            server.stop()
+            with NSHash.open(good) as nsh, pytest.raises(StoreUnavailableError) as down:
+                nsh.add("服务器停止时写入的一篇文章，内容足够长。")
+            assert "s3cret" not in str(down.value)
+        finally:
+            server.stop()
