@@ -12,7 +12,7 @@ grouping rule turns candidates into labels. Two rules are available:
 ``"first"``
     The document joins the group of its earliest candidate (the one inserted first); no
     candidate: a new group. Groups never merge, like the seed. Slightly lower recall (MinHash:
-    F1 0.87 on ``zh_reposts_dev``).
+    F1 0.86 on ``zh_reposts_dev``).
 
 :class:`MinHashBaseline`
     datasketch ``MinHashLSH`` (128 permutations, threshold 0.5) over the set of character
