@@ -32,10 +32,11 @@ and 004: the :data:`SIMHASH_KEYWORDS` heaviest words (ties by word), each hashed
 ``farmhash.fingerprint64`` (stable across processes and machines), each of the 64 bits voted
 for with the word's weight.
 
-**Texts without words** (empty, only punctuation, only stop words when they are dropped)
-score 1.0 against each other when their normalized texts are equal and 0.0 otherwise; against
-a text with words they score 0.0. Identical texts score 1.0 on every measure. Only input that
-is not a str raises (:class:`nshash.ConfigError`).
+**Texts without words** (empty, blank or only punctuation) score 1.0 against each other when
+their normalized texts are equal and 0.0 otherwise, and 0.0 against a text with words, on the
+word measures; ``levenshtein`` compares characters and keeps its formula (two empty texts score
+1.0). Identical texts score 1.0 on every measure. Only input that is not a str raises
+(:class:`nshash.ConfigError`); unknown metric names too.
 
 Example:
     >>> from nshash.similarity import compare
