@@ -73,9 +73,16 @@ class Tables(Protocol):
 
     def get_fp(self, h: int) -> int | None: ...
     def get_exact(self, h: int) -> int | None: ...
-    def is_common(self, h: int) -> bool: ...
+    def not_common(self, hs: Iterable[int]) -> list[int]:
+        """The hashes of *hs* (which has no repeats) that are not common, in their order."""
+        ...
+
     def get_parent(self, gid: int) -> int | None: ...
-    def get_sketch(self, gid: int) -> set[int]: ...
+    def live_sketch(self, gid: int) -> set[int]:
+        """The group's sketch without the hashes that are common."""
+        ...
+
+    def sketch_size(self, gid: int) -> int: ...
     def get_doc(self, doc_id: str) -> DocumentRecord | None: ...
 
     def set_fp(self, h: int, gid: int) -> None: ...
@@ -97,8 +104,8 @@ def resolve(tables: Tables, gid: int) -> int:
 
 
 def _select(tables: Tables, doc: DocPrint, n: int) -> tuple[int, ...]:
-    live = [h for h in doc.sentences if not tables.is_common(h)]
-    return tuple((live or list(doc.sentences))[:n])
+    live = tables.not_common(doc.sentences)
+    return tuple((live or doc.sentences)[:n])
 
 
 def _candidates(tables: Tables, anchors: tuple[int, ...]) -> dict[int, list[int]]:
@@ -113,7 +120,7 @@ def _candidates(tables: Tables, anchors: tuple[int, ...]) -> dict[int, list[int]
 def _verify(
     tables: Tables, live_sketch: set[int], gid: int, policy: MatchPolicy
 ) -> tuple[bool, set[int]]:
-    group = {h for h in tables.get_sketch(gid) if not tables.is_common(h)}
+    group = tables.live_sketch(gid)
     shared = live_sketch & group
     smaller = min(len(live_sketch), len(group))
     ok = (
@@ -129,7 +136,7 @@ def lookup(tables: Tables, doc: DocPrint, policy: MatchPolicy) -> int | None:
     gid = tables.get_exact(doc.exact)
     if gid is not None:
         return resolve(tables, gid)
-    live_sketch = {h for h in doc.sketch if not tables.is_common(h)}
+    live_sketch = set(tables.not_common(doc.sketch))
     accepted = [
         g
         for g in _candidates(tables, _select(tables, doc, policy.n))
@@ -163,7 +170,7 @@ def assign(
         root = resolve(tables, exact)
         duplicate = True
     else:
-        live_sketch = {h for h in doc.sketch if not tables.is_common(h)}
+        live_sketch = set(tables.not_common(doc.sketch))
         accepted: list[int] = []
         for gid, hits in _candidates(tables, anchors).items():
             ok, shared = _verify(tables, live_sketch, gid, policy)
@@ -176,7 +183,7 @@ def assign(
             merged = tuple(sorted(g for g in accepted if g != root))
             for gid in merged:
                 tables.merge_into(root, gid)
-            if len(tables.get_sketch(root)) < policy.sketch_cap:
+            if tables.sketch_size(root) < policy.sketch_cap:
                 tables.extend_sketch(root, doc.sketch)
             duplicate = True
         else:

@@ -21,7 +21,7 @@ from functools import lru_cache
 import farmhash
 
 from .errors import ConfigError, EmptyDocumentError
-from .normalize import normalize_text, strip_key
+from .normalize import fold_keys
 
 __all__ = [
     "CLAUSE_DELIMITERS",
@@ -36,20 +36,15 @@ __all__ = [
 #: splitting happens before normalization, so both forms are listed).
 DEFAULT_DELIMITERS = "。！？；!?;｡\n\r\u2028\u2029\x0b\x0c\x85"
 
-_MASK64 = (1 << 64) - 1
-
-
-def _farmhash(key: str) -> int:
-    return int(farmhash.fingerprint64(key))
-
-
 def _md5(key: str) -> int:
     return int.from_bytes(hashlib.md5(key.encode("utf-8")).digest()[:8], "big")
 
 
 #: Hash functions by name. Each maps a key to an unsigned 64-bit integer that is stable across
 #: machines, processes and library versions.
-HASHFUNCS: dict[str, Callable[[str], int]] = {"farmhash": _farmhash, "md5": _md5}
+HASHFUNCS: dict[str, Callable[[str], int]] = {"farmhash": farmhash.fingerprint64, "md5": _md5}
+
+_STRIP = re.compile(r"[\W_]+").sub
 
 
 #: Clause ends inside a sentence: the sketch cuts sentences here too, so that a typo spoils
@@ -57,17 +52,26 @@ HASHFUNCS: dict[str, Callable[[str], int]] = {"farmhash": _farmhash, "md5": _md5
 CLAUSE_DELIMITERS = ",，、:：\"“”「」『』()（）《》【】[]"
 
 
+#: A period ends a sentence only before white space or the end, so 3.14 and example.com stay
+#: whole; closing quotes and brackets may stand between.
+_PERIOD = re.compile(r"[.．](?=[\"'”’)\]]*(?:\s|$))")
+
+
 @lru_cache(maxsize=32)
-def _splitter(delimiters: str, clauses: bool = False) -> re.Pattern[str]:
+def _splitter(delimiters: str) -> re.Pattern[str]:
     chars = "".join(re.escape(c) for c in dict.fromkeys(delimiters) if c != ".")
-    # A period ends a sentence only before white space or the end, so 3.14 and example.com
-    # stay whole; closing quotes and brackets may stand between.
-    period = r"[.．](?=[\"'”’)\]]*(?:\s|$))"
-    sentence_end = f"[{chars}]+|{period}" if chars else period
-    if not clauses:
-        return re.compile(sentence_end)
-    clause_chars = "".join(re.escape(c) for c in CLAUSE_DELIMITERS if c not in delimiters)
-    return re.compile(f"((?:{sentence_end})+)|[{clause_chars}]+")
+    return re.compile(f"[{chars}]+|{_PERIOD.pattern}" if chars else _PERIOD.pattern)
+
+
+@lru_cache(maxsize=32)
+def _run_splitter(delimiters: str) -> re.Pattern[str]:
+    """One character class of sentence and clause ends, captured: the fast single pass.
+
+    A single class is several times faster in CPython's regex engine than an alternation of
+    two classes; whether a captured run ends a sentence is told afterwards from its characters.
+    """
+    chars = dict.fromkeys(delimiters.replace(".", "") + CLAUSE_DELIMITERS)
+    return re.compile("([" + "".join(re.escape(c) for c in chars) + "]+)")
 
 
 def split_sentences(text: str, delimiters: str = DEFAULT_DELIMITERS) -> list[str]:
@@ -142,31 +146,47 @@ class Fingerprinter:
         self.max_sentences = max_sentences
         self.clause_min = clause_min
         self._hash = HASHFUNCS[hashfunc]
-        self._split = _splitter(delimiters, clauses=True).split
+        self._split = _run_splitter(delimiters).split
+        self._clause_ends = "".join(c for c in CLAUSE_DELIMITERS if c not in delimiters)
 
-    def _pieces(self, text: str) -> tuple[list[str], list[str]]:
-        """Return the sentence keys (in text order) and the clause keys of *text*."""
+    def _folded(self, text: str) -> str:
+        """Return *text*'s normalized keys: sentences end with ``\n``, clauses with ``\x1f``."""
         if not isinstance(text, str):
             raise ConfigError(f"text must be a str, not {type(text).__name__}")
-        parts = self._split(normalize_text(text))
-        sentences: list[str] = []
-        clauses: list[str] = []
-        current: list[str] = []
-        clause_min = self.clause_min
-        # split() with one capturing group alternates piece, separator, piece, ...; the
-        # separator is None where a clause (not a sentence) ended.
-        for i in range(0, len(parts), 2):
-            key = strip_key(parts[i])
-            if key:
-                current.append(key)
-                if len(key) >= clause_min:
-                    clauses.append(key)
-            if i + 1 == len(parts) or parts[i + 1] is not None:
-                if current:
-                    sentences.append("".join(current))
-                    current = []
+        if "." in text or "．" in text:
+            text = _PERIOD.sub("\n", text)
+        parts = self._split(text)
+        clause_ends = self._clause_ends
+        out: list[str] = []
+        append = out.append
+        strip = _STRIP
+        # split() with a capturing group alternates piece, separator, piece, ...
+        for i in range(0, len(parts) - 1, 2):
+            piece = parts[i]
+            if piece:
+                if not piece.isalnum():
+                    piece = strip("", piece)
+                append(piece)
+            # A separator run made only of clause ends leaves nothing when stripped of them.
+            append("\n" if parts[i + 1].strip(clause_ends) else "\x1f")
+        piece = parts[-1]
+        if piece and not piece.isalnum():
+            piece = strip("", piece)
+        append(piece)
+        return fold_keys("".join(out))
+
+    def _pieces(self, text: str) -> tuple[list[str], list[str]]:
+        """Return the sentence keys (in text order) and the clause keys of *text*.
+
+        Raises:
+            EmptyDocumentError: *text* holds no letter or digit.
+        """
+        folded = self._folded(text)
+        sentences = [s for s in folded.replace("\x1f", "").split("\n") if s]
         if not sentences:
             raise EmptyDocumentError("the document has no letters or digits")
+        clause_min = self.clause_min
+        clauses = [c for c in folded.replace("\n", "\x1f").split("\x1f") if len(c) >= clause_min]
         return sentences, clauses
 
     def keys(self, text: str) -> list[str]:
@@ -199,13 +219,9 @@ class Fingerprinter:
         """
         sentences, clauses = self._pieces(text)
         h = self._hash
-        ranked = [h(k) for k in self._ranked(sentences)]
-        sketch = {h(k) for k in clauses} if clauses else set(ranked)
-        return DocPrint(
-            sentences=tuple(ranked),
-            sketch=tuple(sorted(sketch)),
-            exact=h("".join(sentences)),
-        )
+        ranked = tuple(map(h, self._ranked(sentences)))
+        sketch = set(map(h, clauses)) if clauses else set(ranked)
+        return DocPrint(sentences=ranked, sketch=tuple(sketch), exact=h("".join(sentences)))
 
     def fingerprints(self, text: str) -> list[int]:
         """Return the n longest sentence fingerprints of *text* (the seed's definition)."""

@@ -75,14 +75,18 @@ class _Tables:
     def get_exact(self, h: int) -> int | None:
         return self.exact.get(h)
 
-    def is_common(self, h: int) -> bool:
-        return h in self.common
+    def not_common(self, hs: Iterable[int]) -> list[int]:
+        common = self.common
+        return [h for h in hs if h not in common] if common else list(hs)
 
     def get_parent(self, gid: int) -> int | None:
         return self.parent.get(gid)
 
-    def get_sketch(self, gid: int) -> set[int]:
-        return self.sketch.get(gid, set())
+    def live_sketch(self, gid: int) -> set[int]:
+        return self.sketch.get(gid, set()) - self.common
+
+    def sketch_size(self, gid: int) -> int:
+        return len(self.sketch.get(gid, ()))
 
     def get_doc(self, doc_id: str) -> DocumentRecord | None:
         rec = self.docs.get(doc_id)
@@ -91,80 +95,87 @@ class _Tables:
         sid, duplicate, merged, title, fps = rec
         return DocumentRecord(doc_id, sid, duplicate, tuple(merged), title, tuple(fps))
 
-    # -- writes: each builds an op and applies it, so replay runs the same code ----------
-    def _do(self, op: list[Any]) -> None:
-        self.apply(op)
-        if self.log is not None:
-            self.log.append(op)
-
+    # -- writes: each changes the dicts and, when journaling, logs itself as an op; replay
+    # feeds the ops back through the same methods, so there is one code path for both.
     def set_fp(self, h: int, gid: int) -> None:
-        self._do(["f", h, gid])
+        self.fp[h] = gid
+        if self.log is not None:
+            self.log.append(["f", h, gid])
 
     def set_exact(self, h: int, gid: int) -> None:
-        self._do(["x", h, gid])
+        self.exact[h] = gid
+        if self.log is not None:
+            self.log.append(["x", h, gid])
 
     def add_common(self, hs: Iterable[int]) -> None:
-        self._do(["c", list(hs)])
+        hs = list(hs)
+        self.common.update(hs)
+        if self.log is not None:
+            self.log.append(["c", hs])
 
     def new_group(self, sketch: Iterable[int]) -> int:
-        gid = self.counter + 1
-        self._do(["n", gid, list(sketch)])
+        gid = self.counter = self.counter + 1
+        self.sketch[gid] = set(sketch)
+        self.size[gid] = 0
+        if self.log is not None:
+            self.log.append(["n", gid, list(self.sketch[gid])])
         return gid
 
     def extend_sketch(self, gid: int, hs: Iterable[int]) -> None:
-        self._do(["s", gid, list(hs)])
+        hs = list(hs)
+        self.sketch[gid].update(hs)
+        if self.log is not None:
+            self.log.append(["s", gid, hs])
 
     def merge_into(self, root: int, gid: int) -> None:
-        self._do(["g", root, gid])
+        self.parent[gid] = root
+        self.sketch[root].update(self.sketch.pop(gid, ()))
+        self.size[root] += self.size.pop(gid, 0)
+        moved = self.members.pop(gid, None)
+        if moved:
+            self.members.setdefault(root, []).extend(moved)
+        if self.log is not None:
+            self.log.append(["g", root, gid])
 
     def add_member(self, gid: int, record: DocumentRecord | None) -> None:
+        self.size[gid] += 1
+        self.documents += 1
         if record is None:
-            self._do(["m", gid])
-        else:
-            self._do(
-                [
-                    "m",
-                    gid,
-                    record.doc_id,
-                    record.duplicate,
-                    list(record.merged_from),
-                    record.title,
-                    list(record.fingerprints),
-                ]
-            )
+            if self.log is not None:
+                self.log.append(["m", gid])
+            return
+        doc_id = record.doc_id
+        self.members.setdefault(gid, []).append(doc_id)
+        entry = (gid, record.duplicate, record.merged_from, record.title, record.fingerprints)
+        self.docs[doc_id] = entry
+        if self.log is not None:
+            self.log.append(["m", gid, doc_id, *entry[1:]])
 
     def apply(self, op: list[Any]) -> None:
-        kind = op[0]
+        """Replay one journaled op (the log must be off)."""
+        kind, args = op[0], op[1:]
         if kind == "f":
-            self.fp[op[1]] = op[2]
+            self.set_fp(*args)
         elif kind == "x":
-            self.exact[op[1]] = op[2]
+            self.set_exact(*args)
         elif kind == "c":
-            self.common.update(op[1])
+            self.add_common(*args)
         elif kind == "n":
-            self.counter = op[1]
-            self.sketch[op[1]] = set(op[2])
-            self.size[op[1]] = 0
+            self.counter = args[0] - 1
+            self.new_group(args[1])
         elif kind == "s":
-            self.sketch[op[1]].update(op[2])
+            self.extend_sketch(*args)
         elif kind == "g":
-            root, gid = op[1], op[2]
-            self.parent[gid] = root
-            self.sketch[root].update(self.sketch.pop(gid, ()))
-            self.size[root] += self.size.pop(gid, 0)
-            moved = self.members.pop(gid, None)
-            if moved:
-                self.members.setdefault(root, []).extend(moved)
-        elif kind == "m":
-            gid = op[1]
-            self.size[gid] += 1
-            self.documents += 1
-            if len(op) > 2:
-                doc_id = op[2]
-                self.members.setdefault(gid, []).append(doc_id)
-                self.docs[doc_id] = (gid, op[3], tuple(op[4]), op[5], tuple(op[6]))
+            self.merge_into(*args)
+        elif kind == "m" and len(args) == 1:
+            self.add_member(args[0], None)
+        elif kind == "m" and len(args) == 6:
+            gid, doc_id, duplicate, merged, title, fps = args
+            self.add_member(
+                gid, DocumentRecord(doc_id, gid, duplicate, tuple(merged), title, tuple(fps))
+            )
         else:
-            raise StoreCorruptError(f"Unknown journal operation {kind!r}")
+            raise StoreCorruptError(f"Unknown journal operation {op!r:.80}")
 
     # -- snapshot ----------------------------------------------------------------------
     def dump(self) -> dict[str, Any]:
