@@ -300,8 +300,8 @@ def _print_summary(
     err = sys.stderr
     rate = tally.documents / elapsed if elapsed > 0 else 0.0
     print(
-        f"nshash {command}: {tally.documents:,} documents from {source.name} in {elapsed:.2f} s"
-        f" ({rate:,.0f} docs/s); {tally.bad:,} bad records skipped",
+        f"nshash {command}: {_count(tally.documents, 'document')} from {source.name}"
+        f" in {elapsed:.2f} s ({rate:,.0f} docs/s); {_count(tally.bad, 'bad record')} skipped",
         file=err,
     )
     if command == "query":
@@ -311,8 +311,8 @@ def _print_summary(
     groups = tally.groups()
     multi = sum(1 for _, size, _ in groups if size > 1)
     print(
-        f"  {len(groups):,} groups ({multi:,} with more than one document),"
-        f" {tally.duplicates:,} duplicates, {tally.merges:,} merges",
+        f"  {_count(len(groups), 'group')} ({multi:,} with more than one document),"
+        f" {_count(tally.duplicates, 'duplicate')}, {_count(tally.merges, 'merge')}",
         file=err,
     )
     scheme, path, _ = parse_url(store_url)
@@ -332,6 +332,10 @@ def _print_summary(
             "`nshash groups` shows the final groups of a saved store",
             file=err,
         )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def _fields(args: argparse.Namespace) -> Fields:

@@ -444,7 +444,7 @@ def _open_txt(name: str) -> Source:
     def items() -> Iterator[Item]:
         for path in paths:
             rel = path.relative_to(base).as_posix()
-            yield Item(rel, ("file", str(path), rel, None))
+            yield Item(str(path), ("file", str(path), rel, None))
 
     return Source(name, "txt", items(), total=len(paths))
 
@@ -486,7 +486,8 @@ class JsonlWriter:
 
     def __init__(self, out: IO[bytes], added: Sequence[str]) -> None:
         self.out = out
-        self.keys = [json.dumps(k).encode("utf-8") + b": " for k in added]
+        keys = [json.dumps(k).encode("utf-8").replace(b"%", b"%%") + b": %s" for k in added]
+        self._template = b"%s" + b", ".join(keys) + b"}\n"
         self._buffer: list[bytes] = []
 
     def write(self, item: Item, prepared: Prepared, values: Sequence[object]) -> None:
@@ -498,8 +499,7 @@ class JsonlWriter:
             else:  # a .txt file: the record is its id and title
                 record = {"id": prepared[0], "title": prepared[1]}
                 head = json.dumps(record, ensure_ascii=False).encode("utf-8")[:-1] + b", "
-        tail = b", ".join(k + _json_value(v) for k, v in zip(self.keys, values, strict=True))
-        self._buffer.append(head + tail + b"}\n")
+        self._buffer.append(self._template % (head, *map(_json_value, values)))
 
     def flush(self) -> None:
         """Write what is buffered to the stream and flush it."""

@@ -1,0 +1,101 @@
+"""Benchmark: whole-process ``nshash dedup`` with ``--jobs 1`` against ``--jobs N``.
+
+Runs the installed command line (``python -m nshash``) as a subprocess over
+``../shared/data/zh_news.jsonl.gz``, output to /dev/null, and reports wall time, docs/s and
+the speed-up of N worker processes over one. Each setting runs ``--repeat`` times,
+alternating, and the best run counts (the machine is shared; the best is the least disturbed).
+Both settings must produce the same output: the script checks the hashes.
+
+Target (issue 5): ``--jobs 2`` reaches at least 1.5x the docs/s of ``--jobs 1`` on 2 cores.
+
+Usage::
+
+    python bench/bench_cli.py [--jobs 2] [--repeat 3] [--data PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DEFAULT_INPUT = DATA / "zh_news.jsonl.gz"
+TARGET = 1.5
+
+
+def count_lines(path: Path) -> int:
+    """Return the number of non-blank lines of a (gzipped) JSONL file."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        return sum(1 for line in f if line.strip())
+
+
+def run(path: Path, jobs: int, out: Path | None) -> float:
+    """Run one ``nshash dedup`` and return its wall time in seconds."""
+    cmd = [sys.executable, "-m", "nshash", "dedup", str(path), "--jobs", str(jobs), "-q"]
+    if out is not None:
+        cmd += ["-o", str(out)]
+    sink = subprocess.DEVNULL
+    started = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=sink)
+    return time.perf_counter() - started
+
+
+def digest(path: Path) -> str:
+    """Return the SHA-256 of a file."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def main() -> int:
+    """Run the benchmark and print the figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--data", type=Path, default=DEFAULT_INPUT)
+    parser.add_argument("--jobs", type=int, default=2, help="workers to compare with 1")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    if not args.data.exists():
+        print(
+            f"{args.data} is missing: this benchmark reads the shared data set from"
+            " ../shared/data/ next to the repository",
+            file=sys.stderr,
+        )
+        return 1
+    docs = count_lines(args.data)
+    print(f"input: {args.data.name}, {docs:,} documents; {os.cpu_count()} CPUs")
+
+    # Same output for any --jobs (checked once, outside the timed runs).
+    tmp = Path(os.environ.get("TMPDIR", "/tmp"))
+    outs = {}
+    for jobs in (1, args.jobs):
+        out = tmp / f"nshash-bench-cli-{os.getpid()}-{jobs}.jsonl"
+        run(args.data, jobs, out)
+        outs[jobs] = digest(out)
+        out.unlink()
+    same = outs[1] == outs[args.jobs]
+    print(f"output identical for --jobs 1 and --jobs {args.jobs}: {same}")
+
+    times: dict[int, list[float]] = {1: [], args.jobs: []}
+    for _ in range(args.repeat):
+        for jobs in (1, args.jobs):
+            times[jobs].append(run(args.data, jobs, None))
+    best = {jobs: min(ts) for jobs, ts in times.items()}
+    for jobs, ts in times.items():
+        runs = ", ".join(f"{t:.2f}" for t in ts)
+        print(
+            f"--jobs {jobs}: best {best[jobs]:.2f} s = {docs / best[jobs]:,.0f} docs/s"
+            f" (runs: {runs} s)"
+        )
+    ratio = best[1] / best[args.jobs]
+    verdict = "meets" if ratio >= TARGET else "MISSES"
+    print(f"speed-up --jobs {args.jobs} / --jobs 1: {ratio:.2f}x ({verdict} the {TARGET}x target)")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,644 @@
+"""The ``nshash`` command line, driven through ``main([...])`` and once as the installed script."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+
+from nshash import NSHash
+from nshash.cli import BATCH_SIZE, main
+from tests.redis_server import free_port
+
+REPO = Path(__file__).resolve().parents[1]
+ARTICLES = REPO / "example" / "articles.jsonl"
+
+Run = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture(autouse=True)
+def _no_store_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests start without NSHASH_STORE_URL, whatever the shell has."""
+    monkeypatch.delenv("NSHASH_STORE_URL", raising=False)
+
+
+@pytest.fixture
+def run(capsys: pytest.CaptureFixture[str]) -> Run:
+    """Call ``main`` with arguments; return the exit code, stdout and stderr."""
+
+    def _run(*args: str | Path) -> tuple[int, str, str]:
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return _run
+
+
+def story(doc_id: str) -> str:
+    """The story of an example article: its id without the copy number (``zh-metro-3``)."""
+    return doc_id.rsplit("-", 1)[0]
+
+
+def article_lines() -> list[str]:
+    """The example articles, one JSON line each (with its newline)."""
+    return ARTICLES.read_text(encoding="utf-8").splitlines(keepends=True)
+
+
+def partition(pairs: list[tuple[str, object]]) -> set[frozenset[str]]:
+    """Group ids by the value paired with them."""
+    groups: dict[object, set[str]] = {}
+    for doc_id, key in pairs:
+        groups.setdefault(key, set()).add(doc_id)
+    return {frozenset(g) for g in groups.values()}
+
+
+def write_stdin(monkeypatch: pytest.MonkeyPatch, data: bytes) -> None:
+    """Make *data* the process's stdin."""
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+
+
+def write_csv(path: Path, rows: list[dict[str, str]], header: list[str]) -> None:
+    """Write *rows* as a CSV file with *header*."""
+    with path.open("w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=header)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+class TestDedupJsonl:
+    """``nshash dedup`` on JSONL: records come back unchanged, plus their group."""
+
+    def test_groups_follow_stories(self, run: Run) -> None:
+        """Every copy of a story shares one similar_id and different stories never do."""
+        code, out, _ = run("dedup", ARTICLES)
+        assert code == 0
+        records = [json.loads(line) for line in out.splitlines()]
+        assert [r["id"] for r in records] == [json.loads(x)["id"] for x in article_lines()]
+        found = partition([(r["id"], r["similar_id"]) for r in records])
+        expected = partition([(r["id"], story(r["id"])) for r in records])
+        assert found == expected
+
+    def test_duplicate_flag(self, run: Run) -> None:
+        """The first copy of each story is not a duplicate; every later copy is."""
+        _, out, _ = run("dedup", ARTICLES)
+        seen: set[str] = set()
+        for record in map(json.loads, out.splitlines()):
+            assert record["duplicate"] is (story(record["id"]) in seen)
+            seen.add(story(record["id"]))
+
+    def test_lines_unchanged_bytewise(self, run: Run) -> None:
+        """Each output line is its input line with the two keys added before the last brace."""
+        _, out, _ = run("dedup", ARTICLES)
+        for line_in, line_out in zip(article_lines(), out.splitlines(), strict=True):
+            record = json.loads(line_out)
+            tail = f', "similar_id": {record["similar_id"]}, "duplicate": '
+            tail += "true}" if record["duplicate"] else "false}"
+            assert line_out == line_in.rstrip()[:-1] + tail
+
+    def test_summary_on_stderr_only(self, run: Run) -> None:
+        """Stdout holds only records; the summary with counts and titles goes to stderr."""
+        _, out, err = run("dedup", ARTICLES)
+        assert all(line.startswith("{") for line in out.splitlines())
+        assert "30 documents" in err
+        assert "11 groups (8 with more than one document), 19 duplicates" in err
+        assert "0 bad records skipped" in err
+        assert "docs/s" in err
+        assert "largest groups" in err
+        assert "江城地铁5号线今日开通运营" in err  # the largest story's first title
+        assert "nothing was saved" in err  # the default memory:// store is documented
+
+    def test_gzip_input_and_output(self, run: Run, tmp_path: Path) -> None:
+        """A .jsonl.gz input gives the same records, and -o x.gz writes gzip."""
+        plain = run("dedup", ARTICLES)[1]
+        packed = tmp_path / "articles.jsonl.gz"
+        packed.write_bytes(gzip.compress(ARTICLES.read_bytes()))
+        code, out, _ = run("dedup", packed)
+        assert code == 0 and out == plain
+        target = tmp_path / "out.jsonl.gz"
+        code, out, _ = run("dedup", packed, "-o", target)
+        assert code == 0 and out == ""
+        assert gzip.decompress(target.read_bytes()).decode("utf-8") == plain
+
+    def test_stdin(self, run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+        """``-`` reads JSONL from stdin."""
+        plain = run("dedup", ARTICLES)[1]
+        write_stdin(monkeypatch, ARTICLES.read_bytes())
+        code, out, err = run("dedup", "-")
+        assert code == 0 and out == plain
+        assert "<stdin>" in err
+
+    def test_output_file(self, run: Run, tmp_path: Path) -> None:
+        """-o writes the records to a file and nothing to stdout."""
+        target = tmp_path / "out.jsonl"
+        code, out, _ = run("dedup", ARTICLES, "-o", target)
+        assert code == 0 and out == ""
+        assert len(target.read_text(encoding="utf-8").splitlines()) == 30
+
+    def test_text_field_fallback_and_choice(self, run: Run, tmp_path: Path) -> None:
+        """Without --text-field, 'content' is used, else 'text'; --text-field picks another."""
+        body = "The harbour reopened after the storm. Ferries run on the winter timetable."
+        path = tmp_path / "mixed.jsonl"
+        rows = [{"id": "a", "content": body}, {"id": "b", "text": body}, {"id": "c", "body": body}]
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        code, out, err = run("dedup", path)
+        assert code == 0
+        assert [json.loads(x)["id"] for x in out.splitlines()] == ["a", "b"]
+        assert "line 3: no 'content' or 'text' field" in err
+        code, out, err = run("dedup", path, "--text-field", "body")
+        assert [json.loads(x)["id"] for x in out.splitlines()] == ["c"]
+        assert "line 1: no 'body' field" in err
+
+    def test_rerun_replaces_added_keys(self, run: Run, tmp_path: Path) -> None:
+        """Running dedup on its own output replaces similar_id and duplicate, never repeats them."""
+        first = tmp_path / "first.jsonl"
+        run("dedup", ARTICLES, "-o", first)
+        _, out, _ = run("dedup", first)
+        before = first.read_text("utf-8").splitlines()
+        for line_first, line_again in zip(before, out.splitlines(), strict=True):
+            assert line_again.count('"similar_id"') == 1
+            assert json.loads(line_again) == json.loads(line_first)
+
+    def test_numeric_ids_and_blank_lines(self, run: Run, tmp_path: Path) -> None:
+        """Integer ids are accepted as names and blank lines are no records."""
+        path = tmp_path / "ids.jsonl"
+        path.write_text(
+            '{"id": 7, "content": "A short note about the weather today and tomorrow."}\n\n\n',
+            encoding="utf-8",
+        )
+        code, out, err = run("dedup", path, "--store", f"memory://{tmp_path}/s.pkl")
+        assert code == 0 and len(out.splitlines()) == 1 and "0 bad records" in err
+        code, out, _ = run("groups", "--store", f"memory://{tmp_path}/s.pkl", "--min-size", "1")
+        assert code == 0 and "7" in out.splitlines()[1]
+
+
+class TestDedupOtherFormats:
+    """``nshash dedup`` on CSV and on folders of .txt files."""
+
+    HEADER = ["id", "title", "content", "site"]
+
+    def example_rows(self) -> list[dict[str, str]]:
+        return [
+            {k: r[k] for k in self.HEADER} for r in map(json.loads, article_lines())
+        ]
+
+    def test_csv_in_csv_out(self, run: Run, tmp_path: Path) -> None:
+        """CSV rows come back unchanged with two columns added, grouped like the JSONL run."""
+        path = tmp_path / "articles.csv"
+        write_csv(path, self.example_rows(), self.HEADER)
+        code, out, _ = run("dedup", path)
+        assert code == 0
+        rows = list(csv.reader(io.StringIO(out)))
+        assert rows[0] == self.HEADER + ["similar_id", "duplicate"]
+        assert [r[:4] for r in rows[1:]] == [list(d.values()) for d in self.example_rows()]
+        jsonl = [json.loads(x) for x in run("dedup", ARTICLES)[1].splitlines()]
+        assert [r[4] for r in rows[1:]] == [str(r["similar_id"]) for r in jsonl]
+        assert [r[5] for r in rows[1:]] == [str(r["duplicate"]).lower() for r in jsonl]
+
+    def test_csv_keeps_crlf_and_existing_columns(self, run: Run, tmp_path: Path) -> None:
+        """A CRLF file stays CRLF, and an existing similar_id column is filled, not repeated."""
+        path = tmp_path / "crlf.csv"
+        header = ["similar_id", "content"]
+        with path.open("w", encoding="utf-8", newline="") as f:
+            writer = csv.writer(f, lineterminator="\r\n")
+            writer.writerow(header)
+            writer.writerow(["old", "Snow closed the mountain pass for the second day."])
+        code, _, _ = run("dedup", path, "-o", tmp_path / "out.csv")
+        assert code == 0
+        data = (tmp_path / "out.csv").read_bytes()
+        assert data == (
+            b"similar_id,content,duplicate\r\n"
+            b"1,Snow closed the mountain pass for the second day.,false\r\n"
+        )
+
+    def test_txt_folder(self, run: Run, tmp_path: Path) -> None:
+        """Each .txt file is a record: id is its path in the folder, title its first line."""
+        folder = tmp_path / "news"
+        (folder / "more").mkdir(parents=True)
+        articles = list(map(json.loads, article_lines()))
+        for a in articles[:6]:
+            sub = folder / "more" if a["id"].endswith("-2") else folder
+            (sub / f"{a['id']}.txt").write_text(a["title"] + "\n" + a["content"], "utf-8")
+        (folder / "notes.md").write_text("not an article", encoding="utf-8")
+        code, out, _ = run("dedup", folder)
+        assert code == 0
+        records = [json.loads(x) for x in out.splitlines()]
+        assert [r["id"] for r in records] == sorted(r["id"] for r in records)
+        assert "more/zh-metro-2.txt" in [r["id"] for r in records]
+        assert set(records[0]) == {"id", "title", "similar_id", "duplicate"}
+        assert {r["title"] for r in records} == {a["title"] for a in articles[:6]}
+        found = partition([(r["id"], r["similar_id"]) for r in records])
+        expected = partition([(r["id"], story(Path(r["id"]).stem)) for r in records])
+        assert found == expected
+
+    def test_format_option_overrides_name(self, run: Run, tmp_path: Path) -> None:
+        """--format reads a file whose name says nothing about its format."""
+        path = tmp_path / "articles.data"
+        shutil.copy(ARTICLES, path)
+        assert run("dedup", path, "--format", "jsonl")[0] == 0
+
+
+class TestJobs:
+    """--jobs N fingerprints in worker processes without changing the output."""
+
+    def test_jobs_2_identical_to_jobs_1(self, run: Run, tmp_path: Path) -> None:
+        """Several batches, bad records included: output and reports are byte-identical."""
+        lines = article_lines()
+        path = tmp_path / "many.jsonl"
+        with path.open("w", encoding="utf-8") as f:
+            for i in range(BATCH_SIZE * 3 // len(lines) + 1):
+                for line in lines:
+                    record = json.loads(line)
+                    record["id"] = f"{record['id']}-r{i}"
+                    f.write(json.dumps(record, ensure_ascii=False) + "\n")
+                f.write("not json\n")
+        outputs = []
+        for jobs in ("1", "2"):
+            target = tmp_path / f"out-{jobs}.jsonl"
+            code, _, err = run("dedup", path, "--jobs", jobs, "-o", target)
+            assert code == 0
+            outputs.append((target.read_bytes(), [x for x in err.splitlines() if "line" in x]))
+        assert outputs[0] == outputs[1]
+        assert len(outputs[0][0].splitlines()) > BATCH_SIZE * 3
+        assert len(outputs[0][1]) == BATCH_SIZE * 3 // len(lines) + 1
+
+    def test_jobs_must_not_be_negative(self, run: Run) -> None:
+        """--jobs -1 is bad usage."""
+        code, _, err = run("dedup", ARTICLES, "--jobs", "-1")
+        assert code == 2 and "--jobs" in err
+
+
+class TestBadRecords:
+    """Bad records are reported with their place; skipped by default, fatal with fail."""
+
+    def bad_file(self, tmp_path: Path) -> Path:
+        path = tmp_path / "bad.jsonl"
+        good = "Wind turbines were installed on the northern ridge. Power flows from May."
+        lines = [
+            json.dumps({"id": "ok1", "content": good}),
+            "{not json",
+            json.dumps({"id": "e", "content": " ，。！ "}),
+            json.dumps({"id": "m", "title": "no text"}),
+            json.dumps(["a", "list"]),
+            json.dumps({"id": "n", "content": 42}),
+            json.dumps({"id": ["x"], "content": good}),
+        ]
+        data = "\n".join(lines).encode("utf-8") + b'\n{"id": "u", "content": "\xff"}\n'
+        data += (json.dumps({"id": "ok2", "content": good}) + "\n").encode("utf-8")
+        path.write_bytes(data)
+        return path
+
+    def test_skip_reports_each_with_line_number(self, run: Run, tmp_path: Path) -> None:
+        """Each bad line is named with its number and reason; the good ones are written."""
+        code, out, err = run("dedup", self.bad_file(tmp_path))
+        assert code == 0
+        assert [json.loads(x)["id"] for x in out.splitlines()] == ["ok1", "ok2"]
+        name = str(tmp_path / "bad.jsonl")
+        assert f"skipped {name} line 2: not valid JSON" in err
+        assert f"skipped {name} line 3: the text has no letters or digits" in err
+        assert f"skipped {name} line 4: no 'content' or 'text' field" in err
+        assert f"skipped {name} line 5: a JSON array, not an object" in err
+        assert f"skipped {name} line 6: the 'content' field is a JSON number, not a string" in err
+        assert f"skipped {name} line 7: the 'id' field is a JSON array" in err
+        assert f"skipped {name} line 8: the line is not valid UTF-8" in err
+        assert "7 bad records skipped" in err
+
+    def test_fail_stops_at_first(self, run: Run, tmp_path: Path) -> None:
+        """--on-error fail exits 1 at the first bad record, after writing the ones before."""
+        code, out, err = run("dedup", self.bad_file(tmp_path), "--on-error", "fail")
+        assert code == 1
+        assert [json.loads(x)["id"] for x in out.splitlines()] == ["ok1"]
+        assert err.startswith("Error: ") and "line 2: not valid JSON" in err
+
+    def test_csv_rows_numbered_like_a_spreadsheet(self, run: Run, tmp_path: Path) -> None:
+        """CSV problems name the row (header = row 1): a wrong width, an empty text."""
+        path = tmp_path / "bad.csv"
+        path.write_text(
+            "id,content\n"
+            'a,"Two new buses, both electric, join the fleet on Monday morning."\n'
+            "b,   \n"
+            "c,too,many,fields\n",
+            encoding="utf-8",
+        )
+        code, out, err = run("dedup", path)
+        assert code == 0 and len(out.splitlines()) == 2  # header + one row
+        assert f"{path} row 3: the text has no letters or digits" in err
+        assert f"{path} row 4: the row has 4 fields, the header 2" in err
+
+    def test_csv_without_text_column(self, run: Run, tmp_path: Path) -> None:
+        """A CSV with no text column is an error (exit 1) naming the columns it has."""
+        path = tmp_path / "nocol.csv"
+        path.write_text("id,body\na,hello there\n", encoding="utf-8")
+        code, out, err = run("dedup", path)
+        assert code == 1 and out == ""
+        assert "Error: " in err and "no 'content' or 'text' column" in err and "'body'" in err
+
+    def test_empty_txt_file(self, run: Run, tmp_path: Path) -> None:
+        """An empty .txt file is reported by its path."""
+        (tmp_path / "a.txt").write_text("Lanterns lit the old bridge for the festival.", "utf-8")
+        (tmp_path / "b.txt").write_text("\n\n", "utf-8")
+        code, out, err = run("dedup", tmp_path)
+        assert code == 0 and len(out.splitlines()) == 1
+        assert f"{tmp_path / 'b.txt'}: the text has no letters or digits" in err
+
+    def test_truncated_gzip(self, run: Run, tmp_path: Path) -> None:
+        """A truncated .gz input is an error, exit 1."""
+        path = tmp_path / "cut.jsonl.gz"
+        path.write_bytes(gzip.compress(ARTICLES.read_bytes())[:-200])
+        code, _, err = run("dedup", path)
+        assert code == 1 and err.splitlines()[-1].startswith("Error: ")
+
+
+class TestUsageAndErrors:
+    """Exit codes: 0 success, 1 error, 2 usage."""
+
+    def test_help_and_version(self, run: Run) -> None:
+        """--help and --version exit 0."""
+        code, out, _ = run("--help")
+        assert code == 0 and "dedup" in out
+        code, out, _ = run("--version")
+        assert code == 0 and out.startswith("nshash ")
+
+    def test_no_command(self, run: Run) -> None:
+        """A missing command is bad usage."""
+        code, _, err = run()
+        assert code == 2 and "usage:" in err
+
+    def test_unknown_option(self, run: Run) -> None:
+        """An unknown option is bad usage."""
+        assert run("dedup", ARTICLES, "--bogus")[0] == 2
+
+    def test_format_from_name_unknown(self, run: Run, tmp_path: Path) -> None:
+        """An input whose format cannot be told from its name is bad usage."""
+        path = tmp_path / "articles.xml"
+        path.write_text("<a/>", encoding="utf-8")
+        code, _, err = run("dedup", path)
+        assert code == 2 and "--format" in err
+
+    def test_missing_input(self, run: Run, tmp_path: Path) -> None:
+        """A missing file is an error naming the file."""
+        code, out, err = run("dedup", tmp_path / "nope.jsonl")
+        assert code == 1 and out == ""
+        assert err == f"Error: No such file or directory: {str(tmp_path / 'nope.jsonl')!r}\n"
+
+    def test_bad_store_url(self, run: Run) -> None:
+        """An unknown store scheme is an error with the library's message."""
+        code, _, err = run("dedup", ARTICLES, "--store", "sqlite:///x.db")
+        assert code == 1 and err.startswith("Error: Unknown store scheme 'sqlite'")
+
+    def test_store_from_environment(
+        self, run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """NSHASH_STORE_URL is the default store of every command."""
+        monkeypatch.setenv("NSHASH_STORE_URL", f"memory://{tmp_path}/env.pkl")
+        assert run("dedup", ARTICLES, "-q")[0] == 0
+        code, out, _ = run("stats")
+        assert code == 0 and "documents:" in out and "30" in out
+
+    def test_locked_store(self, run: Run, tmp_path: Path) -> None:
+        """A store held by another opener gives an error, exit 1."""
+        url = f"memory://{tmp_path}/held.pkl"
+        with NSHash.open(url):
+            code, _, err = run("dedup", ARTICLES, "--store", url)
+        assert code == 1 and err.startswith("Error: ")
+
+    def test_output_over_input_refused(self, run: Run, tmp_path: Path) -> None:
+        """-o naming the input file is bad usage (it would be truncated before it is read)."""
+        path = tmp_path / "a.jsonl"
+        shutil.copy(ARTICLES, path)
+        code, _, err = run("dedup", path, "-o", path)
+        assert code == 2 and "is the input file" in err
+        assert path.read_bytes() == ARTICLES.read_bytes()
+
+    def test_txt_from_stdin_refused(self, run: Run) -> None:
+        """The txt format cannot read stdin."""
+        code, _, err = run("dedup", "-", "--format", "txt")
+        assert code == 1 and "not stdin" in err
+
+    def test_progress_bar_on_request(self, run: Run) -> None:
+        """--progress draws a bar with a rate on stderr even when it is not a terminal."""
+        code, out, err = run("dedup", ARTICLES, "--progress")
+        assert code == 0 and "doc" in err and "\r" in err
+        assert all(line.startswith("{") for line in out.splitlines())
+
+    def test_quiet(self, run: Run) -> None:
+        """-q prints no summary."""
+        code, _, err = run("dedup", ARTICLES, "-q")
+        assert code == 0 and err == ""
+
+
+class TestSavedStore:
+    """groups, stats and query read what dedup stored, on every backend."""
+
+    def test_dedup_then_groups_stats_query(self, run: Run, store_url: str) -> None:
+        """The largest groups, the counts and read-only queries agree with the dedup run."""
+        code, out, _ = run("dedup", ARTICLES, "--store", store_url, "-q")
+        assert code == 0
+        added = {r["id"]: r["similar_id"] for r in map(json.loads, out.splitlines())}
+        if store_url == "memory://":
+            code, _, err = run("groups", "--store", store_url)
+            assert code == 2 and "starts empty" in err
+            return
+
+        code, out, _ = run("groups", "--store", store_url, "--top", "3")
+        assert code == 0
+        lines = out.splitlines()
+        assert lines[0].split() == ["size", "similar_id", "title"]
+        assert lines[1].split()[:2] == ["5", str(added["zh-metro-1"])]
+        assert "江城地铁5号线今日开通运营 (zh-metro-1)" in lines[1]
+        assert len(lines) == 4
+
+        code, out, _ = run("groups", "--store", store_url, "--json", "--min-size", "4")
+        groups = json.loads(out)
+        assert [g["size"] for g in groups] == [5, 4, 4]
+        first = {"doc_id": "zh-metro-1", "title": "江城地铁5号线今日开通运营"}
+        assert groups[0]["members"][0] == first
+
+        code, out, _ = run("stats", "--store", store_url, "--json")
+        stats = json.loads(out)
+        assert code == 0 and stats["documents"] == 30 and stats["groups"] == 11
+
+        code, out, err = run("query", "--store", store_url, ARTICLES)
+        assert code == 0
+        assert {r["id"]: r["similar_id"] for r in map(json.loads, out.splitlines())} == added
+        assert all("duplicate" not in json.loads(line) for line in out.splitlines())
+        assert "30 match a stored group, 0 are new" in err
+        assert json.loads(run("stats", "--store", store_url, "--json")[1]) == stats
+
+    def test_query_new_text_is_null(self, run: Run, tmp_path: Path) -> None:
+        """A text the store has not seen gets similar_id null."""
+        url = f"memory://{tmp_path}/s.pkl"
+        run("dedup", ARTICLES, "--store", url, "-q")
+        path = tmp_path / "new.txt"
+        path.write_text("A comet will be visible to the naked eye next week.", "utf-8")
+        code, out, err = run("query", "--store", url, path)
+        assert code == 0
+        assert json.loads(out) == {
+            "id": "new.txt",
+            "title": "A comet will be visible to the naked eye next week.",
+            "similar_id": None,
+        }
+        assert "0 match a stored group, 1 are new" in err
+
+    def test_read_commands_need_a_store(self, run: Run) -> None:
+        """groups, stats and query without --store or NSHASH_STORE_URL are bad usage."""
+        for args in (["groups"], ["stats"], ["query", str(ARTICLES)]):
+            code, _, err = run(*args)
+            assert code == 2 and "NSHASH_STORE_URL" in err
+
+    def test_groups_empty_store(self, run: Run, tmp_path: Path) -> None:
+        """An empty store lists no group and says so on stderr."""
+        code, out, err = run("groups", "--store", f"memory://{tmp_path}/empty.pkl")
+        assert code == 0 and out == "" and "no group" in err
+
+    def test_groups_bad_limits(self, run: Run, tmp_path: Path) -> None:
+        """--top 0 is refused with the library's error, exit 1."""
+        code, _, err = run("groups", "--store", f"memory://{tmp_path}/e.pkl", "--top", "0")
+        assert code == 1 and err.startswith("Error: limit must be a positive integer")
+
+
+class TestCompare:
+    """``nshash compare A B``: the similarity measures of two texts."""
+
+    @pytest.fixture(autouse=True)
+    def _similarity(self) -> None:
+        pytest.importorskip("nshash.similarity", reason="nshash.similarity is not built yet")
+
+    def texts(self, tmp_path: Path) -> tuple[Path, Path]:
+        articles = list(map(json.loads, article_lines()))
+        a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+        a.write_text(articles[0]["content"], encoding="utf-8")
+        b.write_text(articles[1]["content"], encoding="utf-8")
+        return a, b
+
+    def test_all_metrics(self, run: Run, tmp_path: Path) -> None:
+        """Without --metrics every measure is printed, each in [0, 1]."""
+        from nshash.similarity import METRICS
+
+        code, out, _ = run("compare", *self.texts(tmp_path), "--json")
+        scores = json.loads(out)
+        assert code == 0 and list(scores) == list(METRICS)
+        assert all(0.0 <= v <= 1.0 for v in scores.values())
+        assert scores["levenshtein"] > 0.5  # a repost with a header and footer
+
+    def test_some_metrics_as_text(self, run: Run, tmp_path: Path) -> None:
+        """--metrics picks measures (space or comma separated); text output is one per line."""
+        code, out, _ = run("compare", *self.texts(tmp_path), "--metrics", "cosine,simhash")
+        assert code == 0
+        assert [line.split()[0] for line in out.splitlines()] == ["cosine", "simhash"]
+
+    def test_stdin_and_identical(
+        self, run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """``-`` reads one side from stdin; a text compared with itself scores 1."""
+        a, _ = self.texts(tmp_path)
+        write_stdin(monkeypatch, a.read_bytes())
+        code, out, _ = run("compare", "-", a, "--json", "--metrics", "cosine", "levenshtein")
+        assert code == 0 and json.loads(out) == pytest.approx({"cosine": 1.0, "levenshtein": 1.0})
+
+    def test_unknown_metric(self, run: Run, tmp_path: Path) -> None:
+        """An unknown metric is bad usage and the valid names are listed."""
+        code, _, err = run("compare", *self.texts(tmp_path), "--metrics", "jaccard")
+        assert code == 2 and "'jaccard'" in err and "levenshtein" in err
+
+    def test_both_stdin(self, run: Run) -> None:
+        """A and B cannot both be stdin."""
+        assert run("compare", "-", "-")[0] == 2
+
+    def test_missing_toolkit(
+        self, run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Without the similarity module the error gives the install hint, exit 1."""
+        monkeypatch.setitem(sys.modules, "nshash.similarity", None)
+        code, _, err = run("compare", *self.texts(tmp_path))
+        assert code == 1
+        assert err.startswith("Error: ") and "pip install 'nshash[similarity]'" in err
+
+
+class TestServe:
+    """``nshash serve``: uvicorn on the service app, refusing unsafe worker counts."""
+
+    @pytest.mark.parametrize("store", [None, "memory://", "leveldb:///tmp/x.ldb"])
+    def test_workers_need_shared_store(self, run: Run, store: str | None) -> None:
+        """--workers 2 without a redis:// store is bad usage, and the message says why."""
+        args = ["serve", "--workers", "2"] + (["--store", store] if store else [])
+        code, _, err = run(*args)
+        assert code == 2
+        assert "redis://" in err and "each worker would hand out its own ids" in err
+
+    def test_missing_uvicorn(self, run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Without uvicorn the error gives the install hint, exit 1."""
+        monkeypatch.setitem(sys.modules, "uvicorn", None)
+        code, _, err = run("serve")
+        assert code == 1 and "pip install 'nshash[service]'" in err
+
+    @pytest.mark.slow
+    def test_serves_http(self, tmp_path: Path) -> None:
+        """``python -m nshash serve`` answers /healthz and uses the store it was given."""
+        pytest.importorskip("uvicorn")
+        port = free_port()
+        store = f"memory://{tmp_path}/served.pkl"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("NSHASH_")}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+        cmd = [sys.executable, "-m", "nshash", "serve", "--store", store, "--port", str(port)]
+        proc = subprocess.Popen(
+            cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                try:
+                    health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+                    break
+                except httpx.TransportError:
+                    assert time.monotonic() < deadline, "the server did not start in 30 s"
+                    time.sleep(0.1)
+            assert health.status_code == 200
+            ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).json()
+            assert ready["store"] == store
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+class TestInstalledScript:
+    """The ``nshash`` console script that pip installs."""
+
+    def test_console_script(self, tmp_path: Path) -> None:
+        """``nshash dedup`` runs as its own process: records on stdout, summary on stderr."""
+        script = shutil.which("nshash")
+        if script is None:
+            message = "the nshash script is not on PATH (pip install -e .)"
+            if os.environ.get("CI"):
+                pytest.fail(message)
+            pytest.skip(message)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("NSHASH_")}
+        done = subprocess.run(
+            [script, "dedup", str(ARTICLES), "--jobs", "2"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr.decode()
+        lines = done.stdout.decode("utf-8").splitlines()
+        assert len(lines) == 30 and all(json.loads(x)["similar_id"] >= 1 for x in lines)
+        assert "30 documents" in done.stderr.decode("utf-8")
+
+    def test_python_dash_m(self, tmp_path: Path) -> None:
+        """``python -m nshash`` is the same command line; bad usage exits 2."""
+        done = subprocess.run(
+            [sys.executable, "-m", "nshash", "dedup"], cwd=tmp_path, capture_output=True
+        )
+        assert done.returncode == 2 and b"usage: nshash dedup" in done.stderr
