@@ -105,10 +105,11 @@ local function smis(key, items)
   return out
 end
 
-local function push(cmd, key, items)
-  local n = #items
-  for i = 1, n, CHUNK do
-    redis.call(cmd, key, unpack(items, i, math.min(i + CHUNK - 1, n)))
+-- cmd key items[first..last], in chunks (unpack has a stack limit)
+local function push(cmd, key, items, first, last)
+  first, last = first or 1, last or #items
+  for i = first, last, CHUNK do
+    redis.call(cmd, key, unpack(items, i, math.min(i + CHUNK - 1, last)))
   end
 end
 
@@ -122,31 +123,38 @@ local function resolve(g)
   return tonumber(g)
 end
 
+-- The document's hashes: ARGV[s] holds its sentences (ns of them), ARGV[s + 1] its sketch.
+-- With the sketch, all = sentences .. sketch and one SMISMEMBER tells which are common.
+local function hashes(s, with_sketch)
+  local ns = #ARGV[s] / 8
+  local all = split8(with_sketch and (ARGV[s] .. ARGV[s + 1]) or ARGV[s])
+  return all, ns, smis(K_COMMON, all)
+end
+
 -- _select: the first n sentences that are not common, or the first n if all are.
-local function select_anchors(sentences, n)
-  local flags = smis(K_COMMON, sentences)
+local function select_anchors(all, ns, flags, n)
   local anchors, idx = {}, {}
-  for i = 1, #sentences do
+  for i = 1, ns do
     if flags[i] == 0 then
-      anchors[#anchors + 1] = sentences[i]
+      anchors[#anchors + 1] = all[i]
       idx[#idx + 1] = i
       if #anchors == n then break end
     end
   end
   if #anchors == 0 then
-    for i = 1, math.min(n, #sentences) do
-      anchors[i] = sentences[i]
+    for i = 1, math.min(n, ns) do
+      anchors[i] = all[i]
       idx[i] = i
     end
   end
   return anchors, idx
 end
 
-local function live_sketch(sketch)
-  local flags = smis(K_COMMON, sketch)
+-- The sketch (all[ns + 1..]) without its common hashes.
+local function live_sketch(all, ns, flags)
   local live = {}
-  for i = 1, #sketch do
-    if flags[i] == 0 then live[#live + 1] = sketch[i] end
+  for i = ns + 1, #all do
+    if flags[i] == 0 then live[#live + 1] = all[i] end
   end
   return live
 end
@@ -207,8 +215,8 @@ end
 """
 
 # ARGV: base, n, theta, min_overlap, sketch_cap, exact, sentences, sketch, doc ('-' | '+id'),
-# title ('-' | '+title'). Returns {root, duplicate, merged, anchor positions, sequence}, or
-# {root, -1, record} when the doc id was seen before.
+# title ('-' | '+title'). Returns one string, cheap to parse: "root duplicate sequence
+# anchor,positions merged,ids", or "R root record" when the doc id was seen before.
 _LUA_ASSIGN = (
     "#!lua\n"
     + _LUA_COMMON
@@ -224,23 +232,22 @@ if doc_id then
   local rec = redis.call('HGET', K_DOCS, doc_id)
   if rec then
     local root = parse_record(rec)
-    return {resolve(root), -1, rec}
+    return 'R ' .. gs(resolve(root)) .. ' ' .. rec
   end
 end
 
-local sentences = split8(ARGV[7])
-local anchors, aidx = select_anchors(sentences, n)
+local ex = redis.call('HGET', K_EXACT, exact)
+local all, ns, flags = hashes(7, not ex)
+local anchors, aidx = select_anchors(all, ns, flags, n)
 local known = {}
 if #anchors > 0 then known = redis.call('HMGET', K_FP, unpack(anchors)) end
 local merged = {}
 local root, dup
-local ex = redis.call('HGET', K_EXACT, exact)
 if ex then
   root = resolve(ex)
   dup = 1
 else
-  local sketch = split8(ARGV[8])
-  local live = live_sketch(sketch)
+  local live = live_sketch(all, ns, flags)
   local order, hits = candidates(anchors, known)
   local accepted, newcommon = {}, {}
   for _, g in ipairs(order) do
@@ -283,12 +290,11 @@ else
         redis.call('DEL', gmem)
       end
     end
-    if redis.call('SCARD', rsk) < cap then push('SADD', rsk, sketch) end
+    if redis.call('SCARD', rsk) < cap then push('SADD', rsk, all, ns + 1) end
     dup = 1
   else
     root = redis.call('INCR', K_COUNTER)
-    push('SADD', BASE .. 's:' .. gs(root), sketch)
-    redis.call('ZADD', K_SIZES, 0, zm(root))
+    push('SADD', BASE .. 's:' .. gs(root), all, ns + 1)
     dup = 0
   end
   redis.call('HSET', K_EXACT, exact, gs(root))
@@ -302,7 +308,11 @@ for i = 1, #anchors do
   end
 end
 if #fresh > 0 then redis.call('HSET', K_FP, unpack(fresh)) end
-redis.call('ZINCRBY', K_SIZES, -1, zm(root))
+if dup == 0 then
+  redis.call('ZADD', K_SIZES, -1, zm(root))
+else
+  redis.call('ZINCRBY', K_SIZES, -1, zm(root))
+end
 local seq = redis.call('INCR', K_DOCUMENTS)
 if doc_id then
   redis.call('RPUSH', BASE .. 'm:' .. gs(root), doc_id)
@@ -311,7 +321,9 @@ if doc_id then
   local rec = table.concat(head, ' ') .. '\n' .. table.concat(anchors) .. (title or '')
   redis.call('HSET', K_DOCS, doc_id, rec)
 end
-return {root, dup, merged, aidx, seq}
+for i = 1, #merged do merged[i] = gs(merged[i]) end
+return table.concat({gs(root), tostring(dup), gs(seq), table.concat(aidx, ','),
+  table.concat(merged, ',')}, ' ')
 """
 )
 
@@ -341,11 +353,11 @@ if op == 'lookup' then
   local n, theta, min_overlap = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
   local ex = redis.call('HGET', K_EXACT, ARGV[6])
   if ex then return resolve(ex) end
-  local sentences = split8(ARGV[7])
-  local anchors = select_anchors(sentences, n)
+  local all, ns, flags = hashes(7, true)
+  local anchors = select_anchors(all, ns, flags, n)
   if #anchors == 0 then return 0 end
   local known = redis.call('HMGET', K_FP, unpack(anchors))
-  local live = live_sketch(split8(ARGV[8]))
+  local live = live_sketch(all, ns, flags)
   local order = candidates(anchors, known)
   local best = 0
   for _, g in ipairs(order) do
@@ -627,15 +639,17 @@ class RedisStore(Store):
 
     @staticmethod
     def _decode_assign(
-        doc: DocPrint, doc_id: str | None, reply: list[Any]
+        doc: DocPrint, doc_id: str | None, reply: bytes
     ) -> tuple[Assignment, tuple[int, ...]]:
-        root, dup = int(reply[0]), int(reply[1])
-        if dup < 0:
-            rec = _parse_record(doc_id or "", reply[2])
-            return Assignment(root, rec.duplicate, rec.merged_from, True), rec.fingerprints
+        if reply[:2] == b"R ":
+            _, root, raw = reply.split(b" ", 2)
+            rec = _parse_record(doc_id or "", raw)
+            return Assignment(int(root), rec.duplicate, rec.merged_from, True), rec.fingerprints
+        root, dup, _seq, positions, merged = reply.split(b" ")
         sentences = doc.sentences
-        anchors = tuple(sentences[i - 1] for i in reply[3])
-        return Assignment(root, bool(dup), tuple(int(g) for g in reply[2])), anchors
+        anchors = tuple(sentences[int(i) - 1] for i in positions.split(b",")) if positions else ()
+        ids = tuple(int(g) for g in merged.split(b",")) if merged else ()
+        return Assignment(int(root), dup == b"1", ids), anchors
 
     # -- the Store contract ------------------------------------------------------------
     def assign(
