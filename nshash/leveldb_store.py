@@ -54,6 +54,7 @@ import threading
 import time
 import weakref
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 import plyvel
 
@@ -94,6 +95,12 @@ def _dec(data: bytes) -> tuple[int, ...]:
     if len(data) % 8:
         raise StoreCorruptError(f"A stored integer field has {len(data)} bytes, not 8 per value")
     return struct.unpack(f">{len(data) // 8}Q", data)
+
+
+def _reason(exc: Exception) -> str:
+    """The text of a plyvel error (plyvel passes LevelDB's status as bytes)."""
+    arg = exc.args[0] if exc.args else exc
+    return arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)
 
 
 def _one(data: bytes) -> int:
@@ -327,7 +334,9 @@ class LevelDBStore(Store):
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             return plyvel.DB(path, create_if_missing=True)
         except plyvel.IOError as exc:
-            if "lock" not in str(exc).lower():
+            # LevelDB says "IO error: lock DIR/LOCK: ..." when the lock is taken; other
+            # failures may name the LOCK file too ("IO error: DIR/LOCK: Not a directory").
+            if not _reason(exc).startswith("IO error: lock "):
                 raise self._open_failed(exc) from exc
             raise StoreLockedError(
                 f"LevelDB directory {path!r} is already open in another process or store "
@@ -336,13 +345,15 @@ class LevelDBStore(Store):
             ) from exc
         except plyvel.CorruptionError as exc:
             raise StoreCorruptError(
-                f"LevelDB directory {path!r} is damaged: {exc}", url=self.url
+                f"LevelDB directory {path!r} is damaged: {_reason(exc)}", url=self.url
             ) from exc
         except (plyvel.Error, OSError) as exc:
             raise self._open_failed(exc) from exc
 
     def _open_failed(self, exc: Exception) -> StoreError:
-        return StoreError(f"Cannot open LevelDB directory {self._path!r}: {exc}", url=self.url)
+        return StoreError(
+            f"Cannot open LevelDB directory {self._path!r}: {_reason(exc)}", url=self.url
+        )
 
     def _load_meta(self) -> dict[str, int]:
         try:
@@ -367,7 +378,7 @@ class LevelDBStore(Store):
             return meta
         except plyvel.Error as exc:
             raise StoreError(
-                f"Cannot read LevelDB directory {self._path!r}: {exc}", url=self.url
+                f"Cannot read LevelDB directory {self._path!r}: {_reason(exc)}", url=self.url
             ) from exc
 
     def _load_common(self) -> set[int]:
@@ -377,7 +388,7 @@ class LevelDBStore(Store):
             }
         except plyvel.Error as exc:
             raise StoreError(
-                f"Cannot read LevelDB directory {self._path!r}: {exc}", url=self.url
+                f"Cannot read LevelDB directory {self._path!r}: {_reason(exc)}", url=self.url
             ) from exc
         if len(common) != self._meta["common"]:
             raise StoreCorruptError(
@@ -408,7 +419,9 @@ class LevelDBStore(Store):
                 batch.put(_META + name.encode("ascii"), _enc(count))
             batch.write()
         except plyvel.Error as exc:
-            raise StoreError(f"Cannot write to {self._path!r}: {exc}", url=self.url) from exc
+            raise StoreError(
+                f"Cannot write to {self._path!r}: {_reason(exc)}", url=self.url
+            ) from exc
         self._meta = overlay.meta
         self._common |= overlay.new_common
         if sync:
@@ -438,6 +451,18 @@ class LevelDBStore(Store):
         if self._closed:
             raise StoreClosedError(f"{self.url} is closed", url=self.url)
 
+    @contextmanager
+    def _open_db(self) -> Iterator[None]:
+        """Hold the lock on an open store; LevelDB failures become :class:`StoreError`."""
+        with self._lock:
+            self._check()
+            try:
+                yield
+            except plyvel.Error as exc:
+                raise StoreError(
+                    f"LevelDB failed in {self._path!r}: {_reason(exc)}", url=self.url
+                ) from exc
+
     def _reader(self) -> _Overlay:
         return _Overlay(self._db, self._meta, self._common)
 
@@ -448,29 +473,22 @@ class LevelDBStore(Store):
         doc_id: str | None = None,
         title: str | None = None,
     ) -> tuple[Assignment, tuple[int, ...]]:
-        with self._lock:
-            self._check()
+        with self._open_db():
             overlay = self._reader()
-            try:
-                result = assign(overlay, doc, policy, doc_id, title)
-            except plyvel.Error as exc:
-                raise StoreError(f"Cannot read {self._path!r}: {exc}", url=self.url) from exc
+            result = assign(overlay, doc, policy, doc_id, title)
             self._commit(overlay)
             return result
 
     def lookup(self, doc: DocPrint, policy: MatchPolicy) -> int | None:
-        with self._lock:
-            self._check()
+        with self._open_db():
             return lookup(self._reader(), doc, policy)
 
     def resolve(self, similar_id: int) -> int:
-        with self._lock:
-            self._check()
+        with self._open_db():
             return resolve(self._reader(), similar_id)
 
     def document(self, doc_id: str) -> DocumentRecord | None:
-        with self._lock:
-            self._check()
+        with self._open_db():
             reader = self._reader()
             rec = reader.get_doc(doc_id)
             if rec is None:
@@ -493,16 +511,14 @@ class LevelDBStore(Store):
         return Group(gid, reader.get_size(gid), tuple(members))
 
     def group(self, similar_id: int) -> Group | None:
-        with self._lock:
-            self._check()
+        with self._open_db():
             if not 0 < similar_id <= self._meta["counter"]:
                 return None
             reader = self._reader()
             return self._group(reader, resolve(reader, similar_id))
 
     def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
-        with self._lock:
-            self._check()
+        with self._open_db():
             sizes = ((_one(key[1:]), _one(value)) for key, value in self._db.iterator(prefix=_SIZE))
             top = heapq.nlargest(
                 limit,
@@ -512,8 +528,7 @@ class LevelDBStore(Store):
             return [self._group(reader, -neg) for _size, neg in top]
 
     def stats(self) -> StoreStats:
-        with self._lock:
-            self._check()
+        with self._open_db():
             m = self._meta
             return StoreStats(
                 documents=m["documents"],
@@ -524,7 +539,8 @@ class LevelDBStore(Store):
             )
 
     def ping(self) -> None:
-        self._check()
+        with self._open_db():
+            self._db.get(_META + b"format")
 
     def close(self) -> None:
         """Sync pending writes and release the directory; closing twice is harmless."""
@@ -537,7 +553,9 @@ class LevelDBStore(Store):
                 if self._dirty:
                     self._sync_now()
             except plyvel.Error as exc:
-                raise StoreError(f"Cannot sync {self._path!r}: {exc}", url=self.url) from exc
+                raise StoreError(
+                    f"Cannot sync {self._path!r}: {_reason(exc)}", url=self.url
+                ) from exc
             finally:
                 self._db.close()
         if self._flusher is not None and self._flusher is not threading.current_thread():
