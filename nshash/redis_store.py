@@ -365,7 +365,10 @@ if op == 'lookup' then
   end
   return best
 elseif op == 'resolve' then
-  return resolve(ARGV[3])
+  -- An id never merged is its own canonical id: answer it as given (it may exceed 2^53).
+  local p = redis.call('HGET', K_PARENT, ARGV[3])
+  if not p then return ARGV[3] end
+  return resolve(p)
 elseif op == 'document' then
   local rec = redis.call('HGET', K_DOCS, ARGV[3])
   if not rec then return false end
@@ -494,6 +497,8 @@ class RedisStore(Store):
 
     def __init__(self, client: redis.Redis, prefix: str = "nshash", *, url: str = "") -> None:
         self.prefix = _check_prefix(prefix)
+        if client.get_encoder().decode_responses:
+            raise ConfigError("RedisStore needs a client with decode_responses=False")
         self.url = mask_url(url) if url else f"redis://?prefix={prefix}"
         self._client = client
         tag = "{" + prefix + "}:"

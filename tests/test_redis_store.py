@@ -232,6 +232,29 @@ class TestFromUrl:
             server.stop()
 
 
+class TestConstructor:
+    def test_own_client(self, redis_base_url: str) -> None:
+        """A redis.Redis client configured by the caller can be wrapped directly."""
+        client = redis.Redis.from_url(redis_base_url)
+        store = RedisStore(client, prefix=f"own-{uuid.uuid4().hex[:8]}")
+        with NSHash(store=store) as nsh:
+            result = nsh.add("调用方自己配置的客户端也可以直接使用，这是一篇测试文章。")
+            assert result.similar_id == 1
+            assert nsh.stats().documents == 1
+
+    def test_decoding_client_refused(self, redis_base_url: str) -> None:
+        """A client that decodes replies to str is refused: the store reads bytes."""
+        client = redis.Redis.from_url(redis_base_url, decode_responses=True)
+        with pytest.raises(ConfigError, match="decode_responses"):
+            RedisStore(client)
+
+    def test_resolve_unknown_id(self, redis_url: str) -> None:
+        """An id never handed out or merged resolves to itself, however large."""
+        with RedisStore.from_url(redis_url) as store:
+            assert store.resolve(7) == 7
+            assert store.resolve(2**62 + 1) == 2**62 + 1
+
+
 class TestKeyLayout:
     def test_keys_share_the_hash_tag(self, redis_url: str) -> None:
         """Every key is '{prefix}:...', of the documented type, and all map to one slot."""
