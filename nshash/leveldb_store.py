@@ -12,8 +12,8 @@ overlay, so the algorithm reads its own writes, then commits the overlay in one
 returns, so a killed process loses nothing it acknowledged. The ``fsync`` policy decides when
 the log also reaches the disk itself (what a power cut needs): ``always`` syncs every write;
 ``everysec`` (the default) syncs a write when a second has passed since the last synced one,
-and a background thread syncs a pending write within about a second; ``no`` leaves it to the
-operating system. :meth:`~LevelDBStore.close` syncs whatever is pending, whatever the policy.
+and a background thread (or :meth:`~LevelDBStore.close`) syncs a pending write within about a
+second; ``no`` never syncs and leaves it to the operating system.
 
 **Key layout.** Every key starts with a one-byte table prefix. Integers (ids, counts, sequence
 numbers and the unsigned 64-bit fingerprints) are 8 bytes big-endian, converted only by
@@ -427,7 +427,7 @@ class LevelDBStore(Store):
         if sync:
             self._last_sync = now
             self._dirty = False
-        else:
+        elif self._fsync == "everysec":
             self._dirty = True
 
     def _sync_now(self) -> None:

@@ -15,7 +15,9 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -159,3 +161,73 @@ class TestLevelDBLock:
         # The holder died; its lock went with it.
         with open_store(f"leveldb://{path}") as store:
             assert store.stats().documents == 0
+
+
+class _SyncSpy:
+    """Wraps a plyvel DB and records the ``sync`` flag of every write that reaches it."""
+
+    def __init__(self, db: Any) -> None:
+        self.db = db
+        self.syncs: list[bool] = []
+
+    def write_batch(self, **kwargs: Any) -> Any:
+        self.syncs.append(bool(kwargs.get("sync", False)))
+        return self.db.write_batch(**kwargs)
+
+    def put(self, key: bytes, value: bytes, sync: bool = False) -> None:
+        self.syncs.append(sync)
+        self.db.put(key, value, sync=sync)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.db, name)
+
+
+class TestLevelDBFsync:
+    """The fsync policy decides which LevelDB writes are synced."""
+
+    def _store(self, tmp_path: Path, fsync: str) -> tuple[NSHash, _SyncSpy]:
+        pytest.importorskip("plyvel")
+        nsh = NSHash.open(f"leveldb://{tmp_path}/db?fsync={fsync}")
+        spy = _SyncSpy(nsh.store._db)  # type: ignore[attr-defined]
+        nsh.store._db = spy  # type: ignore[attr-defined]
+        return nsh, spy
+
+    def test_always_syncs_every_write(self, tmp_path: Path) -> None:
+        """fsync=always syncs each document's batch before add returns."""
+        nsh, spy = self._store(tmp_path, "always")
+        for seed in range(5):
+            nsh.add("\n".join(synthetic_story(seed)))
+        assert spy.syncs == [True] * 5
+        nsh.close()
+
+    def test_no_never_syncs(self, tmp_path: Path) -> None:
+        """fsync=no leaves every write, and close, to the operating system."""
+        nsh, spy = self._store(tmp_path, "no")
+        for seed in range(5):
+            nsh.add("\n".join(synthetic_story(seed)))
+        nsh.close()
+        assert spy.syncs == [False] * 5
+
+    def test_everysec_syncs_about_once_a_second(self, tmp_path: Path) -> None:
+        """fsync=everysec syncs one write of a burst, then the background thread syncs the rest."""
+        nsh, spy = self._store(tmp_path, "everysec")
+        for seed in range(20):
+            nsh.add("\n".join(synthetic_story(seed)))
+        # A burst well inside a second: at most the first write (and one more if the burst
+        # straddles a second on a slow machine) is synced.
+        assert 1 <= spy.syncs.count(True) <= 2 and len(spy.syncs) == 20
+        deadline = time.monotonic() + 10
+        while len(spy.syncs) == 20 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert spy.syncs[20:] == [True], "the background thread syncs the pending writes"
+        nsh.close()
+        assert spy.syncs[21:] == []  # nothing pending any more: close has nothing to sync
+
+    def test_close_syncs_pending_writes(self, tmp_path: Path) -> None:
+        """close() syncs a write that the everysec policy left pending."""
+        nsh, spy = self._store(tmp_path, "everysec")
+        nsh.add("\n".join(synthetic_story(1)))
+        nsh.add("\n".join(synthetic_story(2)))
+        assert spy.syncs == [True, False]
+        nsh.close()
+        assert spy.syncs == [True, False, True]
