@@ -41,6 +41,7 @@ a message. Needs Redis 7.0 or newer (``SMISMEMBER``, ``SINTERCARD``, script flag
 
 from __future__ import annotations
 
+import ssl
 import struct
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -72,6 +73,12 @@ DEFAULT_TIMEOUT = 1.0
 
 #: Pipelined script calls sent in one round trip by :meth:`RedisStore.assign_many`.
 PIPELINE_CHUNK = 500
+
+#: Options :meth:`RedisStore.from_url` accepts (in the URL query or as keywords).
+_OPTIONS = ("prefix", "db", "socket_timeout", "socket_connect_timeout", "max_connections")
+
+#: More options for ``rediss://``: a private CA, a client certificate, verification.
+_TLS_OPTIONS = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs")
 
 #: The table keys every script receives, in this order (KEYS[1..8]).
 _TABLES = ("fp", "exact", "common", "parent", "sizes", "docs", "counter", "documents")
@@ -449,6 +456,18 @@ def _check_prefix(prefix: Any) -> str:
     return prefix
 
 
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    """Whether *exc* or an exception it was raised from or during is a *kind*."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
 def _parse_record(doc_id: str, raw: bytes) -> DocumentRecord:
     """Decode a ``{P}:docs`` value (see the module docstring) into a record."""
     try:
@@ -520,7 +539,9 @@ class RedisStore(Store):
         Args:
             url: the store URL.
             **options: ``prefix`` (default ``"nshash"``), ``db``, ``socket_timeout`` and
-                ``socket_connect_timeout`` (seconds, default 1), ``max_connections``.
+                ``socket_connect_timeout`` (seconds, default 1), ``max_connections``; with
+                ``rediss://`` also ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile`` (paths)
+                and ``ssl_cert_reqs`` (``required``, the default, ``optional`` or ``none``).
 
         Raises:
             ConfigError: the URL or an option is invalid, or an option is unknown.
@@ -554,11 +575,19 @@ class RedisStore(Store):
             kwargs["max_connections"] = _int_option(
                 "max_connections", merged.pop("max_connections"), shown, 1
             )
+        tls = {k: merged.pop(k) for k in _TLS_OPTIONS if k in merged}
         if merged:
             raise ConfigError(
-                f"Unknown option(s) {sorted(merged)} for a Redis store in {shown!r}; "
-                "use prefix, db, socket_timeout, socket_connect_timeout, max_connections"
+                f"Unknown option(s) {sorted(merged)} for a Redis store in {shown!r}; use "
+                f"{', '.join(_OPTIONS)}, and with rediss:// {', '.join(_TLS_OPTIONS)}"
             )
+        if tls and parts.scheme.lower() != "rediss":
+            raise ConfigError(f"TLS options {sorted(tls)} need a rediss:// URL, not {shown!r}")
+        if tls.get("ssl_cert_reqs", "required") not in ("none", "optional", "required"):
+            raise ConfigError(
+                f"ssl_cert_reqs must be none, optional or required, not {tls['ssl_cert_reqs']!r}"
+            )
+        kwargs.update(tls)
         # Not urlunsplit: it drops the "//" of "unix:///path" when the netloc is empty.
         bare = f"{parts.scheme}://{parts.netloc}{parts.path}"
         try:
@@ -585,6 +614,8 @@ class RedisStore(Store):
             err: StoreError = StoreError(
                 f"Redis at {self.url!r} refused the credentials: {exc}", url=self.url
             )
+        elif _caused_by(exc, ssl.SSLError):
+            err = StoreError(f"TLS with Redis at {self.url!r} failed: {exc}", url=self.url)
         elif isinstance(exc, redis.ResponseError) and "CORRUPT" in str(exc):
             err = StoreCorruptError(f"Redis at {self.url!r}: {exc}", url=self.url)
         elif isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):

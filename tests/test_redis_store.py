@@ -232,6 +232,68 @@ class TestFromUrl:
             server.stop()
 
 
+def _make_certs(directory: Path) -> dict[str, Path]:
+    """A throwaway CA and a server certificate for 127.0.0.1, made with openssl."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = {n: directory / f"{n}.pem" for n in ("ca", "ca-key", "cert", "key")}
+
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=nshash-ca",
+        "-keyout", str(paths["ca-key"]), "-out", str(paths["ca"]))
+    csr = directory / "server.csr"
+    run("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+        "-keyout", str(paths["key"]), "-out", str(csr))
+    ext = directory / "ext.cnf"
+    ext.write_text("subjectAltName=IP:127.0.0.1\n")
+    run("x509", "-req", "-in", str(csr), "-CA", str(paths["ca"]), "-CAkey", str(paths["ca-key"]),
+        "-CAcreateserial", "-days", "1", "-extfile", str(ext), "-out", str(paths["cert"]))
+    return paths  # fmt: skip
+
+
+class TestTLS:
+    def test_rediss_with_private_ca(self, tmp_path: Path) -> None:
+        """rediss:// works with ssl_ca_certs; without the CA the certificate is refused."""
+        if not redis_server_available():
+            pytest.skip("redis-server is not installed (apt-get install redis-server)")
+        from tests.redis_server import free_port
+
+        certs = _make_certs(tmp_path / "certs")
+        tls_port = free_port()
+        server = RedisServer(tmp_path / "redis", extra_args=[
+            "--tls-port", str(tls_port), "--tls-cert-file", str(certs["cert"]),
+            "--tls-key-file", str(certs["key"]), "--tls-ca-cert-file", str(certs["ca"]),
+            "--tls-auth-clients", "no",
+        ])  # fmt: skip
+        try:
+            server.start()
+        except RuntimeError as exc:
+            pytest.skip(f"this redis-server has no TLS: {exc}")
+        try:
+            url = f"rediss://127.0.0.1:{tls_port}/0?prefix=tls&ssl_ca_certs={certs['ca']}"
+            with NSHash.open(url) as nsh:
+                assert nsh.add("经过加密连接写入的一篇测试文章，内容足够长。").similar_id == 1
+            untrusted = f"rediss://127.0.0.1:{tls_port}/0?prefix=tls"
+            with NSHash.open(untrusted) as nsh, pytest.raises(StoreError) as info:
+                nsh.stats()
+            assert type(info.value) is StoreError and "TLS" in str(info.value)
+        finally:
+            server.stop()
+
+    def test_tls_options_need_rediss(self) -> None:
+        """TLS options on a plain redis:// URL, or a bad ssl_cert_reqs, raise ConfigError."""
+        with pytest.raises(ConfigError, match="rediss"):
+            open_store("redis://127.0.0.1:1/0?ssl_ca_certs=/tmp/ca.pem")
+        with pytest.raises(ConfigError, match="ssl_cert_reqs"):
+            open_store("rediss://127.0.0.1:1/0?ssl_cert_reqs=maybe")
+
+
 class TestConstructor:
     def test_own_client(self, redis_base_url: str) -> None:
         """A redis.Redis client configured by the caller can be wrapped directly."""
