@@ -1,0 +1,92 @@
+"""A property-based run of schemathesis against the app's own OpenAPI schema.
+
+For every operation, schemathesis generates requests from the schema (valid ones and,
+in negative mode, ones that break it) and checks each answer: never a 5xx, a status the
+schema documents, the documented content type, and a body that matches the documented
+model. Examples are bounded so the whole run takes seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+from schemathesis.checks import not_a_server_error
+from schemathesis.python import asgi
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from service import Settings, create_app
+from tests.redis_server import free_port
+
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+]
+
+
+#: The apps under test: a working store, an API key required, and a store that is down.
+VARIANTS = {
+    "memory": {},
+    "api-key": {"api_key": "k"},
+    "store-down": {"store_url": f"redis://127.0.0.1:{free_port()}/0?socket_connect_timeout=0.2"},
+}
+
+
+@pytest.fixture(scope="module", params=sorted(VARIANTS))
+def api_schema(request: pytest.FixtureRequest) -> Iterator[schemathesis.BaseSchema]:
+    """The schema of an app with small limits (so 413 is reachable), served in-process."""
+    options = {
+        "store_url": "memory://",
+        "max_batch": 5,
+        "max_body_bytes": 64 * 1024,
+        "max_compare_chars": 2000,
+        **VARIANTS[request.param],
+    }
+    if str(options["store_url"]).startswith("redis"):
+        pytest.importorskip("redis")
+    app = create_app(Settings.model_validate(options))
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+    schema.config.generation.update(
+        modes=[schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE]
+    )
+    yield schema
+    asgi.shutdown_lifespans()
+
+
+schema = schemathesis.pytest.from_fixture("api_schema")
+
+
+@schema.parametrize()
+@settings(
+    max_examples=30,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=list(HealthCheck),
+)
+def test_api_conforms_to_its_schema(
+    case: schemathesis.Case[Any], request: pytest.FixtureRequest
+) -> None:
+    """Generated requests never get a 5xx or an answer that breaks the schema.
+
+    With the store down, 503 ``store_unavailable`` is the one 5xx allowed, and only on the
+    operations that document it.
+    """
+    variant = request.node.callspec.params["api_schema"]
+    if variant != "store-down":
+        case.call_and_validate(checks=CHECKS)
+        return
+    response = case.call_and_validate(checks=[c for c in CHECKS if c is not not_a_server_error])
+    if response.status_code >= 500:
+        assert response.status_code == 503, response.text
+        assert response.json()["error"]["code"] == "store_unavailable"
