@@ -57,7 +57,7 @@ import farmhash
 
 from .errors import ConfigError
 from .normalize import normalize_text
-from .tokenize import STOP_WORDS, has_cjk, jieba_module, split_words
+from .tokenize import STOP_WORDS, has_cjk, jieba_module, quiet_jieba, split_words
 
 __all__ = [
     "METRICS",
@@ -95,7 +95,8 @@ def _idf_table() -> tuple[Mapping[str, float], float]:
     """jieba's IDF table and its median, loaded once per process (about a second)."""
     jieba_module()  # silences jieba before its analyser loads
     try:
-        import jieba.analyse
+        with quiet_jieba():
+            import jieba.analyse
     except ImportError as exc:  # pragma: no cover - jieba.analyse ships with jieba
         raise ConfigError(
             "TF-IDF weights need jieba.analyse, which is missing: "

@@ -19,13 +19,24 @@ from __future__ import annotations
 
 import logging
 import re
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
 from .errors import ConfigError
 from .normalize import normalize_text
 
-__all__ = ["CJK_CHARS", "STOP_WORDS", "has_cjk", "jieba_module", "split_words", "words"]
+__all__ = [
+    "CJK_CHARS",
+    "STOP_WORDS",
+    "has_cjk",
+    "jieba_module",
+    "quiet_jieba",
+    "split_words",
+    "words",
+]
 
 #: The CJK ideograph blocks handed to jieba: Extension A, the unified block, compatibility
 #: ideographs and the supplementary planes' Extensions B to H.
@@ -56,6 +67,20 @@ _CHINESE_STOP_WORDS = """
 STOP_WORDS: frozenset[str] = frozenset((_ENGLISH_STOP_WORDS + _CHINESE_STOP_WORDS).split())
 
 
+@contextmanager
+def quiet_jieba() -> Iterator[None]:
+    """Hide the warnings jieba's loaders give, which are not the caller's business.
+
+    jieba 0.42 reads its IDF table without closing the file (a ResourceWarning) and, where
+    setuptools is installed, imports the deprecated ``pkg_resources``.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.filterwarnings("ignore", message="pkg_resources is deprecated")
+        yield
+
+
 @lru_cache(maxsize=1)
 def jieba_module() -> Any:
     """Import jieba with its log messages (dictionary loading, to stderr) silenced.
@@ -64,7 +89,8 @@ def jieba_module() -> Any:
         ConfigError: jieba is not installed.
     """
     try:
-        import jieba
+        with quiet_jieba():
+            import jieba
     except ImportError as exc:  # pragma: no cover - jieba is in the similarity extra
         raise ConfigError(
             "Chinese words need jieba, which is missing: pip install 'nshash[similarity]'."
@@ -77,7 +103,8 @@ def jieba_module() -> Any:
 def _jieba() -> Any:
     """jieba with its dictionary loaded (once per process, about a second)."""
     jieba = jieba_module()
-    jieba.initialize()
+    with quiet_jieba():
+        jieba.initialize()
     return jieba
 
 
