@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +19,8 @@ import httpx
 import pytest
 
 from nshash import NSHash
-from nshash.cli import BATCH_SIZE, main
+from nshash.cli import BATCH_SIZE, WorkerError, Workers, _mp_context, main
+from nshash.io import Fields, Item, Preparer
 from tests.redis_server import free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -271,6 +273,29 @@ class TestJobs:
         assert outputs[0] == outputs[1]
         assert len(outputs[0][0].splitlines()) > BATCH_SIZE * 3
         assert len(outputs[0][1]) == BATCH_SIZE * 3 // len(lines) + 1
+
+    def test_spawned_workers_when_threads_run(self, run: Run, tmp_path: Path) -> None:
+        """With a thread running, workers are spawned instead of forked; same output."""
+        stop = threading.Event()
+        thread = threading.Thread(target=stop.wait, daemon=True)
+        thread.start()
+        try:
+            assert _mp_context().get_start_method() == "spawn"
+            code, out, _ = run("dedup", ARTICLES, "--jobs", "2")
+        finally:
+            stop.set()
+            thread.join()
+        assert code == 0 and out == run("dedup", ARTICLES)[1]
+
+    def test_dead_worker_is_an_error(self) -> None:
+        """A worker killed from outside gives WorkerError, never a wrong or partial answer."""
+        batch = [Item("line 1", b'{"content": "Seven boats left the harbour at dawn."}')]
+        with Workers(2, Preparer(Fields(), ("similar_id",))) as workers:
+            for proc in workers._procs:
+                proc.kill()
+                proc.join()
+            with pytest.raises(WorkerError, match="exited unexpectedly"):
+                list(workers.map(iter([batch, batch])))
 
     def test_jobs_must_not_be_negative(self, run: Run) -> None:
         """--jobs -1 is bad usage."""
