@@ -8,7 +8,8 @@ with the classic measures, each mapped to ``[0, 1]`` (1 = the same text):
 ``tfidf_cosine``    cosine of the two TF-IDF weight vectors (see *Weights* below)
 ``simhash``         ``1 - d / 64``, d the Hamming distance of the weighted 64-bit simhashes
 ``euclidean``       ``1 / (1 + d)``, d the distance of the length-normalized (unit) TF vectors;
-                    as d is at most sqrt(2), unrelated texts score 0.414, not 0
+                    as d is at most sqrt(2), unrelated texts score 0.414, not 0 (on unit
+                    vectors d = sqrt(2 - 2 cos), so it ranks pairs exactly as ``cosine``)
 ``common_words``    shared word occurrences over the longer text's word count (counted, not
                     distinct: ``"cat cat dog"`` and ``"cat dog dog"`` share 2 of 3 words)
 ``levenshtein``     ``1 - d / max(len)``, d the character edit distance (rapidfuzz) of the
@@ -26,7 +27,8 @@ as seed 000's example does. Dropping them measured better on the plagiarism benc
 **Weights** (``tfidf_cosine`` and ``simhash``) are term count times IDF, as
 ``jieba.analyse`` computes them: a Chinese word takes its IDF from jieba's bundled table, a
 Chinese word missing from the table and every other word (Latin, digits) the table's median
-IDF (11.95), which treats them as moderately rare. Stop words weigh nothing (a text made of
+IDF (11.95), which treats them as moderately rare; so on text without Chinese,
+``tfidf_cosine`` equals ``cosine`` without stop words. Stop words weigh nothing (a text made of
 stop words only keeps them, so it still has a weight vector). ``simhash`` follows seeds 002
 and 004: the :data:`SIMHASH_KEYWORDS` heaviest words (ties by word), each hashed with
 ``farmhash.fingerprint64`` (stable across processes and machines), each of the 64 bits voted
