@@ -6,13 +6,16 @@ and the answers are the ones a single serial process would give: the assignment 
 the exact-text table, members, ``doc_id`` replay) runs as **one Lua script call**, so Redis
 applies documents one at a time, atomically, in some order, and replaying the documents serially
 in that order through any other store gives identical ids. Batches are pipelined: many script
-calls in one round trip. Lookups run a read-only script (``#!lua flags=no-writes``), so a query
-can never write, and can be served by a replica.
+calls in one round trip (hand-packed ``EVALSHA`` commands on a pooled connection; the script
+is loaded on first use and again on ``NOSCRIPT``). Lookups run a read-only script
+(``#!lua flags=no-writes``), so a query can never write, and can be served by a replica.
 
 Key layout (``P`` is the prefix, ``nshash`` by default). Every key carries the hash tag ``{P}``,
 so one namespace lives in one slot and the store also works on Redis Cluster; several prefixes
-keep independent namespaces in one Redis. Fingerprints are 8-byte big-endian strings (Lua
-numbers are doubles, so the scripts never do arithmetic on them); group ids are decimal.
+keep independent namespaces in one Redis. A fingerprint (an unsigned 64-bit integer) is written
+as a *signed* 64-bit decimal (minus 2**64 when it is 2**63 or more): Redis then keeps a set of
+them as a compact ``intset``, and the scripts never do arithmetic on one (Lua numbers are
+doubles): to them a fingerprint is a string. Group ids are small decimal integers.
 
 =================  =======  ==================================================================
 key                type     holds
@@ -23,8 +26,8 @@ key                type     holds
 ``{P}:parent``     hash     merged group id -> the id it merged into (follow to the canonical id)
 ``{P}:sizes``      zset     canonical group id, zero-padded to 15 digits -> minus its size, so
                             ``ZRANGE BYSCORE`` lists the largest groups first, ties by id
-``{P}:docs``       hash     doc id -> ``"root dup seq has_title k merged...\\n"`` + k anchors
-                            (8 bytes each) + title: the answer given, its applied sequence number
+``{P}:docs``       hash     doc id -> ``"root dup seq has_title merged,ids anchor,fps\ntitle"``:
+                            the answer given and the document's applied sequence number
 ``{P}:counter``    string   the last group id handed out (INCR; never goes back)
 ``{P}:documents``  string   how many documents were added; each one's value is its sequence number
 ``{P}:s:<id>``     set      the sketch (clause fingerprints) of canonical group ``id``
@@ -41,6 +44,7 @@ a message. Needs Redis 7.0 or newer (``SMISMEMBER``, ``SINTERCARD``, script flag
 
 from __future__ import annotations
 
+import hashlib
 import ssl
 import struct
 from collections.abc import Iterator, Sequence
@@ -50,6 +54,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import redis
 from redis.backoff import NoBackoff
+from redis.exceptions import NoScriptError
 from redis.retry import Retry
 
 from .assign import MatchPolicy
@@ -94,9 +99,9 @@ local CHUNK = 4000
 local function gs(g) return string.format('%d', g) end
 local function zm(g) return string.format('%015d', g) end
 
-local function split8(blob)
-  local out = {}
-  for i = 1, #blob, 8 do out[#out + 1] = string.sub(blob, i, i + 7) end
+-- Append the space-separated words of text to out.
+local function words(text, out)
+  for w in string.gmatch(text, '%S+') do out[#out + 1] = w end
   return out
 end
 
@@ -133,8 +138,9 @@ end
 -- The document's hashes: ARGV[s] holds its sentences (ns of them), ARGV[s + 1] its sketch.
 -- With the sketch, all = sentences .. sketch and one SMISMEMBER tells which are common.
 local function hashes(s, with_sketch)
-  local ns = #ARGV[s] / 8
-  local all = split8(with_sketch and (ARGV[s] .. ARGV[s + 1]) or ARGV[s])
+  local all = words(ARGV[s], {})
+  local ns = #all
+  if with_sketch then words(ARGV[s + 1], all) end
   return all, ns, smis(K_COMMON, all)
 end
 
@@ -207,17 +213,17 @@ end
 
 local function parse_record(rec)
   local nl = string.find(rec, '\n', 1, true)
-  local root, has_title, k = string.match(rec, '^(%d+) %d+ %d+ (%d) (%d+)')
+  local root, has_title = string.match(rec, '^(%d+) %d+ %d+ (%d) ')
   if not (nl and root) then
     error({err = 'CORRUPT a document record in ' .. K_DOCS .. ' is unreadable'})
   end
-  return tonumber(root), has_title == '1', tonumber(k), nl
+  return tonumber(root), has_title == '1', nl
 end
 
 local function title_of(rec)
-  local _, has_title, k, nl = parse_record(rec)
+  local _, has_title, nl = parse_record(rec)
   if not has_title then return '-' end
-  return '+' .. string.sub(rec, nl + 1 + 8 * k)
+  return '+' .. string.sub(rec, nl + 1)
 end
 """
 
@@ -323,9 +329,10 @@ end
 local seq = redis.call('INCR', K_DOCUMENTS)
 if doc_id then
   redis.call('RPUSH', BASE .. 'm:' .. gs(root), doc_id)
-  local head = {gs(root), tostring(dup), gs(seq), title and '1' or '0', tostring(#anchors)}
-  for _, m in ipairs(merged) do head[#head + 1] = gs(m) end
-  local rec = table.concat(head, ' ') .. '\n' .. table.concat(anchors) .. (title or '')
+  local ms = {}
+  for i, m in ipairs(merged) do ms[i] = gs(m) end
+  local rec = table.concat({gs(root), tostring(dup), gs(seq), title and '1' or '0',
+    table.concat(ms, ','), table.concat(anchors, ',')}, ' ') .. '\n' .. (title or '')
   redis.call('HSET', K_DOCS, doc_id, rec)
 end
 for i = 1, #merged do merged[i] = gs(merged[i]) end
@@ -408,7 +415,7 @@ return redis.error_reply('unknown operation ' .. tostring(op))
 """
 )
 
-_U64 = struct.Struct(">Q")
+_MASK64 = (1 << 64) - 1
 
 #: Refused credentials: a connection error in redis-py, but a configuration problem here.
 _AUTH_ERRORS: tuple[type[Exception], ...] = tuple(
@@ -418,8 +425,19 @@ _AUTH_ERRORS: tuple[type[Exception], ...] = tuple(
 )
 
 
-def _pack(values: Sequence[int]) -> bytes:
-    return struct.pack(f">{len(values)}Q", *values)
+def _signed(values: Sequence[int]) -> bytes:
+    """Fingerprints as signed 64-bit decimals, space-separated (see the module docstring)."""
+    n = len(values)
+    return " ".join(map(str, struct.unpack(f">{n}q", struct.pack(f">{n}Q", *values)))).encode()
+
+
+def _unsigned(word: bytes) -> int:
+    return int(word) & _MASK64
+
+
+def _bulk(value: bytes) -> bytes:
+    """One RESP bulk string."""
+    return b"$%d\r\n%b\r\n" % (len(value), value)
 
 
 def _positive_float(name: str, value: Any, url: str) -> float:
@@ -472,14 +490,18 @@ def _parse_record(doc_id: str, raw: bytes) -> DocumentRecord:
     """Decode a ``{P}:docs`` value (see the module docstring) into a record."""
     try:
         header, _, rest = raw.partition(b"\n")
-        fields = header.split(b" ")
-        root, dup, _seq, has_title, k = (int(x) for x in fields[:5])
-        merged = tuple(int(x) for x in fields[5:])
-        anchors = struct.unpack(f">{k}Q", rest[: 8 * k])
-        title = rest[8 * k :].decode("utf-8") if has_title else None
-    except (ValueError, struct.error, UnicodeDecodeError) as exc:
+        root, dup, _seq, has_title, merged, anchors = header.split(b" ")
+        record = DocumentRecord(
+            doc_id,
+            int(root),
+            dup == b"1",
+            tuple(int(g) for g in merged.split(b",")) if merged else (),
+            rest.decode("utf-8") if has_title == b"1" else None,
+            tuple(_unsigned(h) for h in anchors.split(b",")) if anchors else (),
+        )
+    except (ValueError, UnicodeDecodeError) as exc:
         raise StoreCorruptError(f"The record of doc {doc_id!r} is unreadable: {exc}") from exc
-    return DocumentRecord(doc_id, root, bool(dup), merged, title, tuple(anchors))
+    return record
 
 
 def _decode_group(reply: list[Any]) -> Group:
@@ -523,9 +545,12 @@ class RedisStore(Store):
         tag = "{" + prefix + "}:"
         self._base = tag.encode("utf-8")
         self._keys = [(tag + name).encode("utf-8") for name in _TABLES]
-        self._assign_script = client.register_script(_LUA_ASSIGN)
+        # The assignment is sent as hand-packed EVALSHA commands (see _run_assign): the hot
+        # path, where redis-py's generic packing would cost more than the script itself.
+        self._assign_sha = hashlib.sha1(_LUA_ASSIGN.encode("utf-8")).hexdigest().encode()
+        self._assign_loaded = False
         self._read_script = client.register_script(_LUA_READ)
-        self._policy_cache: tuple[MatchPolicy, list[bytes]] | None = None
+        self._policy_cache: tuple[MatchPolicy, list[bytes], bytes] | None = None
         self._closed = False
 
     @classmethod
@@ -639,10 +664,11 @@ class RedisStore(Store):
         with self._errors():
             return self._read_script(keys=self._keys, args=[self._base, *args])
 
-    def _policy_args(self, policy: MatchPolicy) -> list[bytes]:
+    def _policy_args(self, policy: MatchPolicy) -> tuple[list[bytes], bytes]:
+        """The policy's script arguments, and the EVALSHA command head packed with them."""
         cached = self._policy_cache
         if cached is not None and cached[0] is policy:
-            return cached[1]
+            return cached[1], cached[2]
         if not isinstance(policy, MatchPolicy):
             raise ConfigError(f"policy must be a MatchPolicy, not {policy!r}")
         args = [
@@ -651,27 +677,91 @@ class RedisStore(Store):
             str(policy.min_overlap).encode(),
             str(policy.sketch_cap).encode(),
         ]
-        self._policy_cache = (policy, args)
-        return args
+        # EVALSHA sha numkeys KEYS... base policy... then the document's five arguments.
+        fixed = [b"EVALSHA", self._assign_sha, str(len(self._keys)).encode(), *self._keys]
+        fixed += [self._base, *args]
+        head = b"*%d\r\n" % (len(fixed) + 5) + b"".join(_bulk(a) for a in fixed)
+        self._policy_cache = (policy, args, head)
+        return args, head
 
-    def _assign_args(
+    @staticmethod
+    def _doc_args(doc: DocPrint) -> tuple[bytes, bytes, bytes]:
+        try:
+            return _signed((doc.exact,)), _signed(doc.sentences), _signed(doc.sketch)
+        except (struct.error, TypeError, AttributeError) as exc:
+            raise ConfigError(f"Not a document fingerprint: {doc!r} ({exc})") from None
+
+    def _pack_assign(
         self, doc: DocPrint, policy: MatchPolicy, doc_id: str | None, title: str | None
-    ) -> list[bytes]:
+    ) -> bytes:
+        """One EVALSHA of the assignment script, as RESP bytes ready to send."""
         if doc_id is not None and (not isinstance(doc_id, str) or not doc_id):
             raise ConfigError(f"doc_id must be a non-empty str, not {doc_id!r}")
         if title is not None and not isinstance(title, str):
             raise ConfigError(f"title must be a str, not {title!r}")
+        exact, sentences, sketch = self._doc_args(doc)
+        return b"".join(
+            (
+                self._policy_args(policy)[1],
+                _bulk(exact),
+                _bulk(sentences),
+                _bulk(sketch),
+                _bulk(b"-" if doc_id is None else b"+" + doc_id.encode("utf-8")),
+                _bulk(b"-" if title is None else b"+" + title.encode("utf-8")),
+            )
+        )
+
+    def _run_assign(self, commands: list[bytes]) -> list[Any]:
+        """Send packed assignment calls on one connection, in order; read every reply.
+
+        Returns each reply, or the redis exception for that call. The script is loaded on
+        NOSCRIPT and the calls that got it are sent again (they were not applied). When the
+        connection fails, the calls answered so far keep their replies and the rest get the
+        connection error.
+        """
+        pool = self._client.connection_pool
+        conn: Any = pool.get_connection()
         try:
-            blobs = [_U64.pack(doc.exact), _pack(doc.sentences), _pack(doc.sketch)]
-        except (struct.error, TypeError, AttributeError) as exc:
-            raise ConfigError(f"Not a document fingerprint: {doc!r} ({exc})") from None
-        return [
-            self._base,
-            *self._policy_args(policy),
-            *blobs,
-            b"-" if doc_id is None else b"+" + doc_id.encode("utf-8"),
-            b"-" if title is None else b"+" + title.encode("utf-8"),
-        ]
+            if not self._assign_loaded:
+                self._load_assign(conn)
+            replies = self._exchange(conn, commands)
+            again = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
+            if again:
+                # The script cache was flushed (or Redis restarted): load it and send those
+                # calls again; the SHA1 is of the script's text, so they stay valid.
+                self._load_assign(conn)
+                retried = self._exchange(conn, [commands[i] for i in again])
+                for i, reply in zip(again, retried, strict=True):
+                    replies[i] = reply
+            return replies
+        finally:
+            pool.release(conn)
+
+    def _load_assign(self, conn: Any) -> None:
+        load = [b"SCRIPT", b"LOAD", _LUA_ASSIGN.encode("utf-8")]
+        conn.send_packed_command([b"*3\r\n" + b"".join(_bulk(a) for a in load)])
+        conn.read_response()
+        self._assign_loaded = True
+
+    @staticmethod
+    def _exchange(conn: Any, commands: list[bytes]) -> list[Any]:
+        replies: list[Any] = []
+        try:
+            # Send in slices so that Redis starts on the first while the rest is on its way.
+            for i in range(0, len(commands), 32):
+                conn.send_packed_command([b"".join(commands[i : i + 32])], check_health=False)
+            for _ in commands:
+                try:
+                    replies.append(conn.read_response())
+                except redis.ResponseError as exc:
+                    replies.append(exc)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            conn.disconnect()
+            replies += [exc] * (len(commands) - len(replies))
+        except BaseException:
+            conn.disconnect()  # replies half read: the connection is of no more use
+            raise
+        return replies
 
     @staticmethod
     def _decode_assign(
@@ -696,9 +786,11 @@ class RedisStore(Store):
         title: str | None = None,
     ) -> tuple[Assignment, tuple[int, ...]]:
         self._check()
-        args = self._assign_args(doc, policy, doc_id, title)
+        command = self._pack_assign(doc, policy, doc_id, title)
         with self._errors():
-            reply = self._assign_script(keys=self._keys, args=args)
+            reply = self._run_assign([command])[0]
+        if isinstance(reply, Exception):
+            raise self._translate(reply) from reply
         return self._decode_assign(doc, doc_id, reply)
 
     def assign_many(
@@ -708,9 +800,10 @@ class RedisStore(Store):
     ) -> list[tuple[Assignment, tuple[int, ...]] | NSHashError]:
         """Place documents in order, pipelined: one round trip per :data:`PIPELINE_CHUNK`.
 
-        A failing item yields its exception and the rest go on. When the connection fails
-        every item not yet answered yields a :class:`~nshash.StoreUnavailableError`; some of
-        them may have been applied, so retry them with their ``doc_id``.
+        A failing item yields its exception and the rest go on. When the connection fails,
+        the items answered before keep their answers and every later one yields a
+        :class:`~nshash.StoreUnavailableError`: some of those may have been applied, so send
+        them again with their ``doc_id``.
         """
         self._check()
         out: list[tuple[Assignment, tuple[int, ...]] | NSHashError | None] = [None] * len(items)
@@ -726,28 +819,22 @@ class RedisStore(Store):
         stop: int,
         out: list[tuple[Assignment, tuple[int, ...]] | NSHashError | None],
     ) -> None:
-        pipe = self._client.pipeline(transaction=False)
         sent: list[int] = []
-        script, keys = self._assign_script, self._keys
+        commands: list[bytes] = []
         for i in range(start, stop):
             doc, doc_id, title = items[i]
             try:
-                args = self._assign_args(doc, policy, doc_id, title)
+                commands.append(self._pack_assign(doc, policy, doc_id, title))
             except NSHashError as exc:
                 out[i] = exc
                 continue
-            script(keys=keys, args=args, client=pipe)
             sent.append(i)
         if not sent:
             return
         try:
-            replies = pipe.execute(raise_on_error=False)
+            replies = self._run_assign(commands)
         except redis.RedisError as exc:
-            for i in sent:
-                out[i] = self._translate(exc)
-            return
-        finally:
-            pipe.reset()
+            replies = [exc] * len(sent)
         for i, reply in zip(sent, replies, strict=True):
             if isinstance(reply, Exception):
                 out[i] = self._translate(reply)
@@ -756,9 +843,8 @@ class RedisStore(Store):
 
     def lookup(self, doc: DocPrint, policy: MatchPolicy) -> int | None:
         self._check()
-        args = self._assign_args(doc, policy, None, None)
-        # base, n, theta, min_overlap, (cap dropped), exact, sentences, sketch
-        found = self._read(b"lookup", *args[1:4], *args[5:8])
+        args = self._policy_args(policy)[0]
+        found = self._read(b"lookup", *args[:3], *self._doc_args(doc))
         return int(found) or None
 
     def resolve(self, similar_id: int) -> int:

@@ -322,7 +322,7 @@ class TestKeyLayout:
         """Every key is '{prefix}:...', of the documented type, and all map to one slot."""
         docs = synthetic_corpus()
         with NSHash.open(redis_url) as nsh:
-            _feed(nsh, docs)
+            results = _feed(nsh, docs)
             prefix = nsh.store.prefix  # type: ignore[attr-defined]
         client = _client(redis_url)
         keys = [k.decode() for k in client.scan_iter(match=f"{{{prefix}}}:*", count=1000)]
@@ -338,8 +338,12 @@ class TestKeyLayout:
             (k.split(":", 1)[1][:2], t) in {("s:", "set"), ("m:", "list")} for k, t in types.items()
         )
         assert len({redis.crc.key_slot(k.encode()) for k in keys}) == 1
-        field = next(iter(client.hkeys(f"{{{prefix}}}:fp")))
-        assert len(field) == 8  # fingerprints are 8-byte big-endian strings
+        # Fingerprints are signed 64-bit decimals, so sets of them are compact intsets.
+        anchors = {h for r in results for h in r.fingerprints}
+        fields = client.hkeys(f"{{{prefix}}}:fp")
+        assert {int(f) % 2**64 for f in fields} == anchors
+        assert any(int(f) < 0 for f in fields)
+        assert client.object("encoding", f"{{{prefix}}}:s:1") == b"intset"
 
     def test_prefixes_are_independent(self, redis_base_url: str) -> None:
         """Two prefixes in one Redis keep separate counters and groups."""
