@@ -141,7 +141,7 @@ def run_procs(url: str, limit: int | None, procs: int, batch: int) -> float:
         w.start()
     barrier.wait()
     start = time.perf_counter()
-    ends = [done.get(timeout=600) for _ in workers]
+    ends = [float(done.get(timeout=600)) for _ in workers]
     for w in workers:
         w.join()
         if w.exitcode != 0:
