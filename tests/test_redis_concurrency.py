@@ -216,6 +216,8 @@ class TestDurability:
             if child.poll() is None:
                 child.kill()
                 child.wait()
+            if child.stdout is not None:
+                child.stdout.close()
         assert last == "DOWN", "the writer must have seen Redis go away mid-stream"
         assert len(acks) >= 200
 
