@@ -54,7 +54,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import redis
 from redis.backoff import NoBackoff
-from redis.exceptions import NoScriptError
+from redis.exceptions import MovedError, NoScriptError
 from redis.retry import Retry
 
 from .assign import MatchPolicy
@@ -75,6 +75,9 @@ __all__ = ["RedisStore"]
 #: Seconds to wait for a TCP connection and for each reply; no retries, so a dead or hung
 #: server is reported within about this long.
 DEFAULT_TIMEOUT = 1.0
+
+#: How many Redis Cluster MOVED redirections one call follows.
+_MAX_REDIRECTS = 3
 
 #: Pipelined script calls sent in one round trip by :meth:`RedisStore.assign_many`.
 PIPELINE_CHUNK = 500
@@ -550,6 +553,8 @@ class RedisStore(Store):
         self._assign_sha = hashlib.sha1(_LUA_ASSIGN.encode("utf-8")).hexdigest().encode()
         self._assign_loaded = False
         self._read_script = client.register_script(_LUA_READ)
+        #: Pools made to follow Redis Cluster redirections; closed with the store.
+        self._pools: list[redis.ConnectionPool] = []
         self._policy_cache: tuple[MatchPolicy, list[bytes], bytes] | None = None
         self._closed = False
 
@@ -662,7 +667,29 @@ class RedisStore(Store):
 
     def _read(self, *args: Any) -> Any:
         with self._errors():
+            for _ in range(_MAX_REDIRECTS):
+                try:
+                    return self._read_script(keys=self._keys, args=[self._base, *args])
+                except MovedError as exc:
+                    self._redirect(exc)
             return self._read_script(keys=self._keys, args=[self._base, *args])
+
+    def _redirect(self, moved: MovedError) -> None:
+        """Follow a Redis Cluster MOVED: use the node that now owns the namespace's slot.
+
+        Every key of a namespace shares one slot, so one node serves them all; the new client
+        has the same options (timeouts, TLS, credentials) as the first.
+        """
+        pool = self._client.connection_pool
+        kwargs = dict(pool.connection_kwargs)
+        kwargs.update(host=moved.host or kwargs.get("host"), port=moved.port)
+        client = redis.Redis(
+            connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
+        )
+        self._pools.append(client.connection_pool)
+        self._read_script = client.register_script(_LUA_READ)
+        self._assign_loaded = False
+        self._client = client
 
     def _policy_args(self, policy: MatchPolicy) -> tuple[list[bytes], bytes]:
         """The policy's script arguments, and the EVALSHA command head packed with them."""
@@ -712,12 +739,31 @@ class RedisStore(Store):
         )
 
     def _run_assign(self, commands: list[bytes]) -> list[Any]:
-        """Send packed assignment calls on one connection, in order; read every reply.
+        """Send packed assignment calls, in order; return each reply or its redis exception.
 
-        Returns each reply, or the redis exception for that call. The script is loaded on
-        NOSCRIPT and the calls that got it are sent again (they were not applied). When the
-        connection fails, the calls answered so far keep their replies and the rest get the
-        connection error.
+        Calls that got a Redis Cluster MOVED (not applied) go again to the node it names.
+        """
+        replies: list[Any] = [None] * len(commands)
+        pending = list(range(len(commands)))
+        for attempt in range(_MAX_REDIRECTS + 1):
+            moved: list[int] = []
+            got = self._run_on_node([commands[i] for i in pending])
+            for i, reply in zip(pending, got, strict=True):
+                replies[i] = reply
+                if isinstance(reply, MovedError):
+                    moved.append(i)
+            if not moved or attempt == _MAX_REDIRECTS:
+                break
+            self._redirect(replies[moved[0]])
+            pending = moved
+        return replies
+
+    def _run_on_node(self, commands: list[bytes]) -> list[Any]:
+        """Send packed calls on one connection of the current client; read every reply.
+
+        The script is loaded on first use, and on NOSCRIPT the calls that got it (they were not
+        applied) are sent again. When the connection fails, the calls answered so far keep
+        their replies and the rest get the connection error.
         """
         pool = self._client.connection_pool
         conn: Any = pool.get_connection()
@@ -897,5 +943,7 @@ class RedisStore(Store):
         self._closed = True
         try:
             self._client.close()
+            for pool in self._pools:
+                pool.disconnect()
         except redis.RedisError:
             pass

@@ -116,3 +116,47 @@ class RedisServer:
                 self.process.kill()
                 self.process.wait(timeout=10)
         self.process = None
+
+
+def start_cluster(directory: Path, nodes: int = 3, timeout: float = 20.0) -> list[RedisServer]:
+    """Start a Redis Cluster of *nodes* primaries (no replicas) on free ports; all slots covered.
+
+    Needs ``redis-cli`` (``--cluster create``). Stop every returned server when done.
+    """
+    servers = [
+        RedisServer(
+            Path(directory) / f"node{i}",
+            extra_args=[
+                "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                # An explicit bus port: the default (port + 10000) may not exist or be free.
+                "--cluster-port", str(free_port()),
+            ],  # fmt: skip
+        )
+        for i in range(nodes)
+    ]
+    try:
+        for server in servers:
+            server.start()
+        addresses = [f"127.0.0.1:{s.port}" for s in servers]
+        subprocess.run(
+            ["redis-cli", "--cluster", "create", *addresses, "--cluster-yes"],
+            check=True, capture_output=True, timeout=timeout,
+        )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        pending = list(servers)
+        while pending and time.monotonic() < deadline:
+            out = subprocess.run(
+                ["redis-cli", "-p", str(pending[0].port), "cluster", "info"],
+                capture_output=True, text=True, timeout=timeout,
+            ).stdout  # fmt: skip
+            if "cluster_state:ok" in out:
+                pending.pop(0)
+            else:
+                time.sleep(0.1)
+        if pending:
+            raise RuntimeError(f"the cluster did not reach state ok within {timeout}s")
+    except BaseException:
+        for server in servers:
+            server.stop()
+        raise
+    return servers

@@ -33,7 +33,7 @@ from nshash import (  # noqa: E402
     open_store,
 )
 from nshash.redis_store import RedisStore  # noqa: E402
-from tests.redis_server import RedisServer, redis_server_available  # noqa: E402
+from tests.redis_server import RedisServer, redis_server_available, start_cluster  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "zh_reposts_dev.jsonl.gz"
 
@@ -360,17 +360,22 @@ class TestKeyLayout:
             b.close()
 
 
+def compare_with_memory(docs: list[tuple[str, str]], url: str, batch: int) -> list[AddResult]:
+    """Feed *docs* to memory:// and to *url*; assert identical answers, tables and queries."""
+    ids = sorted({d for d, _ in docs if d})
+    with NSHash.open("memory://") as mem, NSHash.open(url) as red:
+        expected = _feed(mem, docs)
+        got = _feed(red, docs, batch)
+        assert got == expected
+        assert _snapshot(red, ids) == _snapshot(mem, ids)
+        texts = [t for _, t in docs[::3]] + ["一篇从来没有出现过的文章，查询时应当得不到编号。"]
+        assert [red.query(t) for t in texts] == [mem.query(t) for t in texts]
+    return expected
+
+
 class TestParity:
     def _compare(self, docs: list[tuple[str, str]], url: str, batch: int) -> list[AddResult]:
-        ids = sorted({d for d, _ in docs if d})
-        with NSHash.open("memory://") as mem, NSHash.open(url) as red:
-            expected = _feed(mem, docs)
-            got = _feed(red, docs, batch)
-            assert got == expected
-            assert _snapshot(red, ids) == _snapshot(mem, ids)
-            texts = [t for _, t in docs[::3]] + ["一篇从来没有出现过的文章，查询时应当得不到编号。"]
-            assert [red.query(t) for t in texts] == [mem.query(t) for t in texts]
-        return expected
+        return compare_with_memory(docs, url, batch)
 
     def test_synthetic_sequence_one_at_a_time(self, redis_url: str) -> None:
         """Stories, boilerplate, a bridge merge and repeats give the memory store's answers."""
@@ -556,3 +561,39 @@ class TestFaults:
             assert "s3cret" not in str(down.value)
         finally:
             server.stop()
+
+
+@pytest.mark.slow
+class TestCluster:
+    def test_namespace_served_by_its_node(self, tmp_path: Path) -> None:
+        """On a 3-node Redis Cluster, a URL naming any node reaches the node owning the
+        namespace's slot (following MOVED) and answers like the memory store."""
+        import shutil
+
+        if not redis_server_available() or shutil.which("redis-cli") is None:
+            pytest.skip("redis-server and redis-cli are needed (apt-get install redis-server)")
+        servers = start_cluster(tmp_path / "cluster")
+        try:
+            entry = redis.Redis(port=servers[0].port)
+            owners: dict[int, str] = {}
+            for k in range(200):
+                try:
+                    entry.get(f"{{cl{k}}}:counter")
+                    owners.setdefault(servers[0].port, f"cl{k}")
+                except redis.exceptions.MovedError as moved:
+                    owners.setdefault(moved.port, f"cl{k}")
+                if len(owners) == len(servers):
+                    break
+            assert len(owners) == len(servers)
+            for port, prefix in owners.items():
+                url = f"{servers[0].url}?prefix={prefix}"
+                compare_with_memory(synthetic_corpus(seed=port), url, batch=17)
+                with NSHash.open(url) as nsh:  # a fresh store whose first call is a read
+                    assert nsh.query(synthetic_corpus(seed=port)[0][1]) is not None
+                    assert nsh.stats().documents > 0
+                for server in servers:
+                    keys = list(redis.Redis(port=server.port).scan_iter(match=f"{{{prefix}}}:*"))
+                    assert bool(keys) == (server.port == port)
+        finally:
+            for server in servers:
+                server.stop()
