@@ -11,11 +11,15 @@ is loaded on first use and again on ``NOSCRIPT``). Lookups run a read-only scrip
 (``#!lua flags=no-writes``), so a query can never write, and can be served by a replica.
 
 Key layout (``P`` is the prefix, ``nshash`` by default). Every key carries the hash tag ``{P}``,
-so one namespace lives in one slot and the store also works on Redis Cluster; several prefixes
-keep independent namespaces in one Redis. A fingerprint (an unsigned 64-bit integer) is written
-as a *signed* 64-bit decimal (minus 2**64 when it is 2**63 or more): Redis then keeps a set of
-them as a compact ``intset``, and the scripts never do arithmetic on one (Lua numbers are
-doubles): to them a fingerprint is a string. Group ids are small decimal integers.
+so one namespace lives in one slot, and so on one node of a Redis Cluster: point the URL at any
+node and the store follows ``MOVED`` to the one that owns the slot (while a resharding migrates
+that slot, calls fail with :class:`~nshash.StoreError` until it is done). Several prefixes keep
+independent namespaces in one Redis, and spread over the nodes of a cluster.
+
+A fingerprint (an unsigned 64-bit integer) is written as a *signed* 64-bit decimal (minus 2**64
+when it is 2**63 or more): Redis then keeps a set of them as a compact ``intset``, and the
+scripts never do arithmetic on one (Lua numbers are doubles): to them a fingerprint is a
+string. Group ids are small decimal integers.
 
 =================  =======  ==================================================================
 key                type     holds
