@@ -95,8 +95,8 @@ _TLS_OPTIONS = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs")
 #: The table keys every script receives, in this order (KEYS[1..8]).
 _TABLES = ("fp", "exact", "common", "parent", "sizes", "docs", "counter", "documents")
 
-# Shared by both scripts: table keys, blob splitting, chunked multi-argument calls, resolve and
-# the boilerplate guard's verification. Mirrors nshash/assign.py line by line.
+# Shared by both scripts: table keys, argument splitting, chunked multi-argument calls, resolve
+# and the boilerplate guard's verification. Mirrors nshash/assign.py step by step.
 _LUA_COMMON = r"""
 local K_FP, K_EXACT, K_COMMON, K_PARENT = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_SIZES, K_DOCS, K_COUNTER, K_DOCUMENTS = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
@@ -530,7 +530,8 @@ class RedisStore(Store):
     a ``redis.Redis`` client you configured yourself.
 
     Args:
-        client: a ``redis.Redis`` client (``decode_responses`` must be off).
+        client: a ``redis.Redis`` client (``decode_responses`` must be off); the store
+            closes it when it is closed.
         prefix: the namespace; every key is ``{prefix}:...``.
         url: the URL shown in reprs and messages (a password in it is masked).
 
@@ -604,6 +605,8 @@ class RedisStore(Store):
             ),
         }
         if "db" in merged:
+            if parts.scheme.lower() != "unix" and parts.path.strip("/"):
+                raise ConfigError(f"Give the database once, in the path or as db=, in {shown!r}")
             kwargs["db"] = _int_option("db", merged.pop("db"), shown, 0)
         if "max_connections" in merged:
             kwargs["max_connections"] = _int_option(

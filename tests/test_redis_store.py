@@ -188,7 +188,7 @@ class TestFromUrl:
     @pytest.mark.parametrize(
         "query",
         ["frobnicate=1", "socket_timeout=soon", "socket_timeout=0", "socket_timeout=-1",
-         "max_connections=0", "db=x", "prefix=", "prefix=a{b}", "prefix=a%20b"],
+         "max_connections=0", "db=x", "db=1", "prefix=", "prefix=a{b}", "prefix=a%20b"],
     )  # fmt: skip
     def test_bad_options(self, query: str) -> None:
         """Unknown options and bad values raise ConfigError before anything connects."""
