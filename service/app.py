@@ -23,11 +23,11 @@ from starlette.concurrency import run_in_threadpool
 
 from nshash import __version__
 
-from .deps import StoreHolder, require_api_key
+from .deps import Service, require_api_key
 from .errors import install_error_handlers
 from .limits import BodyLimitMiddleware
-from .metrics import Metrics, MetricsMiddleware
-from .routes import api, error_responses, ops
+from .metrics import MetricsMiddleware
+from .routes import BODY_MODELS, api, error_responses, ops
 from .settings import Settings
 
 __all__ = ["create_app"]
@@ -74,15 +74,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """
     if settings is None:
         settings = Settings()
-    holder = StoreHolder(settings)
+    service = Service(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await run_in_threadpool(holder.open)
+        await run_in_threadpool(service.store.open)
         try:
             yield
         finally:
-            await run_in_threadpool(holder.close)
+            await run_in_threadpool(service.store.close)
 
     app = FastAPI(
         title="nshash",
@@ -91,10 +91,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description=_DESCRIPTION,
         lifespan=lifespan,
     )
-    app.state.settings = settings
-    app.state.store = holder
-    metrics = Metrics(lambda: holder.current)
-    app.state.metrics = metrics
+    app.state.service = service
 
     install_error_handlers(app)
     secured = settings.api_key is not None
@@ -110,7 +107,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     templates = {id(r): _template("/v1" + r.path) for r in api.routes if hasattr(r, "path")}
     templates.update({id(r): _template(r.path) for r in ops.routes if hasattr(r, "path")})
-    app.add_middleware(MetricsMiddleware, metrics=metrics, templates=templates)
+    app.add_middleware(MetricsMiddleware, metrics=service.metrics, templates=templates)
 
     def openapi() -> dict[str, object]:
         # FastAPI documents its own validation error shape for 422; this service answers
@@ -123,7 +120,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 description=app.description,
                 routes=app.routes,
             )
-            schemas = schema.get("components", {}).get("schemas", {})
+            schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+            for model in BODY_MODELS:
+                schemas.setdefault(
+                    model.__name__,
+                    model.model_json_schema(ref_template="#/components/schemas/{model}"),
+                )
             if "#/components/schemas/HTTPValidationError" not in json.dumps(schema["paths"]):
                 for unused in ("HTTPValidationError", "ValidationError"):
                     schemas.pop(unused, None)

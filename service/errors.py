@@ -46,7 +46,9 @@ __all__ = [
     "classify",
     "error_body",
     "error_response",
+    "content_type_message",
     "install_error_handlers",
+    "is_json",
     "validation_message",
 ]
 
@@ -143,8 +145,9 @@ def classify(exc: BaseException) -> tuple[int, str, str]:
         if any(e.get("type") == "json_invalid" for e in errors):
             detail = next(e for e in errors if e.get("type") == "json_invalid")
             reason = (detail.get("ctx") or {}).get("error", "JSON decode error")
-            position = (detail.get("loc") or ("body", "?"))[-1]
-            return 422, "invalid_json", f"The body is not valid JSON: {reason} at byte {position}"
+            position = (detail.get("loc") or ("body",))[-1]
+            where = f" at byte {position}" if isinstance(position, int) else ""
+            return 422, "invalid_json", f"The body is not valid JSON: {reason}{where}"
         return 422, "invalid_request", validation_message(errors)
     if isinstance(exc, EmptyDocumentError):
         return 422, "empty_document", str(exc)
@@ -169,9 +172,17 @@ def classify(exc: BaseException) -> tuple[int, str, str]:
     return 500, "internal_error", "An internal error occurred; it has been logged"
 
 
-def _is_json(content_type: str | None) -> bool:
+def is_json(content_type: str | None) -> bool:
+    """Whether a Content-Type header names JSON (``application/json`` or ``...+json``)."""
     media = (content_type or "").split(";", 1)[0].strip().lower()
     return media == "application/json" or media.endswith("+json")
+
+
+def content_type_message(content_type: str | None) -> str:
+    """The message for a body sent without a JSON content type."""
+    return (
+        f"The body must be JSON sent with 'Content-Type: application/json', not {content_type!r}"
+    )
 
 
 async def _handle(request: Request, exc: Exception) -> JSONResponse:
@@ -179,17 +190,14 @@ async def _handle(request: Request, exc: Exception) -> JSONResponse:
     if (
         isinstance(exc, RequestValidationError)
         and code == "invalid_request"
-        and not _is_json(request.headers.get("content-type"))
+        and not is_json(request.headers.get("content-type"))
         and any(
             tuple(e.get("loc", ())) == ("body",) and e.get("type") != "missing"
             for e in exc.errors()
         )
     ):
         # FastAPI reads a body as JSON only when the request says it is JSON.
-        message = (
-            "The body must be JSON sent with 'Content-Type: application/json', not "
-            f"{request.headers.get('content-type')!r}"
-        )
+        message = content_type_message(request.headers.get("content-type"))
     headers: dict[str, str] = {}
     if isinstance(exc, ApiError):
         headers.update(exc.headers)

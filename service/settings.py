@@ -9,6 +9,7 @@ environment wins over it. Nothing is read at import time: :func:`~.app.create_ap
 from __future__ import annotations
 
 from typing import Literal
+from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -59,5 +60,20 @@ class Settings(BaseSettings):
     min_length: int = Field(default=10, ge=1)
     #: The fingerprint function: ``farmhash`` (default) or ``md5`` (the original release's).
     hashfunc: Literal["farmhash", "md5"] = "farmhash"
+    #: How routes call the store: ``thread`` hands each call to the thread pool, so the event
+    #: loop stays free while the store waits on a network or a disk; ``inline`` calls it on
+    #: the event loop, which saves the hand-off (a large share of a request's cost) when the
+    #: call is pure CPU work in this process; ``auto`` (default) is ``inline`` for
+    #: ``memory://`` stores unless they fsync on every write, ``thread`` for the others.
+    #: Batches and ``/v1/compare`` always run in the thread pool.
+    store_calls: Literal["auto", "thread", "inline"] = "auto"
     #: Seconds between attempts to reach a store that was down when the service started.
     reconnect_interval: float = Field(default=1.0, ge=0)
+
+    def inline_store_calls(self) -> bool:
+        """Whether store calls run on the event loop (see :attr:`store_calls`)."""
+        if self.store_calls != "auto":
+            return self.store_calls == "inline"
+        parts = urlsplit(self.store_url)
+        fsync = dict(parse_qsl(parts.query)).get("fsync", "everysec")
+        return parts.scheme.lower() == "memory" and fsync != "always"

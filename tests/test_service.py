@@ -442,7 +442,7 @@ class TestErrors:
             ({"text": "abc", "id": ""}, "'id'"),
             ({"text": "abc", "title": 1}, "'title'"),
             ({"text": ""}, "'text'"),
-            ([{"text": "abc"}], "dictionary"),
+            ([{"text": "abc"}], "object"),
         ],
     )
     def test_wrong_types(self, client: TestClient, body: Any, field: str) -> None:
