@@ -726,6 +726,49 @@ class TestLifecycle:
             pass
 
 
+class TestStoreCalls:
+    """NSHASH_STORE_CALLS: library calls inline on the event loop or in the thread pool."""
+
+    @pytest.mark.parametrize(
+        ("url", "mode", "inline"),
+        [
+            ("memory://", "auto", True),
+            ("memory:///tmp/x.pkl", "auto", True),
+            ("memory:///tmp/x.pkl?fsync=always", "auto", False),
+            ("leveldb:///tmp/db", "auto", False),
+            ("redis://127.0.0.1:6379/0", "auto", False),
+            ("memory://", "thread", False),
+            ("redis://127.0.0.1:6379/0", "inline", True),
+        ],
+    )
+    def test_policy(self, url: str, mode: str, inline: bool) -> None:
+        """auto runs in-process memory stores inline and anything that waits on I/O in threads."""
+        settings = Settings.model_validate({"store_url": url, "store_calls": mode})
+        assert settings.inline_store_calls() is inline
+
+    @pytest.mark.parametrize("mode", ["inline", "thread"])
+    def test_both_modes_answer_alike(self, mode: str) -> None:
+        """Every store route gives the same answers whichever way the store is called."""
+        with make_client(store_calls=mode) as c:
+            assert c.post("/v1/documents", json={"text": FLOOD_TEXT, "id": "a"}).json()[
+                "similar_id"
+            ] == 1
+            assert c.post("/v1/query", json={"text": FLOOD_REPOST}).json() == {"similar_id": 1}
+            assert c.get("/v1/documents/a").json()["similar_id"] == 1
+            assert c.get("/v1/groups/1").json()["size"] == 1
+            assert c.get("/v1/groups", params={"min_size": 1}).json()["groups"][0]["size"] == 1
+            assert c.get("/readyz").status_code == 200
+            assert "nshash_store_documents 1.0" in c.get("/metrics").text
+            assert_error(c.post("/v1/query", json={"text": "…"}), 422, "empty_document")
+
+    def test_unknown_mode_is_refused(self) -> None:
+        """A typo in NSHASH_STORE_CALLS is a settings error, not a silent default."""
+        from pydantic import ValidationError
+
+        with pytest.raises(ValidationError):
+            Settings.model_validate({"store_calls": "threads"})
+
+
 class TestOpenAPI:
     """The schema is the manual: every model has examples, every error is documented."""
 
