@@ -110,6 +110,7 @@ def _durability_child(url: str) -> None:
 
 @pytest.fixture
 def server_dir(tmp_path: Path) -> Path:
+    """A directory for a redis-server of this test alone (skips without the binary)."""
     if not redis_server_available():
         pytest.skip("redis-server is not installed (apt-get install redis-server)")
     return tmp_path / "redis"
