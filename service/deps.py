@@ -10,8 +10,8 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable
-from typing import Annotated, ParamSpec, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, ParamSpec, TypeVar
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -24,6 +24,7 @@ from .metrics import Metrics
 from .settings import Settings
 
 __all__ = [
+    "INLINE_MAX_CHARS",
     "Service",
     "ServiceDep",
     "StoreHolder",
@@ -105,6 +106,11 @@ class StoreHolder:
             nsh.close()
 
 
+#: The longest text worked on inline (see :meth:`Service.caller_for`): about a millisecond
+#: of fingerprinting.
+INLINE_MAX_CHARS = 16_384
+
+
 class Service:
     """What every request of one app needs: its settings, store, metrics and call policy.
 
@@ -148,6 +154,16 @@ class Service:
         if self.inline:
             return fn(*args, **kwargs)
         return await run_in_threadpool(fn, *args, **kwargs)
+
+    def caller_for(self, text: str) -> Callable[..., Awaitable[Any]]:
+        """Return :meth:`call`, or the thread pool for a text too long to work on inline.
+
+        Fingerprinting takes time in proportion to the text: past :data:`INLINE_MAX_CHARS`
+        characters it would hold the event loop (and every other request) for milliseconds.
+        """
+        if len(text) <= INLINE_MAX_CHARS:
+            return self.call
+        return run_in_threadpool
 
 
 # ``async def`` on purpose: a plain ``def`` dependency is run in the thread pool, a hand-off

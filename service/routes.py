@@ -132,7 +132,7 @@ async def add_document(request: Request, service: ServiceDep) -> Response:
     """
     doc = await json_body(request, DocumentIn)
     nsh = await service.nshash()
-    result = await service.call(nsh.add, doc.text, doc.id, title=doc.title)
+    result = await service.caller_for(doc.text)(nsh.add, doc.text, doc.id, title=doc.title)
     service.metrics.record_add(result)
     return _json(AddResponse.of(result))
 
@@ -209,7 +209,8 @@ async def query(request: Request, service: ServiceDep) -> Response:
     """Return the group the text would join, or `null` for a new story; writes nothing."""
     body = await json_body(request, QueryRequest)
     nsh = await service.nshash()
-    return _json(QueryResponse(similar_id=await service.call(nsh.query, body.text)))
+    similar_id = await service.caller_for(body.text)(nsh.query, body.text)
+    return _json(QueryResponse(similar_id=similar_id))
 
 
 @api.get(

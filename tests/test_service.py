@@ -761,6 +761,22 @@ class TestStoreCalls:
             assert "nshash_store_documents 1.0" in c.get("/metrics").text
             assert_error(c.post("/v1/query", json={"text": "…"}), 422, "empty_document")
 
+    def test_long_text_leaves_the_event_loop(self) -> None:
+        """Inline mode still hands a very long text to the thread pool, and answers alike."""
+        from starlette.concurrency import run_in_threadpool
+
+        from service.deps import INLINE_MAX_CHARS, Service
+
+        service = Service(Settings(store_url="memory://", store_calls="inline"))
+        assert service.caller_for("x" * INLINE_MAX_CHARS) == service.call
+        assert service.caller_for("x" * (INLINE_MAX_CHARS + 1)) is run_in_threadpool
+        long_text = " ".join(f"Sentence number {i} of a very long report." for i in range(2000))
+        assert len(long_text) > INLINE_MAX_CHARS
+        with make_client(store_calls="inline") as c:
+            first = c.post("/v1/documents", json={"text": long_text}).json()
+            again = c.post("/v1/query", json={"text": long_text}).json()
+            assert again["similar_id"] == first["similar_id"] == 1
+
     def test_unknown_mode_is_refused(self) -> None:
         """A typo in NSHASH_STORE_CALLS is a settings error, not a silent default."""
         from pydantic import ValidationError
