@@ -12,7 +12,8 @@ process (tests) never share counts. Exposed series:
   from the store at scrape time (absent while the store is unreachable).
 
 ``route`` is the path template (``/v1/documents/{doc_id}``), never the raw path, so the
-number of series stays bounded; requests that match no route count as ``unmatched``.
+number of series stays bounded; requests that match no route count as ``unmatched``, and
+methods other than the standard ones as ``other``.
 
 With several uvicorn workers (Redis store), each worker counts its own requests.
 """
@@ -32,6 +33,10 @@ from nshash import NSHash, NSHashError
 from nshash.results import AddResult
 
 __all__ = ["Metrics", "MetricsMiddleware"]
+
+#: Methods counted by name; any other (a client may send any token) counts as ``other``, so
+#: clients cannot grow the number of series.
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 #: Latency buckets in seconds, from 0.5 ms to 10 s.
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -125,6 +130,8 @@ class MetricsMiddleware:
         self.app = app
         self.metrics = metrics
         self.templates = templates
+        self._latency_children: dict[tuple[str, str], Any] = {}
+        self._request_children: dict[tuple[str, str, int], Any] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -144,6 +151,23 @@ class MetricsMiddleware:
         finally:
             route: Any = scope.get("route")
             template = self.templates.get(id(route)) or getattr(route, "path", None) or "unmatched"
-            method = scope["method"]
-            self.metrics.latency.labels(method, template).observe(time.perf_counter() - start)
-            self.metrics.requests.labels(method, template, str(status)).inc()
+            method = scope["method"] if scope["method"] in _METHODS else "other"
+            self._latency(method, template).observe(time.perf_counter() - start)
+            self._requests(method, template, status).inc()
+
+    # The labelled children are looked up once per label set and kept: ``labels()`` takes a
+    # lock and builds keys on every call, which shows on a route that answers in 100 us.
+    def _latency(self, method: str, template: str) -> Any:
+        key = (method, template)
+        child = self._latency_children.get(key)
+        if child is None:
+            child = self._latency_children[key] = self.metrics.latency.labels(method, template)
+        return child
+
+    def _requests(self, method: str, template: str, status: int) -> Any:
+        key = (method, template, status)
+        child = self._request_children.get(key)
+        if child is None:
+            child = self.metrics.requests.labels(method, template, str(status))
+            self._request_children[key] = child
+        return child

@@ -670,6 +670,16 @@ class TestMetrics:
         count = 'method="POST",route="/v1/documents"'
         assert metric_value(text, "nshash_http_request_duration_seconds_count", count) == 4
 
+    def test_labels_stay_bounded(self, client: TestClient) -> None:
+        """Raw paths and odd methods never become label values."""
+        for i in range(5):
+            client.get(f"/v1/documents/doc-{i}")
+            client.request(f"BREW{i}", "/v1/groups")
+        text = client.get("/metrics").text
+        assert "doc-1" not in text and "BREW" not in text
+        odd = 'method="other",route="/v1/groups",status="405"'
+        assert metric_value(text, "nshash_http_requests_total", odd) == 5
+
     def test_apps_do_not_share_counts(self) -> None:
         """Each app counts on its own registry."""
         with make_client() as a, make_client() as b:
