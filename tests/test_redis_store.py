@@ -446,6 +446,31 @@ class TestReadOnly:
             client.eval("#!lua flags=no-writes\nreturn redis.call('SET', KEYS[1], 'x')", 1, "k")
 
 
+class TestReplica:
+    def test_queries_on_a_replica(self, own_server: RedisServer, tmp_path: Path) -> None:
+        """A read-only replica answers queries and reads like its primary and refuses adds."""
+        _client(own_server.url).config_set("repl-diskless-sync-delay", 0)  # sync at once
+        replica = RedisServer(
+            tmp_path / "replica", extra_args=["--replicaof", "127.0.0.1", str(own_server.port)]
+        )
+        replica.start()
+        try:
+            docs = synthetic_corpus()[:40]
+            with NSHash.open(own_server.url + "?prefix=rep") as primary:
+                _feed(primary, docs)
+                assert _client(own_server.url).wait(1, 10_000) == 1
+                expected = [primary.query(t) for _, t in docs]
+                stats = primary.stats()
+            with NSHash.open(replica.url + "?prefix=rep") as nsh:
+                assert [nsh.query(t) for _, t in docs] == expected
+                assert nsh.stats() == stats
+                with pytest.raises(StoreError) as info:
+                    nsh.add("副本是只读的，这篇文章不能写进去，存储应当报错。")
+                assert type(info.value) is StoreError and "read only" in str(info.value)
+        finally:
+            replica.stop()
+
+
 class TestErrors:
     def test_wrong_type_is_store_error(self, redis_url: str) -> None:
         """A key of the wrong type under the prefix gives StoreError, not a redis exception."""
