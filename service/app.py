@@ -25,9 +25,10 @@ from nshash import __version__
 
 from .deps import Service, require_api_key
 from .errors import install_error_handlers
+from .fastpath import FastAddMiddleware
 from .limits import BodyLimitMiddleware
 from .metrics import MetricsMiddleware
-from .routes import BODY_MODELS, api, error_responses, ops
+from .routes import BODY_MODELS, add_document, api, error_responses, ops
 from .settings import Settings
 
 __all__ = ["create_app"]
@@ -103,7 +104,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.include_router(ops)
 
-    # Outermost first: count and time everything, then refuse oversized bodies.
+    # Each add_middleware wraps the ones before it: the last added runs first. So a request
+    # is counted and timed, then its body is limited, then the hot route may answer it.
+    hot_route = next(r for r in api.routes if getattr(r, "endpoint", None) is add_document)
+    app.add_middleware(
+        FastAddMiddleware, service=service, route=hot_route, path="/v1/documents"
+    )
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     templates = {id(r): _template("/v1" + r.path) for r in api.routes if hasattr(r, "path")}
     templates.update({id(r): _template(r.path) for r in ops.routes if hasattr(r, "path")})

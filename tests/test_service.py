@@ -795,6 +795,81 @@ class TestStoreCalls:
             Settings.model_validate({"store_calls": "threads"})
 
 
+def fast_path_of(app: FastAPI) -> Any:
+    """Return the app's FastAddMiddleware instance (the stack is built on first request)."""
+    from service.fastpath import FastAddMiddleware
+
+    layer: Any = app.middleware_stack
+    while layer is not None and not isinstance(layer, FastAddMiddleware):
+        layer = getattr(layer, "app", None)
+    assert layer is not None, "FastAddMiddleware is not in the stack"
+    return layer
+
+
+class TestFastPath:
+    """POST /v1/documents answered by the fast path and by the FastAPI route alike."""
+
+    #: A run of requests touching every outcome: new, repost, replay, merge, errors.
+    BODIES: list[Any] = [
+        {"text": FLOOD_TEXT, "id": "f", "title": "Flood"},
+        {"text": FLOOD_REPOST, "url": "https://x.test/a"},
+        {"text": BATTERY_TEXT, "id": "f"},
+        {"text": BATTERY_TEXT, "id": "b"},
+        {"text": BOTH_TEXT, "id": "fb"},
+        {"text": CHINESE},
+        {"text": " ... "},
+        {"text": ""},
+        {"text": 5},
+        {"txt": "x"},
+    ]
+
+    def test_ordinary_requests_take_the_fast_path(self, client: TestClient) -> None:
+        """A valid JSON document is answered by the fast path; a bad one is not."""
+        client.get("/healthz")
+        fast = fast_path_of(client.app)  # type: ignore[arg-type]
+        assert client.post("/v1/documents", json={"text": FLOOD_TEXT}).status_code == 200
+        assert fast.handled == 1
+        assert_error(client.post("/v1/documents", json={"text": 1}), 422, "invalid_request")
+        assert fast.handled == 1
+
+    def test_same_answers_both_ways(self) -> None:
+        """The fast path and the FastAPI route give the same status, body and content type."""
+        with make_client() as fast_client, make_client() as route_client:
+            for body in self.BODIES:
+                fast = fast_client.post(
+                    "/v1/documents",
+                    content=json.dumps(body),
+                    headers={"content-type": "application/json"},
+                )
+                routed = route_client.post(
+                    "/v1/documents",
+                    content=json.dumps(body),
+                    headers={"content-type": "application/json; charset=utf-8"},
+                )
+                assert fast.status_code == routed.status_code, body
+                assert fast.json() == routed.json(), body
+                assert fast.headers["content-type"] == routed.headers["content-type"]
+                assert fast.headers["content-length"] == routed.headers["content-length"]
+            assert fast_path_of(fast_client.app).handled == 7  # type: ignore[arg-type]
+            assert fast_path_of(route_client.app).handled == 0  # type: ignore[arg-type]
+            assert fast_client.get("/v1/groups").json() == route_client.get("/v1/groups").json()
+
+    def test_api_key_checked_on_the_fast_path(self) -> None:
+        """With a key set, only requests carrying it are answered by the fast path."""
+        with make_client(api_key="k") as c:
+            c.get("/healthz")
+            fast = fast_path_of(c.app)  # type: ignore[arg-type]
+            for header in (None, "Bearer wrong", "Basic k", "Bearer kk", "k"):
+                headers = {"Authorization": header} if header else {}
+                response = c.post("/v1/documents", json={"text": FLOOD_TEXT}, headers=headers)
+                assert_error(response, 401, "unauthorized")
+            assert fast.handled == 0
+            ok = c.post(
+                "/v1/documents", json={"text": FLOOD_TEXT}, headers={"Authorization": "bearer k"}
+            )
+            assert ok.status_code == 200 and fast.handled == 1
+
+
 class TestOpenAPI:
     """The schema is the manual: every model has examples, every error is documented."""
 
