@@ -4,6 +4,10 @@ Handlers are ``async def`` and call the library through :meth:`~.deps.Service.ca
 runs each call in the thread pool when the store waits on I/O (Redis, LevelDB) and on the
 event loop when the call is pure CPU work on an in-process store. Batches and comparisons,
 which can take milliseconds, always go to the thread pool so other requests keep flowing.
+
+Ordinary ``POST /v1/documents`` requests are answered before they reach this router, by
+:class:`~.fastpath.FastAddMiddleware`; :func:`add_document` here documents the route and
+answers everything else (every error included).
 """
 
 from __future__ import annotations
