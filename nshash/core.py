@@ -50,7 +50,7 @@ class NSHash:
         n: anchors per document (default 5).
         min_length: the shortest sentence key that may be an anchor (default 10 characters).
         store: an open :class:`~nshash.Store` to use instead of ``name``/``hashdb``.
-        **options: more tuning: ``delimiters``, ``clause_min``, ``theta``, ``min_overlap``,
+        **options: more tuning: ``delimiters``, ``sketch_min``, ``sketch_width``, ``theta``, ``min_overlap``,
             ``sketch_cap``.
 
     Raises:
@@ -76,7 +76,7 @@ class NSHash:
         **options: Any,
     ) -> None:
         delimiters = options.pop("delimiters", DEFAULT_DELIMITERS)
-        clause_min = options.pop("clause_min", 4)
+        sketch_options = {k: options.pop(k) for k in ("sketch_min", "sketch_width") if k in options}
         policy_options = {
             k: options.pop(k) for k in ("theta", "min_overlap", "sketch_cap") if k in options
         }
@@ -87,7 +87,7 @@ class NSHash:
             min_length=min_length,
             hashfunc=hashfunc,
             delimiters=delimiters,
-            clause_min=clause_min,
+            **sketch_options,
         )
         self.policy = MatchPolicy(n=n, **policy_options)
         if store is None:
@@ -115,7 +115,8 @@ class NSHash:
                 "min_length",
                 "hashfunc",
                 "delimiters",
-                "clause_min",
+                "sketch_min",
+                "sketch_width",
                 "theta",
                 "min_overlap",
                 "sketch_cap",

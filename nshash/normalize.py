@@ -21,11 +21,16 @@ import unicodedata
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["fold_keys", "nfkc", "normalize_key", "normalize_text", "strip_key", "to_simplified"]
+from rapidfuzz.utils import default_process
 
-#: Characters that are not part of a key: everything but letters, digits and CJK ideographs.
-#: ``\W`` is the complement of Unicode word characters; ``_`` is a word character, so add it.
-_NON_KEY = re.compile(r"[\W_]+")
+__all__ = [
+    "fold_keys",
+    "nfkc",
+    "normalize_key",
+    "normalize_text",
+    "strip_key",
+    "to_simplified",
+]
 
 #: Zero-width and other format characters (Unicode category Cf) plus C0/C1 controls other than
 #: the line breaks and tab, which :func:`normalize_text` unifies instead of dropping.
@@ -48,18 +53,19 @@ def _converter() -> Any:
 
 
 @lru_cache(maxsize=1)
-def _traditional() -> re.Pattern[str]:
-    """A pattern matching any character that OpenCC changes on its own (about 4,000).
-
-    Most text is not in traditional script; one regex scan (C speed) tells which text needs
-    the converter at all, which is several times cheaper than converting everything.
-    """
+def _traditional_chars() -> str:
+    """The characters OpenCC changes on their own (about 4,000), from its own tables."""
     chars = [chr(c) for lo, hi in _CJK_RANGES for c in range(lo, hi)]
     converted = str(_converter().convert("\n".join(chars))).split("\n")
     if len(converted) != len(chars):  # pragma: no cover - defensive: converter changed shape
-        return re.compile("[\u3400-\u9fff\uf900-\ufaff]")
-    changed = "".join(a for a, b in zip(chars, converted, strict=True) if a != b)
-    return re.compile(f"[{re.escape(changed)}]")
+        return "".join(chars)
+    return "".join(a for a, b in zip(chars, converted, strict=True) if a != b)
+
+
+@lru_cache(maxsize=1)
+def _traditional() -> re.Pattern[str]:
+    """A pattern matching any traditional character: most text needs no converter at all."""
+    return re.compile(f"[{re.escape(_traditional_chars())}]")
 
 
 def to_simplified(text: str) -> str:
@@ -70,13 +76,38 @@ def to_simplified(text: str) -> str:
 
 
 def strip_key(text: str) -> str:
-    """Keep only letters, digits and CJK characters of *text*, without normalizing them.
+    """Keep only the letters and digits of *text* (CJK characters included), lowercased.
 
-    This is the cheap first step of keying: its length ranks sentences before any of them is
-    normalized. Full-width characters keep their length under NFKC, so the ranking matches the
-    one a fully normalized text would give for all but exotic compatibility characters.
+    rapidfuzz's ``default_process`` does the work in C++: it lowercases and turns every other
+    character into a space, which is then dropped. One call costs what CPython's regex engine
+    spends on a few characters.
     """
-    return _NON_KEY.sub("", text)
+    return str(default_process(text)).replace(" ", "")
+
+
+@lru_cache(maxsize=1)
+def _needs_work() -> re.Pattern[str]:
+    """A pattern matching any character of the BMP that OpenCC or casefolding would change.
+
+    Built once per process (tens of milliseconds): the traditional characters OpenCC converts
+    one by one, every BMP character whose casefold is not itself, and everything beyond the
+    BMP (rare; listing those characters one by one makes the regex engine many times slower
+    on every character).
+    """
+    points = sorted(
+        {ord(c) for c in _traditional_chars()}
+        | {c for c in range(0x10000) if chr(c).casefold() != chr(c)}
+    )
+    ranges: list[str] = []
+    start = prev = points[0]
+    for point in [*points[1:], -1]:
+        if point != prev + 1:
+            first, last = re.escape(chr(start)), re.escape(chr(prev))
+            ranges.append(first if start == prev else f"{first}-{last}")
+            start = point
+        prev = point
+    # Everything past the BMP takes the slow path too: one range keeps the class fast.
+    return re.compile("[" + "".join(ranges) + "\U00010000-\U0010ffff]")
 
 
 #: Full-width ASCII forms and the ideographic space: by far the most common reason a crawled
@@ -102,52 +133,49 @@ def nfkc(text: str) -> str:
     return unicodedata.normalize("NFKC", folded)
 
 
-def _fold_key_once(key: str) -> str:
-    if not key.isascii():
-        key = to_simplified(nfkc(key))
-    return _NON_KEY.sub("", nfkc(key.casefold()))
-
-
-#: Like _NON_KEY, but keeps the two separators :func:`fold_keys` works with.
-_NON_KEY_KEEP_SEPARATORS = re.compile("[^\\w\n\x1f]+|_+")
-
-
-def _fold_keys_once(keys: str) -> str:
-    if keys.isascii():
-        return keys.lower()
-    folded = nfkc(to_simplified(nfkc(keys)).casefold())
-    if folded == keys:
-        return keys  # the same object: callers test "is" to stop iterating
-    # NFKC and casefolding rarely bring in a character that is not a letter or digit
-    # ("⑴" -> "(1)"); one C-speed check spares the regex pass the rest of the time.
-    bare = folded.replace("\n", "").replace("\x1f", "")
-    if bare.isalnum() or not bare:
-        return folded
-    return _NON_KEY_KEEP_SEPARATORS.sub("", folded)
+def _settle(key: str) -> str:
+    """Normalize one stripped key the slow, certain way: repeat every step to a fixed point."""
+    for _ in range(8):
+        again = strip_key(nfkc(to_simplified(nfkc(key)).casefold()))
+        if again == key:
+            break
+        key = again
+    return key
 
 
 def fold_keys(keys: str) -> str:
-    """Normalize many stripped keys at once, each ended by ``\n`` or ``\x1f``.
+    """Normalize stripped keys (from :func:`strip_key`), one per line, in one go.
 
-    Equivalent to :func:`normalize_key` on every key, at the cost of a few passes over one
-    string instead of a few calls per key. Neither separator is touched by NFKC, OpenCC or
-    casefolding, so keys never run into each other.
+    The result is what :func:`normalize_key` gives for each line: NFKC, simplified script,
+    casefolded, letters and digits only; a fixed point of both functions. Nearly all text
+    needs none of it, and two C-speed scans of the whole string (the NFKC quick check and one
+    character class) prove so; only lines that fail them take the slow, certain path.
     """
-    # One pass that changes nothing proves a fixed point; casefolding and NFKC do not always
-    # commute, so a pass that changed something is followed by one more.
-    for _ in range(5):
-        folded = _fold_keys_once(keys)
-        if folded is keys or folded.isascii():
-            return folded
-        keys = folded
-    return keys
+    if keys.isascii():
+        return keys  # strip_key lowercased it; nothing else applies to ASCII
+    check = _needs_work().search
+    if unicodedata.is_normalized("NFKC", keys) and not check(keys):
+        return keys
+    # One converter call for the whole text (a call per line costs far more), then only the
+    # lines that still fail the checks take the slow path.
+    keys = to_simplified(keys)
+    return "\n".join(
+        [
+            k
+            if k.isascii()
+            or unicodedata.is_normalized("NFKC", k) and not check(k)
+            else _settle(k)
+            for k in keys.split("\n")
+            if k
+        ]
+    )
 
 
 def normalize_key(text: str) -> str:
     """Return the key of *text*: NFKC, simplified script, casefolded, letters and digits only.
 
     Args:
-        text: a sentence, raw or already stripped by :func:`strip_key`.
+        text: a sentence.
 
     Returns:
         The key; empty when *text* holds no letter or digit.
@@ -156,15 +184,7 @@ def normalize_key(text: str) -> str:
         >>> normalize_key("２０２４年，資訊 Ｎｅｗｓ！")
         '2024年资讯news'
     """
-    key = _fold_key_once(_NON_KEY.sub("", text))
-    # Casefolding and NFKC do not always commute; iterate to the fixed point so that
-    # normalize_key(normalize_key(x)) == normalize_key(x) holds for every input.
-    for _ in range(4):
-        again = _fold_key_once(key)
-        if again == key:
-            break
-        key = again
-    return key
+    return fold_keys(strip_key(text.replace("\n", " ")))
 
 
 def _fold_text_once(text: str) -> str:
