@@ -152,6 +152,9 @@ def classify(exc: BaseException) -> tuple[int, str, str]:
     if isinstance(exc, EmptyDocumentError):
         return 422, "empty_document", str(exc)
     if isinstance(exc, ConfigError):
+        if isinstance(exc.__cause__, ImportError):
+            # The library's way of saying an optional package is missing (with the pip line).
+            return 501, "not_installed", str(exc)
         return 422, "invalid_argument", str(exc)
     if isinstance(exc, StoreError):
         return 503, "store_unavailable", f"The store is unavailable: {exc}"

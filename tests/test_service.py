@@ -512,6 +512,19 @@ class TestErrors:
             assert response.status_code == 200
             assert response.json()["similar_id"] == 1
 
+    def test_classify_missing_package_is_501(self) -> None:
+        """A ConfigError raised from an ImportError (a missing extra) maps to 501."""
+        from nshash import ConfigError
+
+        try:
+            try:
+                raise ImportError("No module named 'jieba'")
+            except ImportError as exc:
+                raise ConfigError("Chinese words need jieba: pip install 'nshash[x]'") from exc
+        except ConfigError as err:
+            assert classify(err)[:2] == (501, "not_installed")
+        assert classify(ConfigError("Unknown metric 'x'"))[:2] == (422, "invalid_argument")
+
     def test_classify_unknown_exception_is_500(self) -> None:
         """Only an unexpected exception (a bug) maps to 500 internal_error."""
         assert classify(RuntimeError("boom"))[:2] == (500, "internal_error")
