@@ -59,6 +59,8 @@ class UvicornServer:
             "--host", "127.0.0.1", "--port", "{port}", "--log-level", "warning",
         ]  # fmt: skip
         self.port = 0
+        #: Put the repository on PYTHONPATH (so ``service`` imports from the source tree).
+        self.repo_on_path = True
         self.process: subprocess.Popen[bytes] | None = None
         self.log: Path = cwd / f"uvicorn-{id(self)}.log"
 
@@ -71,7 +73,8 @@ class UvicornServer:
         self.port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("NSHASH_")}
         env.update(self.env)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+        if self.repo_on_path:
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
         args = [a.replace("{port}", str(self.port)) for a in self.command]
         with open(self.log, "wb") as log:
             self.process = subprocess.Popen(args, cwd=self.cwd, env=env, stdout=log, stderr=log)
@@ -306,6 +309,52 @@ class TestProcess:
             }
         finally:
             second.stop()
+
+    def test_wheel_installs_nshash_service(self, tmp_path: Path) -> None:
+        """The wheel holds the app as nshash_service (no top-level service) and it serves."""
+        pytest.importorskip("hatchling", reason="building the wheel needs hatchling")
+        import zipfile
+
+        build = subprocess.run(
+            [
+                sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                "-q", "-w", str(tmp_path / "dist"), str(REPO),
+            ],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert build.returncode == 0, build.stderr
+        (wheel,) = (tmp_path / "dist").glob("nshash-*.whl")
+        names = zipfile.ZipFile(wheel).namelist()
+        assert "nshash_service/app.py" in names and "nshash/core.py" in names
+        assert not [n for n in names if n.startswith("service/")]
+        site = tmp_path / "site"
+        install = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site),
+             str(wheel)],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert install.returncode == 0, install.stderr
+        # Only the installed copy is importable: no repository on the path, run from elsewhere.
+        env = {"PYTHONPATH": str(site), "NSHASH_STORE_URL": "memory://"}
+        srv = UvicornServer(
+            env,
+            cwd=tmp_path,
+            command=[
+                sys.executable, "-c",
+                "import sys, nshash_service.app as m;"
+                " assert m.__file__.startswith(sys.argv[1]), m.__file__;"
+                " import uvicorn; uvicorn.run('nshash_service.app:create_app', factory=True,"
+                " host='127.0.0.1', port=int(sys.argv[2]), log_level='warning')",
+                str(site), "{port}",
+            ],
+        )  # fmt: skip
+        srv.repo_on_path = False
+        srv.start()
+        try:
+            added = httpx.post(srv.url + "/v1/documents", json={"text": FLOOD})
+            assert added.json()["similar_id"] == 1
+        finally:
+            srv.stop()
 
     def test_nshash_serve(self, tmp_path: Path) -> None:
         """``nshash serve --store URL`` runs this app on uvicorn from any directory."""
