@@ -480,9 +480,11 @@ def _records(args: argparse.Namespace, mode: str, store_url: str) -> int:
         raise UsageError(f"-o {args.output!r} is the input file; write the output elsewhere")
     added = ("similar_id",) if mode == "query" else ("similar_id", "duplicate")
     preparer = Preparer(_fields(args), added, NSHASH_OPTIONS)
-    with open_source(args.input, fmt, preparer.fields) as source, Workers(
-        args.jobs, preparer
-    ) as workers, NSHash.open(store_url, **NSHASH_OPTIONS) as nsh:
+    with (
+        open_source(args.input, fmt, preparer.fields) as source,
+        Workers(args.jobs, preparer) as workers,
+        NSHash.open(store_url, **NSHASH_OPTIONS) as nsh,
+    ):
         out, must_close = open_output(args.output)
         writer: JsonlWriter | CsvWriter
         try:
@@ -755,8 +757,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Write every record of INPUT with its similar_id and duplicate flag, in"
         " input order (JSONL in, JSONL out; CSV in, CSV out; .txt files in, JSONL out).",
     )
-    p.add_argument("input", metavar="INPUT", help="a .jsonl[.gz] or .csv file, a folder of"
-                   " .txt files, or - for JSONL on stdin")
+    p.add_argument(
+        "input",
+        metavar="INPUT",
+        help="a .jsonl[.gz] or .csv file, a folder of .txt files, or - for JSONL on stdin",
+    )
     p.add_argument(
         "--store",
         metavar="URL",
@@ -779,8 +784,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Write every record of FILE with the similar_id it would get (null when"
         " new); the store is not changed.",
     )
-    p.add_argument("input", metavar="FILE", help="a .jsonl[.gz], .csv or .txt file, a folder,"
-                   " or - for JSONL on stdin")
+    p.add_argument(
+        "input",
+        metavar="FILE",
+        help="a .jsonl[.gz], .csv or .txt file, a folder, or - for JSONL on stdin",
+    )
     p.add_argument("--store", metavar="URL", help=_STORE_HELP_SAVED)
     _add_record_options(p)
     p.set_defaults(func=_cmd_query, parser=p)
@@ -793,9 +801,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="similarity scores of two texts (nshash[similarity])")
     p.add_argument("a", metavar="A", help="a text file, or - for stdin")
     p.add_argument("b", metavar="B", help="a text file, or - for stdin")
-    p.add_argument(
-        "--metrics", nargs="+", metavar="NAME", help="which measures (default: all)"
-    )
+    p.add_argument("--metrics", nargs="+", metavar="NAME", help="which measures (default: all)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_compare, parser=p)
 

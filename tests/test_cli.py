@@ -190,9 +190,7 @@ class TestDedupOtherFormats:
     HEADER = ["id", "title", "content", "site"]
 
     def example_rows(self) -> list[dict[str, str]]:
-        return [
-            {k: r[k] for k in self.HEADER} for r in map(json.loads, article_lines())
-        ]
+        return [{k: r[k] for k in self.HEADER} for r in map(json.loads, article_lines())]
 
     def test_csv_in_csv_out(self, run: Run, tmp_path: Path) -> None:
         """CSV rows come back unchanged with two columns added, grouped like the JSONL run."""
