@@ -9,7 +9,7 @@ fp        anchor fingerprint -> group id         first time an anchor is seen (n
 exact     whole-text fingerprint -> group id     first time a text is seen
 common    set of fingerprints                    a match on them was refused (boilerplate)
 parent    merged group id -> canonical id        groups merge; the smaller id stays canonical
-sketch    canonical id -> set of clause hashes   a group is made or joined (capped in size)
+sketch    canonical id -> set of sketch hashes   a group is made or joined (capped in size)
 size      canonical id -> document count         every new document
 members   canonical id -> doc ids in order       every new document that has a doc_id
 docs      doc id -> the answer given for it      every new document that has a doc_id
@@ -17,14 +17,16 @@ counter   last id handed out                     a group is made
 ========  =====================================  ===========================================
 
 **The boilerplate guard.** An anchor (one of a document's n longest sentences) that hits a
-group is only evidence. The match is accepted when the document's *sketch* (hashes of all its
-clauses) and the group's sketch share at least ``min_overlap`` hashes and at least ``theta`` of
-the smaller sketch, after removing hashes known to be common. A site's disclaimer shared by two
+group is only evidence. The match is accepted when the document's *sketch* (hashes of the two
+ends of every sentence, repeated by sentence length; see :class:`nshash.DocPrint`) and the
+group's sketch share at least ``min_overlap`` hashes and at least ``theta`` of the smaller
+sketch, after removing hashes known to be common. A site's disclaimer shared by two
 unrelated articles passes the first test but not the second: the rest of the two articles
 differs. A refused match teaches the store: the anchors that led to it and the clauses both
 documents share become *common*; common hashes are skipped as anchors and ignored in sketches
 from then on, so a site's footer stops pulling its articles together after its first
-appearance, whatever its wording. Identical texts (same letters and digits) always join one
+appearance, whatever its wording. Since a sentence weighs by its length, a short footer
+cannot outweigh the story around it. Identical texts (same letters and digits) always join one
 group through the ``exact`` table, whatever the guard says.
 """
 
@@ -53,7 +55,7 @@ class MatchPolicy:
     """
 
     n: int = 5
-    theta: float = 0.5
+    theta: float = 0.4
     min_overlap: int = 2
     sketch_cap: int = 256
 

@@ -50,8 +50,8 @@ class NSHash:
         n: anchors per document (default 5).
         min_length: the shortest sentence key that may be an anchor (default 10 characters).
         store: an open :class:`~nshash.Store` to use instead of ``name``/``hashdb``.
-        **options: more tuning: ``delimiters``, ``sketch_min``, ``sketch_width``, ``theta``, ``min_overlap``,
-            ``sketch_cap``.
+        **options: more tuning: ``delimiters``, ``sketch_min``, ``sketch_width``,
+            ``sketch_unit``, ``theta``, ``min_overlap``, ``sketch_cap``.
 
     Raises:
         ConfigError: an unknown ``hashdb``, ``hashfunc`` or option.
@@ -76,7 +76,9 @@ class NSHash:
         **options: Any,
     ) -> None:
         delimiters = options.pop("delimiters", DEFAULT_DELIMITERS)
-        sketch_options = {k: options.pop(k) for k in ("sketch_min", "sketch_width") if k in options}
+        sketch_options = {
+            k: options.pop(k) for k in ("sketch_min", "sketch_width", "sketch_unit") if k in options
+        }
         policy_options = {
             k: options.pop(k) for k in ("theta", "min_overlap", "sketch_cap") if k in options
         }
@@ -117,6 +119,7 @@ class NSHash:
                 "delimiters",
                 "sketch_min",
                 "sketch_width",
+                "sketch_unit",
                 "theta",
                 "min_overlap",
                 "sketch_cap",
@@ -182,7 +185,7 @@ class NSHash:
                 results.append(None)
             except NSHashError as exc:
                 results.append(exc)
-        for slot, (doc, doc_id, _title), outcome in zip(
+        for slot, (_doc, doc_id, _title), outcome in zip(
             slots, batch, self.store.assign_many(batch, self.policy), strict=True
         ):
             if isinstance(outcome, NSHashError):
@@ -267,4 +270,5 @@ class NSHash:
         self.close()
 
     def __repr__(self) -> str:
-        return f"NSHash({self.store!r}, n={self.policy.n}, hashfunc={self.fingerprinter.hashfunc!r})"
+        hashfunc = self.fingerprinter.hashfunc
+        return f"NSHash({self.store!r}, n={self.policy.n}, hashfunc={hashfunc!r})"

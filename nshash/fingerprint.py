@@ -2,12 +2,13 @@
 
 A document's fingerprint is a short list of sentence hashes. Sentences are split at Chinese and
 Latin sentence ends and at line breaks; each sentence is reduced to its *key* (letters, digits
-and CJK only, normalized by :func:`nshash.normalize.normalize_key`), so punctuation, spacing,
-width and script changes never change a hash.
+and CJK only, normalized as :func:`nshash.normalize.normalize_key` does), so punctuation,
+spacing, width and script changes never change a hash.
 
-Only keys that will be hashed are normalized: ranking sentences by the length of their stripped
-raw text gives the same order as ranking normalized keys (NFKC keeps the length of full-width
-characters), and normalizing five sentences costs far less than normalizing a whole article.
+Speed matters here (the job is microseconds per article): the text is keyed with a few
+C-speed passes over the whole string (``str.replace`` for sentence ends, rapidfuzz's C++
+preprocessing per sentence), and normalization is proven unnecessary by two quick scans for
+nearly all text; see :func:`nshash.normalize.fold_keys`.
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ def _sentence_ends(delimiters: str) -> tuple[str, ...]:
 #: characters but of clearly different lengths ("习近平强调，..." in many articles) differ.
 _SALT_MASK = (1 << 64) - 1
 _PREFIX_SALT = tuple((i * 0x9E3779B97F4A7C15) & _SALT_MASK for i in range(256))
+#: Salts that turn one sketch element into several distinct ones (a sentence's weight).
+_COPIES = tuple((i * 0xD6E8FEB86659FD93 + 0x2545F4914F6CDD1D) & _SALT_MASK for i in range(1, 257))
 _SUFFIX_SALT = tuple((i * 0xC2B2AE3D27D4EB4F + 0x165667B19E3779F9) & _SALT_MASK for i in range(256))
 
 
@@ -95,8 +98,10 @@ class DocPrint:
             and a group to tell a real repost from an unrelated article that shares a
             boilerplate sentence. Each sentence key of at least ``sketch_min`` characters
             gives two: its first and its last ``sketch_width`` characters, each salted with
-            the key's length in steps of 8. A typo spoils one end of one sentence; an
-            unrelated sentence with a common opening ("习近平强调") differs in length.
+            the key's length in steps of 8, and one more salted copy of each per
+            ``sketch_unit`` characters, so that a sentence weighs by its length. A typo
+            spoils one end of one sentence; an unrelated sentence with a common opening
+            ("习近平强调") differs in length.
         exact: the fingerprint of all the document's letters and digits, for exact repeats.
     """
 
@@ -117,6 +122,8 @@ class Fingerprinter:
         max_sentences: how many sentence fingerprints (longest first) a document keeps.
         sketch_min: the shortest sentence key that enters the sketch.
         sketch_width: how many characters of each end of a sentence key the sketch hashes.
+        sketch_unit: a sentence adds one more pair of sketch elements per this many
+            characters (its weight).
 
     Raises:
         ConfigError: an argument is out of range or unknown.
@@ -131,12 +138,14 @@ class Fingerprinter:
         max_sentences: int = 32,
         sketch_min: int = 8,
         sketch_width: int = 8,
+        sketch_unit: int = 32,
     ) -> None:
         for name, value in (
             ("n", n),
             ("min_length", min_length),
             ("sketch_min", sketch_min),
             ("sketch_width", sketch_width),
+            ("sketch_unit", sketch_unit),
         ):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, not {value!r}")
@@ -153,6 +162,7 @@ class Fingerprinter:
         self.max_sentences = max_sentences
         self.sketch_min = sketch_min
         self.sketch_width = sketch_width
+        self.sketch_unit = sketch_unit
         self._hash = HASHFUNCS[hashfunc]
         self._ends = _sentence_ends(delimiters)
 
@@ -212,12 +222,20 @@ class Fingerprinter:
         ps, ss = _PREFIX_SALT, _SUFFIX_SALT
         sketch: set[int] = set()
         add = sketch.add
+        unit, copies = self.sketch_unit, _COPIES
         for k in sentences:
             size = len(k)
             if size >= least:
                 bucket = (size >> 3) & 255  # lengths past 2,040 characters wrap: harmless
-                add(h(k[:width]) ^ ps[bucket])
-                add(h(k[-width:]) ^ ss[bucket])
+                head = h(k[:width]) ^ ps[bucket]
+                tail = h(k[-width:]) ^ ss[bucket]
+                add(head)
+                add(tail)
+                # A sentence weighs as much as its length: one more pair of elements per
+                # sketch_unit characters, so a long story sentence outweighs a footer line.
+                for salt in copies[: size // unit]:
+                    add(head ^ salt)
+                    add(tail ^ salt)
         return DocPrint(
             sentences=ranked,
             sketch=tuple(sketch) if sketch else ranked,
