@@ -55,7 +55,7 @@ class MatchPolicy:
     """
 
     n: int = 5
-    theta: float = 0.4
+    theta: float = 0.5
     min_overlap: int = 2
     sketch_cap: int = 256
 
