@@ -38,6 +38,11 @@ from typing import Any
 
 from tqdm import tqdm
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
 from . import __version__
 from .core import NSHash
 from .errors import ConfigError, NSHashError
@@ -106,9 +111,9 @@ class WorkerError(NSHashError):
 def _worker_main(inbox: Connection, outbox: Connection, preparer: Preparer, parent: int) -> None:
     """Run one worker: prepare each batch that arrives on *inbox*, answer on *outbox*.
 
-    A reader thread takes batches off the pipe while the main thread prepares and answers, so
-    neither side can block the other when both pipes are full. An empty message (or a parent
-    that went away) ends the worker.
+    A reader thread takes batches off the pipe and a sender thread puts answers on it while
+    the main thread prepares, so a full pipe never stops the work and the two sides can never
+    wait on each other. An empty message (or a parent that went away) ends the worker.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     batches: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
@@ -128,15 +133,42 @@ def _worker_main(inbox: Connection, outbox: Connection, preparer: Preparer, pare
         finally:
             batches.put(None)
 
+    answers: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+
+    def send() -> None:
+        try:
+            while (blob := answers.get()) is not None:
+                outbox.send_bytes(blob)
+        except OSError:  # the parent is gone; nobody is left to tell
+            pass
+
     threading.Thread(target=read, daemon=True).start()
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    while (data := batches.get()) is not None:
+        try:
+            answer: tuple[bool, Any] = (True, preparer.run(pickle.loads(data)))
+        except Exception:
+            answer = (False, traceback.format_exc())
+        answers.put(pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
+    answers.put(None)
+    sender.join()
+
+
+#: Pipe capacity asked for on Linux (the unprivileged maximum by default). With the default
+#: 64 KiB a 256-record batch does not fit, so each side would wait for the other mid-message
+#: and the worker could not run ahead of the parent.
+PIPE_SIZE = 1 << 20
+
+
+def _widen(conn: Connection) -> None:
+    """Grow a pipe's buffer to :data:`PIPE_SIZE` where the OS allows it (Linux); else no-op."""
+    setsize = getattr(fcntl, "F_SETPIPE_SZ", None) if fcntl is not None else None
+    if setsize is None:
+        return
     try:
-        while (data := batches.get()) is not None:
-            try:
-                answer: tuple[bool, Any] = (True, preparer.run(pickle.loads(data)))
-            except Exception:
-                answer = (False, traceback.format_exc())
-            outbox.send_bytes(pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
-    except OSError:  # the parent is gone; nobody is left to tell
+        fcntl.fcntl(conn.fileno(), setsize, PIPE_SIZE)
+    except OSError:  # above /proc/sys/fs/pipe-max-size: keep the default
         pass
 
 
@@ -173,6 +205,8 @@ class Workers:
                 for _ in range(self.jobs):
                     inbox_r, inbox_w = ctx.Pipe(duplex=False)
                     outbox_r, outbox_w = ctx.Pipe(duplex=False)
+                    _widen(inbox_w)
+                    _widen(outbox_w)
                     proc = ctx.Process(
                         target=_worker_main,
                         args=(inbox_r, outbox_w, self.preparer, os.getpid()),
