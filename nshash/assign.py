@@ -51,6 +51,8 @@ class MatchPolicy:
         n: anchors per document (the "n" of nshash).
         theta: the share of the smaller sketch that two documents must have in common.
         min_overlap: the fewest shared sketch hashes for a match (unless a sketch is smaller).
+        merge_theta: a document that matches several groups joins the best one, and merges
+            the others into it only where it matches them this strongly.
         sketch_cap: a group's sketch stops growing past this many hashes.
     """
 
@@ -58,12 +60,15 @@ class MatchPolicy:
     theta: float = 0.5
     min_overlap: int = 2
     sketch_cap: int = 256
+    merge_theta: float = 0.6
 
     def __post_init__(self) -> None:
         if not isinstance(self.n, int) or isinstance(self.n, bool) or self.n < 1:
             raise ConfigError(f"n must be a positive integer, not {self.n!r}")
         if not isinstance(self.theta, (int, float)) or not 0.0 < self.theta <= 1.0:
             raise ConfigError(f"theta must be in (0, 1], not {self.theta!r}")
+        if not isinstance(self.merge_theta, (int, float)) or not 0.0 < self.merge_theta <= 1.0:
+            raise ConfigError(f"merge_theta must be in (0, 1], not {self.merge_theta!r}")
         if not isinstance(self.min_overlap, int) or self.min_overlap < 1:
             raise ConfigError(f"min_overlap must be a positive integer, not {self.min_overlap!r}")
         if not isinstance(self.sketch_cap, int) or self.sketch_cap < 1:
@@ -121,16 +126,27 @@ def _candidates(tables: Tables, anchors: tuple[int, ...]) -> dict[int, list[int]
 
 def _verify(
     tables: Tables, live_sketch: set[int], gid: int, policy: MatchPolicy
-) -> tuple[bool, set[int]]:
+) -> tuple[float, set[int]]:
+    """Score how much of the smaller sketch the document and group share (0 when too little)."""
     group = tables.live_sketch(gid)
     shared = live_sketch & group
     smaller = min(len(live_sketch), len(group))
-    ok = (
-        smaller > 0
-        and len(shared) >= min(policy.min_overlap, smaller)
-        and len(shared) >= policy.theta * smaller
-    )
-    return ok, shared
+    if smaller == 0 or len(shared) < min(policy.min_overlap, smaller):
+        return 0.0, shared
+    return len(shared) / smaller, shared
+
+
+def _choose(scores: dict[int, float], policy: MatchPolicy) -> list[int]:
+    """The accepted groups to join: the best match, plus any other that matches strongly.
+
+    A document that half-matches two stories (one sentence from each) must not glue them
+    together; it joins the better one. Groups merge only on strong evidence for each.
+    """
+    accepted = {g: s for g, s in scores.items() if s >= policy.theta}
+    if len(accepted) <= 1:
+        return list(accepted)
+    best = max(accepted, key=lambda g: (accepted[g], -g))
+    return sorted({best} | {g for g, s in accepted.items() if s >= policy.merge_theta})
 
 
 def lookup(tables: Tables, doc: DocPrint, policy: MatchPolicy) -> int | None:
@@ -139,11 +155,11 @@ def lookup(tables: Tables, doc: DocPrint, policy: MatchPolicy) -> int | None:
     if gid is not None:
         return resolve(tables, gid)
     live_sketch = set(tables.not_common(doc.sketch))
-    accepted = [
-        g
+    scores = {
+        g: _verify(tables, live_sketch, g, policy)[0]
         for g in _candidates(tables, _select(tables, doc, policy.n))
-        if _verify(tables, live_sketch, g, policy)[0]
-    ]
+    }
+    accepted = _choose(scores, policy)
     return min(accepted) if accepted else None
 
 
@@ -173,13 +189,12 @@ def assign(
         duplicate = True
     else:
         live_sketch = set(tables.not_common(doc.sketch))
-        accepted: list[int] = []
+        scores: dict[int, float] = {}
         for gid, hits in _candidates(tables, anchors).items():
-            ok, shared = _verify(tables, live_sketch, gid, policy)
-            if ok:
-                accepted.append(gid)
-            else:
+            scores[gid], shared = _verify(tables, live_sketch, gid, policy)
+            if scores[gid] < policy.theta:
                 tables.add_common(sorted(set(hits) | shared))
+        accepted = _choose(scores, policy)
         if accepted:
             root = min(accepted)
             merged = tuple(sorted(g for g in accepted if g != root))

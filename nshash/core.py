@@ -80,7 +80,9 @@ class NSHash:
             k: options.pop(k) for k in ("sketch_min", "sketch_width", "sketch_unit") if k in options
         }
         policy_options = {
-            k: options.pop(k) for k in ("theta", "min_overlap", "sketch_cap") if k in options
+            k: options.pop(k)
+            for k in ("theta", "min_overlap", "sketch_cap", "merge_theta")
+            if k in options
         }
         if options:
             raise ConfigError(f"Unknown option(s) {sorted(options)} for NSHash")
@@ -123,6 +125,7 @@ class NSHash:
                 "theta",
                 "min_overlap",
                 "sketch_cap",
+                "merge_theta",
             )
             if k in options
         }

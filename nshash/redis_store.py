@@ -192,9 +192,10 @@ local function candidates(anchors, gids)
   return order, hits
 end
 
--- _verify: the group's sketch less common hashes against the document's live sketch.
--- newcommon holds hashes this call made common, which the live sketch still contains.
-local function verify(g, live, newcommon, theta, min_overlap)
+-- _verify: the group's sketch less common hashes against the document's live sketch. Returns
+-- the share of the smaller sketch they have in common (0 when under min_overlap) and the shared
+-- hashes. newcommon holds hashes this call made common, which the live sketch still contains.
+local function verify(g, live, newcommon, min_overlap)
   local sk = BASE .. 's:' .. gs(g)
   local gsize = redis.call('SCARD', sk)
   if gsize > 0 then gsize = gsize - redis.call('SINTERCARD', 2, sk, K_COMMON) end
@@ -207,9 +208,34 @@ local function verify(g, live, newcommon, theta, min_overlap)
     end
   end
   local smaller = math.min(#live, gsize)
-  local ok = smaller > 0 and #shared >= math.min(min_overlap, smaller)
-    and #shared >= theta * smaller
-  return ok, shared
+  if smaller == 0 or #shared < math.min(min_overlap, smaller) then return 0, shared end
+  return #shared / smaller, shared
+end
+
+-- _choose: the best accepted group, plus any other accepted one scoring merge_theta or more;
+-- sorted, so the first is the canonical id.
+local function choose(order, scores, theta, merge_theta)
+  local accepted = {}
+  for _, g in ipairs(order) do
+    if scores[g] >= theta then accepted[#accepted + 1] = g end
+  end
+  if #accepted <= 1 then return accepted end
+  local best = accepted[1]
+  for _, g in ipairs(accepted) do
+    if scores[g] > scores[best] or (scores[g] == scores[best] and g < best) then best = g end
+  end
+  local chosen = {}
+  for _, g in ipairs(accepted) do
+    if g == best or scores[g] >= merge_theta then chosen[#chosen + 1] = g end
+  end
+  table.sort(chosen)
+  return chosen
+end
+
+-- ARGV[i] is "theta:merge_theta".
+local function thresholds(i)
+  local theta, merge_theta = string.match(ARGV[i], '^([^:]+):(.+)$')
+  return tonumber(theta), tonumber(merge_theta)
 end
 
 local function parse_record(rec)
@@ -235,7 +261,8 @@ _LUA_ASSIGN = (
     "#!lua\n"
     + _LUA_COMMON
     + r"""
-local n, theta = tonumber(ARGV[2]), tonumber(ARGV[3])
+local n = tonumber(ARGV[2])
+local theta, merge_theta = thresholds(3)
 local min_overlap, cap = tonumber(ARGV[4]), tonumber(ARGV[5])
 local exact = ARGV[6]
 local doc_id, title = nil, nil
@@ -263,12 +290,11 @@ if ex then
 else
   local live = live_sketch(all, ns, flags)
   local order, hits = candidates(anchors, known)
-  local accepted, newcommon = {}, {}
+  local scores, newcommon = {}, {}
   for _, g in ipairs(order) do
-    local ok, shared = verify(g, live, newcommon, theta, min_overlap)
-    if ok then
-      accepted[#accepted + 1] = g
-    else
+    local score, shared = verify(g, live, newcommon, min_overlap)
+    scores[g] = score
+    if score < theta then
       local add, seen = {}, {}
       for _, h in ipairs(hits[g]) do
         if not seen[h] then seen[h] = true; add[#add + 1] = h end
@@ -280,8 +306,8 @@ else
       for _, h in ipairs(add) do newcommon[h] = true end
     end
   end
+  local accepted = choose(order, scores, theta, merge_theta)
   if #accepted > 0 then
-    table.sort(accepted)
     root = accepted[1]
     local rsk, rmem, rz = BASE .. 's:' .. gs(root), BASE .. 'm:' .. gs(root), zm(root)
     for i = 2, #accepted do
@@ -365,7 +391,8 @@ end
 
 if op == 'lookup' then
   -- ARGV: base, op, n, theta, min_overlap, exact, hashes, sentence count
-  local n, theta, min_overlap = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+  local n, min_overlap = tonumber(ARGV[3]), tonumber(ARGV[5])
+  local theta, merge_theta = thresholds(4)
   local ex = redis.call('HGET', K_EXACT, ARGV[6])
   if ex then return resolve(ex) end
   local all, ns, flags = hashes(7, true)
@@ -374,11 +401,10 @@ if op == 'lookup' then
   local known = redis.call('HMGET', K_FP, unpack(anchors))
   local live = live_sketch(all, ns, flags)
   local order = candidates(anchors, known)
-  local best = 0
-  for _, g in ipairs(order) do
-    if verify(g, live, {}, theta, min_overlap) and (best == 0 or g < best) then best = g end
-  end
-  return best
+  local scores = {}
+  for _, g in ipairs(order) do scores[g] = verify(g, live, {}, min_overlap) end
+  local chosen = choose(order, scores, theta, merge_theta)
+  return chosen[1] or 0
 elseif op == 'resolve' then
   -- An id never merged is its own canonical id: answer it as given (it may exceed 2^53).
   local p = redis.call('HGET', K_PARENT, ARGV[3])
@@ -706,7 +732,7 @@ class RedisStore(Store):
             raise ConfigError(f"policy must be a MatchPolicy, not {policy!r}")
         args = [
             str(policy.n).encode(),
-            repr(float(policy.theta)).encode(),
+            f"{float(policy.theta)!r}:{float(policy.merge_theta)!r}".encode(),
             str(policy.min_overlap).encode(),
             str(policy.sketch_cap).encode(),
         ]

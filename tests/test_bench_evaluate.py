@@ -33,6 +33,10 @@ LONG = [
     "今年夏天北方多地出现持续高温天气气象部门提醒公众注意防暑降温合理安排户外活动时间并多喝水",
     "农业农村部门组织专家深入田间地头指导农民抗旱保苗确保秋粮生产稳定和农民收入持续增长的目标",
 ]
+OWN = [
+    "山区学校的孩子们第一次在新建的天文台里用望远镜观察月球表面的环形山和阴影变化",
+    "志愿者们利用周末时间为村里的老人修缮房屋并教他们使用手机视频和远方的家人通话",
+]
 FOOTER = (
     "凡本网注明来源人民网的所有作品版权均属于人民网"
     "未经本网授权不得转载摘编或利用其它方式使用上述作品"
@@ -282,7 +286,8 @@ def data_dir(tmp_path: Path) -> Path:
         ("s1", "\n".join(LONG[:5])),
         ("s2", "\n".join(LONG[5:])),
         ("s1", "".join(LONG[:5])),
-        ("s3", LONG[2] + "。" + LONG[6]),
+        # s3 quotes one sentence of s1 among two of its own: a third of it, not a repost.
+        ("s3", LONG[2] + "。" + OWN[0] + "。" + OWN[1]),
     ]
     write_set(
         tmp_path / "zh_reposts_dev.jsonl.gz",

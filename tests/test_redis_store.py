@@ -72,11 +72,12 @@ def synthetic_corpus(seed: int = 7) -> list[tuple[str, str]]:
             edited[i] = edited[i][:j] + "变" + edited[i][j + 1 :]
             publish(f"s{s}-{r + 1}", edited)
     rng.shuffle(docs)
-    # Two stories that reach the store apart, then a document quoting both: a bridge.
+    # Two stories that reach the store apart, then a document quoting both in full: a bridge
+    # (one quoting half of each joins the better match and merges nothing).
     left, right = [_sentence(rng) for _ in range(4)], [_sentence(rng) for _ in range(4)]
     docs.append(("bridge-left", "。".join(left) + "。"))
     docs.append(("bridge-right", "。".join(right) + "。"))
-    docs.append(("bridge", "。".join(left[:2] + right[:2]) + "。"))
+    docs.append(("bridge", "。".join(left + right) + "。"))
     docs.append(("bridge-more", "。".join(left[2:] + right[2:]) + "。"))
     # Exact repeats (no doc id and with one), a short text, and a re-sent doc id.
     docs.append(("", docs[0][1]))
