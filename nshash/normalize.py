@@ -166,7 +166,6 @@ def fold_keys(keys: str) -> str:
             or unicodedata.is_normalized("NFKC", k) and not check(k)
             else _settle(k)
             for k in keys.split("\n")
-            if k
         ]
     )
 

@@ -1,0 +1,188 @@
+"""The text pipeline: normalization, sentence splitting, keys, anchors, sketches, hashes."""
+
+from __future__ import annotations
+
+import hashlib
+import unicodedata
+
+import farmhash
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nshash import ConfigError, EmptyDocumentError, Fingerprinter, normalize_key, normalize_text
+from nshash.fingerprint import split_sentences
+from nshash.normalize import fold_keys, strip_key
+
+#: Text that mixes what crawled articles hold: CJK, Latin, full-width forms, punctuation of both
+#: widths, zero-width and control characters, line breaks of every kind, and any code point.
+texts = st.text(
+    alphabet=st.one_of(
+        st.characters(codec="utf-8"),
+        st.sampled_from("。！？；，、：.!?;,\n\r\u2028\u200b\u3000 ＡＢ１２資訊國發ßİ㎒⑴가"),
+    ),
+    max_size=200,
+)
+
+
+class TestNormalizeKey:
+    def test_folds_width_script_case_and_punctuation(self) -> None:
+        """Full-width, traditional, upper-case and punctuated forms give one key."""
+        assert normalize_key("２０２４年，資訊 Ｎｅｗｓ！") == "2024年资讯news"
+        assert normalize_key("2024年资讯NEWS") == "2024年资讯news"
+
+    def test_casefolds_beyond_ascii(self) -> None:
+        """Casefolding, not lowercasing: ß and SS meet."""
+        assert normalize_key("Straße") == normalize_key("STRASSE") == "strasse"
+
+    def test_drops_invisible_and_control_characters(self) -> None:
+        """Zero-width spaces and controls never change a key."""
+        assert normalize_key("新\u200b闻\x00报\ufeff道") == "新闻报道"
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(texts)
+    def test_idempotent(self, text: str) -> None:
+        """A key is its own key."""
+        key = normalize_key(text)
+        assert normalize_key(key) == key
+        assert key == "" or key.isalnum()
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(texts, min_size=1, max_size=6))
+    def test_fold_keys_equals_per_key(self, parts: list[str]) -> None:
+        """Folding many stripped keys at once equals folding each one."""
+        stripped = [strip_key(p.replace("\n", " ")) for p in parts]
+        assert fold_keys("\n".join(stripped)).split("\n") == [
+            normalize_key(p.replace("\n", " ")) for p in parts
+        ]
+
+
+class TestNormalizeText:
+    def test_keeps_layout_folds_the_rest(self) -> None:
+        """Line breaks unify, widths fold, zero-width characters go."""
+        assert normalize_text("ＡＢＣ\r\n資訊\u200b！") == "abc\n资讯!"
+
+    @settings(max_examples=300, deadline=None)
+    @given(texts)
+    def test_idempotent(self, text: str) -> None:
+        """Normalizing normalized text changes nothing."""
+        once = normalize_text(text)
+        assert normalize_text(once) == once
+        assert unicodedata.is_normalized("NFKC", once)
+
+
+class TestSplitSentences:
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            ("第一句。第二句！第三句？", ["第一句", "第二句", "第三句"]),
+            ("Pi is 3.14. Next one", ["Pi is 3.14", " Next one"]),
+            ("See example.com now.", ["See example.com now"]),
+            ("甲；乙\n丙\r\n丁", ["甲", "乙", "丙", "丁"]),
+            ('He said "stop." Then left', ['He said "stop', '" Then left']),
+        ],
+    )
+    def test_split(self, text: str, expected: list[str]) -> None:
+        """Sentence ends split; a period inside a number or a name does not."""
+        assert split_sentences(text) == expected
+
+    def test_empty_delimiters_refused(self) -> None:
+        """An empty delimiter set is a configuration error."""
+        with pytest.raises(ConfigError):
+            split_sentences("x", delimiters="")
+
+
+LONG = [
+    "江城地铁五号线今天上午正式开通运营全长二十八公里共设二十二座车站",
+    "首班列车早上六点从南湖站发车沿途连接老城区高新区和江北火车站",
+    "市交通局介绍开通后通勤时间将由一个多小时缩短到四十分钟",
+    "开通首日不少市民专程赶来体验",
+    "短句",
+]
+
+
+class TestFingerprinter:
+    def test_keys_longest_first(self) -> None:
+        """Keys come longest first, short sentences dropped, ties in text order."""
+        keys = Fingerprinter(min_length=10).keys("。".join(LONG))
+        assert keys == sorted(LONG[:4], key=len, reverse=True)
+
+    def test_punctuation_and_width_do_not_change_fingerprints(self) -> None:
+        """A repost with other punctuation, widths, spacing and script hashes the same."""
+        f = Fingerprinter()
+        a = f.prepare("江城地铁5号线今天上午正式开通运营，全长二十八公里。首班列车早上六点发车！")
+        b = f.prepare("江城地铁５号线 今天上午正式開通運營,全長二十八公里.\n首班列車早上六點發車!")
+        assert a == b
+
+    def test_farmhash_fingerprint64_of_the_key(self) -> None:
+        """Anchors are farmhash.fingerprint64 of the normalized key (stable across versions)."""
+        doc = Fingerprinter().prepare(LONG[0] + "。")
+        assert doc.sentences == (farmhash.fingerprint64(LONG[0]),)
+        assert doc.sentences == (4239728606243706974,)
+
+    def test_md5(self) -> None:
+        """md5 stays available: the first 8 bytes of the digest, big-endian."""
+        doc = Fingerprinter(hashfunc="md5").prepare(LONG[0] + "。")
+        digest = hashlib.md5(LONG[0].encode()).digest()[:8]
+        assert doc.sentences == (int.from_bytes(digest, "big"),)
+
+    def test_short_text_keyed_whole(self) -> None:
+        """With no sentence long enough, the whole text is the one key."""
+        f = Fingerprinter(min_length=10)
+        assert f.keys("你好。世界！") == ["你好世界"]
+
+    def test_n_limits_fingerprints(self) -> None:
+        """fingerprints() gives at most n anchors."""
+        assert len(Fingerprinter(n=2).fingerprints("。".join(LONG))) == 2
+
+    @pytest.mark.parametrize("text", ["", "   \n\t", "，。！？…", "\u200b\u200b"])
+    def test_empty_document(self, text: str) -> None:
+        """No letters or digits: EmptyDocumentError, never a fingerprint."""
+        with pytest.raises(EmptyDocumentError):
+            Fingerprinter().prepare(text)
+
+    def test_not_a_string(self) -> None:
+        """Bytes or None are a ConfigError, not a crash."""
+        with pytest.raises(ConfigError, match="str"):
+            Fingerprinter().prepare(b"bytes")  # type: ignore[arg-type]
+
+    @pytest.mark.parametrize(
+        "kwargs",
+        [{"n": 0}, {"min_length": -1}, {"hashfunc": "sha1"}, {"n": True}, {"delimiters": ""}],
+    )
+    def test_bad_configuration(self, kwargs: dict[str, object]) -> None:
+        """Out-of-range or unknown settings raise ConfigError."""
+        with pytest.raises(ConfigError):
+            Fingerprinter(**kwargs)  # type: ignore[arg-type]
+
+    def test_long_sentences_weigh_more(self) -> None:
+        """A sentence adds sketch elements in proportion to its length."""
+        f = Fingerprinter(sketch_unit=32)
+        short = f.prepare("这是一个不太长的句子用来测试。")
+        long_ = f.prepare("这是一个很长很长的句子" * 10 + "。")
+        assert len(short.sketch) == 2
+        assert len(long_.sketch) == 2 + 2 * (100 // 32)
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(texts)
+    def test_any_unicode(self, text: str) -> None:
+        """Arbitrary Unicode either fingerprints or raises EmptyDocumentError, nothing else."""
+        f = Fingerprinter()
+        try:
+            doc = f.prepare(text)
+        except EmptyDocumentError:
+            assert normalize_key(text) == ""
+            return
+        assert doc.sentences and doc.sketch
+        assert all(0 <= h < 2**64 for h in (*doc.sentences, *doc.sketch, doc.exact))
+        # Every key is already normalized, and the text's normalized form keys the same, except
+        # where a symbol that is not a letter or digit becomes one under NFKC ("㎒" -> "MHz"):
+        # keys keep letters and digits as written, so such symbols drop out before folding.
+        assert all(normalize_key(k) == k for k in f.keys(text))
+        if all(_alnum_stable(c) for c in text):
+            assert f.prepare(normalize_text(text)).exact == doc.exact
+
+
+def _alnum_stable(char: str) -> bool:
+    folded = unicodedata.normalize("NFKC", char)
+    return char.isalnum() == any(c.isalnum() for c in folded)
