@@ -112,9 +112,37 @@ class NSHashSystem:
         return out
 
 
+class KeyedSystem:
+    """The keyed (four-key, seed 001) method on the memory store; its ids never merge."""
+
+    def __init__(self, url: str = "memory://", **options: Any) -> None:
+        from nshash import EmptyDocumentError
+        from nshash.keyed import KeyedDedup
+
+        options.setdefault("expected_items", 100_000)
+        self.kd = KeyedDedup.open(url, **options)
+        self._empty = EmptyDocumentError
+        #: Documents refused as empty (each gets a group of its own).
+        self.empty = 0
+
+    def add(self, text: str) -> Hashable:
+        """Add *text*; an empty document gets a unique negative label."""
+        try:
+            return self.kd.add(text).similar_id
+        except self._empty:
+            self.empty += 1
+            return -self.empty
+
+    def finish(self, labels: list[Hashable]) -> list[Hashable]:
+        """The labels as given: the keyed method never merges groups."""
+        self.kd.close()
+        return labels
+
+
 #: System name -> factory. Add a system by adding an entry.
 SYSTEMS: dict[str, Callable[[], System]] = {
     "nshash": NSHashSystem,
+    "keyed": KeyedSystem,
     "seed": SeedNSHash,
     "minhash": MinHashBaseline,
     "simhash": SimhashBaseline,
