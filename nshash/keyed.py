@@ -141,6 +141,7 @@ __all__ = [
     "KeyedDedup",
     "KeyedDoc",
     "KeyedMatch",
+    "KeyMaker",
     "title_key",
 ]
 
@@ -1165,6 +1166,102 @@ def _positive_int(name: str, value: object) -> int:
 
 
 # -- the method ----------------------------------------------------------------------------
+class KeyMaker:
+    """The pure half of the keyed method: text and title in, :class:`KeyedDoc` out.
+
+    Picklable and free of any store, so it can run in worker processes (the CLI's ``--jobs``).
+    :class:`KeyedDedup` holds one; its options are the ones documented there.
+
+    Raises:
+        ConfigError: an option is out of range.
+    """
+
+    def __init__(
+        self,
+        *,
+        head_chars: int = 100,
+        tail_chars: int = 100,
+        terms: str = "chars",
+        hashfunc: str | Callable[[str], int] = "farmhash",
+        title_noise: Sequence[str] = DEFAULT_TITLE_NOISE,
+    ) -> None:
+        self.head_chars = _positive_int("head_chars", head_chars)
+        self.tail_chars = _positive_int("tail_chars", tail_chars)
+        if terms not in ("chars", "words"):
+            raise ConfigError(f"terms must be 'chars' or 'words', not {terms!r}")
+        self.terms = terms
+        if callable(hashfunc):
+            self._hash = hashfunc
+        elif isinstance(hashfunc, str) and hashfunc in _HASHFUNCS:
+            self._hash = _HASHFUNCS[hashfunc]
+        else:
+            raise ConfigError(f"hashfunc must be 'farmhash', 'md5' or a function, not {hashfunc!r}")
+        self.hashfunc = hashfunc
+        if isinstance(title_noise, str) or not all(isinstance(w, str) for w in title_noise):
+            raise ConfigError(f"title_noise must be a list of str, not {title_noise!r}")
+        self.title_noise = tuple(title_noise)
+        if terms == "words":
+            from .tokenize import jieba_module
+
+            jieba_module()  # fail now, not on the first Chinese text, when jieba is missing
+
+    def settings(self) -> dict[str, Any]:
+        """The settings that define keys and terms: a store keeps the ones it was filled with."""
+        return {
+            "terms": self.terms,
+            "hashfunc": self.hashfunc if isinstance(self.hashfunc, str) else "custom",
+            "head_chars": self.head_chars,
+            "tail_chars": self.tail_chars,
+        }
+
+    def prepare(self, text: str, title: str | None = None) -> KeyedDoc:
+        """Compute the keys and term vector of a document.
+
+        Raises:
+            ConfigError: *text* or *title* is not a str.
+            EmptyDocumentError: *text* has no letter or digit.
+        """
+        if not isinstance(text, str):
+            raise ConfigError(f"text must be a str, not {type(text).__name__!r}")
+        _check_title(title)
+        normalized = normalize_text(text)
+        key = normalize_key(normalized)
+        if not key:
+            raise EmptyDocumentError(f"The text has no letter or digit: {text[:40]!r}")
+        keys = [
+            self._key_hash(key),
+            self._key_hash(key[: self.head_chars]) if len(key) > self.head_chars else 0,
+            self._key_hash(key[-self.tail_chars :]) if len(key) > self.tail_chars else 0,
+            0,
+        ]
+        if title:
+            stripped = title_key(title, self.title_noise)
+            keys[3] = self._key_hash(stripped) if stripped else 0
+        if self.terms == "chars":
+            # A CJK character is its code point; any other term its 64-bit fingerprint.
+            cjk = Counter(_CJK_CHAR.findall(normalized))
+            other = Counter(_OTHER_RUN.findall(normalized))
+        else:
+            from .tokenize import split_words
+
+            cjk, other = Counter(), Counter(split_words(normalized))
+        if not cjk and not other:
+            other = Counter(key)  # letters no term pattern knows (rare scripts)
+        vector = (
+            *map(ord, cjk),
+            *map(farmhash.fingerprint64, other),
+            *cjk.values(),
+            *other.values(),
+        )
+        return KeyedDoc(tuple(keys), vector)
+
+    def _key_hash(self, key: str) -> int:
+        h = self._hash(key)
+        if not isinstance(h, int) or isinstance(h, bool) or not 0 <= h <= _MASK64:
+            raise ConfigError(f"hashfunc must return an int in [0, 2**64), not {h!r}")
+        return h or 1  # 0 means "no such key"
+
+
 class KeyedDedup:
     """The four-key dedup of seed 001: content, head, tail and title keys, confirmed by cosine.
 
@@ -1229,39 +1326,21 @@ class KeyedDedup:
         ):
             raise ConfigError(f"threshold must be a number in (0, 1], not {threshold!r}")
         self.threshold = float(threshold)
-        self.head_chars = _positive_int("head_chars", head_chars)
-        self.tail_chars = _positive_int("tail_chars", tail_chars)
-        if terms not in ("chars", "words"):
-            raise ConfigError(f"terms must be 'chars' or 'words', not {terms!r}")
-        self.terms = terms
-        if callable(hashfunc):
-            self._hash = hashfunc
-        elif isinstance(hashfunc, str) and hashfunc in _HASHFUNCS:
-            self._hash = _HASHFUNCS[hashfunc]
-        else:
-            raise ConfigError(f"hashfunc must be 'farmhash', 'md5' or a function, not {hashfunc!r}")
-        self.hashfunc = hashfunc
-        if isinstance(title_noise, str) or not all(isinstance(w, str) for w in title_noise):
-            raise ConfigError(f"title_noise must be a list of str, not {title_noise!r}")
-        self.title_noise = tuple(title_noise)
-        if terms == "words":
-            from .tokenize import jieba_module
-
-            jieba_module()  # fail now, not on the first Chinese text, when jieba is missing
-        backend.settle(
-            {
-                "terms": terms,
-                "hashfunc": hashfunc if isinstance(hashfunc, str) else "custom",
-                "head_chars": self.head_chars,
-                "tail_chars": self.tail_chars,
-            }
+        self.keymaker = KeyMaker(
+            head_chars=head_chars,
+            tail_chars=tail_chars,
+            terms=terms,
+            hashfunc=hashfunc,
+            title_noise=title_noise,
         )
+        backend.settle(self.keymaker.settings())
         self._backend = backend
         self._counters_lock = threading.Lock()
         #: Per-process diagnostics since open: ``checks`` (keys looked up), ``bloom_hits``,
         #: ``bloom_false_positives`` (the filter said yes, the index had nothing),
-        #: ``compared``, ``rejected`` (cosine below the threshold), ``new``, and
-        #: ``matched_<kind>`` per key that found the confirmed candidate.
+        #: ``compared``, ``rejected`` (cosine below the threshold), ``new``,
+        #: ``matched_<kind>`` per key that found the confirmed candidate, and ``conflicts``
+        #: (Redis writes retried because another writer filed one of the same keys first).
         self.counters: Counter[str] = Counter()
 
     @classmethod
@@ -1301,45 +1380,7 @@ class KeyedDedup:
             ConfigError: *text* or *title* is not a str.
             EmptyDocumentError: *text* has no letter or digit.
         """
-        if not isinstance(text, str):
-            raise ConfigError(f"text must be a str, not {type(text).__name__!r}")
-        _check_title(title)
-        normalized = normalize_text(text)
-        key = normalize_key(normalized)
-        if not key:
-            raise EmptyDocumentError(f"The text has no letter or digit: {text[:40]!r}")
-        keys = [
-            self._key_hash(key),
-            self._key_hash(key[: self.head_chars]) if len(key) > self.head_chars else 0,
-            self._key_hash(key[-self.tail_chars :]) if len(key) > self.tail_chars else 0,
-            0,
-        ]
-        if title:
-            stripped = title_key(title, self.title_noise)
-            keys[3] = self._key_hash(stripped) if stripped else 0
-        if self.terms == "chars":
-            # A CJK character is its code point; any other term its 64-bit fingerprint.
-            cjk = Counter(_CJK_CHAR.findall(normalized))
-            other = Counter(_OTHER_RUN.findall(normalized))
-        else:
-            from .tokenize import split_words
-
-            cjk, other = Counter(), Counter(split_words(normalized))
-        if not cjk and not other:
-            other = Counter(key)  # letters no term pattern knows (rare scripts)
-        vector = (
-            *map(ord, cjk),
-            *map(farmhash.fingerprint64, other),
-            *cjk.values(),
-            *other.values(),
-        )
-        return KeyedDoc(tuple(keys), vector)
-
-    def _key_hash(self, key: str) -> int:
-        h = self._hash(key)
-        if not isinstance(h, int) or isinstance(h, bool) or not 0 <= h <= _MASK64:
-            raise ConfigError(f"hashfunc must return an int in [0, 2**64), not {h!r}")
-        return h or 1  # 0 means "no such key"
+        return self.keymaker.prepare(text, title)
 
     def _decide(self, doc: KeyedDoc, found: _Found) -> KeyedMatch | None:
         """Run the checks in order; the first confirmed candidate wins."""
@@ -1414,6 +1455,8 @@ class KeyedDedup:
                     doc, found, None if match is None else match.similar_id, doc_id, title
                 )
             if written is None:
+                with self._counters_lock:
+                    self.counters["conflicts"] += 1
                 continue  # another writer filed one of our keys meanwhile: decide again
             if written.record is not None:
                 return self._replayed(written.record)
@@ -1457,6 +1500,20 @@ class KeyedDedup:
     def get_similar(self, text: str) -> int:
         """Add *text* and return its ``similar_id`` (NSHash's original call)."""
         return self.add(text).similar_id
+
+    def cosine(self, a: str, b: str) -> float:
+        """The cosine of two texts' term-frequency vectors, as this method compares them.
+
+        Use it to pick a ``threshold`` for your texts.
+
+        Raises:
+            ConfigError: a text is not a str.
+            EmptyDocumentError: a text has no letter or digit.
+        """
+        x, y = self.prepare(a).vector, self.prepare(b).vector
+        n = len(x) // 2
+        mine = dict(zip(x[:n], x[n:], strict=True))
+        return _cosine(mine, math.sqrt(sum(c * c for c in x[n:])), y)
 
     def explain(self, text: str, *, title: str | None = None) -> KeyedMatch | None:
         """Return the match *text* would get (key, cosine, group), or None; writes nothing."""
@@ -1520,4 +1577,5 @@ class KeyedDedup:
         self.close()
 
     def __repr__(self) -> str:
-        return f"KeyedDedup({self.url!r}, threshold={self.threshold}, terms={self.terms!r})"
+        terms = self.keymaker.terms
+        return f"KeyedDedup({self.url!r}, threshold={self.threshold}, terms={terms!r})"
