@@ -30,7 +30,7 @@ import threading
 import time
 import traceback
 from collections import Counter, deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from types import TracebackType
@@ -45,7 +45,7 @@ except ImportError:  # pragma: no cover - Windows
 
 from . import __version__
 from .core import NSHash
-from .errors import ConfigError, NSHashError
+from .errors import ConfigError, EmptyDocumentError, NSHashError
 from .fingerprint import DocPrint
 from .io import (
     FORMATS,
@@ -61,6 +61,9 @@ from .io import (
     open_output,
     open_source,
 )
+from .io import _Bad as _BadRecordError
+from .keyed import KeyedDedup, KeyedDoc, KeyMaker
+from .results import AddResult
 from .store import mask_url, parse_url
 
 __all__ = ["main"]
@@ -369,10 +372,40 @@ class _Reporter:
             )
 
 
+class _KeyedPreparer(Preparer):
+    """The preparer of ``dedup --method keyed``: the keyed method's keys and term vector go in
+    the fingerprint slots of a :data:`~nshash.io.Prepared` tuple (keys, vector, 0)."""
+
+    def __init__(self, fields: Fields, added: Sequence[str]) -> None:
+        super().__init__(fields, added)
+        self.keymaker = KeyMaker()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_KeyedPreparer, (self.fields, self.added))
+
+    def _fingerprint(
+        self, text: str, doc_id: str | None, title: str | None, head: bytes | None
+    ) -> Prepared:
+        try:
+            doc = self.keymaker.prepare(text, title)
+        except EmptyDocumentError:
+            raise _BadRecordError("the text has no letters or digits") from None
+        return (doc_id, title, doc.keys, doc.vector, 0, head)
+
+
+def _adder(nsh: NSHash | KeyedDedup) -> Callable[[Prepared], AddResult]:
+    """The add call of either method, fed what its preparer made."""
+    if isinstance(nsh, KeyedDedup):
+        keyed = nsh
+        return lambda r: keyed.add_prepared(KeyedDoc(r[2], r[3]), r[0], title=r[1])
+    plain = nsh
+    return lambda r: plain.add_prepared(DocPrint(r[2], r[3], r[4]), r[0], title=r[1])
+
+
 def _run(
     source: Source,
     workers: Workers,
-    nsh: NSHash,
+    nsh: NSHash | KeyedDedup,
     writer: JsonlWriter | CsvWriter,
     mode: str,
     on_error: str,
@@ -390,7 +423,7 @@ def _run(
         leave=False,
         mininterval=0.25,
     )
-    store, policy = nsh.store, nsh.policy
+    add = _adder(nsh)
     try:
         for batch, results in workers.map(source.batches(BATCH_SIZE)):
             for item, result in zip(batch, results, strict=True):
@@ -400,14 +433,14 @@ def _run(
                 if isinstance(result, BadRecord):
                     reporter.bad(item, result.message, tally)
                     continue
-                doc = DocPrint(result[2], result[3], result[4])
                 tally.documents += 1
                 if mode == "query":
-                    found = store.lookup(doc, policy)
+                    assert isinstance(nsh, NSHash)  # only dedup has --method
+                    found = nsh.store.lookup(DocPrint(result[2], result[3], result[4]), nsh.policy)
                     tally.matched += found is not None
                     writer.write(item, result, (found,))
                     continue
-                answer = nsh.add_prepared(doc, result[0], title=result[1])
+                answer = add(result)
                 sid = answer.similar_id
                 tally.sizes[sid] += 1
                 tally.duplicates += answer.duplicate
@@ -513,11 +546,16 @@ def _records(args: argparse.Namespace, mode: str, store_url: str) -> int:
     if _same_file(args.input, args.output):
         raise UsageError(f"-o {args.output!r} is the input file; write the output elsewhere")
     added = ("similar_id",) if mode == "query" else ("similar_id", "duplicate")
-    preparer = Preparer(_fields(args), added, NSHASH_OPTIONS)
+    keyed = getattr(args, "method", "nshash") == "keyed"
+    preparer = (
+        _KeyedPreparer(_fields(args), added)
+        if keyed
+        else Preparer(_fields(args), added, NSHASH_OPTIONS)
+    )
     with (
         open_source(args.input, fmt, preparer.fields) as source,
         Workers(args.jobs, preparer) as workers,
-        NSHash.open(store_url, **NSHASH_OPTIONS) as nsh,
+        KeyedDedup.open(store_url) if keyed else NSHash.open(store_url, **NSHASH_OPTIONS) as nsh,
     ):
         out, must_close = open_output(args.output)
         writer: JsonlWriter | CsvWriter
@@ -801,6 +839,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="URL",
         help=f"store URL (default: ${STORE_ENV}, else memory://, which lives in this process"
         " only and writes nothing to disk)",
+    )
+    p.add_argument(
+        "--method",
+        choices=("nshash", "keyed"),
+        default="nshash",
+        help="nshash's sentence anchors (default), or the keyed method: content, head, tail"
+        " and title keys confirmed by cosine (needs nshash[keyed]; its own store tables)",
     )
     _add_record_options(p)
     p.set_defaults(func=_cmd_dedup, parser=p)

@@ -575,6 +575,24 @@ class TestCLI:
         assert main(["dedup", str(src), "--method", "keyed", "--store", store, "-q"]) == 0
         assert json.loads(capsys.readouterr().out)["similar_id"] == 1
 
+    def test_worker_processes_give_the_same_output(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """With --jobs 2 the keyed keys are made in worker processes; the output is the same."""
+        src = tmp_path / "in.jsonl"
+        texts = [PARK, TRAIN, "转载：" + PARK, BAKERY, TRAIN + "（完）", "。。", EN_TURTLES] * 40
+        src.write_text(
+            "".join(json.dumps({"id": str(i), "text": t}) + "\n" for i, t in enumerate(texts))
+        )
+        outputs = []
+        for jobs in ("1", "2"):
+            assert main(["dedup", str(src), "--method", "keyed", "-j", jobs, "-q"]) == 0
+            outputs.append(capsys.readouterr().out)
+        assert outputs[0] == outputs[1]
+        ids = [json.loads(line).get("similar_id") for line in outputs[0].splitlines()]
+        assert ids[:6] == [1, 2, 1, 3, 2, 4]  # the empty text is skipped, not written
+        assert len(ids) == 6 * 40 and set(ids) == {1, 2, 3, 4}
+
     def test_unknown_method_is_usage_error(self, tmp_path: Path) -> None:
         """An unknown --method is bad usage (exit 2)."""
         src = tmp_path / "in.jsonl"
