@@ -24,6 +24,7 @@ from .errors import (
     StoreUnavailableError,
 )
 from .fingerprint import DocPrint, Fingerprinter, split_sentences
+from .keyed import KeyedDedup
 from .normalize import normalize_key, normalize_text
 from .results import AddResult, DocumentRecord, Group, Member, StoreStats
 from .store import Store, open_store
@@ -42,6 +43,7 @@ __all__ = [
     "EmptyDocumentError",
     "Fingerprinter",
     "Group",
+    "KeyedDedup",
     "MatchPolicy",
     "Member",
     "NSHash",
