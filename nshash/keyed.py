@@ -251,7 +251,7 @@ def _cosine(mine: dict[int, int], norm: float, other: Sequence[int]) -> float:
     """The cosine of *mine* (with its *norm*) and a packed vector's ints."""
     n = len(other) // 2
     terms, counts = other[:n], other[n:]
-    other_norm = math.sqrt(sum(c * c for c in counts))
+    other_norm = math.hypot(*counts)
     if not norm or not other_norm:
         return 0.0
     dot = sum(map(int.__mul__, counts, map(mine.get, terms, repeat(0))))
@@ -1386,7 +1386,7 @@ class KeyedDedup:
         """Run the checks in order; the first confirmed candidate wins."""
         n = len(doc.vector) // 2
         mine = dict(zip(doc.vector[:n], doc.vector[n:], strict=True))
-        norm = math.sqrt(sum(c * c for c in doc.vector[n:]))
+        norm = math.hypot(*doc.vector[n:])
         seen: set[int] = set()
         tally: Counter[str] = Counter()
         match = None
@@ -1513,7 +1513,7 @@ class KeyedDedup:
         x, y = self.prepare(a).vector, self.prepare(b).vector
         n = len(x) // 2
         mine = dict(zip(x[:n], x[n:], strict=True))
-        return _cosine(mine, math.sqrt(sum(c * c for c in x[n:])), y)
+        return _cosine(mine, math.hypot(*x[n:]), y)
 
     def explain(self, text: str, *, title: str | None = None) -> KeyedMatch | None:
         """Return the match *text* would get (key, cosine, group), or None; writes nothing."""
