@@ -15,7 +15,9 @@
    with this one. The first candidate whose cosine reaches ``threshold`` (0.9) gives its
    ``similar_id``: the document is a duplicate. The seed takes a content match as a duplicate
    without comparing; here it is compared too, so neither a Bloom false positive nor a hash
-   collision can make a false duplicate.
+   collision can make a false duplicate. One guard the seed does not have: a key whose
+   entries already belong to ``common_groups`` (8) different groups is a site's footer or a
+   columnist's byline, not a story, and is not compared (``common_groups=0`` turns it off).
 3. **Otherwise** the document gets a new id from a persistent counter. Either way its four keys
    go into the filters and indexes, and its vector into the store, so later reposts can find
    it through any of them.
@@ -58,8 +60,9 @@ key                        value
 =========================  ===================================================================
 ``m:format`` and ``m:NAME``  ``1``; the decimal ``counter`` (last id), ``documents``, ``keys``
 ``m:bloom``                the four filters as saved on close, with the document count then
-``i`` + kind + hash        the document numbers filed under a key (8 bytes each, at most
-                           ``max_candidates``; kind is one byte, 0-3 for content..title)
+``i`` + kind + hash        the documents filed under a key: number and ``similar_id``, 8 bytes
+                           each, at most ``max_candidates``; kind is one byte, 0-3 for
+                           content..title
 ``v`` + number             the document's ``similar_id`` then its packed term vector
 ``d`` + doc_id             JSON ``[similar_id, duplicate, title, [content, head, tail, title]]``
 =========================  ===================================================================
@@ -67,11 +70,11 @@ key                        value
 On open the in-process filters are loaded from ``m:bloom`` when it was saved at the current
 document count, and rebuilt by scanning the ``i`` keys otherwise (after a crash). In Redis the
 filters are bit strings ``{P}:keyed:bloom:K`` (K one of ``c h t n``) tested and set at
-:func:`nshash.bloom.bit_positions`; the key index is the hash ``{P}:keyed:idx:K`` (key hash ->
-comma-separated document numbers), vectors ``{P}:keyed:vec`` (number -> ``"sid " + packed``),
-records ``{P}:keyed:docs``, the counters ``{P}:keyed:counter`` and ``{P}:keyed:documents``, and
-the filter sizes in ``{P}:keyed:meta`` (the first opener's sizes win, so every process sets the
-same bits).
+:func:`nshash.bloom.bit_positions`; the key index is the hash ``{P}:keyed:idx:K`` (key hash
+-> comma-separated ``number:similar_id`` entries), vectors ``{P}:keyed:vec`` (number ->
+``"sid " + packed``), records ``{P}:keyed:docs``, the counters ``{P}:keyed:counter`` and
+``{P}:keyed:documents``, and the filter sizes in ``{P}:keyed:meta`` (the first opener's sizes
+win, so every process sets the same bits).
 
 Concurrency
 -----------
@@ -164,6 +167,7 @@ _OPTIONS = (
     "terms",
     "hashfunc",
     "title_noise",
+    "common_groups",
     "expected_items",
     "fp_rate",
 )
@@ -281,8 +285,9 @@ class _Found:
     replay: DocumentRecord | None = None
     #: Per kind: whether the Bloom filter said "probably seen".
     bloom: tuple[bool, ...] = (False, False, False, False)
-    #: Per kind: the document numbers filed under the key (the first ``max_candidates``).
-    postings: tuple[tuple[int, ...], ...] = ((), (), (), ())
+    #: Per kind: ``(number, similar_id)`` of the documents filed under the key (the first
+    #: ``max_candidates``).
+    postings: tuple[tuple[tuple[int, int], ...], ...] = ((), (), (), ())
     #: Per kind: the size of the stored entry, for the write's conflict check (Redis).
     sizes: tuple[int, ...] = (0, 0, 0, 0)
     #: Candidate number -> (similar_id, packed vector), when the read prefetched them.
@@ -726,14 +731,15 @@ class _LocalBackend(_Backend):
             if raw is not None:
                 return _Found(replay=_parse_record_json(doc_id, raw))
         bloom: list[bool] = []
-        postings: list[tuple[int, ...]] = []
+        postings: list[tuple[tuple[int, int], ...]] = []
         for kind, h in enumerate(keys):
             hit = bool(h) and h in self._blooms[kind]
             bloom.append(hit)
             entry = self._kv.get(self._index_key(kind, h)) if hit else None
             if entry:
-                n = min(len(entry) // 8, self._max)
-                postings.append(struct.unpack_from(f">{n}Q", entry))
+                n = min(len(entry) // 16, self._max)
+                ints = struct.unpack_from(f">{2 * n}Q", entry)
+                postings.append(tuple(zip(ints[0::2], ints[1::2], strict=True)))
             else:
                 postings.append(())
         return _Found(bloom=tuple(bloom), postings=tuple(postings))
@@ -760,6 +766,7 @@ class _LocalBackend(_Backend):
             similar_id = meta["counter"]
         meta["documents"] += 1
         number = _U64.pack(meta["documents"])
+        filed = number + _U64.pack(similar_id)
         puts: dict[bytes, bytes] = {}
         for kind, h in enumerate(doc.keys):
             if not h:
@@ -768,9 +775,9 @@ class _LocalBackend(_Backend):
             entry = self._kv.get(key)
             if entry is None:
                 meta["keys"] += 1
-                puts[key] = number
-            elif len(entry) // 8 < self._max:
-                puts[key] = entry + number
+                puts[key] = filed
+            elif len(entry) // 16 < self._max:
+                puts[key] = entry + filed
         puts[b"v" + number] = _U64.pack(similar_id) + _pack_vector(doc.vector)
         if doc_id is not None:
             puts[b"d" + doc_id.encode("utf-8")] = _record_json(
@@ -854,7 +861,7 @@ for kind = 1, 4 do
     if hit == 1 then
       entry = redis.call('HGET', KEYS[4 + kind], h) or ''
       local c = 0
-      for n in string.gmatch(entry, '%d+') do
+      for n in string.gmatch(entry, '(%d+):%d+') do
         c = c + 1
         if c > maxc then break end
         if not seen[n] then
@@ -908,10 +915,12 @@ for kind = 1, 4 do
     for i = 1, k do redis.call('SETBIT', KEYS[kind], ARGV[a + 1 + i], 1) end
     local entry = redis.call('HGET', KEYS[4 + kind], h)
     if not entry then
-      redis.call('HSET', KEYS[4 + kind], h, num)
+      redis.call('HSET', KEYS[4 + kind], h, num .. ':' .. sid)
     else
       local _, commas = string.gsub(entry, ',', ',')
-      if commas + 1 < maxc then redis.call('HSET', KEYS[4 + kind], h, entry .. ',' .. num) end
+      if commas + 1 < maxc then
+        redis.call('HSET', KEYS[4 + kind], h, entry .. ',' .. num .. ':' .. sid)
+      end
     end
   end
   a = a + 2 + k
@@ -1008,8 +1017,9 @@ class _RedisBackend(_Backend):
             hit, entry = reply[1 + 2 * kind], reply[2 + 2 * kind]
             bloom.append(hit == 1)
             sizes.append(len(entry))
-            nums = entry.split(b",")[: self.max_candidates] if entry else []
-            postings.append(tuple(int(n) for n in nums))
+            parts = entry.split(b",")[: self.max_candidates] if entry else []
+            pairs = (part.split(b":") for part in parts)
+            postings.append(tuple((int(n), int(g)) for n, g in pairs))
         vectors: dict[int, tuple[int, bytes]] = {}
         rest = reply[1 + 2 * len(KINDS) :]
         for i in range(0, len(rest), 2):
@@ -1278,9 +1288,11 @@ class KeyedDedup:
         threshold: the cosine a candidate needs to be the same story (default 0.9).
         head_chars: the length of the head key in characters (default 100).
         tail_chars: the length of the tail key in characters (default 100).
-        max_candidates: documents kept and compared per key (default 32): a key that many
-            documents share, such as a site footer at the tail, costs at most this many
-            comparisons.
+        max_candidates: documents kept and compared per key (default 32; an option of
+            :meth:`open`, fixed by the first opener on Redis): a key that many documents
+            share costs at most this many comparisons.
+        common_groups: a key whose entries span this many different groups is boilerplate
+            and is skipped (default 8; 0 compares every key, as the seed does).
         terms: ``"chars"`` (default) or ``"words"`` (see the module docstring).
         hashfunc: ``"farmhash"`` (default), ``"md5"``, or a function from a key string to a
             64-bit unsigned int (for experiments; it must be the same in every process).
@@ -1302,6 +1314,7 @@ class KeyedDedup:
         "head_chars": 100,
         "tail_chars": 100,
         "max_candidates": 32,
+        "common_groups": 8,
         "terms": "chars",
         "hashfunc": "farmhash",
         "expected_items": 1_000_000,
@@ -1318,7 +1331,15 @@ class KeyedDedup:
         terms: str = "chars",
         hashfunc: str | Callable[[str], int] = "farmhash",
         title_noise: Sequence[str] = DEFAULT_TITLE_NOISE,
+        common_groups: int = 8,
     ) -> None:
+        if (
+            not isinstance(common_groups, int)
+            or isinstance(common_groups, bool)
+            or (common_groups < 0)
+        ):
+            raise ConfigError(f"common_groups must be an integer >= 0, not {common_groups!r}")
+        self.common_groups = common_groups
         if (
             isinstance(threshold, bool)
             or not isinstance(threshold, (int, float))
@@ -1339,7 +1360,8 @@ class KeyedDedup:
         #: Per-process diagnostics since open: ``checks`` (keys looked up), ``bloom_hits``,
         #: ``bloom_false_positives`` (the filter said yes, the index had nothing),
         #: ``compared``, ``rejected`` (cosine below the threshold), ``new``,
-        #: ``matched_<kind>`` per key that found the confirmed candidate, and ``conflicts``
+        #: ``matched_<kind>`` per key that found the confirmed candidate, ``common_skipped``
+        #: (keys skipped as boilerplate, see ``common_groups``), and ``conflicts``
         #: (Redis writes retried because another writer filed one of the same keys first).
         self.counters: Counter[str] = Counter()
 
@@ -1397,10 +1419,14 @@ class KeyedDedup:
             if not found.bloom[kind]:
                 continue
             tally["bloom_hits"] += 1
-            if not found.postings[kind]:
+            entries = found.postings[kind]
+            if not entries:
                 tally["bloom_false_positives"] += 1
                 continue
-            for number in found.postings[kind]:
+            if self.common_groups and len({g for _, g in entries}) >= self.common_groups:
+                tally["common_skipped"] += 1  # a site's footer or byline, not a story
+                continue
+            for number, _ in entries:
                 if number in seen:
                     continue
                 seen.add(number)

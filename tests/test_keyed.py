@@ -176,6 +176,25 @@ class TestChecks:
         assert (result.similar_id, result.duplicate) == (2, False)
         assert kd.counters["rejected"] == 1
 
+    @pytest.mark.parametrize("common_groups", [0, 8])
+    def test_boilerplate_key_is_skipped(self, store_url: str, common_groups: int) -> None:
+        """A tail that 8 different stories share is a footer: it is no longer compared."""
+        notice = "本站所有文章版权归原作者所有，未经书面授权不得转载、摘编或以其他方式使用。"
+        footer = "\n" + notice * 3
+        with KeyedDedup.open(store_url, common_groups=common_groups, **SMALL) as kd:
+            ids = [kd.add(unrelated(i) + footer).similar_id for i in range(10)]
+            assert ids == list(range(1, 11))
+            compared = kd.counters["compared"]
+            assert kd.add(unrelated(99) + footer).similar_id == 11
+            if common_groups:
+                assert kd.counters["common_skipped"] >= 1
+                assert kd.counters["compared"] == compared
+            else:
+                assert kd.counters["common_skipped"] == 0
+                assert kd.counters["compared"] == compared + 10
+            repost = kd.add(unrelated(3) + "（完）" + footer)  # head still finds the story
+            assert (repost.similar_id, repost.duplicate) == (4, True)
+
     def test_threshold_is_configurable(self, store_url: str) -> None:
         """A lower threshold accepts the candidate a strict one rejects."""
         other = PARK[:110] + TRAIN
@@ -274,6 +293,7 @@ class TestBadInput:
             ({"head_chars": 0}, "head_chars"),
             ({"max_candidates": True}, "max_candidates"),
             ({"terms": "bigrams"}, "terms"),
+            ({"common_groups": -1}, "common_groups"),
             ({"hashfunc": "sha1"}, "hashfunc"),
             ({"expected_items": 0}, "expected_items"),
             ({"fp_rate": 1.0}, "fp_rate"),
