@@ -11,7 +11,9 @@ import json
 import os
 import random
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,7 +68,7 @@ def unrelated(seed: int, length: int = 160) -> str:
 
 
 @pytest.fixture
-def kd(store_url: str) -> KeyedDedup:
+def kd(store_url: str) -> Iterator[KeyedDedup]:
     """A fresh keyed method on each backend, closed after the test."""
     with KeyedDedup.open(store_url, **SMALL) as opened:
         yield opened
@@ -238,7 +240,8 @@ class TestChecks:
 
     def test_add_many_isolates_bad_items(self, kd: KeyedDedup) -> None:
         """A bad item yields its exception in place; the others are added."""
-        out = kd.add_many([PARK, {"text": "。。。"}, {"text": PARK, "id": "x"}, 7])
+        items: list[Any] = [PARK, {"text": "。。。"}, {"text": PARK, "id": "x"}, 7]
+        out = kd.add_many(items)
         assert [type(o).__name__ for o in out] == [
             "AddResult",
             "EmptyDocumentError",
