@@ -204,10 +204,15 @@ class Preparer:
         title = record.get(fields.title)
         if not isinstance(title, str) or not title:
             title = None
+        elif not _encodable(title):  # a lone surrogate ("\ud800"): valid JSON, not UTF-8
+            title = title.encode("utf-8", "replace").decode("utf-8")
         head = None
         if any(key in record for key in self.added):
             kept = {k: v for k, v in record.items() if k not in self.added}
-            dumped = json.dumps(kept, ensure_ascii=False).encode("utf-8")
+            try:
+                dumped = json.dumps(kept, ensure_ascii=False).encode("utf-8")
+            except UnicodeEncodeError:  # lone surrogates stay escaped, as they came
+                dumped = json.dumps(kept).encode("ascii")
             head = dumped[:-1] + (b", " if kept else b"")
         return self._fingerprint(text, doc_id, title, head)
 
@@ -245,11 +250,22 @@ def _json_type(value: object) -> str:
     return "string" if isinstance(value, str) else type(value).__name__
 
 
+def _encodable(text: str) -> bool:
+    """Return whether *text* can be written as UTF-8 (JSON escapes allow lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _record_id(value: object, field: str) -> str | None:
     """Return a record's id as a str (numbers are accepted), or None when it has none."""
     if value is None or value == "":
         return None
     if isinstance(value, str):
+        if not _encodable(value):
+            raise _Bad(f"the {field!r} field holds a lone surrogate, which is not valid Unicode")
         return value
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)

@@ -336,6 +336,23 @@ class TestBadRecords:
         assert f"skipped {name} line 8: the line is not valid UTF-8" in err
         assert "7 bad records skipped" in err
 
+    def test_lone_surrogates(self, run: Run, tmp_path: Path) -> None:
+        """A JSON escape for a lone surrogate is refused in an id, survives in a text."""
+        path = tmp_path / "sur.jsonl"
+        text = "A lone \\ud800 sits in this sentence, which is long enough to count."
+        path.write_text(
+            f'{{"id": "a\\ud800", "content": "{text}"}}\n'
+            f'{{"id": "b", "similar_id": 9, "title": "t\\udfff", "content": "{text}"}}\n',
+            encoding="utf-8",
+        )
+        code, out, err = run("dedup", path, "--store", f"memory://{tmp_path}/s.pkl")
+        assert code == 0
+        assert "line 1: the 'id' field holds a lone surrogate" in err
+        assert out == (
+            f'{{"id": "b", "title": "t\\udfff", "content": "{text}",'
+            ' "similar_id": 1, "duplicate": false}\n'
+        )
+
     def test_fail_stops_at_first(self, run: Run, tmp_path: Path) -> None:
         """--on-error fail exits 1 at the first bad record, after writing the ones before."""
         code, out, err = run("dedup", self.bad_file(tmp_path), "--on-error", "fail")
