@@ -53,6 +53,11 @@ URL                               where the keyed tables live
 ``redis://host:6379/0?prefix=P``  Redis keys ``{P}:keyed:*`` (``P`` defaults to ``nshash``)
 ================================  ===========================================================
 
+``fsync``: ``always`` syncs every write; ``everysec`` (default) syncs a write when a second has
+passed since the last sync, and on close; ``no`` leaves it to the OS. Every write reaches the
+OS before ``add`` returns, so a killed process loses nothing; a power cut may lose the writes
+since the last sync.
+
 Key-value layout of the in-process backends (integers 8 bytes big-endian):
 
 =========================  ===================================================================
