@@ -20,7 +20,6 @@ import argparse
 import importlib
 import importlib.util
 import json
-import multiprocessing
 import os
 import pickle
 import queue
@@ -32,11 +31,8 @@ import traceback
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
 from types import TracebackType
-from typing import Any
-
-from tqdm import tqdm
+from typing import TYPE_CHECKING, Any
 
 try:
     import fcntl
@@ -65,6 +61,9 @@ from .io import _Bad as _BadRecordError
 from .keyed import KeyedDedup, KeyedDoc, KeyMaker
 from .results import AddResult
 from .store import mask_url, parse_url
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
 __all__ = ["main"]
 
@@ -177,6 +176,8 @@ def _widen(conn: Connection) -> None:
 
 def _mp_context() -> Any:
     """Return the cheapest safe way to start workers: fork, unless threads are running."""
+    import multiprocessing  # only --jobs N needs it: keep `nshash --help` quick
+
     methods = multiprocessing.get_all_start_methods()
     if "fork" in methods and threading.active_count() == 1:
         return multiprocessing.get_context("fork")
@@ -308,10 +309,31 @@ class Workers:
 # -- the dedup / query run ---------------------------------------------------------------
 
 
-class _Bar(tqdm):  # type: ignore[misc]
-    """A tqdm bar without tqdm's monitor thread (workers are forked; no stray threads)."""
+def _progress_bar(total: int | None, show: bool) -> Any:
+    """Return a tqdm bar on stderr (imported here: most commands never draw one)."""
+    from tqdm import tqdm
 
-    monitor_interval = 0
+    class _Bar(tqdm):  # type: ignore[misc]
+        """A bar without tqdm's monitor thread (workers are forked; no stray threads)."""
+
+        monitor_interval = 0
+
+    return _Bar(
+        total=total,
+        unit="doc",
+        file=sys.stderr,
+        disable=not show,
+        dynamic_ncols=True,
+        leave=False,
+        mininterval=0.25,
+    )
+
+
+def _say(text: str) -> None:
+    """Print a line on stderr without tearing a progress bar."""
+    from tqdm import tqdm
+
+    tqdm.write(text, file=sys.stderr)
 
 
 @dataclass
@@ -364,12 +386,9 @@ class _Reporter:
         tally.bad += 1
         self.reported += 1
         if self.reported <= MAX_REPORTED:
-            tqdm.write(f"skipped {text}", file=sys.stderr)
+            _say(f"skipped {text}")
         elif self.reported == MAX_REPORTED + 1:
-            tqdm.write(
-                f"(more than {MAX_REPORTED} bad records; the rest are only counted)",
-                file=sys.stderr,
-            )
+            _say(f"(more than {MAX_REPORTED} bad records; the rest are only counted)")
 
 
 class _KeyedPreparer(Preparer):
@@ -414,15 +433,7 @@ def _run(
     """Feed every record to the store in input order and write it with its answer."""
     tally = Tally()
     reporter = _Reporter(source, on_error)
-    bar = _Bar(
-        total=source.total,
-        unit="doc",
-        file=sys.stderr,
-        disable=not show_progress,
-        dynamic_ncols=True,
-        leave=False,
-        mininterval=0.25,
-    )
+    bar = _progress_bar(source.total, show_progress)
     add = _adder(nsh)
     try:
         for batch, results in workers.map(source.batches(BATCH_SIZE)):
