@@ -115,10 +115,16 @@ def _select(tables: Tables, doc: DocPrint, n: int) -> tuple[int, ...]:
     return tuple((live or doc.sentences)[:n])
 
 
-def _candidates(tables: Tables, anchors: tuple[int, ...]) -> dict[int, list[int]]:
+def _known(tables: Tables, anchors: tuple[int, ...]) -> dict[int, int | None]:
+    """Each anchor's group as written (None for an anchor never seen)."""
+    get = tables.get_fp
+    return {h: get(h) for h in anchors}
+
+
+def _candidates(tables: Tables, known: dict[int, int | None]) -> dict[int, list[int]]:
+    """Canonical group -> the anchors that hit it, in order of first hit."""
     found: dict[int, list[int]] = {}
-    for h in anchors:
-        gid = tables.get_fp(h)
+    for h, gid in known.items():
         if gid is not None:
             found.setdefault(resolve(tables, gid), []).append(h)
     return found
@@ -157,7 +163,7 @@ def lookup(tables: Tables, doc: DocPrint, policy: MatchPolicy) -> int | None:
     live_sketch = set(tables.not_common(doc.sketch))
     scores = {
         g: _verify(tables, live_sketch, g, policy)[0]
-        for g in _candidates(tables, _select(tables, doc, policy.n))
+        for g in _candidates(tables, _known(tables, _select(tables, doc, policy.n)))
     }
     accepted = _choose(scores, policy)
     return min(accepted) if accepted else None
@@ -182,6 +188,7 @@ def assign(
             )
             return answer, seen.fingerprints
     anchors = _select(tables, doc, policy.n)
+    known = _known(tables, anchors)
     merged: tuple[int, ...] = ()
     exact = tables.get_exact(doc.exact)
     if exact is not None:
@@ -190,7 +197,7 @@ def assign(
     else:
         live_sketch = set(tables.not_common(doc.sketch))
         scores: dict[int, float] = {}
-        for gid, hits in _candidates(tables, anchors).items():
+        for gid, hits in _candidates(tables, known).items():
             scores[gid], shared = _verify(tables, live_sketch, gid, policy)
             if scores[gid] < policy.theta:
                 tables.add_common(sorted(set(hits) | shared))
@@ -207,8 +214,8 @@ def assign(
             root = tables.new_group(doc.sketch)
             duplicate = False
         tables.set_exact(doc.exact, root)
-    for h in anchors:
-        if tables.get_fp(h) is None:
+    for h, gid in known.items():
+        if gid is None:
             tables.set_fp(h, root)
     record = None
     if doc_id is not None:

@@ -51,7 +51,8 @@ class NSHash:
         min_length: the shortest sentence key that may be an anchor (default 10 characters).
         store: an open :class:`~nshash.Store` to use instead of ``name``/``hashdb``.
         **options: more tuning: ``delimiters``, ``sketch_min``, ``sketch_width``,
-            ``sketch_unit``, ``theta``, ``min_overlap``, ``sketch_cap``.
+            ``sketch_unit``, ``html``, ``theta``, ``min_overlap``, ``sketch_cap``,
+            ``merge_theta``.
 
     Raises:
         ConfigError: an unknown ``hashdb``, ``hashfunc`` or option.
@@ -77,7 +78,9 @@ class NSHash:
     ) -> None:
         delimiters = options.pop("delimiters", DEFAULT_DELIMITERS)
         sketch_options = {
-            k: options.pop(k) for k in ("sketch_min", "sketch_width", "sketch_unit") if k in options
+            k: options.pop(k)
+            for k in ("sketch_min", "sketch_width", "sketch_unit", "html")
+            if k in options
         }
         policy_options = {
             k: options.pop(k)
@@ -122,6 +125,7 @@ class NSHash:
                 "sketch_min",
                 "sketch_width",
                 "sketch_unit",
+                "html",
                 "theta",
                 "min_overlap",
                 "sketch_cap",

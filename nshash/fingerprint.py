@@ -23,7 +23,7 @@ import farmhash
 from rapidfuzz.utils import default_process
 
 from .errors import ConfigError, EmptyDocumentError
-from .normalize import fold_keys
+from .normalize import fold_keys, html_to_text, looks_like_html
 
 __all__ = [
     "DEFAULT_DELIMITERS",
@@ -91,9 +91,9 @@ class DocPrint:
     """What the store needs to place one document.
 
     Attributes:
-        sentences: fingerprints of the qualifying sentence keys, longest first (ties by
-            position), without repeats. The store takes the first ``n`` that are not known
-            boilerplate as the document's anchors.
+        sentences: fingerprints of the longest sentence keys (``n`` plus a few spares),
+            longest first (ties by position), without repeats. The store takes the first
+            ``n`` that are not known boilerplate as the document's anchors.
         sketch: a set of hashes describing the whole document, compared between a document
             and a group to tell a real repost from an unrelated article that shares a
             boilerplate sentence. Each sentence key of at least ``sketch_min`` characters
@@ -119,11 +119,15 @@ class Fingerprinter:
         hashfunc: ``"farmhash"`` (``farmhash.fingerprint64``) or ``"md5"`` (first 8 bytes).
         delimiters: the characters that end a sentence (a period always ends one when a
             space or the end of the text follows).
-        max_sentences: how many sentence fingerprints (longest first) a document keeps.
+        max_sentences: how many of the longest sentences give anchor candidates (default
+            ``n + 3``: a few spares for sentences the store knows to be boilerplate).
         sketch_min: the shortest sentence key that enters the sketch.
         sketch_width: how many characters of each end of a sentence key the sketch hashes.
         sketch_unit: a sentence adds one more pair of sketch elements per this many
             characters (its weight).
+        html: reduce HTML to text first: ``True``, ``False``, or ``"auto"`` (the default:
+            when the text holds a tag), so a repost stored with its markup keys like the
+            plain copy.
 
     Raises:
         ConfigError: an argument is out of range or unknown.
@@ -135,10 +139,11 @@ class Fingerprinter:
         min_length: int = 10,
         hashfunc: str = "farmhash",
         delimiters: str = DEFAULT_DELIMITERS,
-        max_sentences: int = 32,
+        max_sentences: int | None = None,
         sketch_min: int = 8,
         sketch_width: int = 8,
         sketch_unit: int = 32,
+        html: bool | str = "auto",
     ) -> None:
         for name, value in (
             ("n", n),
@@ -151,8 +156,12 @@ class Fingerprinter:
                 raise ConfigError(f"{name} must be a positive integer, not {value!r}")
         if hashfunc not in HASHFUNCS:
             raise ConfigError(f"Unknown hashfunc {hashfunc!r}; use one of {sorted(HASHFUNCS)}")
+        if max_sentences is None:
+            max_sentences = n + 3
         if not isinstance(max_sentences, int) or max_sentences < n:
             raise ConfigError(f"max_sentences must be an integer >= n, not {max_sentences!r}")
+        if html not in (True, False, "auto"):
+            raise ConfigError(f"html must be True, False or 'auto', not {html!r}")
         if not isinstance(delimiters, str) or not delimiters:
             raise ConfigError(f"delimiters must be a non-empty string, not {delimiters!r}")
         self.n = n
@@ -163,6 +172,7 @@ class Fingerprinter:
         self.sketch_min = sketch_min
         self.sketch_width = sketch_width
         self.sketch_unit = sketch_unit
+        self.html = html
         self._hash = HASHFUNCS[hashfunc]
         self._ends = _sentence_ends(delimiters)
 
@@ -175,6 +185,8 @@ class Fingerprinter:
         """
         if not isinstance(text, str):
             raise ConfigError(f"text must be a str, not {type(text).__name__}")
+        if self.html is True or (self.html == "auto" and looks_like_html(text)):
+            text = html_to_text(text)
         if "." in text or "．" in text:
             text = _PERIOD.sub("\n", text)
         for end in self._ends:
@@ -217,7 +229,6 @@ class Fingerprinter:
         """
         sentences = self.sentence_keys(text)
         h = self._hash
-        ranked = tuple(map(h, self._ranked(sentences)))
         least, width = self.sketch_min, self.sketch_width
         ps, ss = _PREFIX_SALT, _SUFFIX_SALT
         sketch: set[int] = set()
@@ -236,6 +247,7 @@ class Fingerprinter:
                 for salt in copies[: size // unit]:
                     add(head ^ salt)
                     add(tail ^ salt)
+        ranked = tuple(map(h, self._ranked(sentences)))
         return DocPrint(
             sentences=ranked,
             sketch=tuple(sketch) if sketch else ranked,
@@ -243,5 +255,5 @@ class Fingerprinter:
         )
 
     def fingerprints(self, text: str) -> list[int]:
-        """Return the n longest sentence fingerprints of *text* (the seed's definition)."""
+        """Return the fingerprints of the n longest sentences of *text* (the seed's definition)."""
         return list(self.prepare(text).sentences[: self.n])

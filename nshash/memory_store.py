@@ -77,7 +77,9 @@ class _Tables:
 
     def not_common(self, hs: Iterable[int]) -> list[int]:
         common = self.common
-        return [h for h in hs if h not in common] if common else list(hs)
+        if not common:
+            return list(hs)
+        return [h for h in hs if h not in common]
 
     def get_parent(self, gid: int) -> int | None:
         return self.parent.get(gid)

@@ -16,6 +16,7 @@ Both are idempotent: normalizing a normalized text changes nothing.
 
 from __future__ import annotations
 
+import html
 import re
 import unicodedata
 from functools import lru_cache
@@ -25,6 +26,7 @@ from rapidfuzz.utils import default_process
 
 __all__ = [
     "fold_keys",
+    "html_to_text",
     "nfkc",
     "normalize_key",
     "normalize_text",
@@ -39,6 +41,50 @@ _INVISIBLE = re.compile(
     "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]"
 )
 _LINE_BREAKS = re.compile("\r\n|[\r\x0b\x0c\x85\u2028\u2029]")
+
+#: A tag with well-formed attributes (so "a<b 且 b>c" is not one), a comment, or a
+#: script/style element with its content. Block-level tags end a line.
+_TAG = (
+    r"<(/?)([a-zA-Z][a-zA-Z0-9]*)"
+    r"(?:\s+[a-zA-Z_:][-\w:.]*(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s\"'=<>`]+))?)*\s*/?>"
+)
+_MARKUP = re.compile(
+    r"<(script|style|noscript|template)\b.*?</\1\s*>|<!--.*?-->|" + _TAG, re.S | re.I
+)
+_BLOCK_TAGS = frozenset(
+    "address article aside blockquote br dd div dl dt figcaption figure footer form h1 h2 h3 "
+    "h4 h5 h6 header hr li main nav ol p pre section table td th tr ul".split()
+)
+_TAG_HINT = re.compile(_TAG)
+
+
+def _markup(match: re.Match[str]) -> str:
+    if match.group(1) or match.group(0).startswith("<!--"):
+        return "\n"
+    return "\n" if match.group(3).lower() in _BLOCK_TAGS else ""  # group 3: the tag name
+
+
+def looks_like_html(text: str) -> bool:
+    """Whether *text* holds at least one HTML tag (``<p>``, ``</div>``, ``<br/>``...)."""
+    return "<" in text and _TAG_HINT.search(text) is not None
+
+
+def html_to_text(text: str) -> str:
+    """Return the text of an HTML fragment: tags dropped, block tags ending lines, entities decoded.
+
+    A light reduction for article bodies that crawlers store with their markup; it is not an
+    HTML parser (see :mod:`nshash.soft404` for whole pages).
+
+    Example:
+        >>> html_to_text("<b>Markets</b> fell &amp; rose")
+        'Markets fell & rose'
+    """
+    if "<" in text:
+        text = _MARKUP.sub(_markup, text)
+    if "&" in text:
+        text = html.unescape(text)
+    return text
+
 
 #: The CJK blocks OpenCC's single characters are taken from.
 _CJK_RANGES = ((0x3400, 0x4DC0), (0x4E00, 0xA000), (0xF900, 0xFB00))

@@ -148,7 +148,14 @@ class TestFingerprinter:
 
     @pytest.mark.parametrize(
         "kwargs",
-        [{"n": 0}, {"min_length": -1}, {"hashfunc": "sha1"}, {"n": True}, {"delimiters": ""}],
+        [
+            {"n": 0},
+            {"min_length": -1},
+            {"hashfunc": "sha1"},
+            {"n": True},
+            {"delimiters": ""},
+            {"html": "yes"},
+        ],
     )
     def test_bad_configuration(self, kwargs: dict[str, object]) -> None:
         """Out-of-range or unknown settings raise ConfigError."""
@@ -162,6 +169,21 @@ class TestFingerprinter:
         long_ = f.prepare("这是一个很长很长的句子" * 10 + "。")
         assert len(short.sketch) == 2
         assert len(long_.sketch) == 2 + 2 * (100 // 32)
+
+    def test_html_keys_like_plain_text(self) -> None:
+        """A copy stored with its markup and entities fingerprints like the plain text."""
+        plain = "。".join(LONG[:3]) + "。"
+        marked = "<div><p>" + "。</p><p>".join(LONG[:3]) + "。</p><script>var x=1;</script></div>"
+        f = Fingerprinter()
+        assert f.prepare(marked.replace("五号线", "五&#21495;线")) == f.prepare(plain)
+        assert Fingerprinter(html=False).prepare(marked) != f.prepare(plain)
+
+    def test_angle_brackets_are_not_markup(self) -> None:
+        """Text with '<' that holds no tag is left alone."""
+        f = Fingerprinter()
+        assert f.keys("如果 a<b 且 b>c 那么 a 与 c 的关系还需要另外判断。") == [
+            "如果ab且bc那么a与c的关系还需要另外判断"
+        ]
 
     @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(texts)
