@@ -80,6 +80,7 @@ class TestSplitSentences:
             ("See example.com now.", ["See example.com now"]),
             ("甲；乙\n丙\r\n丁", ["甲", "乙", "丙", "丁"]),
             ('He said "stop." Then left', ['He said "stop', '" Then left']),
+            ("第一句.第二句约3.5米.", ["第一句", "第二句约3.5米"]),
         ],
     )
     def test_split(self, text: str, expected: list[str]) -> None:
