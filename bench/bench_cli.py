@@ -6,6 +6,9 @@ the speed-up of N worker processes over one. Each setting runs ``--repeat`` time
 alternating, and the best run counts (the machine is shared; the best is the least disturbed).
 Both settings must produce the same output: the script checks the hashes.
 
+A machine check runs two CPU-bound processes side by side before and after: the speed-up
+of ``--jobs 2`` can only be read against the share of the 2 CPUs the machine gave right then.
+
 Target (issue 5): ``--jobs 2`` reaches at least 1.5x the docs/s of ``--jobs 1`` on 2 cores.
 
 Usage::
