@@ -51,7 +51,9 @@ _STRIP = re.compile(r"[\W_]+").sub
 #: A period ends a sentence before white space or the end, so 3.14 and example.com stay whole
 #: (closing quotes and brackets may stand between), and right after a Chinese character: a
 #: repost that swaps 。 for its half-width form still splits where the original did.
-_PERIOD = re.compile(r"[.．](?=[\"'”’)\]]*(?:\s|$))|(?<=[\u3400-\u9fff\uf900-\ufaff])[.．]")
+_PERIOD = re.compile(
+    r"[.．](?:(?=[\"'”’)\]]*(?:\s|$))|(?<=[\u3400-\u9fff\uf900-\ufaff][.．]))"
+)
 
 
 @lru_cache(maxsize=32)

@@ -200,8 +200,15 @@ def fold_keys(keys: str) -> str:
     if keys.isascii():
         return keys  # strip_key lowercased it; nothing else applies to ASCII
     check = _needs_work().search
-    if unicodedata.is_normalized("NFKC", keys) and not check(keys):
-        return keys
+    if unicodedata.is_normalized("NFKC", keys):
+        if not check(keys):
+            return keys
+    else:
+        # Full-width letters and digits (strip_key already lowercased them) are the usual
+        # reason: their NFKC forms are plain ASCII, which nothing else changes.
+        keys = _FULLWIDTH.sub(_halfwidth, keys)
+        if unicodedata.is_normalized("NFKC", keys) and not check(keys):
+            return keys
     # One converter call for the whole text (a call per line costs far more), then only the
     # lines that still fail the checks take the slow path.
     keys = to_simplified(keys)
