@@ -127,6 +127,7 @@ from typing import Any, BinaryIO
 import farmhash
 
 from .bloom import LocalBloom, bit_positions, bloom_params
+from .durable import replace_snapshot
 from .errors import (
     ConfigError,
     EmptyDocumentError,
@@ -519,27 +520,12 @@ class _MemoryKV(_KV):
 
     def _snapshot(self) -> None:
         assert self._path is not None
-        tmp = self._path + ".tmp"
-        try:
-            with open(tmp, "wb") as fh:
-                fh.write(_SNAPSHOT_MAGIC)
-                fh.write(_frame(_encode_pairs(self.data)))
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self._path)
-            dir_fd = os.open(os.path.dirname(os.path.abspath(self._path)), os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
-            if self._journal is not None:
-                self._journal.truncate(0)
-                os.fsync(self._journal.fileno())
-            else:
-                with open(self._path + ".journal", "wb") as jf:
-                    os.fsync(jf.fileno())
-        except OSError as exc:
-            raise StoreError(f"Cannot write snapshot {self._path!r}: {exc}", url=self.url) from exc
+
+        def write(fh: BinaryIO) -> None:
+            fh.write(_SNAPSHOT_MAGIC)
+            fh.write(_frame(_encode_pairs(self.data)))
+
+        replace_snapshot(self._path, write, self._journal, self.url)
 
     def get(self, key: bytes) -> bytes | None:
         return self.data.get(key)

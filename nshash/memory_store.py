@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import fcntl
 import heapq
-import io
 import json
 import os
 import pickle
@@ -32,6 +31,7 @@ from collections.abc import Iterable
 from typing import Any, BinaryIO
 
 from .assign import MatchPolicy, assign, lookup, resolve
+from .durable import replace_snapshot
 from .errors import ConfigError, StoreClosedError, StoreCorruptError, StoreError, StoreLockedError
 from .fingerprint import DocPrint
 from .results import Assignment, DocumentRecord, Group, Member, StoreStats
@@ -346,29 +346,13 @@ class MemoryStore(Store):
 
     def _write_snapshot(self) -> None:
         assert self._path is not None
-        tmp = self._path + ".tmp"
         data = self._t.dump()
         data["seq"] = self._seq
-        try:
-            with open(tmp, "wb") as fh:
-                buf = io.BufferedWriter(fh, buffer_size=1 << 20)
-                pickle.dump(data, buf, protocol=pickle.HIGHEST_PROTOCOL)
-                buf.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self._path)
-            dir_fd = os.open(os.path.dirname(os.path.abspath(self._path)), os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
-            if self._journal is not None:
-                self._journal.truncate(0)
-                os.fsync(self._journal.fileno())
-            else:
-                with open(self._path + ".journal", "wb") as jf:
-                    os.fsync(jf.fileno())
-        except OSError as exc:
-            raise StoreError(f"Cannot write snapshot {self._path!r}: {exc}", url=self.url) from exc
+
+        def write(fh: BinaryIO) -> None:
+            pickle.dump(data, fh, protocol=pickle.HIGHEST_PROTOCOL)
+
+        replace_snapshot(self._path, write, self._journal, self.url)
 
     def save(self) -> None:
         """Write a snapshot now and empty the journal (no-op without a path)."""
