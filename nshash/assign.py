@@ -84,6 +84,10 @@ class Tables(Protocol):
         """The hashes of *hs* (which has no repeats) that are not common, in their order."""
         ...
 
+    def live_set(self, hs: Iterable[int]) -> set[int]:
+        """The hashes of *hs* that are not common, as a set."""
+        ...
+
     def get_parent(self, gid: int) -> int | None: ...
     def live_sketch(self, gid: int) -> set[int]:
         """The group's sketch without the hashes that are common."""
@@ -160,7 +164,7 @@ def lookup(tables: Tables, doc: DocPrint, policy: MatchPolicy) -> int | None:
     gid = tables.get_exact(doc.exact)
     if gid is not None:
         return resolve(tables, gid)
-    live_sketch = set(tables.not_common(doc.sketch))
+    live_sketch = tables.live_set(doc.sketch)
     scores = {
         g: _verify(tables, live_sketch, g, policy)[0]
         for g in _candidates(tables, _known(tables, _select(tables, doc, policy.n)))
@@ -195,7 +199,7 @@ def assign(
         root = resolve(tables, exact)
         duplicate = True
     else:
-        live_sketch = set(tables.not_common(doc.sketch))
+        live_sketch = tables.live_set(doc.sketch)
         scores: dict[int, float] = {}
         for gid, hits in _candidates(tables, known).items():
             scores[gid], shared = _verify(tables, live_sketch, gid, policy)

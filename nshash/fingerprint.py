@@ -197,7 +197,7 @@ class Fingerprinter:
                 text = text.replace(end, "\n")
         # rapidfuzz's C++ preprocessing, one call per sentence, keeps letters and digits.
         process = default_process
-        keys = "\n".join([process(s) for s in text.split("\n")]).replace(" ", "")
+        keys = "\n".join([process(s) for s in text.split("\n") if s]).replace(" ", "")
         sentences = [k for k in fold_keys(keys).split("\n") if k]
         if not sentences:
             raise EmptyDocumentError("the document has no letters or digits")
@@ -239,17 +239,18 @@ class Fingerprinter:
         unit, copies = self.sketch_unit, _COPIES
         for k in sentences:
             size = len(k)
-            if size >= least:
-                bucket = (size >> 3) & 255  # lengths past 2,040 characters wrap: harmless
-                head = h(k[:width]) ^ ps[bucket]
-                tail = h(k[-width:]) ^ ss[bucket]
-                add(head)
-                add(tail)
-                # A sentence weighs as much as its length: one more pair of elements per
-                # sketch_unit characters, so a long story sentence outweighs a footer line.
-                for salt in copies[: size // unit]:
-                    add(head ^ salt)
-                    add(tail ^ salt)
+            if size < least:
+                continue
+            bucket = (size >> 3) & 255  # lengths past 2,040 characters wrap: harmless
+            head = h(k[:width]) ^ ps[bucket]
+            tail = h(k[-width:]) ^ ss[bucket]
+            add(head)
+            add(tail)
+            # A sentence weighs as much as its length: one more pair of elements per
+            # sketch_unit characters, so a long story sentence outweighs a footer line.
+            for salt in copies[: size // unit]:
+                add(head ^ salt)
+                add(tail ^ salt)
         ranked = tuple(map(h, self._ranked(sentences)))
         return DocPrint(
             sentences=ranked,

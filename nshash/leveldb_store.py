@@ -172,6 +172,9 @@ class _Overlay:
         common, new = self.common, self.new_common
         return [h for h in dict.fromkeys(hs) if h not in common and h not in new]
 
+    def live_set(self, hs: Iterable[int]) -> set[int]:
+        return set(hs).difference(self.common, self.new_common)
+
     def get_parent(self, gid: int) -> int | None:
         return self.get_int(_PARENT + _enc(gid))
 

@@ -81,6 +81,9 @@ class _Tables:
             return list(hs)
         return [h for h in hs if h not in common]
 
+    def live_set(self, hs: Iterable[int]) -> set[int]:
+        return set(hs).difference(self.common)
+
     def get_parent(self, gid: int) -> int | None:
         return self.parent.get(gid)
 
