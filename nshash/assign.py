@@ -89,8 +89,9 @@ class Tables(Protocol):
         ...
 
     def get_parent(self, gid: int) -> int | None: ...
-    def live_sketch(self, gid: int) -> set[int]:
-        """The group's sketch without the hashes that are common."""
+    def sketch_overlap(self, gid: int, live: set[int]) -> tuple[set[int], int]:
+        """The hashes *live* shares with the group's sketch, and the sketch's size without
+        the hashes that are common (*live* holds no common hash)."""
         ...
 
     def sketch_size(self, gid: int) -> int: ...
@@ -138,9 +139,8 @@ def _verify(
     tables: Tables, live_sketch: set[int], gid: int, policy: MatchPolicy
 ) -> tuple[float, set[int]]:
     """Score how much of the smaller sketch the document and group share (0 when too little)."""
-    group = tables.live_sketch(gid)
-    shared = live_sketch & group
-    smaller = min(len(live_sketch), len(group))
+    shared, group_size = tables.sketch_overlap(gid, live_sketch)
+    smaller = min(len(live_sketch), group_size)
     if smaller == 0 or len(shared) < min(policy.min_overlap, smaller):
         return 0.0, shared
     return len(shared) / smaller, shared
@@ -204,7 +204,9 @@ def assign(
         for gid, hits in _candidates(tables, known).items():
             scores[gid], shared = _verify(tables, live_sketch, gid, policy)
             if scores[gid] < policy.theta:
-                tables.add_common(sorted(set(hits) | shared))
+                newly = set(hits) | shared
+                tables.add_common(sorted(newly))
+                live_sketch -= newly  # later candidates see the new common hashes too
         accepted = _choose(scores, policy)
         if accepted:
             root = min(accepted)

@@ -182,8 +182,9 @@ class _Overlay:
         value = self.get(_SKETCH + _enc(gid))
         return set(_dec(value)) if value else set()
 
-    def live_sketch(self, gid: int) -> set[int]:
-        return set(self.not_common(self.get_sketch(gid)))
+    def sketch_overlap(self, gid: int, live: set[int]) -> tuple[set[int], int]:
+        group = set(self.not_common(self.get_sketch(gid)))
+        return live & group, len(group)
 
     def sketch_size(self, gid: int) -> int:
         value = self.get(_SKETCH + _enc(gid))

@@ -87,8 +87,13 @@ class _Tables:
     def get_parent(self, gid: int) -> int | None:
         return self.parent.get(gid)
 
-    def live_sketch(self, gid: int) -> set[int]:
-        return self.sketch.get(gid, set()) - self.common
+    def sketch_overlap(self, gid: int, live: set[int]) -> tuple[set[int], int]:
+        sketch = self.sketch.get(gid)
+        if not sketch:
+            return set(), 0
+        common = self.common
+        size = len(sketch) - len(sketch.intersection(common)) if common else len(sketch)
+        return live & sketch, size
 
     def sketch_size(self, gid: int) -> int:
         return len(self.sketch.get(gid, ()))
