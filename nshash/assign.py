@@ -220,8 +220,8 @@ def assign(
             root = tables.new_group(doc.sketch)
             duplicate = False
         tables.set_exact(doc.exact, root)
-    for h, seen in known.items():
-        if seen is None:
+    for h, hit in known.items():
+        if hit is None:
             tables.set_fp(h, root)
     record = None
     if doc_id is not None:
