@@ -32,7 +32,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 @pytest.fixture(scope="session")
-def redis_base_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def redis_base_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     """The URL of a real Redis for this test session (``redis://127.0.0.1:PORT/0``)."""
     given = request.config.getoption("--redis-url")
     if given:
