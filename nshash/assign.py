@@ -22,12 +22,14 @@ ends of every sentence, repeated by sentence length; see :class:`nshash.DocPrint
 group's sketch share at least ``min_overlap`` hashes and at least ``theta`` of the smaller
 sketch, after removing hashes known to be common. A site's disclaimer shared by two
 unrelated articles passes the first test but not the second: the rest of the two articles
-differs. A refused match teaches the store: the anchors that led to it and the clauses both
-documents share become *common*; common hashes are skipped as anchors and ignored in sketches
+differs. A refused match teaches the store: the anchors that led to it and the sketch hashes
+both documents share become *common*; common hashes are skipped as anchors and ignored in sketches
 from then on, so a site's footer stops pulling its articles together after its first
 appearance, whatever its wording. Since a sentence weighs by its length, a short footer
 cannot outweigh the story around it. Identical texts (same letters and digits) always join one
-group through the ``exact`` table, whatever the guard says.
+group through the ``exact`` table, whatever the guard says. A document that matches several
+groups joins the best match and merges the others into it only where it matches them at least
+``merge_theta``: half of one story and half of another glue nothing together.
 """
 
 from __future__ import annotations
