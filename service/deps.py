@@ -17,7 +17,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
-from nshash import NSHash, StoreUnavailableError
+from nshash import KeyedDedup, NSHash, StoreUnavailableError
 
 from .errors import ApiError
 from .metrics import Metrics
@@ -25,6 +25,7 @@ from .settings import Settings
 
 __all__ = [
     "INLINE_MAX_CHARS",
+    "Dedup",
     "Service",
     "ServiceDep",
     "StoreHolder",
@@ -37,9 +38,14 @@ logger = logging.getLogger("nshash.service")
 P = ParamSpec("P")
 T = TypeVar("T")
 
+#: The object the routes call: an :class:`~nshash.NSHash`, or a :class:`~nshash.KeyedDedup`
+#: when ``NSHASH_METHOD=keyed``. Both answer ``add``, ``add_many``, ``query``, ``document``
+#: and ``stats`` alike; only NSHash lists groups.
+Dedup = NSHash | KeyedDedup
+
 
 class StoreHolder:
-    """Holds the app's NSHash; opens it, and retries opening while the store is unreachable.
+    """Holds the app's NSHash or KeyedDedup (:data:`Dedup`); opens it, retrying while unreachable.
 
     A server store (Redis) may be down when the service starts, for instance when both start
     together under docker compose. Rather than refuse to start, the service starts, answers
@@ -48,19 +54,21 @@ class StoreHolder:
     and stops the start-up.
 
     Args:
-        settings: where the store is and how NSHash is tuned.
+        settings: where the store is, which method, and how NSHash is tuned.
     """
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._nsh: NSHash | None = None
+        self._nsh: Dedup | None = None
         self._lock = threading.Lock()
         self._next_try = 0.0
         self._last_error: StoreUnavailableError | None = None
         self._closed = False
 
-    def _open(self) -> NSHash:
+    def _open(self) -> Dedup:
         s = self.settings
+        if s.method == "keyed":
+            return KeyedDedup.open(s.store_url, hashfunc=s.hashfunc)
         return NSHash.open(s.store_url, n=s.n, min_length=s.min_length, hashfunc=s.hashfunc)
 
     def open(self) -> None:
@@ -73,12 +81,12 @@ class StoreHolder:
             logger.warning("The store is unreachable; will retry: %s", exc)
 
     @property
-    def current(self) -> NSHash | None:
-        """The open NSHash, or None while the store could not be opened yet."""
+    def current(self) -> Dedup | None:
+        """The open NSHash (or KeyedDedup), or None while the store could not be opened yet."""
         return self._nsh
 
-    def get(self) -> NSHash:
-        """Return the open NSHash, opening it if a previous attempt failed.
+    def get(self) -> Dedup:
+        """Return the open NSHash (or KeyedDedup), opening it if a previous attempt failed.
 
         Raises:
             StoreUnavailableError: the store still cannot be reached.
@@ -138,8 +146,8 @@ class Service:
         #: Whether library calls run on the event loop rather than in the thread pool.
         self.inline = settings.inline_store_calls()
 
-    async def nshash(self) -> NSHash:
-        """Return the open NSHash.
+    async def nshash(self) -> Dedup:
+        """Return the open NSHash (or KeyedDedup when ``NSHASH_METHOD=keyed``).
 
         Raises:
             StoreUnavailableError: the store could not be opened yet (503).

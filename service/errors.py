@@ -18,6 +18,7 @@ status   code                    when
 422      ``empty_document``      a text has no letter or digit, so it has no fingerprint
 422      ``invalid_argument``    the library refused an argument (e.g. an unknown metric)
 501      ``not_installed``       an optional part is missing (``pip install 'nshash[...]'``)
+501      ``not_supported``       a group route under ``NSHASH_METHOD=keyed`` (no group lists)
 503      ``store_unavailable``   the store cannot be reached or failed
 500      ``internal_error``      a bug; never caused by bad input
 =======  ======================  =========================================================

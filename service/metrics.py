@@ -29,7 +29,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from nshash import NSHash, NSHashError
+from nshash import KeyedDedup, NSHash, NSHashError
 from nshash.results import AddResult
 
 __all__ = ["Metrics", "MetricsMiddleware"]
@@ -45,7 +45,7 @@ _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0
 class _StoreCollector(Collector):
     """Reads the store's counts at scrape time; yields nothing while the store is down."""
 
-    def __init__(self, get_nshash: Callable[[], NSHash | None]) -> None:
+    def __init__(self, get_nshash: Callable[[], NSHash | KeyedDedup | None]) -> None:
         self._get_nshash = get_nshash
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
@@ -69,11 +69,11 @@ class Metrics:
     """The metrics of one app, on a registry of its own.
 
     Args:
-        get_nshash: returns the open NSHash (or None before the store could be opened); the
-            store gauges are read through it at scrape time.
+        get_nshash: returns the open NSHash or KeyedDedup (or None before the store could be
+            opened); the store gauges are read through it at scrape time.
     """
 
-    def __init__(self, get_nshash: Callable[[], NSHash | None]) -> None:
+    def __init__(self, get_nshash: Callable[[], NSHash | KeyedDedup | None]) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter(
             "nshash_http_requests",

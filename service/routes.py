@@ -24,7 +24,7 @@ from starlette.concurrency import run_in_threadpool
 
 from nshash import NSHash, NSHashError, StoreError
 
-from .deps import ServiceDep
+from .deps import Dedup, Service, ServiceDep
 from .errors import ApiError, classify, content_type_message, is_json
 from .metrics import Metrics
 from .schemas import (
@@ -55,7 +55,8 @@ _DESCRIPTIONS = {
     413: "The body is over `NSHASH_MAX_BODY_BYTES`, or the batch over `NSHASH_MAX_BATCH`.",
     422: "The body is not valid JSON, a field is missing or has the wrong type, or the text"
     " has no letter or digit.",
-    501: "An optional part is not installed.",
+    501: "An optional part is not installed (`not_installed`), or the configured method does"
+    " not offer the route (`not_supported`: `NSHASH_METHOD=keyed` keeps no group listings).",
     503: "The store cannot be reached.",
 }
 
@@ -168,7 +169,7 @@ async def add_batch(batch: BatchRequest, service: ServiceDep) -> BatchResponse:
     return await run_in_threadpool(_add_batch, batch.documents, nsh, service.metrics)
 
 
-def _add_batch(documents: list[Any], nsh: NSHash, metrics: Metrics) -> BatchResponse:
+def _add_batch(documents: list[Any], nsh: Dedup, metrics: Metrics) -> BatchResponse:
     """Validate each item on its own, add the valid ones in order, answer one entry each."""
     entries: list[BatchItemResult | BatchItemError | None] = [None] * len(documents)
     valid: list[dict[str, Any]] = []
@@ -235,10 +236,29 @@ async def get_document(doc_id: str, service: ServiceDep) -> DocumentResponse:
     return DocumentResponse.of(record)
 
 
+async def _grouping(service: Service) -> NSHash:
+    """Return the open NSHash, or refuse a group route when the method keeps no groups.
+
+    Raises:
+        ApiError: 501 ``not_supported`` under ``NSHASH_METHOD=keyed``.
+        StoreUnavailableError: the store could not be opened yet (503).
+    """
+    method = service.settings.method
+    nsh = None if method != "nshash" else await service.nshash()
+    if not isinstance(nsh, NSHash):
+        raise ApiError(
+            501,
+            "not_supported",
+            f"The {method!r} method keeps no group listings; group routes need"
+            " NSHASH_METHOD=nshash",
+        )
+    return nsh
+
+
 @api.get(
     "/groups",
     response_model=GroupsResponse,
-    responses=error_responses(422, 503),
+    responses=error_responses(422, 501, 503),
     summary="List the largest groups",
 )
 async def list_groups(
@@ -249,11 +269,14 @@ async def list_groups(
         Query(ge=1, description="How many groups at most (up to `NSHASH_MAX_GROUPS_LIMIT`)."),
     ] = 30,
 ) -> GroupsResponse:
-    """Return the largest groups first (the hot stories), with their members' ids and titles."""
+    """Return the largest groups first (the hot stories), with their members' ids and titles.
+
+    Under `NSHASH_METHOD=keyed` this answers 501 `not_supported`: that method keeps no groups.
+    """
     most = service.settings.max_groups_limit
     if limit > most:
         raise ApiError(422, "invalid_request", f"'limit' must be at most {most}, not {limit!r}")
-    nsh = await service.nshash()
+    nsh = await _grouping(service)
     groups = await service.call(nsh.groups, min_size, limit)
     return GroupsResponse(groups=[GroupResponse.of(g) for g in groups])
 
@@ -261,7 +284,7 @@ async def list_groups(
 @api.get(
     "/groups/{similar_id}",
     response_model=GroupResponse,
-    responses=error_responses(404, 422, 503),
+    responses=error_responses(404, 422, 501, 503),
     summary="Get a group",
 )
 async def get_group(
@@ -271,9 +294,10 @@ async def get_group(
     """Return a group and its members.
 
     An id that was merged into another group answers with the group it was merged into: the
-    response's `similar_id` is the canonical one.
+    response's `similar_id` is the canonical one. Under `NSHASH_METHOD=keyed` this answers
+    501 `not_supported`: that method keeps no groups.
     """
-    nsh = await service.nshash()
+    nsh = await _grouping(service)
     group = await service.call(nsh.group, similar_id)
     if group is None:
         raise ApiError(404, "group_not_found", f"No group with similar_id {similar_id!r}")
@@ -328,8 +352,9 @@ async def healthz() -> HealthResponse:
 async def readyz(service: ServiceDep) -> ReadyResponse:
     """Answer 200 when the store answers, 503 `store_unavailable` while it cannot be reached."""
     nsh = await service.nshash()
-    await service.call(nsh.store.ping)
-    return ReadyResponse(status="ready", store=nsh.store.url)
+    store = nsh.store if isinstance(nsh, NSHash) else nsh
+    await service.call(store.ping)
+    return ReadyResponse(status="ready", store=store.url)
 
 
 @ops.get(
