@@ -138,10 +138,20 @@ def _candidates(tables: Tables, known: dict[int, int | None]) -> dict[int, list[
 
 
 def _verify(
-    tables: Tables, live_sketch: set[int], gid: int, policy: MatchPolicy
+    tables: Tables,
+    live_sketch: set[int],
+    gid: int,
+    policy: MatchPolicy,
+    made_common: set[int] | None = None,
 ) -> tuple[float, set[int]]:
-    """Score how much of the smaller sketch the document and group share (0 when too little)."""
+    """Score how much of the smaller sketch the document and group share (0 when too little).
+
+    *made_common* holds hashes that became common earlier in the same call: they no longer
+    count as shared, while the document's sketch keeps the size it had when the call began.
+    """
     shared, group_size = tables.sketch_overlap(gid, live_sketch)
+    if made_common:
+        shared -= made_common
     smaller = min(len(live_sketch), group_size)
     if smaller == 0 or len(shared) < min(policy.min_overlap, smaller):
         return 0.0, shared
@@ -203,12 +213,13 @@ def assign(
     else:
         live_sketch = tables.live_set(doc.sketch)
         scores: dict[int, float] = {}
+        made_common: set[int] = set()
         for gid, hits in _candidates(tables, known).items():
-            scores[gid], shared = _verify(tables, live_sketch, gid, policy)
+            scores[gid], shared = _verify(tables, live_sketch, gid, policy, made_common)
             if scores[gid] < policy.theta:
                 newly = set(hits) | shared
                 tables.add_common(sorted(newly))
-                live_sketch -= newly  # later candidates see the new common hashes too
+                made_common |= newly
         accepted = _choose(scores, policy)
         if accepted:
             root = min(accepted)
