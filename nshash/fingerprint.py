@@ -6,8 +6,8 @@ and CJK only, normalized as :func:`nshash.normalize.normalize_key` does), so pun
 spacing, width and script changes never change a hash.
 
 Speed matters here (the job is microseconds per article): the text is keyed with a few
-C-speed passes over the whole string (``str.replace`` for sentence ends, rapidfuzz's C++
-preprocessing per sentence), and normalization is proven unnecessary by two quick scans for
+C-speed passes over the whole string (``str.replace`` for sentence ends, one call of
+rapidfuzz's C++ preprocessing), and normalization is proven unnecessary by two quick scans for
 nearly all text; see :func:`nshash.normalize.fold_keys`.
 """
 
@@ -37,6 +37,7 @@ __all__ = [
 #: splitting happens before normalization, so both forms are listed).
 DEFAULT_DELIMITERS = "。！？；!?;｡\n\r\u2028\u2029\x0b\x0c\x85"
 
+
 def _md5(key: str) -> int:
     return int.from_bytes(hashlib.md5(key.encode("utf-8")).digest()[:8], "big")
 
@@ -45,15 +46,10 @@ def _md5(key: str) -> int:
 #: machines, processes and library versions.
 HASHFUNCS: dict[str, Callable[[str], int]] = {"farmhash": farmhash.fingerprint64, "md5": _md5}
 
-_STRIP = re.compile(r"[\W_]+").sub
-
-
 #: A period ends a sentence before white space or the end, so 3.14 and example.com stay whole
 #: (closing quotes and brackets may stand between), and right after a Chinese character: a
 #: repost that swaps 。 for its half-width form still splits where the original did.
-_PERIOD = re.compile(
-    r"[.．](?:(?=[\"'”’)\]]*(?:\s|$))|(?<=[\u3400-\u9fff\uf900-\ufaff][.．]))"
-)
+_PERIOD = re.compile(r"[.．](?:(?=[\"'”’)\]]*(?:\s|$))|(?<=[\u3400-\u9fff\uf900-\ufaff][.．]))")
 
 
 @lru_cache(maxsize=32)

@@ -215,8 +215,7 @@ def fold_keys(keys: str) -> str:
     return "\n".join(
         [
             k
-            if k.isascii()
-            or unicodedata.is_normalized("NFKC", k) and not check(k)
+            if k.isascii() or unicodedata.is_normalized("NFKC", k) and not check(k)
             else _settle(k)
             for k in keys.split("\n")
         ]

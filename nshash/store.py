@@ -158,8 +158,10 @@ def parse_url(url: str) -> tuple[str, str, dict[str, str]]:
             raise ConfigError(f"Option {key!r} is given twice in {mask_url(url)!r}")
         options[key] = value
     # memory:// and leveldb:// take a file path: "leveldb:///abs/dir" or "leveldb://rel/dir".
-    path = parts.path if parts.scheme.lower().startswith(("redis", "unix")) else (
-        parts.netloc + parts.path
+    path = (
+        parts.path
+        if parts.scheme.lower().startswith(("redis", "unix"))
+        else (parts.netloc + parts.path)
     )
     return parts.scheme.lower(), path, options
 
