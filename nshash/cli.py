@@ -274,40 +274,18 @@ class Workers:
             for batch in batches:
                 yield batch, self.preparer.run([item.payload for item in batch])
             return
-        from multiprocessing.connection import wait
-
-        # Each batch goes to the worker with the fewest batches queued, and results are read
-        # as soon as they are ready (not only when they are next in order), so a quick worker
-        # is never left idle behind a slow batch of the other. Results wait in `ready` until
-        # their turn; `pending` keeps input order.
         n = len(self._procs)
-        pending: deque[tuple[list[Item], int]] = deque()  # sent, not yet yielded, in order
-        ready: list[deque[list[Prepared | BadRecord]]] = [deque() for _ in range(n)]
-        queued = [0] * n  # sent to a worker and not yet read back
-        most_pending = n * BATCHES_IN_FLIGHT * 2
-
-        def collect(block: bool) -> None:
-            busy = [self._outboxes[w] for w in range(n) if queued[w]]
-            if block and busy:
-                wait(busy)
-            for w in range(n):
-                outbox = self._outboxes[w]
-                while queued[w] and outbox.poll(0):
-                    ready[w].append(self._receive(w))
-                    queued[w] -= 1
-
+        pending: deque[list[Item]] = deque()  # sent, not yet received, in input order
+        in_flight = [0] * n
+        sent = received = 0
         for batch in batches:
-            collect(block=False)
-            while pending and ready[pending[0][1]]:
-                done, w = pending.popleft()
-                yield done, ready[w].popleft()
-            worker = min(range(n), key=queued.__getitem__)
-            while queued[worker] >= BATCHES_IN_FLIGHT or len(pending) >= most_pending:
-                collect(block=True)
-                while pending and ready[pending[0][1]]:
-                    done, w = pending.popleft()
-                    yield done, ready[w].popleft()
-                worker = min(range(n), key=queued.__getitem__)
+            worker = sent % n
+            while in_flight[worker] >= BATCHES_IN_FLIGHT:
+                head = received % n
+                results = self._receive(head)
+                in_flight[head] -= 1
+                received += 1
+                yield pending.popleft(), results
             payloads = [item.payload for item in batch]
             try:
                 self._inboxes[worker].send_bytes(
@@ -318,15 +296,15 @@ class Workers:
                 raise WorkerError(
                     f"A worker process exited unexpectedly (exit code {code})"
                 ) from None
-            queued[worker] += 1
-            pending.append((batch, worker))
+            in_flight[worker] += 1
+            pending.append(batch)
+            sent += 1
         while pending:
-            done, w = pending[0]
-            if not ready[w]:
-                collect(block=True)
-                continue
-            pending.popleft()
-            yield done, ready[w].popleft()
+            head = received % n
+            results = self._receive(head)
+            in_flight[head] -= 1
+            received += 1
+            yield pending.popleft(), results
 
 
 # -- the dedup / query run ---------------------------------------------------------------
