@@ -58,3 +58,31 @@ class TestNSHash:
             NSHash("news", hashdb="sqlite")
         with pytest.raises(ConfigError, match="hashfunc"):
             NSHash("news", hashfunc="sha1")
+
+
+BYLINE = "By Staff Reporter"
+FOOTER = (
+    "Copyright Daily Examiner. All rights reserved; this material may not be republished, "
+    "broadcast or redistributed without written permission."
+)
+SHORT_STORIES = [
+    "A small family bakery on Elm Street has won first prize at the national bread championship "
+    "held in Lakeport this weekend. Owner Grace Mensah entered a sourdough rye that took her "
+    "more than a year of experiments to perfect.",
+    "Marine biologists have fitted satellite tags to twelve humpback whales to follow their "
+    "migration along the western coast. The tags record depth and water temperature and send "
+    "their position whenever a whale surfaces.",
+    "Volunteers opened a community garden on a former parking lot behind the central library "
+    "on Saturday. Forty raised beds have already been claimed by families from the "
+    "neighbourhood.",
+]
+
+
+class TestShortArticlesWithSiteText:
+    def test_byline_and_footer_do_not_join_stories(self) -> None:
+        """Short unrelated articles sharing a byline and a long footer keep their own ids."""
+        with NSHash.open("memory://") as nsh:
+            ids = [nsh.add(f"{BYLINE}\n{body}\n{FOOTER}").similar_id for body in SHORT_STORIES]
+            assert len(set(ids)) == len(SHORT_STORIES)
+            repost = nsh.add(f"Source: Metro Daily\n{SHORT_STORIES[1]}\n(Editing by Mark Hale)")
+            assert repost.similar_id == ids[1] and repost.duplicate
