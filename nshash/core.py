@@ -28,6 +28,11 @@ def _check_doc_id(doc_id: object) -> str | None:
         return None
     if not isinstance(doc_id, str) or not doc_id:
         raise ConfigError(f"doc_id must be a non-empty str, not {doc_id!r}")
+    if not doc_id.isascii():
+        try:
+            doc_id.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(f"doc_id must be valid Unicode text, not {doc_id!r}") from None
     return doc_id
 
 

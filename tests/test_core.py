@@ -51,6 +51,12 @@ class TestNSHash:
         with NSHash.open("memory://") as nsh, pytest.raises(EmptyDocumentError):
             nsh.add(" ，。！ \n\t")
 
+    @pytest.mark.parametrize("doc_id", ["", "\ud800x", 7])
+    def test_bad_doc_id(self, doc_id: object) -> None:
+        """An empty, non-str or unencodable doc_id is a ConfigError, never a store error."""
+        with NSHash.open("memory://") as nsh, pytest.raises(ConfigError, match="doc_id"):
+            nsh.add(STORY, doc_id=doc_id)  # type: ignore[arg-type]
+
     def test_unknown_hashdb_and_hashfunc(self, tmp_path, monkeypatch) -> None:
         """The original constructor refuses unknown hashdb and hashfunc values."""
         monkeypatch.chdir(tmp_path)
