@@ -10,6 +10,7 @@ Give every article a ``similar_id``; reposts of one story share it::
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
 from .assign import MatchPolicy
 from .core import Document, NSHash
@@ -24,7 +25,6 @@ from .errors import (
     StoreUnavailableError,
 )
 from .fingerprint import DocPrint, Fingerprinter, split_sentences
-from .keyed import KeyedDedup
 from .normalize import normalize_key, normalize_text
 from .results import AddResult, DocumentRecord, Group, Member, StoreStats
 from .store import Store, open_store
@@ -33,6 +33,19 @@ try:
     __version__ = version("nshash")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
+
+if TYPE_CHECKING:
+    from .keyed import KeyedDedup
+
+
+def __getattr__(name: str) -> Any:
+    """Import :class:`KeyedDedup` on first use: ``import nshash`` stays quick without it."""
+    if name == "KeyedDedup":
+        from .keyed import KeyedDedup
+
+        return KeyedDedup
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "AddResult",
