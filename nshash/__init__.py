@@ -9,7 +9,6 @@ Give every article a ``similar_id``; reposts of one story share it::
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from .assign import MatchPolicy
@@ -29,21 +28,28 @@ from .normalize import normalize_key, normalize_text
 from .results import AddResult, DocumentRecord, Group, Member, StoreStats
 from .store import Store, open_store
 
-try:
-    __version__ = version("nshash")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0"
-
 if TYPE_CHECKING:
     from .keyed import KeyedDedup
 
+    __version__: str
+
 
 def __getattr__(name: str) -> Any:
-    """Import :class:`KeyedDedup` on first use: ``import nshash`` stays quick without it."""
+    """Import :class:`KeyedDedup` and look ``__version__`` up on first use: ``import nshash``
+    stays quick without them (the command line's startup is a fixed cost of every run)."""
     if name == "KeyedDedup":
         from .keyed import KeyedDedup
 
         return KeyedDedup
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("nshash")
+        except PackageNotFoundError:  # pragma: no cover - running from a source tree
+            found = "0.0.0"
+        globals()["__version__"] = found
+        return found
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -40,7 +40,6 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-from . import __version__
 from .core import NSHash
 from .errors import ConfigError, EmptyDocumentError, NSHashError
 from .fingerprint import DocPrint
@@ -917,6 +916,16 @@ def _add_record_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: looks the version up only when asked (the lookup costs every run)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        from . import __version__
+
+        print(f"nshash {__version__}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the ``nshash`` argument parser."""
     parser = argparse.ArgumentParser(
@@ -924,7 +933,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Near-duplicate detection for crawled articles: reposts of one story"
         " share a similar_id.",
     )
-    parser.add_argument("--version", action="version", version=f"nshash {__version__}")
+    parser.add_argument(
+        "--version",
+        action=_VersionAction,
+        nargs=0,
+        help="show program's version number and exit",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser(
