@@ -140,7 +140,7 @@ from .errors import (
 )
 from .normalize import normalize_key, normalize_text
 from .results import AddResult, DocumentRecord, StoreStats
-from .store import FSYNC_POLICIES, mask_url, parse_url
+from .store import _fsync_option, _refuse_unknown, mask_url, parse_url
 from .tokenize import CJK_CHARS
 
 __all__ = [
@@ -1112,20 +1112,6 @@ class _RedisBackend(_Backend):
 
 
 # -- opening -------------------------------------------------------------------------------
-def _fsync(options: dict[str, Any], url: str) -> str:
-    fsync = options.pop("fsync", "everysec")
-    if fsync not in FSYNC_POLICIES:
-        raise ConfigError(
-            f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {fsync!r} in {mask_url(url)!r}"
-        )
-    return str(fsync)
-
-
-def _no_more(options: dict[str, Any], url: str) -> None:
-    if options:
-        raise ConfigError(f"Unknown option(s) {sorted(options)} in store URL {mask_url(url)!r}")
-
-
 def _open_backend(
     url: str, options: dict[str, Any], expected_items: int, fp_rate: float, max_candidates: int
 ) -> _Backend:
@@ -1135,8 +1121,8 @@ def _open_backend(
     query.update(options)
     kv: _KV
     if scheme == "memory":
-        fsync = _fsync(query, url)
-        _no_more(query, url)
+        fsync = _fsync_option(query, url)
+        _refuse_unknown(query, url)
         kv = _MemoryKV(path or None, fsync)
     elif scheme == "leveldb":
         try:
@@ -1149,8 +1135,8 @@ def _open_backend(
             raise ConfigError(
                 f"A LevelDB URL needs a directory: 'leveldb:///path/to/dir', not {url!r}"
             )
-        fsync = _fsync(query, url)
-        _no_more(query, url)
+        fsync = _fsync_option(query, url)
+        _refuse_unknown(query, url)
         kv = _LevelKV(path, fsync)
     else:
         raise ConfigError(
