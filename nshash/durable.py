@@ -1,14 +1,40 @@
-"""Writing files so that a crash never leaves half of one: the snapshot half of the file stores."""
+"""The file half of the file stores: one opener per path, and snapshots a crash cannot tear."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 from collections.abc import Callable
 from typing import BinaryIO
 
-from .errors import StoreError
+from .errors import StoreError, StoreLockedError
 
-__all__ = ["replace_snapshot"]
+__all__ = ["lock_path", "replace_snapshot"]
+
+
+def lock_path(path: str, what: str, url: str) -> BinaryIO:
+    """Create *path*'s directory and hold ``path + ".lock"`` (flock) for this process.
+
+    The caller keeps the returned file open for as long as it uses *path*; closing it releases
+    the lock (so does the process exiting, however it exits).
+
+    Raises:
+        StoreLockedError: another process holds the lock.
+        StoreError: the directory or the lock file cannot be created.
+    """
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        lockfile = open(path + ".lock", "ab")
+    except OSError as exc:
+        raise StoreError(f"Cannot open {what} {path!r}: {exc}", url=url) from exc
+    try:
+        fcntl.flock(lockfile.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        lockfile.close()
+        raise StoreLockedError(
+            f"{what.capitalize()} {path!r} is open in another process", url=url
+        ) from exc
+    return lockfile
 
 
 def replace_snapshot(

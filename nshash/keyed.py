@@ -105,7 +105,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import importlib
 import json
@@ -127,7 +126,7 @@ from typing import Any, BinaryIO
 import farmhash
 
 from .bloom import LocalBloom, bit_positions, bloom_params
-from .durable import replace_snapshot
+from .durable import lock_path, replace_snapshot
 from .errors import (
     ConfigError,
     EmptyDocumentError,
@@ -451,19 +450,7 @@ class _MemoryKV(_KV):
             self._open_files(path)
 
     def _open_files(self, path: str) -> None:
-        try:
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            self._lockfile = open(path + ".lock", "ab")
-        except OSError as exc:
-            raise StoreError(f"Cannot open keyed store {path!r}: {exc}", url=self.url) from exc
-        try:
-            fcntl.flock(self._lockfile.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            self._lockfile.close()
-            self._lockfile = None
-            raise StoreLockedError(
-                f"Keyed store {path!r} is open in another process", url=self.url
-            ) from exc
+        self._lockfile = lock_path(path, "keyed store", self.url)
         try:
             self._load(path)
             replayed = self._replay(path + ".journal")

@@ -21,7 +21,6 @@ acknowledged:
 
 from __future__ import annotations
 
-import fcntl
 import heapq
 import json
 import os
@@ -31,8 +30,8 @@ from collections.abc import Iterable
 from typing import Any, BinaryIO
 
 from .assign import MatchPolicy, assign, lookup, resolve
-from .durable import replace_snapshot
-from .errors import ConfigError, StoreClosedError, StoreCorruptError, StoreError, StoreLockedError
+from .durable import lock_path, replace_snapshot
+from .errors import ConfigError, StoreClosedError, StoreCorruptError, StoreError
 from .fingerprint import DocPrint
 from .results import Assignment, DocumentRecord, Group, Member, StoreStats
 from .store import FSYNC_POLICIES, Store
@@ -255,20 +254,7 @@ class MemoryStore(Store):
 
     # -- durability --------------------------------------------------------------------
     def _open_files(self, path: str) -> None:
-        directory = os.path.dirname(os.path.abspath(path))
-        try:
-            os.makedirs(directory, exist_ok=True)
-            self._lockfile = open(path + ".lock", "ab")
-        except OSError as exc:
-            raise StoreError(f"Cannot open memory store {path!r}: {exc}", url=self.url) from exc
-        try:
-            fcntl.flock(self._lockfile.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            self._lockfile.close()
-            self._lockfile = None
-            raise StoreLockedError(
-                f"Memory store {path!r} is open in another process", url=self.url
-            ) from exc
+        self._lockfile = lock_path(path, "memory store", self.url)
         try:
             snapshot_seq = self._load_snapshot(path)
             replayed = self._replay(path + ".journal", snapshot_seq)
