@@ -220,8 +220,9 @@ class Fingerprinter:
         long_ = [k for k in sentences if len(k) >= min_length]
         if not long_:
             # Nothing qualifies but text remains: the whole document is the one key, so short
-            # texts match only when equal after normalization.
-            return ["".join(sentences)]
+            # texts match only when equal after normalization. Joining keys can make what
+            # NFKC composes (Hangul jamo on either side of a break): fold the join again.
+            return [fold_keys("".join(sentences))]
         long_.sort(key=len, reverse=True)  # stable: ties keep their position
         return list(dict.fromkeys(long_))[: self.max_sentences]
 

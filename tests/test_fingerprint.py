@@ -132,6 +132,10 @@ class TestFingerprinter:
         f = Fingerprinter(min_length=10)
         assert f.keys("你好。世界！") == ["你好世界"]
 
+    def test_whole_text_key_is_normalized(self) -> None:
+        """Joining short sentences into one key folds again (jamo across a break compose)."""
+        assert Fingerprinter().keys("\u1100。\u1161") == ["\uac00"]
+
     def test_n_limits_fingerprints(self) -> None:
         """fingerprints() gives at most n anchors."""
         assert len(Fingerprinter(n=2).fingerprints("。".join(LONG))) == 2
