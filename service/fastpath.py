@@ -18,12 +18,13 @@ import logging
 import secrets
 
 from pydantic import ValidationError
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from nshash import NSHashError
 
 from .deps import Service
 from .errors import classify, error_response
+from .limits import replay_body
 from .schemas import AddResponse, DocumentIn
 
 __all__ = ["FastAddMiddleware"]
@@ -97,7 +98,7 @@ class FastAddMiddleware:
             doc = DocumentIn.model_validate_json(body)
         except ValidationError:
             # The FastAPI route reads it again and answers with the error.
-            await self.app(scope, _replay(body, receive), send)
+            await self.app(scope, replay_body(body, receive), send)
             return
 
         scope["route"] = self.route
@@ -123,17 +124,3 @@ class FastAddMiddleware:
             }
         )
         await send({"type": "http.response.body", "body": payload})
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """Return a ``receive`` that hands *body* over once, then defers to *receive*."""
-    delivered = False
-
-    async def replay() -> Message:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay

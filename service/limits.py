@@ -12,7 +12,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .errors import error_response
 
-__all__ = ["BodyLimitMiddleware"]
+__all__ = ["BodyLimitMiddleware", "replay_body"]
 
 
 class BodyLimitMiddleware:
@@ -68,14 +68,18 @@ class BodyLimitMiddleware:
             if not message.get("more_body", False):
                 break
 
-        body = b"".join(chunks)
-        delivered = False
+        await self.app(scope, replay_body(b"".join(chunks), receive), send)
 
-        async def replay() -> Message:
-            nonlocal delivered
-            if not delivered:
-                delivered = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
 
-        await self.app(scope, replay, send)
+def replay_body(body: bytes, receive: Receive) -> Receive:
+    """Return a ``receive`` that hands *body* over once, then defers to *receive*."""
+    delivered = False
+
+    async def replay() -> Message:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
