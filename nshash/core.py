@@ -52,7 +52,7 @@ class NSHash:
         name: the file name stem for ``hashdb``'s files.
         hashfunc: ``"farmhash"`` (default) or ``"md5"``.
         hashdb: ``"memory"`` or ``"leveldb"``.
-        n: anchors per document (default 5).
+        n: anchors per document (default 16).
         min_length: the shortest sentence key that may be an anchor (default 10 characters).
         store: an open :class:`~nshash.Store` to use instead of ``name``/``hashdb``.
         **options: more tuning: ``delimiters``, ``sketch_min``, ``sketch_width``,
@@ -76,7 +76,7 @@ class NSHash:
         hashfunc: str = "farmhash",
         hashdb: str = "memory",
         *,
-        n: int = 5,
+        n: int = 16,
         min_length: int = 10,
         store: Store | None = None,
         **options: Any,

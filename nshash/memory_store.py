@@ -29,16 +29,18 @@ import threading
 from collections.abc import Iterable
 from typing import Any, BinaryIO
 
-from .assign import MatchPolicy, assign, lookup, resolve
+from .assign import MatchPolicy, assign, combine_sketch, lookup, resolve
 from .durable import lock_path, replace_snapshot
 from .errors import ConfigError, StoreClosedError, StoreCorruptError, StoreError
-from .fingerprint import DocPrint
+from .fingerprint import NO_LIMIT, DocPrint
 from .results import Assignment, DocumentRecord, Group, Member, StoreStats
 from .store import FSYNC_POLICIES, Store
 
 __all__ = ["MemoryStore"]
 
-_SNAPSHOT_FORMAT = 1
+#: 2: shingle anchors, sketch limits and votes (the first release's format 1 cannot be read:
+#: its anchors were whole sentences, so its groups would never match again).
+_SNAPSHOT_FORMAT = 2
 
 
 class _PlainUnpickler(pickle.Unpickler):
@@ -57,8 +59,11 @@ class _Tables:
         self.fp: dict[int, int] = {}
         self.exact: dict[int, int] = {}
         self.common: set[int] = set()
+        self.votes: dict[int, tuple[int, ...]] = {}
         self.parent: dict[int, int] = {}
         self.sketch: dict[int, set[int]] = {}
+        #: A group's sketch limit, for the groups whose sketch was cut (see combine_sketch).
+        self.limit: dict[int, int] = {}
         self.size: dict[int, int] = {}
         self.members: dict[int, list[str]] = {}
         self.docs: dict[str, tuple[int, bool, tuple[int, ...], str | None, tuple[int, ...]]] = {}
@@ -86,16 +91,11 @@ class _Tables:
     def get_parent(self, gid: int) -> int | None:
         return self.parent.get(gid)
 
-    def sketch_overlap(self, gid: int, live: set[int]) -> tuple[set[int], int]:
-        sketch = self.sketch.get(gid)
-        if not sketch:
-            return set(), 0
-        common = self.common
-        size = len(sketch) - len(sketch.intersection(common)) if common else len(sketch)
-        return live & sketch, size
+    def group_sketch(self, gid: int) -> tuple[set[int], int]:
+        return self.sketch.get(gid, set()), self.limit.get(gid, NO_LIMIT)
 
-    def sketch_size(self, gid: int) -> int:
-        return len(self.sketch.get(gid, ()))
+    def get_votes(self, h: int) -> tuple[int, ...]:
+        return self.votes.get(h, ())
 
     def get_doc(self, doc_id: str) -> DocumentRecord | None:
         rec = self.docs.get(doc_id)
@@ -122,29 +122,47 @@ class _Tables:
         if self.log is not None:
             self.log.append(["c", hs])
 
-    def new_group(self, sketch: Iterable[int]) -> int:
+    def set_votes(self, h: int, gids: tuple[int, ...]) -> None:
+        if gids:
+            self.votes[h] = tuple(gids)
+        else:
+            self.votes.pop(h, None)
+        if self.log is not None:
+            self.log.append(["v", h, list(gids)])
+
+    def _set_sketch(self, gid: int, sketch: set[int], limit: int) -> None:
+        self.sketch[gid] = sketch
+        if limit < NO_LIMIT:
+            self.limit[gid] = limit
+        else:
+            self.limit.pop(gid, None)
+
+    def new_group(self, sketch: Iterable[int], limit: int) -> int:
         gid = self.counter = self.counter + 1
-        self.sketch[gid] = set(sketch)
+        self._set_sketch(gid, set(sketch), limit)
         self.size[gid] = 0
         if self.log is not None:
-            self.log.append(["n", gid, list(self.sketch[gid])])
+            self.log.append(["n", gid, list(self.sketch[gid]), limit])
         return gid
 
-    def extend_sketch(self, gid: int, hs: Iterable[int]) -> None:
+    def extend_sketch(self, gid: int, hs: Iterable[int], limit: int, cap: int) -> None:
         hs = list(hs)
-        self.sketch[gid].update(hs)
+        old, old_limit = self.group_sketch(gid)
+        self._set_sketch(gid, *combine_sketch(old, old_limit, hs, limit, cap))
         if self.log is not None:
-            self.log.append(["s", gid, hs])
+            self.log.append(["s", gid, hs, limit, cap])
 
-    def merge_into(self, root: int, gid: int) -> None:
+    def merge_into(self, root: int, gid: int, cap: int) -> None:
         self.parent[gid] = root
-        self.sketch[root].update(self.sketch.pop(gid, ()))
+        old, old_limit = self.group_sketch(root)
+        more, more_limit = self.sketch.pop(gid, set()), self.limit.pop(gid, NO_LIMIT)
+        self._set_sketch(root, *combine_sketch(old, old_limit, more, more_limit, cap))
         self.size[root] += self.size.pop(gid, 0)
         moved = self.members.pop(gid, None)
         if moved:
             self.members.setdefault(root, []).extend(moved)
         if self.log is not None:
-            self.log.append(["g", root, gid])
+            self.log.append(["g", root, gid, cap])
 
     def add_member(self, gid: int, record: DocumentRecord | None) -> None:
         self.size[gid] += 1
@@ -169,9 +187,11 @@ class _Tables:
             self.set_exact(*args)
         elif kind == "c":
             self.add_common(*args)
+        elif kind == "v":
+            self.set_votes(args[0], tuple(args[1]))
         elif kind == "n":
             self.counter = args[0] - 1
-            self.new_group(args[1])
+            self.new_group(args[1], args[2])
         elif kind == "s":
             self.extend_sketch(*args)
         elif kind == "g":
@@ -193,8 +213,10 @@ class _Tables:
             "fp": self.fp,
             "exact": self.exact,
             "common": self.common,
+            "votes": self.votes,
             "parent": self.parent,
             "sketch": self.sketch,
+            "limit": self.limit,
             "size": self.size,
             "members": self.members,
             "docs": self.docs,
@@ -204,10 +226,13 @@ class _Tables:
 
     def load(self, data: Any) -> None:
         if not isinstance(data, dict) or data.get("format") != _SNAPSHOT_FORMAT:
-            raise StoreCorruptError("The snapshot is not an nshash memory snapshot (format 1)")
+            raise StoreCorruptError(
+                f"The snapshot is not an nshash memory snapshot (format {_SNAPSHOT_FORMAT})"
+            )
         try:
             self.fp, self.exact, self.common = data["fp"], data["exact"], data["common"]
             self.parent, self.sketch, self.size = data["parent"], data["sketch"], data["size"]
+            self.votes, self.limit = data["votes"], data["limit"]
             self.members, self.docs = data["members"], data["docs"]
             self.counter, self.documents = int(data["counter"]), int(data["documents"])
         except (KeyError, TypeError, ValueError) as exc:
