@@ -28,14 +28,14 @@ the group's share at least ``min_overlap`` values and at least ``theta`` of the 
 two, after leaving out hashes known to be common and values past either sketch's limit. A
 site's footer shared by two unrelated articles hits, but the rest of the articles differs.
 
-**Boilerplate is learned from evidence, never from one refusal.** A refusal is only a vote, and
-only a clear refusal votes (a score under ``vote_theta``: a heavily edited copy of the story
-itself scores between that and ``theta`` and votes nothing). Each hash the refused pair shared
-records the two groups; it becomes *common*, and stops being an anchor or counting in any
-sketch, once ``votes`` distinct groups (after merges) have been kept apart on it. A site's
-footer reaches that within a few articles; a story's own sentences do not, since all their
-groups are fragments of one story, which merge as soon as one copy matches two of them
-strongly (``merge_theta``). A client posting crafted documents around one real sentence can
+**Boilerplate is learned from evidence, never from one refusal.** A refusal is only a vote:
+each hash the refused pair shared (the anchors that hit and the sketch values in common)
+records the two groups, and becomes *common*, no longer an anchor nor counted in any sketch,
+once ``votes`` distinct groups (after merges) have been kept apart on it. A site's footer
+reaches that within a few articles; a story's own text does not, since the only groups kept
+apart on it are fragments of that one story (a heavily edited copy that failed the check),
+and fragments merge as soon as one copy matches two of them strongly (``merge_theta``), after
+which they count as one. A client posting crafted documents around one real sentence can
 at most make that one sentence common: the story's other anchors and sketch still find it.
 
 Identical texts (same letters and digits) always join one group through the ``exact`` table,
@@ -47,20 +47,21 @@ story and half of another glue nothing together.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from .errors import ConfigError
 from .fingerprint import NO_LIMIT, DocPrint
-from .results import Assignment, DocumentRecord
+from .results import Assignment, Candidate, DocumentRecord, Explanation
 
 __all__ = [
-    "Candidate",
-    "Explanation",
     "MatchPolicy",
     "Tables",
     "assign",
     "combine_sketch",
+    "explain",
+    "finish_explanation",
+    "judged",
     "lookup",
     "resolve",
 ]
@@ -87,10 +88,8 @@ class MatchPolicy:
         sketch_cap: a group's sketch keeps at most this many values (the smallest).
         merge_theta: a document that matches several groups joins the best one, and merges
             the others into it only where it matches them this strongly.
-        vote_theta: a refusal scoring under this is a vote that what the pair shared is
-            boilerplate; between this and ``theta`` it is no evidence either way.
         votes: how many distinct groups must have been kept apart on a hash before it is
-            common.
+            common (boilerplate).
     """
 
     n: int = 16
@@ -98,68 +97,15 @@ class MatchPolicy:
     min_overlap: int = 3
     sketch_cap: int = 256
     merge_theta: float = 0.6
-    vote_theta: float = 0.25
-    votes: int = 3
+    votes: int = 4
 
     def __post_init__(self) -> None:
         _count("n", self.n)
         _ratio("theta", self.theta)
         _ratio("merge_theta", self.merge_theta)
-        _ratio("vote_theta", self.vote_theta)
         _count("min_overlap", self.min_overlap)
         _count("sketch_cap", self.sketch_cap)
         _count("votes", self.votes, 2)
-        if self.vote_theta > self.theta:
-            raise ConfigError(
-                f"vote_theta ({self.vote_theta!r}) must not exceed theta ({self.theta!r})"
-            )
-
-
-@dataclass(slots=True)
-class Candidate:
-    """One group an anchor led to, and how the guard judged it.
-
-    Attributes:
-        similar_id: the group's canonical id.
-        anchors: the document's anchors that hit it.
-        shared: sketch values the document and the group have in common (common ones left out).
-        document_values: the document's live sketch values compared.
-        group_values: the group's live sketch values compared.
-        score: shared over the smaller of the two (0 when under ``min_overlap``).
-        verdict: ``"joined"``, ``"merged"`` (accepted, and merged into the group joined),
-            ``"not best"`` (accepted, but too weak to merge), ``"refused"`` (no evidence
-            either way) or ``"voted"`` (clearly refused: what the pair shared got a vote).
-    """
-
-    similar_id: int
-    anchors: tuple[int, ...]
-    shared: int
-    document_values: int
-    group_values: int
-    score: float
-    verdict: str = ""
-
-
-@dataclass(slots=True)
-class Explanation:
-    """Why a document got its answer: what :meth:`nshash.NSHash.explain` returns.
-
-    Attributes:
-        similar_id: the answer (None: a query that matches nothing).
-        reason: ``"exact"`` (the same text was seen), ``"matched"``, ``"new"`` (no candidate
-            passed), ``"nothing"`` (a query that found no candidate) or ``"replayed"``.
-        anchors: the anchors looked up.
-        boilerplate: anchor candidates left out because they are known to be common.
-        candidates: every group the anchors led to, best first.
-        theta: the threshold a candidate's score had to reach.
-    """
-
-    similar_id: int | None
-    reason: str
-    anchors: tuple[int, ...] = ()
-    boilerplate: tuple[int, ...] = ()
-    candidates: list[Candidate] = field(default_factory=list)
-    theta: float = 0.0
 
 
 def combine_sketch(
@@ -264,13 +210,22 @@ def _verify(
     mine = live if limit >= doc.limit else {v for v in live if v < limit}
     theirs = values if limit >= group_limit else [v for v in values if v < limit]
     shared = mine.intersection(theirs)
-    group_size = len(tables.live_set(theirs))
-    smaller = min(len(mine), group_size)
-    score = 0.0
-    if smaller and len(shared) >= min(policy.min_overlap, smaller):
-        score = len(shared) / smaller
-    candidate = Candidate(gid, tuple(hits), len(shared), len(mine), group_size, score)
+    candidate = judged(
+        gid, tuple(hits), len(shared), len(mine), len(tables.live_set(theirs)), policy
+    )
     return candidate, shared
+
+
+def judged(
+    gid: int, hits: tuple[int, ...], shared: int, mine: int, theirs: int, policy: MatchPolicy
+) -> Candidate:
+    """A candidate scored: *shared* values over the smaller of *mine* and *theirs* (0 when
+    fewer than ``min_overlap`` are shared, unless a sketch is smaller than that)."""
+    smaller = min(mine, theirs)
+    score = 0.0
+    if smaller and shared >= min(policy.min_overlap, smaller):
+        score = shared / smaller
+    return Candidate(gid, hits, shared, mine, theirs, score)
 
 
 def _choose(scores: dict[int, float], policy: MatchPolicy) -> list[int]:
@@ -316,15 +271,25 @@ def _vote(tables: Tables, hs: Iterable[int], groups: tuple[int, int], policy: Ma
         tables.set_votes(h, tuple(sorted(seen)))
 
 
-def _verdicts(candidates: list[Candidate], chosen: list[int], policy: MatchPolicy) -> None:
+def finish_explanation(
+    similar_id: int | None,
+    anchors: tuple[int, ...],
+    boilerplate: tuple[int, ...],
+    candidates: list[Candidate],
+    policy: MatchPolicy,
+) -> Explanation:
+    """An explanation of a query's candidates: verdicts given, best first."""
+    chosen = _choose({c.similar_id: c.score for c in candidates}, policy)
     for c in candidates:
         if c.similar_id in chosen:
             c.verdict = "joined" if c.similar_id == chosen[0] else "merged"
         elif c.score >= policy.theta:
             c.verdict = "not best"
         else:
-            c.verdict = "voted" if c.score < policy.vote_theta else "refused"
+            c.verdict = "refused"
     candidates.sort(key=lambda c: (-c.score, c.similar_id))
+    reason = "matched" if chosen else ("new" if candidates else "nothing")
+    return Explanation(similar_id, reason, anchors, boilerplate, candidates, policy.theta)
 
 
 def explain(tables: Tables, doc: DocPrint, policy: MatchPolicy) -> Explanation:
@@ -336,10 +301,8 @@ def explain(tables: Tables, doc: DocPrint, policy: MatchPolicy) -> Explanation:
     if gid is not None:
         return Explanation(resolve(tables, gid), "exact", anchors, boilerplate, [], policy.theta)
     candidates, _, chosen = _judge(tables, doc, anchors, policy)
-    _verdicts(candidates, chosen, policy)
-    reason = "matched" if chosen else "nothing"
-    return Explanation(
-        min(chosen) if chosen else None, reason, anchors, boilerplate, candidates, policy.theta
+    return finish_explanation(
+        min(chosen) if chosen else None, anchors, boilerplate, candidates, policy
     )
 
 
@@ -391,7 +354,7 @@ def assign(
             root = tables.new_group(sketch, limit)
             duplicate = False
         for c, common in zip(candidates, shared, strict=True):
-            if c.score < policy.vote_theta:
+            if c.score < policy.theta:
                 _vote(tables, sorted(set(c.anchors) | common), (c.similar_id, root), policy)
         tables.set_exact(doc.exact, root)
     for h, hit in known.items():

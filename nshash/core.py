@@ -10,7 +10,7 @@ from typing import Any
 from .assign import MatchPolicy
 from .errors import ConfigError, NSHashError
 from .fingerprint import DEFAULT_DELIMITERS, DocPrint, Fingerprinter
-from .results import AddResult, DocumentRecord, Group, StoreStats
+from .results import AddResult, DocumentRecord, Explanation, Group, StoreStats
 from .store import Store, open_path, open_store
 
 __all__ = ["Document", "NSHash"]
@@ -21,6 +21,12 @@ Document = str | dict[str, Any]
 
 #: The original release's file names: ``hashdb`` -> (store scheme, suffix added to ``name``).
 _HASHDBS = {"memory": ("memory", ".hashdb.pkl"), "leveldb": ("leveldb", ".hashdb")}
+
+
+#: Options of :class:`~nshash.Fingerprinter` and :class:`~nshash.MatchPolicy` that NSHash
+#: passes through (besides ``n``, ``min_length``, ``hashfunc`` and ``delimiters``).
+_TEXT_OPTIONS = ("max_sentences", "shingle", "sketch_rate", "sketch_size", "html")
+_POLICY_OPTIONS = ("theta", "min_overlap", "sketch_cap", "merge_theta", "votes")
 
 
 def _check_doc_id(doc_id: object) -> str | None:
@@ -39,10 +45,12 @@ def _check_doc_id(doc_id: object) -> str | None:
 class NSHash:
     """A near-duplicate detector: gives each text the ``similar_id`` of its story.
 
-    Each document is reduced to the fingerprints of its n longest sentences (after folding
-    width, case, script and punctuation); documents sharing a fingerprint share a group, unless
-    the boilerplate guard finds that all they share is a site's header or footer (see
-    :mod:`nshash.assign`). Groups live in a store chosen by URL; see :func:`nshash.open_store`.
+    Each document is reduced to n anchors, short windows of its text (after folding width,
+    case, script, punctuation and line breaks) chosen by a consistent sample, and a sketch of
+    its whole text; a document joins a group one of its anchors hits when their sketches
+    mostly agree, so what two articles share only in a site's header or footer does not join
+    them (see :mod:`nshash.assign`). Groups live in a store chosen by URL; see
+    :func:`nshash.open_store`.
 
     The constructor keeps the original release's signature: ``NSHash(name, hashfunc, hashdb)``
     keeps its state in ``name + ".hashdb.pkl"`` (memory) or the directory ``name + ".hashdb"``
@@ -55,9 +63,10 @@ class NSHash:
         n: anchors per document (default 16).
         min_length: the shortest sentence key that may be an anchor (default 10 characters).
         store: an open :class:`~nshash.Store` to use instead of ``name``/``hashdb``.
-        **options: more tuning: ``delimiters``, ``sketch_min``, ``sketch_width``,
-            ``sketch_unit``, ``html``, ``theta``, ``min_overlap``, ``sketch_cap``,
-            ``merge_theta``.
+        **options: more tuning: ``delimiters``, ``max_sentences``, ``shingle``,
+            ``sketch_rate``, ``sketch_size``, ``html`` (see :class:`~nshash.Fingerprinter`);
+            ``theta``, ``min_overlap``, ``sketch_cap``, ``merge_theta``, ``votes`` (see
+            :class:`~nshash.MatchPolicy`).
 
     Raises:
         ConfigError: an unknown ``hashdb``, ``hashfunc`` or option.
@@ -82,16 +91,8 @@ class NSHash:
         **options: Any,
     ) -> None:
         delimiters = options.pop("delimiters", DEFAULT_DELIMITERS)
-        sketch_options = {
-            k: options.pop(k)
-            for k in ("sketch_min", "sketch_width", "sketch_unit", "html")
-            if k in options
-        }
-        policy_options = {
-            k: options.pop(k)
-            for k in ("theta", "min_overlap", "sketch_cap", "merge_theta")
-            if k in options
-        }
+        sketch_options = {k: options.pop(k) for k in _TEXT_OPTIONS if k in options}
+        policy_options = {k: options.pop(k) for k in _POLICY_OPTIONS if k in options}
         if options:
             raise ConfigError(f"Unknown option(s) {sorted(options)} for NSHash")
         self.fingerprinter = Fingerprinter(
@@ -122,20 +123,7 @@ class NSHash:
         """
         mine = {
             k: options.pop(k)
-            for k in (
-                "n",
-                "min_length",
-                "hashfunc",
-                "delimiters",
-                "sketch_min",
-                "sketch_width",
-                "sketch_unit",
-                "html",
-                "theta",
-                "min_overlap",
-                "sketch_cap",
-                "merge_theta",
-            )
+            for k in ("n", "min_length", "hashfunc", "delimiters", *_TEXT_OPTIONS, *_POLICY_OPTIONS)
             if k in options
         }
         store = open_store(url, **options)
@@ -150,7 +138,23 @@ class NSHash:
         """Fingerprint *text* without touching the store (pure; safe in worker processes)."""
         return self.fingerprinter.prepare(text)
 
-    def add(self, text: str, doc_id: str | None = None, *, title: str | None = None) -> AddResult:
+    def explain(self, text: str) -> Explanation:
+        """Say which group *text* would join now, and why; writes nothing.
+
+        The explanation lists the anchors looked up, the anchor candidates set aside as known
+        boilerplate, and every group an anchor hit with the sketch values shared, the sizes
+        compared, the score against ``theta`` and the verdict.
+        """
+        return self.store.explain(self.prepare(text), self.policy)
+
+    def add(
+        self,
+        text: str,
+        doc_id: str | None = None,
+        *,
+        title: str | None = None,
+        explain: bool = False,
+    ) -> AddResult:
         """Add one document and return its group.
 
         Args:
@@ -164,12 +168,23 @@ class NSHash:
             StoreError: the store failed; nothing was written.
         """
         doc_id = _check_doc_id(doc_id)
-        return self.add_prepared(self.prepare(text), doc_id, title=title)
+        return self.add_prepared(self.prepare(text), doc_id, title=title, explain=explain)
 
     def add_prepared(
-        self, doc: DocPrint, doc_id: str | None = None, *, title: str | None = None
+        self,
+        doc: DocPrint,
+        doc_id: str | None = None,
+        *,
+        title: str | None = None,
+        explain: bool = False,
     ) -> AddResult:
-        """Add a document fingerprinted earlier by :meth:`prepare`."""
+        """Add a document fingerprinted earlier by :meth:`prepare`.
+
+        With *explain*, the result carries an :class:`~nshash.Explanation` of the candidates
+        as the store judged them just before the add (on Redis another writer may add a
+        document in between).
+        """
+        why = self.store.explain(doc, self.policy) if explain else None
         answer, anchors = self.store.assign(doc, self.policy, doc_id, title)
         return AddResult(
             answer.similar_id,
@@ -178,6 +193,7 @@ class NSHash:
             anchors,
             doc_id,
             answer.replayed,
+            why,
         )
 
     def add_many(self, documents: Iterable[Document]) -> list[AddResult | NSHashError]:

@@ -26,10 +26,11 @@ key                          value
                              ``groups``, ``fingerprints``, ``common``, ``mseq``)
 ``f`` + fingerprint          anchor fingerprint -> group id (never moved)
 ``x`` + fingerprint          whole-text fingerprint -> group id
-``c`` + fingerprint          empty: the fingerprint is common (boilerplate)
+``c`` + hash                 empty: the hash is common (boilerplate)
+``v`` + hash                 the groups kept apart on it so far, 8 bytes each (a few hashes)
 ``p`` + group id             the id this merged group resolves to
-``s`` + group id             the group's sketch: sorted clause hashes, 8 bytes each (capped by
-                             the policy's ``sketch_cap``, so it stays small)
+``s`` + group id             the group's sketch: its limit, then its sorted values, 8 bytes
+                             each (capped by the policy's ``sketch_cap``, so it stays small)
 ``z`` + group id             the group's document count (canonical groups only)
 ``m`` + group id + seq       a member's ``doc_id`` (UTF-8); ``seq`` is a store-wide arrival
                              number, so a group's members list in arrival order
@@ -40,8 +41,8 @@ Members get one key each: adding a document writes one small key, never a growin
 merge moves the merged group's member keys and sketch to the canonical id. :meth:`stats`
 reads the meta counters; :meth:`~LevelDBStore.groups` scans the ``z`` table (one key per
 canonical group). The ``c`` table is also held in memory, read once on open: the guard asks
-about every clause of every document, and the table stays small (only fingerprints that a
-refused match marked as boilerplate).
+about every sketch value of every document, and the table stays small (only hashes that
+several groups were kept apart on).
 """
 
 from __future__ import annotations
@@ -58,21 +59,22 @@ from contextlib import contextmanager
 
 import plyvel
 
-from .assign import MatchPolicy, assign, lookup, resolve
+from .assign import MatchPolicy, assign, combine_sketch, explain, lookup, resolve
 from .errors import ConfigError, StoreClosedError, StoreCorruptError, StoreError, StoreLockedError
-from .fingerprint import DocPrint
-from .results import Assignment, DocumentRecord, Group, Member, StoreStats
+from .fingerprint import NO_LIMIT, DocPrint
+from .results import Assignment, DocumentRecord, Explanation, Group, Member, StoreStats
 from .store import FSYNC_POLICIES, Store
 
 __all__ = ["LevelDBStore"]
 
 #: The layout version written to ``\x00format``; a different one is refused on open.
-_FORMAT = 1
+_FORMAT = 2
 
 _META = b"\x00"
 _FP = b"f"
 _EXACT = b"x"
 _COMMON = b"c"
+_VOTES = b"v"
 _PARENT = b"p"
 _SKETCH = b"s"
 _SIZE = b"z"
@@ -178,17 +180,16 @@ class _Overlay:
     def get_parent(self, gid: int) -> int | None:
         return self.get_int(_PARENT + _enc(gid))
 
-    def get_sketch(self, gid: int) -> set[int]:
+    def group_sketch(self, gid: int) -> tuple[tuple[int, ...], int]:
         value = self.get(_SKETCH + _enc(gid))
-        return set(_dec(value)) if value else set()
+        if not value:
+            return (), NO_LIMIT
+        limit, *values = _dec(value)
+        return tuple(values), limit
 
-    def sketch_overlap(self, gid: int, live: set[int]) -> tuple[set[int], int]:
-        group = set(self.not_common(self.get_sketch(gid)))
-        return live & group, len(group)
-
-    def sketch_size(self, gid: int) -> int:
-        value = self.get(_SKETCH + _enc(gid))
-        return len(value) // 8 if value else 0
+    def get_votes(self, h: int) -> tuple[int, ...]:
+        value = self.get(_VOTES + _enc(h))
+        return _dec(value) if value else ()
 
     def get_doc(self, doc_id: str) -> DocumentRecord | None:
         value = self.get(_DOC + doc_id.encode("utf-8"))
@@ -222,23 +223,31 @@ class _Overlay:
                 self.meta["common"] += 1
                 self.put(_COMMON + _enc(h), b"")
 
-    def _put_sketch(self, gid: int, hs: set[int]) -> None:
-        self.put(_SKETCH + _enc(gid), _enc(*sorted(hs)))
+    def set_votes(self, h: int, gids: tuple[int, ...]) -> None:
+        if gids:
+            self.put(_VOTES + _enc(h), _enc(*gids))
+        else:
+            self.delete(_VOTES + _enc(h))
 
-    def new_group(self, sketch: Iterable[int]) -> int:
+    def _put_sketch(self, gid: int, hs: set[int], limit: int) -> None:
+        self.put(_SKETCH + _enc(gid), _enc(limit, *sorted(hs)))
+
+    def new_group(self, sketch: Iterable[int], limit: int) -> int:
         gid = self.meta["counter"] + 1
         self.meta["counter"] = gid
         self.meta["groups"] += 1
-        self._put_sketch(gid, set(sketch))
+        self._put_sketch(gid, set(sketch), limit)
         self.put(_SIZE + _enc(gid), _enc(0))
         return gid
 
-    def extend_sketch(self, gid: int, hs: Iterable[int]) -> None:
-        self._put_sketch(gid, self.get_sketch(gid) | set(hs))
+    def extend_sketch(self, gid: int, hs: Iterable[int], limit: int, cap: int) -> None:
+        self._put_sketch(gid, *combine_sketch(*self.group_sketch(gid), hs, limit, cap))
 
-    def merge_into(self, root: int, gid: int) -> None:
+    def merge_into(self, root: int, gid: int, cap: int) -> None:
         self.put(_PARENT + _enc(gid), _enc(root))
-        self._put_sketch(root, self.get_sketch(root) | self.get_sketch(gid))
+        self._put_sketch(
+            root, *combine_sketch(*self.group_sketch(root), *self.group_sketch(gid), cap)
+        )
         self.delete(_SKETCH + _enc(gid))
         self.put(_SIZE + _enc(root), _enc(self.get_size(root) + self.get_size(gid)))
         self.delete(_SIZE + _enc(gid))
@@ -486,6 +495,10 @@ class LevelDBStore(Store):
     def lookup(self, doc: DocPrint, policy: MatchPolicy) -> int | None:
         with self._open_db():
             return lookup(self._reader(), doc, policy)
+
+    def explain(self, doc: DocPrint, policy: MatchPolicy) -> Explanation:
+        with self._open_db():
+            return explain(self._reader(), doc, policy)
 
     def resolve(self, similar_id: int) -> int:
         with self._open_db():

@@ -29,11 +29,11 @@ import threading
 from collections.abc import Iterable
 from typing import Any, BinaryIO
 
-from .assign import MatchPolicy, assign, combine_sketch, lookup, resolve
+from .assign import MatchPolicy, assign, combine_sketch, explain, lookup, resolve
 from .durable import lock_path, replace_snapshot
 from .errors import ConfigError, StoreClosedError, StoreCorruptError, StoreError
 from .fingerprint import NO_LIMIT, DocPrint
-from .results import Assignment, DocumentRecord, Group, Member, StoreStats
+from .results import Assignment, DocumentRecord, Explanation, Group, Member, StoreStats
 from .store import FSYNC_POLICIES, Store
 
 __all__ = ["MemoryStore"]
@@ -411,6 +411,11 @@ class MemoryStore(Store):
         with self._lock:
             self._check()
             return lookup(self._t, doc, policy)
+
+    def explain(self, doc: DocPrint, policy: MatchPolicy) -> Explanation:
+        with self._lock:
+            self._check()
+            return explain(self._t, doc, policy)
 
     def resolve(self, similar_id: int) -> int:
         with self._lock:

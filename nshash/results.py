@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["AddResult", "Assignment", "DocumentRecord", "Group", "Member", "StoreStats"]
+__all__ = [
+    "AddResult",
+    "Assignment",
+    "Candidate",
+    "DocumentRecord",
+    "Explanation",
+    "Group",
+    "Member",
+    "StoreStats",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +33,53 @@ class Assignment:
     replayed: bool = False
 
 
+@dataclass(slots=True)
+class Candidate:
+    """One group an anchor led to, and how the guard judged it.
+
+    Attributes:
+        similar_id: the group's canonical id.
+        anchors: the document's anchors that hit it.
+        shared: sketch values the document and the group have in common (common ones left out).
+        document_values: the document's live sketch values compared.
+        group_values: the group's live sketch values compared.
+        score: shared over the smaller of the two (0 when under ``min_overlap``).
+        verdict: ``"joined"``, ``"merged"`` (accepted, and merged into the group joined),
+            ``"not best"`` (accepted, but too weak to merge) or ``"refused"`` (what the two
+            share gets a vote as boilerplate when the document is added).
+    """
+
+    similar_id: int
+    anchors: tuple[int, ...]
+    shared: int
+    document_values: int
+    group_values: int
+    score: float
+    verdict: str = ""
+
+
+@dataclass(slots=True)
+class Explanation:
+    """Why a document got its answer: what :meth:`nshash.NSHash.explain` returns.
+
+    Attributes:
+        similar_id: the answer (None: a query that matches nothing).
+        reason: ``"exact"`` (the same text was seen), ``"matched"``, ``"new"`` (no candidate
+            passed), ``"nothing"`` (a query that found no candidate) or ``"replayed"``.
+        anchors: the anchors looked up.
+        boilerplate: anchor candidates left out because they are known to be common.
+        candidates: every group the anchors led to, best first.
+        theta: the threshold a candidate's score had to reach.
+    """
+
+    similar_id: int | None
+    reason: str
+    anchors: tuple[int, ...] = ()
+    boilerplate: tuple[int, ...] = ()
+    candidates: list[Candidate] = field(default_factory=list)
+    theta: float = 0.0
+
+
 @dataclass(frozen=True, slots=True)
 class AddResult:
     """The outcome of :meth:`nshash.NSHash.add`.
@@ -37,6 +93,7 @@ class AddResult:
         doc_id: the caller's id for the document, if one was given.
         replayed: True when ``doc_id`` had been added before: the answer is the stored one and
             the store did not change.
+        explanation: with ``add(..., explain=True)``, why (an :class:`nshash.Explanation`).
     """
 
     similar_id: int
@@ -45,6 +102,7 @@ class AddResult:
     fingerprints: tuple[int, ...]
     doc_id: str | None = None
     replayed: bool = False
+    explanation: Explanation | None = None
 
     def __int__(self) -> int:
         return self.similar_id

@@ -29,7 +29,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 from .assign import MatchPolicy
 from .errors import ConfigError, NSHashError, StoreClosedError
 from .fingerprint import DocPrint
-from .results import Assignment, DocumentRecord, Group, StoreStats
+from .results import Assignment, DocumentRecord, Explanation, Group, StoreStats
 
 __all__ = ["FSYNC_POLICIES", "Store", "mask_url", "open_path", "open_store", "parse_url"]
 
@@ -82,6 +82,10 @@ class Store(ABC):
     @abstractmethod
     def lookup(self, doc: DocPrint, policy: MatchPolicy) -> int | None:
         """Return the group a document would join, or None; writes nothing."""
+
+    @abstractmethod
+    def explain(self, doc: DocPrint, policy: MatchPolicy) -> Explanation:
+        """Say which group a document would join and why; writes nothing."""
 
     @abstractmethod
     def resolve(self, similar_id: int) -> int:
