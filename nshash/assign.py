@@ -294,12 +294,12 @@ def finish_explanation(
 
 def explain(tables: Tables, doc: DocPrint, policy: MatchPolicy) -> Explanation:
     """Say which group *doc* would join and why; reads only (what a query answers)."""
+    gid = tables.get_exact(doc.exact)
+    if gid is not None:
+        return Explanation(resolve(tables, gid), "exact", theta=policy.theta)
     anchors = _select(tables, doc, policy.n)
     live = set(tables.not_common(doc.sentences))
     boilerplate = tuple(h for h in doc.sentences if h not in live)
-    gid = tables.get_exact(doc.exact)
-    if gid is not None:
-        return Explanation(resolve(tables, gid), "exact", anchors, boilerplate, [], policy.theta)
     candidates, _, chosen = _judge(tables, doc, anchors, policy)
     return finish_explanation(
         min(chosen) if chosen else None, anchors, boilerplate, candidates, policy

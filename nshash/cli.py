@@ -462,7 +462,7 @@ class _Reporter:
 
 class _KeyedPreparer(Preparer):
     """The preparer of ``dedup --method keyed``: the keyed method's keys and term vector go in
-    the fingerprint slots of a :data:`~nshash.io.Prepared` tuple (keys, vector, 0)."""
+    the fingerprint slots of a :data:`~nshash.io.Prepared` tuple (keys, vector, (0, 0))."""
 
     def __init__(self, fields: Fields, added: Sequence[str]) -> None:
         super().__init__(fields, added)
@@ -480,7 +480,7 @@ class _KeyedPreparer(Preparer):
             doc = self.keymaker.prepare(text, title)
         except EmptyDocumentError:
             raise _BadRecordError("the text has no letters or digits") from None
-        return (doc_id, title, doc.keys, doc.vector, 0, head)
+        return (doc_id, title, doc.keys, doc.vector, (0, 0), head)
 
 
 def _adder(nsh: NSHash | KeyedDedup) -> Callable[[Prepared], AddResult]:
@@ -491,7 +491,7 @@ def _adder(nsh: NSHash | KeyedDedup) -> Callable[[Prepared], AddResult]:
         keyed = nsh
         return lambda r: keyed.add_prepared(KeyedDoc(r[2], r[3]), r[0], title=r[1])
     plain = nsh
-    return lambda r: plain.add_prepared(DocPrint(r[2], r[3], r[4]), r[0], title=r[1])
+    return lambda r: plain.add_prepared(DocPrint(r[2], r[3], *r[4]), r[0], title=r[1])
 
 
 def _run(
@@ -518,9 +518,15 @@ def _run(
                     reporter.bad(item, result.message, tally)
                     continue
                 tally.documents += 1
-                if mode == "query":
+                if mode in ("query", "explain"):
                     assert isinstance(nsh, NSHash)  # only dedup has --method
-                    found = nsh.store.lookup(DocPrint(result[2], result[3], result[4]), nsh.policy)
+                    doc = DocPrint(result[2], result[3], *result[4])
+                    if mode == "explain":
+                        why = nsh.store.explain(doc, nsh.policy)
+                        tally.matched += why.similar_id is not None
+                        writer.write(item, result, (why.similar_id, why.to_dict()))
+                        continue
+                    found = nsh.store.lookup(doc, nsh.policy)
                     tally.matched += found is not None
                     writer.write(item, result, (found,))
                     continue
@@ -629,7 +635,11 @@ def _records(args: argparse.Namespace, mode: str, store_url: str) -> int:
         raise UsageError(str(exc)) from None
     if _same_file(args.input, args.output):
         raise UsageError(f"-o {args.output!r} is the input file; write the output elsewhere")
-    added = ("similar_id",) if mode == "query" else ("similar_id", "duplicate")
+    if mode == "query" and getattr(args, "explain", False):
+        mode = "explain"
+    added = {"query": ("similar_id",), "explain": ("similar_id", "explanation")}.get(
+        mode, ("similar_id", "duplicate")
+    )
     return _records_run(args, mode, store_url, started, fmt, added)
 
 
@@ -674,7 +684,7 @@ def _records_run(
             if must_close:
                 out.close()
     if not args.quiet:
-        name = "query" if mode == "query" else "dedup"
+        name = "dedup" if mode == "add" else "query"
         _print_summary(name, tally, time.perf_counter() - started, store_url, source)
     return 0
 
@@ -987,6 +997,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="a .jsonl[.gz], .csv or .txt file, a folder, or - for JSONL on stdin",
     )
     p.add_argument("--store", metavar="URL", help=_STORE_HELP_SAVED)
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help='add an "explanation" to each record: the anchors looked up, those set aside as'
+        " boilerplate, and every group they hit with the sketch overlap, score and verdict",
+    )
     _add_record_options(p)
     p.set_defaults(func=_cmd_query, parser=p)
 

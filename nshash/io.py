@@ -89,10 +89,13 @@ class BadRecord:
     message: str
 
 
-#: A fingerprinted record: doc id, title, the three :class:`~nshash.DocPrint` fields
-#: (sentences, sketch, exact) and, for JSONL, the output line's head when the input line could
-#: not be reused as it is (None otherwise). Plain tuples keep the trip between processes cheap.
-Prepared = tuple[str | None, str | None, tuple[int, ...], tuple[int, ...], int, bytes | None]
+#: A fingerprinted record: doc id, title, the :class:`~nshash.DocPrint` fields (sentences,
+#: sketch, then exact and limit as a pair) and, for JSONL, the output line's head when the
+#: input line could not be reused as it is (None otherwise). Plain tuples keep the trip
+#: between processes cheap.
+Prepared = tuple[
+    str | None, str | None, tuple[int, ...], tuple[int, ...], tuple[int, int], bytes | None
+]
 
 #: What the parent sends a worker per record: a JSONL line (bytes), a CSV row's
 #: ``("row", text, id, title)``, or a ``.txt`` file's ``("file", path, id, None)``.
@@ -180,7 +183,7 @@ class Preparer:
             raise _Bad("the text has no letters or digits") from None
         except NSHashError as exc:  # pragma: no cover - prepare only raises for non-str text
             raise _Bad(str(exc)) from None
-        return (doc_id, title, doc.sentences, doc.sketch, doc.exact, head)
+        return (doc_id, title, doc.sentences, doc.sketch, (doc.exact, doc.limit), head)
 
     def _jsonl(self, line: bytes) -> Prepared:
         try:
@@ -489,6 +492,8 @@ def _json_value(value: object) -> bytes:
         return b"true"
     if value is False:
         return b"false"
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     return str(value).encode("ascii")
 
 

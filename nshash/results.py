@@ -79,6 +79,28 @@ class Explanation:
     candidates: list[Candidate] = field(default_factory=list)
     theta: float = 0.0
 
+    def to_dict(self) -> dict[str, object]:
+        """Plain JSON-ready values; fingerprints as 16 hex digits, as the service shows them."""
+        return {
+            "similar_id": self.similar_id,
+            "reason": self.reason,
+            "theta": self.theta,
+            "anchors": [f"{h:016x}" for h in self.anchors],
+            "boilerplate": [f"{h:016x}" for h in self.boilerplate],
+            "candidates": [
+                {
+                    "similar_id": c.similar_id,
+                    "anchors": [f"{h:016x}" for h in c.anchors],
+                    "shared": c.shared,
+                    "document_values": c.document_values,
+                    "group_values": c.group_values,
+                    "score": round(c.score, 4),
+                    "verdict": c.verdict,
+                }
+                for c in self.candidates
+            ],
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class AddResult:

@@ -112,9 +112,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # Each add_middleware wraps the ones before it: the last added runs first. So a request
     # is counted and timed, then its body is limited, then the hot route may answer it.
     hot_route = next(r for r in api.routes if getattr(r, "endpoint", None) is add_document)
-    app.add_middleware(
-        FastAddMiddleware, service=service, route=hot_route, path="/v1/documents"
-    )
+    app.add_middleware(FastAddMiddleware, service=service, route=hot_route, path="/v1/documents")
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     templates = {id(r): _template("/v1" + r.path) for r in api.routes if hasattr(r, "path")}
     templates.update({id(r): _template(r.path) for r in ops.routes if hasattr(r, "path")})

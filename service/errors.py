@@ -184,9 +184,7 @@ def is_json(content_type: str | None) -> bool:
 
 def content_type_message(content_type: str | None) -> str:
     """The message for a body sent without a JSON content type."""
-    return (
-        f"The body must be JSON sent with 'Content-Type: application/json', not {content_type!r}"
-    )
+    return f"The body must be JSON sent with 'Content-Type: application/json', not {content_type!r}"
 
 
 async def _handle(request: Request, exc: Exception) -> JSONResponse:
@@ -208,9 +206,7 @@ async def _handle(request: Request, exc: Exception) -> JSONResponse:
     elif isinstance(exc, StarletteHTTPException) and exc.headers:
         headers.update(exc.headers)
     if status == 500:
-        logger.error(
-            "Unhandled error on %s %s", request.method, request.url.path, exc_info=exc
-        )
+        logger.error("Unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     elif status == 503:
         logger.warning("Store unavailable on %s %s: %s", request.method, request.url.path, exc)
     return error_response(status, code, message, headers or None)

@@ -102,9 +102,7 @@ async def json_body(request: Request, model: type[M]) -> M:
         return model.model_validate_json(body)
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_input=False)
-        raise RequestValidationError(
-            [{**e, "loc": ("body", *e["loc"])} for e in errors]
-        ) from None
+        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in errors]) from None
 
 
 def json_body_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -206,7 +204,7 @@ def _add_batch(documents: list[Any], nsh: Dedup, metrics: Metrics) -> BatchRespo
 @api.post(
     "/query",
     response_model=QueryResponse,
-    responses=error_responses(413, 422, 503),
+    responses=error_responses(413, 422, 501, 503),
     summary="Look a text up without adding it",
     openapi_extra=json_body_schema(QueryRequest),
 )
@@ -214,6 +212,13 @@ async def query(request: Request, service: ServiceDep) -> Response:
     """Return the group the text would join, or `null` for a new story; writes nothing."""
     body = await json_body(request, QueryRequest)
     nsh = await service.nshash()
+    if body.explain:
+        explain = getattr(nsh, "explain", None)
+        if explain is None:
+            raise ApiError(501, "not_supported", "explain needs NSHASH_METHOD=nshash")
+        why = await service.caller_for(body.text)(explain, body.text)
+        out = QueryResponse(similar_id=why.similar_id, explanation=why.to_dict())
+        return _json(out)
     similar_id = await service.caller_for(body.text)(nsh.query, body.text)
     return _json(QueryResponse(similar_id=similar_id))
 

@@ -281,6 +281,32 @@ class QueryRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"text": _TEXT}]})
 
     text: str = Field(min_length=1, description="The article text.")
+    explain: bool = Field(
+        default=False, description="Also say why: the anchors, boilerplate and candidates."
+    )
+
+
+class CandidateOut(BaseModel):
+    """A group one of the text's anchors hit, and how the boilerplate guard judged it."""
+
+    similar_id: int = Field(description="The group's canonical id.")
+    anchors: list[str] = Field(description="The text's anchors that hit it (16 hex digits).")
+    shared: int = Field(description="Sketch values the text and the group share.")
+    document_values: int = Field(description="The text's sketch values compared.")
+    group_values: int = Field(description="The group's sketch values compared.")
+    score: float = Field(description="shared / the smaller of the two (0 under min_overlap).")
+    verdict: str = Field(description="joined, merged, not best or refused.")
+
+
+class ExplanationOut(BaseModel):
+    """Why a text gets its answer."""
+
+    similar_id: int | None = Field(description="The answer: a group id, or null.")
+    reason: str = Field(description="exact, matched, new (every candidate refused) or nothing.")
+    theta: float = Field(description="The score a candidate must reach.")
+    anchors: list[str] = Field(description="The anchors looked up (16 hex digits).")
+    boilerplate: list[str] = Field(description="Anchor candidates set aside as boilerplate.")
+    candidates: list[CandidateOut] = Field(description="Every group an anchor hit, best first.")
 
 
 class QueryResponse(BaseModel):
@@ -289,6 +315,9 @@ class QueryResponse(BaseModel):
     model_config = _examples({"similar_id": 42}, {"similar_id": None})
 
     similar_id: int | None = Field(description="The group id, or null for a new story.")
+    explanation: ExplanationOut | None = Field(
+        default=None, description="With explain: why (see ExplanationOut)."
+    )
 
 
 # -- groups --------------------------------------------------------------------------------

@@ -62,9 +62,9 @@ class Settings(BaseSettings):
     max_compare_chars: int = Field(default=100_000, ge=1)
     #: The largest ``limit`` accepted by ``GET /v1/groups``.
     max_groups_limit: int = Field(default=1000, ge=1)
-    #: Anchors per document (the n longest sentences).
-    n: int = Field(default=5, ge=1)
-    #: The shortest sentence key that may be an anchor, in characters.
+    #: Anchors per document (shingles of the smallest hashes).
+    n: int = Field(default=16, ge=1)
+    #: The shortest sentence key the first release's sentence fingerprints consider.
     min_length: int = Field(default=10, ge=1)
     #: The fingerprint function: ``farmhash`` (default) or ``md5`` (the original release's).
     hashfunc: Literal["farmhash", "md5"] = "farmhash"

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import os
 import random
+from pathlib import Path
 
 import opencc
 import pytest
 
 from nshash import NSHash
+from nshash.cli import main
 
 
 def _sentence(rng: random.Random, lo: int = 16, hi: int = 34) -> str:
@@ -190,3 +194,42 @@ class TestExplain:
             why = nsh.explain(_text(_story(rng, 3)) + "\n" + footer)
             assert why.boilerplate and not set(why.boilerplate) & set(why.anchors)
             assert why.similar_id is None
+
+
+class TestExplainSurfaces:
+    def test_query_explain_on_the_command_line(self, tmp_path: Path) -> None:
+        """`nshash query --explain` adds each record's explanation, as JSON."""
+        rng = random.Random(4)
+        story = _story(rng)
+        source = tmp_path / "in.jsonl"
+        source.write_text(json.dumps({"id": "a", "text": _text(story)}) + "\n", "utf-8")
+        probe = tmp_path / "probe.jsonl"
+        probe.write_text(json.dumps({"id": "b", "text": copies(rng, story)[4]}) + "\n", "utf-8")
+        store = f"memory://{tmp_path}/s.pkl"
+        assert main(["dedup", str(source), "--store", store, "-o", os.devnull, "-q"]) == 0
+        out = tmp_path / "out.jsonl"
+        assert main(["query", str(probe), "--store", store, "--explain", "-o", str(out), "-q"]) == 0
+        record = json.loads(out.read_text("utf-8"))
+        assert record["similar_id"] == 1
+        why = record["explanation"]
+        assert why["reason"] == "matched" and why["candidates"][0]["verdict"] == "joined"
+        assert all(len(h) == 16 for h in why["anchors"])
+
+    def test_query_explain_over_http(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """POST /v1/query with explain answers the explanation beside the id."""
+        from fastapi.testclient import TestClient
+
+        from service.app import create_app
+
+        monkeypatch.setenv("NSHASH_STORE_URL", "memory://")
+        rng = random.Random(6)
+        story = _story(rng)
+        with TestClient(create_app()) as client:
+            sid = client.post("/v1/documents", json={"text": _text(story)}).json()["similar_id"]
+            reply = client.post("/v1/query", json={"text": copies(rng, story)[4], "explain": True})
+            assert reply.status_code == 200
+            body = reply.json()
+            assert body["similar_id"] == sid == body["explanation"]["similar_id"]
+            assert body["explanation"]["candidates"][0]["verdict"] == "joined"
+            plain = client.post("/v1/query", json={"text": copies(rng, story)[4]}).json()
+            assert plain == {"similar_id": sid, "explanation": None}
