@@ -43,6 +43,7 @@ except ImportError:  # pragma: no cover - Windows
 from .core import NSHash
 from .errors import ConfigError, EmptyDocumentError, NSHashError
 from .fingerprint import DocPrint
+from .inputs import check_doc_id
 from .io import (
     FORMATS,
     BadRecord,
@@ -477,9 +478,12 @@ class _KeyedPreparer(Preparer):
         self, text: str, doc_id: str | None, title: str | None, head: bytes | None
     ) -> Prepared:
         try:
+            check_doc_id(doc_id)
             doc = self.keymaker.prepare(text, title)
         except EmptyDocumentError:
             raise _BadRecordError("the text has no letters or digits") from None
+        except NSHashError as exc:  # an id or title the stores refuse (nshash.inputs)
+            raise _BadRecordError(str(exc)) from None
         return (doc_id, title, doc.keys, doc.vector, 0, head)
 
 
