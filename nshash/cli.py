@@ -60,7 +60,7 @@ from .io import (
 )
 from .io import _Bad as _BadRecordError
 from .results import AddResult
-from .store import mask_url, parse_url
+from .store import mask_url, open_store, parse_url
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -783,6 +783,23 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_repair(args: argparse.Namespace) -> int:
+    url = _store_url(args, saved=True)
+    scheme = parse_url(url)[0]
+    if scheme not in ("memory", "leveldb"):
+        raise UsageError(f"repair works on memory and leveldb stores, not {mask_url(url)!r}")
+    with open_store(url, repair=True) as store:
+        repaired: str | None = getattr(store, "repaired", None)
+        stats = store.stats()
+    kept = f"{stats.documents:,} documents, {stats.groups:,} groups, last id {stats.last_id:,}"
+    if repaired is None:
+        print(f"{mask_url(url)}: nothing to repair ({kept})")
+    else:
+        print(f"{mask_url(url)}: repaired: {repaired}")
+        print(f"  kept {kept}")
+    return 0
+
+
 def _read_text(name: str) -> str:
     if name == "-":
         data = sys.stdin.buffer.read()
@@ -998,6 +1015,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", metavar="URL", help=_STORE_HELP_SAVED)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_stats, parser=p)
+
+    p = sub.add_parser(
+        "repair",
+        help="recover a damaged memory or LevelDB store (keeps everything before the damage)",
+        description="Open a memory store whose journal is damaged, keeping every line before"
+        " the damage (the damaged journal is kept as PATH.journal.damaged), or a LevelDB"
+        " directory (LevelDB's repair, then every counter checked against its tables).",
+    )
+    p.add_argument("--store", metavar="URL", help=_STORE_HELP_SAVED)
+    p.set_defaults(func=_cmd_repair, parser=p)
 
     p = sub.add_parser("compare", help="similarity scores of two texts (nshash[similarity])")
     p.add_argument("a", metavar="A", help="a text file, or - for stdin")

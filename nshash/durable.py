@@ -74,12 +74,15 @@ class Journal:
                 _fsync(fd)
         except OSError as exc:
             try:
-                if done:
-                    os.ftruncate(fd, self.end)
-                    if sync:
-                        _fsync(fd)
+                os.ftruncate(fd, self.end)
             except OSError as cut:
                 self.broken = f"a torn record could not be cut off ({cut})"
+            else:
+                if sync:
+                    try:
+                        _fsync(fd)
+                    except OSError:
+                        pass  # the cut is in the page cache; a power cut may undo it
             raise StoreError(f"Cannot write the journal: {exc}", url=self.url) from exc
         self.end += len(record)
 
