@@ -800,17 +800,34 @@ def _cmd_repair(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_text(name: str) -> str:
+#: The longest text ``nshash compare`` reads by default, in characters: some measures grow
+#: with the product of both lengths (two texts this long take seconds, not minutes).
+COMPARE_MAX_CHARS = 200_000
+
+
+def _read_text(name: str, max_chars: int | None = None) -> str:
+    """Read a UTF-8 text file (``-``: stdin), refusing one over *max_chars* characters
+    without reading much more than that (UTF-8 has at most 4 bytes a character)."""
+    shown = "<stdin>" if name == "-" else name
+    limit = None if max_chars is None else 4 * max_chars + 4
     if name == "-":
-        data = sys.stdin.buffer.read()
+        data = sys.stdin.buffer.read(-1 if limit is None else limit)
     else:
         with open(name, "rb") as f:
-            data = f.read()
+            data = f.read(-1 if limit is None else limit)
+    too_long = ConfigError(
+        f"{shown!r} is over {max_chars:,} characters; give --max-chars N to compare longer"
+        " texts (the time grows with the product of both lengths)"
+    )
+    if limit is not None and len(data) >= limit:
+        raise too_long
     try:
-        return data.decode("utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        shown = "<stdin>" if name == "-" else name
         raise ConfigError(f"{shown!r} is not UTF-8 text") from None
+    if max_chars is not None and len(text) > max_chars:
+        raise too_long
+    return text
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
@@ -830,8 +847,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         unknown = [m for m in metrics if m not in known]
         if unknown:
             raise UsageError(f"unknown metric(s) {unknown}; choose from {', '.join(known)}")
+    if args.max_chars < 1:
+        raise UsageError(f"--max-chars must be 1 or more, not {args.max_chars}")
     scores: dict[str, float] = similarity.compare(
-        _read_text(args.a), _read_text(args.b), metrics=metrics
+        _read_text(args.a, args.max_chars), _read_text(args.b, args.max_chars), metrics=metrics
     )
     if args.json:
         print(json.dumps(scores))
@@ -1062,6 +1081,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("a", metavar="A", help="a text file, or - for stdin")
     p.add_argument("b", metavar="B", help="a text file, or - for stdin")
     p.add_argument("--metrics", nargs="+", metavar="NAME", help="which measures (default: all)")
+    p.add_argument(
+        "--max-chars",
+        type=int,
+        default=COMPARE_MAX_CHARS,
+        metavar="N",
+        help=f"refuse a text longer than N characters (default {COMPARE_MAX_CHARS:,})",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_compare, parser=p)
 

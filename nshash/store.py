@@ -148,7 +148,8 @@ def mask_url(url: str) -> str:
         return f"<{type(url).__name__}>"
     scheme, sep, rest = url.partition("://")
     if not sep:
-        return url
+        # Not a URL; still, "user:secret@host" without a scheme keeps its secret.
+        return f"***@{url.rpartition('@')[2]}" if "@" in url else url
     cut = len(rest)
     for mark in "/?#":
         at = rest.find(mark)
