@@ -43,6 +43,7 @@ except ImportError:  # pragma: no cover - Windows
 from .core import NSHash
 from .errors import ConfigError, EmptyDocumentError, NSHashError
 from .fingerprint import DocPrint
+from .inputs import check_doc_id
 from .io import (
     FORMATS,
     BadRecord,
@@ -59,7 +60,7 @@ from .io import (
 )
 from .io import _Bad as _BadRecordError
 from .results import AddResult
-from .store import mask_url, parse_url
+from .store import mask_url, open_store, parse_url
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -477,9 +478,12 @@ class _KeyedPreparer(Preparer):
         self, text: str, doc_id: str | None, title: str | None, head: bytes | None
     ) -> Prepared:
         try:
+            check_doc_id(doc_id)
             doc = self.keymaker.prepare(text, title)
         except EmptyDocumentError:
             raise _BadRecordError("the text has no letters or digits") from None
+        except NSHashError as exc:  # an id or title the stores refuse (nshash.inputs)
+            raise _BadRecordError(str(exc)) from None
         return (doc_id, title, doc.keys, doc.vector, (0, 0), head)
 
 
@@ -789,17 +793,51 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_text(name: str) -> str:
+def _cmd_repair(args: argparse.Namespace) -> int:
+    url = _store_url(args, saved=True)
+    scheme = parse_url(url)[0]
+    if scheme not in ("memory", "leveldb"):
+        raise UsageError(f"repair works on memory and leveldb stores, not {mask_url(url)!r}")
+    with open_store(url, repair=True) as store:
+        repaired: str | None = getattr(store, "repaired", None)
+        stats = store.stats()
+    kept = f"{stats.documents:,} documents, {stats.groups:,} groups, last id {stats.last_id:,}"
+    if repaired is None:
+        print(f"{mask_url(url)}: nothing to repair ({kept})")
+    else:
+        print(f"{mask_url(url)}: repaired: {repaired}")
+        print(f"  kept {kept}")
+    return 0
+
+
+#: The longest text ``nshash compare`` reads by default, in characters: some measures grow
+#: with the product of both lengths (two texts this long take seconds, not minutes).
+COMPARE_MAX_CHARS = 200_000
+
+
+def _read_text(name: str, max_chars: int | None = None) -> str:
+    """Read a UTF-8 text file (``-``: stdin), refusing one over *max_chars* characters
+    without reading much more than that (UTF-8 has at most 4 bytes a character)."""
+    shown = "<stdin>" if name == "-" else name
+    limit = None if max_chars is None else 4 * max_chars + 4
     if name == "-":
-        data = sys.stdin.buffer.read()
+        data = sys.stdin.buffer.read(-1 if limit is None else limit)
     else:
         with open(name, "rb") as f:
-            data = f.read()
+            data = f.read(-1 if limit is None else limit)
+    too_long = ConfigError(
+        f"{shown!r} is over {max_chars:,} characters; give --max-chars N to compare longer"
+        " texts (the time grows with the product of both lengths)"
+    )
+    if limit is not None and len(data) >= limit:
+        raise too_long
     try:
-        return data.decode("utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        shown = "<stdin>" if name == "-" else name
         raise ConfigError(f"{shown!r} is not UTF-8 text") from None
+    if max_chars is not None and len(text) > max_chars:
+        raise too_long
+    return text
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
@@ -819,8 +857,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         unknown = [m for m in metrics if m not in known]
         if unknown:
             raise UsageError(f"unknown metric(s) {unknown}; choose from {', '.join(known)}")
+    if args.max_chars < 1:
+        raise UsageError(f"--max-chars must be 1 or more, not {args.max_chars}")
     scores: dict[str, float] = similarity.compare(
-        _read_text(args.a), _read_text(args.b), metrics=metrics
+        _read_text(args.a, args.max_chars), _read_text(args.b, args.max_chars), metrics=metrics
     )
     if args.json:
         print(json.dumps(scores))
@@ -871,15 +911,47 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     mod = _service_module()
     if url:
         os.environ[STORE_ENV] = url
+    settings_module = importlib.import_module(f"{mod}.settings")
+    try:
+        settings = settings_module.Settings()
+    except ValueError as exc:  # pydantic's ValidationError: a bad NSHASH_* variable
+        raise ConfigError(f"Invalid service settings: {exc}") from None
     uvicorn = importlib.import_module("uvicorn")
-    uvicorn.run(
+    config = uvicorn.Config(
         f"{mod}.app:create_app",
         factory=True,
         host=args.host,
         port=args.port,
         workers=args.workers,
+        timeout_keep_alive=settings.idle_timeout,
+        limit_concurrency=settings.max_connections,
     )
+    server = uvicorn.Server(config)
+    try:
+        sock = config.bind_socket()
+    except SystemExit:  # uvicorn reports a port in use (or refused) and exits
+        raise ConfigError(f"Cannot listen on {args.host}:{args.port}") from None
+    _no_delay(sock)
+    if args.workers > 1:
+        from uvicorn.supervisors import Multiprocess
+
+        Multiprocess(config, sockets=[sock]).run()
+    else:
+        server.run(sockets=[sock])
     return 0
+
+
+def _no_delay(sock: Any) -> None:
+    """Turn Nagle's algorithm off on the listening socket; accepted connections inherit it.
+
+    uvicorn creates the shared socket of ``--workers N`` without naming the TCP protocol, so
+    asyncio does not set TCP_NODELAY on the connections it accepts, and a kept-alive client
+    then waits about 40 ms (the peer's delayed ACK) for every answer sent in two writes.
+    """
+    import socket
+
+    if sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 # -- parser ------------------------------------------------------------------------------
@@ -1011,10 +1083,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_stats, parser=p)
 
+    p = sub.add_parser(
+        "repair",
+        help="recover a damaged memory or LevelDB store (keeps everything before the damage)",
+        description="Open a memory store whose journal is damaged, keeping every line before"
+        " the damage (the damaged journal is kept as PATH.journal.damaged), or a LevelDB"
+        " directory (LevelDB's repair, then every counter checked against its tables).",
+    )
+    p.add_argument("--store", metavar="URL", help=_STORE_HELP_SAVED)
+    p.set_defaults(func=_cmd_repair, parser=p)
+
     p = sub.add_parser("compare", help="similarity scores of two texts (nshash[similarity])")
     p.add_argument("a", metavar="A", help="a text file, or - for stdin")
     p.add_argument("b", metavar="B", help="a text file, or - for stdin")
     p.add_argument("--metrics", nargs="+", metavar="NAME", help="which measures (default: all)")
+    p.add_argument(
+        "--max-chars",
+        type=int,
+        default=COMPARE_MAX_CHARS,
+        metavar="N",
+        help=f"refuse a text longer than N characters (default {COMPARE_MAX_CHARS:,})",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_compare, parser=p)
 

@@ -10,6 +10,7 @@ from typing import Any
 from .assign import MatchPolicy
 from .errors import ConfigError, NSHashError
 from .fingerprint import DEFAULT_DELIMITERS, DocPrint, Fingerprinter
+from .inputs import check_doc_id, check_text, check_title
 from .results import AddResult, DocumentRecord, Explanation, Group, StoreStats
 from .store import Store, open_path, open_store
 
@@ -29,17 +30,7 @@ _TEXT_OPTIONS = ("max_sentences", "shingle", "sketch_rate", "sketch_size", "html
 _POLICY_OPTIONS = ("theta", "min_overlap", "sketch_cap", "merge_theta", "votes")
 
 
-def _check_doc_id(doc_id: object) -> str | None:
-    if doc_id is None:
-        return None
-    if not isinstance(doc_id, str) or not doc_id:
-        raise ConfigError(f"doc_id must be a non-empty str, not {doc_id!r}")
-    if not doc_id.isascii():
-        try:
-            doc_id.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ConfigError(f"doc_id must be valid Unicode text, not {doc_id!r}") from None
-    return doc_id
+_check_doc_id = check_doc_id
 
 
 class NSHash:
@@ -135,8 +126,14 @@ class NSHash:
 
     # -- the job -----------------------------------------------------------------------
     def prepare(self, text: str) -> DocPrint:
-        """Fingerprint *text* without touching the store (pure; safe in worker processes)."""
-        return self.fingerprinter.prepare(text)
+        """Fingerprint *text* without touching the store (pure; safe in worker processes).
+
+        Raises:
+            ConfigError: *text* is not a str, has a lone surrogate or is too long
+                (:mod:`nshash.inputs`).
+            EmptyDocumentError: *text* has no letter or digit.
+        """
+        return self.fingerprinter.prepare(check_text(text))
 
     def explain(self, text: str) -> Explanation:
         """Say which group *text* would join now, and why; writes nothing.
@@ -164,10 +161,13 @@ class NSHash:
             title: kept with ``doc_id`` for group listings.
 
         Raises:
+            ConfigError: *text*, *doc_id* or *title* is refused by :mod:`nshash.inputs`
+                (a wrong type, a lone surrogate, NUL in an id or title, too long).
             EmptyDocumentError: *text* has no letters or digits.
             StoreError: the store failed; nothing was written.
         """
         doc_id = _check_doc_id(doc_id)
+        title = check_title(title)
         return self.add_prepared(self.prepare(text), doc_id, title=title, explain=explain)
 
     def add_prepared(
@@ -184,6 +184,8 @@ class NSHash:
         as the store judged them just before the add (on Redis another writer may add a
         document in between).
         """
+        doc_id = _check_doc_id(doc_id)
+        title = check_title(title)
         why = self.store.explain(doc, self.policy) if explain else None
         answer, anchors = self.store.assign(doc, self.policy, doc_id, title)
         return AddResult(
@@ -237,11 +239,8 @@ class NSHash:
         if isinstance(item, dict):
             text = item.get("text")
             if not isinstance(text, str):
-                raise ConfigError(f"A document needs a 'text' string, not {text!r}")
-            title = item.get("title")
-            if title is not None and not isinstance(title, str):
-                raise ConfigError(f"title must be a str, not {title!r}")
-            return text, _check_doc_id(item.get("id")), title
+                raise ConfigError(f"A document needs a 'text' string, not {text!r:.80}")
+            return text, _check_doc_id(item.get("id")), check_title(item.get("title"))
         raise ConfigError(f"A document is a str or a dict, not {type(item).__name__}")
 
     def get_similar(self, text: str) -> int:

@@ -33,6 +33,7 @@ from typing import IO, Any, cast
 
 from .errors import ConfigError, EmptyDocumentError, NSHashError
 from .fingerprint import Fingerprinter
+from .inputs import check_doc_id, check_title
 
 __all__ = [
     "FORMATS",
@@ -178,10 +179,12 @@ class Preparer:
         self, text: str, doc_id: str | None, title: str | None, head: bytes | None
     ) -> Prepared:
         try:
+            check_doc_id(doc_id)
+            check_title(title)
             doc = self.fingerprinter.prepare(text)
         except EmptyDocumentError:
             raise _Bad("the text has no letters or digits") from None
-        except NSHashError as exc:  # pragma: no cover - prepare only raises for non-str text
+        except NSHashError as exc:  # an id or title the stores refuse (nshash.inputs)
             raise _Bad(str(exc)) from None
         return (doc_id, title, doc.sentences, doc.sketch, (doc.exact, doc.limit), head)
 

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import logging
 import os
 import struct
 import threading
@@ -56,6 +57,7 @@ import time
 import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import plyvel
 
@@ -66,6 +68,8 @@ from .results import Assignment, DocumentRecord, Explanation, Group, Member, Sto
 from .store import FSYNC_POLICIES, Store
 
 __all__ = ["LevelDBStore"]
+
+logger = logging.getLogger("nshash")
 
 #: The layout version written to ``\x00format``; a different one is refused on open.
 _FORMAT = 2
@@ -103,6 +107,10 @@ def _reason(exc: Exception) -> str:
     """The text of a plyvel error (plyvel passes LevelDB's status as bytes)."""
     arg = exc.args[0] if exc.args else exc
     return arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a value this store writes")
 
 
 def _one(data: bytes) -> int:
@@ -196,12 +204,20 @@ class _Overlay:
         if value is None:
             return None
         try:
-            sid, duplicate, merged, title, fps = json.loads(value)
-            return DocumentRecord(
-                doc_id, int(sid), bool(duplicate), tuple(merged), title, tuple(fps)
-            )
-        except (ValueError, TypeError) as exc:
-            raise StoreCorruptError(f"The record of doc_id {doc_id!r} is unreadable") from exc
+            sid, duplicate, merged, title, fps = json.loads(value, parse_constant=_refuse_constant)
+            ids = [sid, *merged]
+            if (
+                any(type(i) is not int or not 0 < i < 1 << 63 for i in ids)
+                or type(duplicate) is not bool
+                or not (title is None or type(title) is str)
+                or any(type(h) is not int or not 0 <= h < 1 << 64 for h in fps)
+            ):
+                raise ValueError("a field has the wrong type or is out of range")
+            return DocumentRecord(doc_id, sid, duplicate, tuple(merged), title, tuple(fps))
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise StoreCorruptError(
+                f"The record of doc_id {doc_id!r:.80} is unreadable: {exc}"
+            ) from exc
 
     def get_size(self, gid: int) -> int:
         return self.get_int(_SIZE + _enc(gid)) or 0
@@ -278,6 +294,19 @@ class _Overlay:
         self.put(_DOC + doc_id, json.dumps(value, separators=(",", ":")).encode("utf-8"))
 
 
+class _ClosedDB:
+    """Stands for the database while a reopen after a failed write has not succeeded."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __getattr__(self, name: str) -> Any:
+        raise plyvel.IOError(f"the store is not open: {self.reason}".encode())
+
+    def close(self) -> None:
+        pass
+
+
 def _flush_loop(ref: weakref.ref[LevelDBStore], stop: threading.Event) -> None:
     while not stop.wait(1.0):
         store = ref()
@@ -311,7 +340,9 @@ class LevelDBStore(Store):
         >>> store.close()
     """
 
-    def __init__(self, path: str | os.PathLike[str], fsync: str = "everysec") -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], fsync: str = "everysec", *, repair: bool = False
+    ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ConfigError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {fsync!r}")
         self._path = os.fspath(path)
@@ -323,13 +354,14 @@ class LevelDBStore(Store):
         self._last_sync = 0.0
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
-        self._db = self._open(self._path)
-        try:
-            self._meta = self._load_meta()
-            self._common = self._load_common()
-        except BaseException:
-            self._db.close()
-            raise
+        #: Why writes are refused (a write failed), until a reopen has verified the state.
+        self._failed: str | None = None
+        self._next_recovery = 0.0
+        #: What opening with ``repair=True`` found and fixed (None: nothing to fix).
+        self.repaired: str | None = None
+        if repair:
+            self._repair_files()
+        self._db, self._meta, self._common = self._open_verified(recount=repair)
         if fsync == "everysec":
             # The thread holds only a weak reference, so a store dropped without close() is
             # still collected (and __del__ releases the directory).
@@ -342,6 +374,109 @@ class LevelDBStore(Store):
             self._flusher.start()
 
     # -- opening -------------------------------------------------------------------------
+    def _open_verified(self, recount: bool = False) -> tuple[plyvel.DB, dict[str, int], set[int]]:
+        """Open the directory, read its counters and check them against its tables."""
+        db = self._open(self._path)
+        self._db = db
+        try:
+            meta = self._load_meta()
+            if recount:
+                meta = self._recount(db, meta)
+            self._meta = meta
+            common = self._load_common()
+            self._verify(db, meta)
+        except plyvel.Error as exc:
+            db.close()
+            raise StoreError(
+                f"Cannot read LevelDB directory {self._path!r}: {_reason(exc)}", url=self.url
+            ) from exc
+        except BaseException:
+            db.close()
+            raise
+        return db, meta, common
+
+    def _repair_files(self) -> None:
+        try:
+            plyvel.repair_db(self._path)
+        except (plyvel.Error, OSError) as exc:
+            raise StoreError(
+                f"Cannot repair LevelDB directory {self._path!r}: {_reason(exc)}", url=self.url
+            ) from exc
+
+    @staticmethod
+    def _last_id(db: plyvel.DB, prefix: bytes) -> int:
+        """The largest group id keyed under *prefix* (0 for none): one seek, not a scan."""
+        key = next(db.iterator(prefix=prefix, reverse=True, include_value=False), None)
+        return 0 if key is None else _one(key[1:9])
+
+    def _verify(self, db: plyvel.DB, meta: dict[str, int]) -> None:
+        """Refuse a directory whose id counter is behind an id it holds (ids would repeat)."""
+        last = max(self._last_id(db, prefix) for prefix in (_SIZE, _SKETCH, _PARENT, _MEMBER))
+        if last > meta["counter"]:
+            raise StoreCorruptError(
+                f"LevelDB directory {self._path!r} holds group {last} but its id counter is"
+                f" {meta['counter']}; reopen it with repair (nshash repair --store URL)",
+                url=self.url,
+            )
+
+    def _recount(self, db: plyvel.DB, meta: dict[str, int]) -> dict[str, int]:
+        """Count every table again and write the counters that disagree (for repair)."""
+        counts = dict.fromkeys(_COUNTERS, 0)
+        last = 0
+        for key, value in db.iterator(prefix=_SIZE):
+            counts["groups"] += 1
+            counts["documents"] += _one(value)
+            last = max(last, _one(key[1:]))
+        for key, value in db.iterator(prefix=_PARENT):
+            last = max(last, _one(key[1:]), _one(value))
+        for prefix in (_FP, _EXACT):
+            for _key, value in db.iterator(prefix=prefix):
+                if prefix == _FP:
+                    counts["fingerprints"] += 1
+                last = max(last, _one(value))
+        for key in db.iterator(prefix=_MEMBER, include_value=False):
+            gid, seq = _dec(key[1:])
+            last = max(last, gid)
+            counts["mseq"] = max(counts["mseq"], seq)
+        counts["common"] = sum(1 for _ in db.iterator(prefix=_COMMON, include_value=False))
+        # Ids are never reused: the counter only moves forward.
+        counts["counter"] = max(last, meta["counter"])
+        counts["mseq"] = max(counts["mseq"], meta["mseq"])
+        fixed = {k: v for k, v in counts.items() if v != meta[k]}
+        if fixed:
+            with db.write_batch(transaction=True, sync=True) as batch:
+                for name, count in fixed.items():
+                    batch.put(_META + name.encode("ascii"), _enc(count))
+            self.repaired = ", ".join(f"{k} {meta[k]} -> {v}" for k, v in sorted(fixed.items()))
+        return counts
+
+    def _recover(self) -> None:
+        """After a failed write: reopen the directory and verify it, or stay failed.
+
+        LevelDB may have half a record in its log after a full disk; a reopen reads the log up
+        to the last whole record, and the counters are checked against the tables before a
+        write is accepted again. Tried at most once a second; the caller holds the lock.
+        """
+        now = time.monotonic()
+        if self._failed is None or now < self._next_recovery:
+            return
+        self._next_recovery = now + 1.0
+        try:
+            self._db.close()
+        except plyvel.Error:
+            pass
+        try:
+            self._db, self._meta, self._common = self._open_verified()
+        except StoreError as exc:
+            self._failed = f"{self._failed}; reopening failed too: {exc}"
+            self._db = _ClosedDB(self._failed)
+            return
+        logger.warning(
+            "LevelDB directory %r reopened and verified after a write failed", self._path
+        )
+        self._failed = None
+        self._dirty = False
+
     def _open(self, path: str) -> plyvel.DB:
         try:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -432,8 +567,11 @@ class LevelDBStore(Store):
                 batch.put(_META + name.encode("ascii"), _enc(count))
             batch.write()
         except plyvel.Error as exc:
+            self._fail(f"Cannot write to {self._path!r}: {_reason(exc)}")
             raise StoreError(
-                f"Cannot write to {self._path!r}: {_reason(exc)}", url=self.url
+                f"Cannot write to {self._path!r}: {_reason(exc)}; nothing of this call was"
+                " written, and the store refuses writes until it is reopened",
+                url=self.url,
             ) from exc
         self._meta = overlay.meta
         self._common |= overlay.new_common
@@ -442,6 +580,22 @@ class LevelDBStore(Store):
             self._dirty = False
         elif self._fsync == "everysec":
             self._dirty = True
+
+    def _fail(self, reason: str) -> None:
+        """Refuse writes from now on: after a failed write LevelDB's log may hold half a
+        record, and writes after it could be dropped on the next open."""
+        if self._failed is None:
+            self._failed = reason
+            self._next_recovery = time.monotonic() + 1.0
+
+    def _check_writable(self) -> None:
+        if self._failed is not None:
+            self._recover()
+        if self._failed is not None:
+            raise StoreError(
+                f"The store refuses writes until it is reopened and verified: {self._failed}",
+                url=self.url,
+            )
 
     def _sync_now(self) -> None:
         """Force LevelDB's log to disk with a small synced write; the caller holds the lock."""
@@ -452,12 +606,12 @@ class LevelDBStore(Store):
     def _flush_pending(self) -> None:
         """Sync a write left unsynced by the ``everysec`` policy (the flusher thread's job)."""
         with self._lock:
-            if self._closed or not self._dirty:
+            if self._closed or not self._dirty or self._failed is not None:
                 return
             try:
                 self._sync_now()
-            except plyvel.Error:
-                pass  # the next write or close() tries again and reports
+            except plyvel.Error as exc:
+                self._fail(f"Cannot sync {self._path!r}: {_reason(exc)}")
 
     # -- the Store contract ----------------------------------------------------------------
     def _check(self) -> None:
@@ -487,6 +641,7 @@ class LevelDBStore(Store):
         title: str | None = None,
     ) -> tuple[Assignment, tuple[int, ...]]:
         with self._open_db():
+            self._check_writable()
             overlay = self._reader()
             result = assign(overlay, doc, policy, doc_id, title)
             self._commit(overlay)
@@ -522,7 +677,12 @@ class LevelDBStore(Store):
     def _group(self, reader: _Overlay, gid: int) -> Group:
         members = []
         for _key, raw in reader.scan(_MEMBER + _enc(gid)):
-            doc_id = raw.decode("utf-8")
+            try:
+                doc_id = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise StoreCorruptError(
+                    f"A member of group {gid} is not UTF-8", url=self.url
+                ) from exc
             rec = reader.get_doc(doc_id)
             members.append(Member(doc_id, rec.title if rec is not None else None))
         return Group(gid, reader.get_size(gid), tuple(members))
@@ -556,7 +716,9 @@ class LevelDBStore(Store):
             )
 
     def ping(self) -> None:
+        """Raise StoreError while the store cannot write (see :meth:`_check_writable`)."""
         with self._open_db():
+            self._check_writable()
             self._db.get(_META + b"format")
 
     def close(self) -> None:
@@ -567,7 +729,7 @@ class LevelDBStore(Store):
             self._closed = True
             self._stop.set()
             try:
-                if self._dirty:
+                if self._dirty and self._failed is None:
                     self._sync_now()
             except plyvel.Error as exc:
                 raise StoreError(

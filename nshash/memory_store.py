@@ -23,14 +23,15 @@ from __future__ import annotations
 
 import heapq
 import json
+import logging
 import os
 import pickle
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO
 
 from .assign import MatchPolicy, assign, combine_sketch, explain, lookup, resolve
-from .durable import lock_path, replace_snapshot
+from .durable import Journal, lock_path, probe_writable, replace_snapshot
 from .errors import ConfigError, StoreClosedError, StoreCorruptError, StoreError
 from .fingerprint import NO_LIMIT, DocPrint
 from .results import Assignment, DocumentRecord, Explanation, Group, Member, StoreStats
@@ -38,9 +39,78 @@ from .store import FSYNC_POLICIES, Store
 
 __all__ = ["MemoryStore"]
 
+logger = logging.getLogger("nshash")
+
 #: 2: shingle anchors, sketch limits and votes (the first release's format 1 cannot be read:
 #: its anchors were whole sentences, so its groups would never match again).
 _SNAPSHOT_FORMAT = 2
+_MISSING: Any = object()
+_U64 = 1 << 64
+
+#: What a damaged journal line or snapshot may raise while it is read or applied; each
+#: becomes a StoreCorruptError naming the file (and the line).
+_DAMAGE = (
+    ValueError,
+    TypeError,
+    KeyError,
+    IndexError,
+    AttributeError,
+    RecursionError,
+    OverflowError,
+    StoreCorruptError,
+)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number this store writes")
+
+
+def _refuse_float(text: str) -> Any:
+    raise ValueError(f"{text} is not an integer")
+
+
+def _gid(value: Any) -> int:
+    """*value* if it is a group id (a positive int), else ValueError."""
+    if type(value) is not int or value < 1:
+        raise ValueError(f"{value!r:.40} is not a group id")
+    return int(value)
+
+
+def _u64(value: Any) -> int:
+    if type(value) is not int or not 0 <= value < _U64:
+        raise ValueError(f"{value!r:.40} is not a fingerprint")
+    return int(value)
+
+
+def _limit(value: Any) -> int:
+    if type(value) is not int or not 0 <= value <= NO_LIMIT:
+        raise ValueError(f"{value!r:.40} is not a sketch limit")
+    return int(value)
+
+
+def _u64s(values: Any) -> list[int]:
+    if not isinstance(values, (list, tuple, set, frozenset)):
+        raise ValueError(f"{type(values).__name__} is not a list of fingerprints")
+    return [_u64(v) for v in values]
+
+
+def _text(value: Any, what: str, optional: bool = False) -> str | None:
+    if value is None and optional:
+        return None
+    if type(value) is not str:
+        raise ValueError(f"{value!r:.40} is not a {what}")
+    return str(value)
+
+
+def _parse_line(line: bytes) -> tuple[int, list[Any]]:
+    """One journal line: ``[seq, ops]``; NaN, infinities and floats are refused."""
+    value = json.loads(line, parse_constant=_refuse_constant, parse_float=_refuse_float)
+    if not isinstance(value, list) or len(value) != 2 or not isinstance(value[1], list):
+        raise ValueError("not a [sequence number, operations] pair")
+    seq, ops = value
+    if type(seq) is not int or seq < 1:
+        raise ValueError(f"{seq!r:.40} is not a sequence number")
+    return seq, ops
 
 
 class _PlainUnpickler(pickle.Unpickler):
@@ -71,6 +141,16 @@ class _Tables:
         self.documents = 0
         #: Ops applied since the last journal write; None when nothing journals them.
         self.log: list[list[Any]] | None = None
+        #: While a change is in progress, how to take back each of its writes; see rollback.
+        self.undo: list[Callable[[], None]] | None = None
+
+    def rollback(self) -> None:
+        """Take back every write made since ``undo`` was set (newest first)."""
+        undo, self.undo = self.undo, []
+        for step in reversed(undo or ()):
+            step()
+        if self.log is not None:
+            self.log = []
 
     # -- reads -------------------------------------------------------------------------
     def get_fp(self, h: int) -> int | None:
@@ -106,23 +186,41 @@ class _Tables:
 
     # -- writes: each changes the dicts and, when journaling, logs itself as an op; replay
     # feeds the ops back through the same methods, so there is one code path for both.
+    def _restore(self, table: dict[Any, Any], key: Any) -> None:
+        """Record how to put ``table[key]`` back as it is now (the caller checked ``undo``)."""
+        old = table.get(key, _MISSING)
+        assert self.undo is not None
+        if old is _MISSING:
+            self.undo.append(lambda: table.pop(key, None) and None)
+        else:
+            self.undo.append(lambda: table.__setitem__(key, old))
+
     def set_fp(self, h: int, gid: int) -> None:
+        if self.undo is not None:
+            self._restore(self.fp, h)
         self.fp[h] = gid
         if self.log is not None:
             self.log.append(["f", h, gid])
 
     def set_exact(self, h: int, gid: int) -> None:
+        if self.undo is not None:
+            self._restore(self.exact, h)
         self.exact[h] = gid
         if self.log is not None:
             self.log.append(["x", h, gid])
 
     def add_common(self, hs: Iterable[int]) -> None:
         hs = list(hs)
+        if self.undo is not None:
+            new = set(hs).difference(self.common)
+            self.undo.append(lambda: self.common.difference_update(new))
         self.common.update(hs)
         if self.log is not None:
             self.log.append(["c", hs])
 
     def set_votes(self, h: int, gids: tuple[int, ...]) -> None:
+        if self.undo is not None:
+            self._restore(self.votes, h)
         if gids:
             self.votes[h] = tuple(gids)
         else:
@@ -131,6 +229,10 @@ class _Tables:
             self.log.append(["v", h, list(gids)])
 
     def _set_sketch(self, gid: int, sketch: set[int], limit: int) -> None:
+        """Replace a group's sketch and limit (old values restorable on rollback)."""
+        if self.undo is not None:
+            self._restore(self.sketch, gid)
+            self._restore(self.limit, gid)
         self.sketch[gid] = sketch
         if limit < NO_LIMIT:
             self.limit[gid] = limit
@@ -139,6 +241,13 @@ class _Tables:
 
     def new_group(self, sketch: Iterable[int], limit: int) -> int:
         gid = self.counter = self.counter + 1
+        if self.undo is not None:
+
+            def undo() -> None:
+                self.counter = gid - 1
+                self.size.pop(gid, None)
+
+            self.undo.append(undo)
         self._set_sketch(gid, set(sketch), limit)
         self.size[gid] = 0
         if self.log is not None:
@@ -153,6 +262,23 @@ class _Tables:
             self.log.append(["s", gid, hs, limit, cap])
 
     def merge_into(self, root: int, gid: int, cap: int) -> None:
+        if self.undo is not None:
+            self._restore(self.parent, gid)
+            self._restore(self.sketch, gid)
+            self._restore(self.limit, gid)
+            self._restore(self.size, gid)
+            self._restore(self.size, root)
+            self._restore(self.members, gid)
+            root_members = self.members.get(root)
+            kept = None if root_members is None else len(root_members)
+
+            def undo() -> None:
+                if kept is None:
+                    self.members.pop(root, None)
+                else:
+                    del self.members[root][kept:]
+
+            self.undo.append(undo)
         self.parent[gid] = root
         old, old_limit = self.group_sketch(root)
         more, more_limit = self.sketch.pop(gid, set()), self.limit.pop(gid, NO_LIMIT)
@@ -165,6 +291,22 @@ class _Tables:
             self.log.append(["g", root, gid, cap])
 
     def add_member(self, gid: int, record: DocumentRecord | None) -> None:
+        if self.undo is not None:
+            self._restore(self.size, gid)
+            documents = self.documents
+            self.undo.append(lambda: setattr(self, "documents", documents))
+            if record is not None:
+                self._restore(self.docs, record.doc_id)
+                members = self.members.get(gid)
+                kept = None if members is None else len(members)
+
+                def undo() -> None:
+                    if kept is None:
+                        self.members.pop(gid, None)
+                    else:
+                        del self.members[gid][kept:]
+
+                self.undo.append(undo)
         self.size[gid] += 1
         self.documents += 1
         if record is None:
@@ -178,33 +320,66 @@ class _Tables:
         if self.log is not None:
             self.log.append(["m", gid, doc_id, *entry[1:]])
 
-    def apply(self, op: list[Any]) -> None:
-        """Replay one journaled op (the log must be off)."""
+    def apply(self, op: Any) -> None:
+        """Replay one journaled op (the log must be off), checking it is one this store writes.
+
+        Raises:
+            ValueError, KeyError: the op is malformed or names a group that does not exist.
+        """
+        if not isinstance(op, list) or not op:
+            raise ValueError(f"{op!r:.60} is not a journal operation")
         kind, args = op[0], op[1:]
-        if kind == "f":
-            self.set_fp(*args)
-        elif kind == "x":
-            self.set_exact(*args)
-        elif kind == "c":
-            self.add_common(*args)
-        elif kind == "v":
-            self.set_votes(args[0], tuple(args[1]))
-        elif kind == "n":
-            self.counter = args[0] - 1
-            self.new_group(args[1], args[2])
-        elif kind == "s":
-            self.extend_sketch(*args)
-        elif kind == "g":
-            self.merge_into(*args)
+        if kind in ("f", "x") and len(args) == 2:
+            h, gid = _u64(args[0]), _gid(args[1])
+            if gid > self.counter:
+                raise ValueError(f"group {gid} was never handed out")
+            (self.set_fp if kind == "f" else self.set_exact)(h, gid)
+        elif kind == "c" and len(args) == 1:
+            self.add_common(_u64s(args[0]))
+        elif kind == "v" and len(args) == 2:
+            self.set_votes(_u64(args[0]), tuple(_gid(g) for g in _u64s(args[1])))
+        elif kind == "n" and len(args) == 3:
+            gid = _gid(args[0])
+            if gid <= self.counter:
+                raise ValueError(f"group {gid} is handed out a second time")
+            self.counter = gid - 1
+            self.new_group(_u64s(args[1]), _limit(args[2]))
+        elif kind == "s" and len(args) == 4:
+            hs, limit, cap = _u64s(args[1]), _limit(args[2]), _gid(args[3])
+            self.extend_sketch(self._live(args[0]), hs, limit, cap)
+        elif kind == "g" and len(args) == 3:
+            root, gid = self._live(args[0]), self._live(args[1])
+            if root >= gid:
+                raise ValueError(f"group {gid} cannot merge into the larger id {root}")
+            self.merge_into(root, gid, _gid(args[2]))
         elif kind == "m" and len(args) == 1:
-            self.add_member(args[0], None)
+            self.add_member(self._live(args[0]), None)
         elif kind == "m" and len(args) == 6:
             gid, doc_id, duplicate, merged, title, fps = args
-            self.add_member(
-                gid, DocumentRecord(doc_id, gid, duplicate, tuple(merged), title, tuple(fps))
+            gid = self._live(gid)
+            doc_id = str(_text(doc_id, "doc_id"))
+            if type(duplicate) is not bool:
+                raise ValueError(f"{duplicate!r:.40} is not a duplicate flag")
+            if doc_id in self.docs:
+                raise ValueError(f"doc_id {doc_id!r:.60} is added a second time")
+            record = DocumentRecord(
+                doc_id,
+                gid,
+                duplicate,
+                tuple(_gid(m) for m in merged),
+                _text(title, "title", optional=True),
+                tuple(_u64s(fps)),
             )
+            self.add_member(gid, record)
         else:
-            raise StoreCorruptError(f"Unknown journal operation {op!r:.80}")
+            raise ValueError(f"unknown journal operation {op!r:.60}")
+
+    def _live(self, gid: Any) -> int:
+        """*gid* if it is a canonical group of these tables, else ValueError."""
+        gid = _gid(gid)
+        if gid not in self.size:
+            raise ValueError(f"group {gid} does not exist (or was merged away)")
+        return int(gid)
 
     # -- snapshot ----------------------------------------------------------------------
     def dump(self) -> dict[str, Any]:
@@ -225,18 +400,121 @@ class _Tables:
         }
 
     def load(self, data: Any) -> None:
+        """Take the tables of a snapshot, after checking every one has the shape it was
+        written with (ids positive ints, fingerprints unsigned 64-bit ints, doc records of
+        five fields), so a damaged or crafted file fails here, not in a later call.
+
+        Raises:
+            StoreCorruptError: a table is missing or holds something this store never writes.
+        """
         if not isinstance(data, dict) or data.get("format") != _SNAPSHOT_FORMAT:
             raise StoreCorruptError(
                 f"The snapshot is not an nshash memory snapshot (format {_SNAPSHOT_FORMAT})"
             )
         try:
-            self.fp, self.exact, self.common = data["fp"], data["exact"], data["common"]
-            self.parent, self.sketch, self.size = data["parent"], data["sketch"], data["size"]
-            self.votes, self.limit = data["votes"], data["limit"]
-            self.members, self.docs = data["members"], data["docs"]
-            self.counter, self.documents = int(data["counter"]), int(data["documents"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise StoreCorruptError(f"The snapshot is missing a table: {exc}") from exc
+            tables = _check_snapshot(data)
+        except _DAMAGE as exc:
+            raise StoreCorruptError(f"The snapshot is damaged: {_reason(exc)}") from exc
+        (
+            self.fp,
+            self.exact,
+            self.common,
+            self.parent,
+            self.sketch,
+            self.size,
+            self.members,
+            self.docs,
+            self.counter,
+            self.documents,
+            self.votes,
+            self.limit,
+        ) = tables
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, KeyError):
+        return f"missing {exc}"
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return str(exc) or type(exc).__name__
+
+
+def _count(value: Any, what: str) -> int:
+    if type(value) is not int or value < 0:
+        raise ValueError(f"{what} {value!r:.40} is not a count")
+    return int(value)
+
+
+def _check_snapshot(data: dict[str, Any]) -> tuple[Any, ...]:
+    """The tables of a snapshot, each checked (see :meth:`_Tables.load`)."""
+    counter = _count(data["counter"], "counter")
+    documents = _count(data["documents"], "documents")
+
+    def group(gid: Any) -> int:
+        if _gid(gid) > counter:
+            raise ValueError(f"group {gid} is past the id counter {counter}")
+        return int(gid)
+
+    def table(name: str) -> dict[Any, Any]:
+        value = data[name]
+        if type(value) is not dict:
+            raise ValueError(f"table {name!r} is a {type(value).__name__}, not a dict")
+        return value
+
+    fp, exact = table("fp"), table("exact")
+    for t in (fp, exact):
+        for h, gid in t.items():
+            _u64(h)
+            group(gid)
+    common = data["common"]
+    if type(common) is not set:
+        raise ValueError("table 'common' is not a set")
+    _u64s(common)
+    parent = table("parent")
+    for gid, root in parent.items():
+        if group(root) >= group(gid):
+            raise ValueError(f"group {gid} resolves to {root}, which is not smaller")
+    sketch, size, members = table("sketch"), table("size"), table("members")
+    for gid, hs in sketch.items():
+        group(gid)
+        if type(hs) is not set:
+            raise ValueError(f"the sketch of group {gid} is not a set")
+        _u64s(hs)
+    for gid, n in size.items():
+        group(gid)
+        _count(n, "size")
+    docs = table("docs")
+    for doc_id, rec in docs.items():
+        _text(doc_id, "doc_id")
+        if type(rec) is not tuple or len(rec) != 5:
+            raise ValueError(f"the record of {doc_id!r:.60} is not 5 fields")
+        gid, duplicate, merged, title, fps = rec
+        group(gid)
+        if type(duplicate) is not bool or type(merged) is not tuple or type(fps) is not tuple:
+            raise ValueError(f"the record of {doc_id!r:.60} has a field of the wrong type")
+        for m in merged:
+            group(m)
+        _text(title, "title", optional=True)
+        _u64s(fps)
+    for gid, ids in members.items():
+        if gid not in size:
+            raise ValueError(f"group {gid} lists members but has no size")
+        if type(ids) is not list:
+            raise ValueError(f"the members of group {gid} are not a list")
+        for doc_id in ids:
+            if type(doc_id) is not str or doc_id not in docs:
+                raise ValueError(f"group {gid} lists a document it has no record of")
+    votes, limit = table("votes"), table("limit")
+    for h, gids in votes.items():
+        _u64(h)
+        if type(gids) is not tuple:
+            raise ValueError(f"the votes of {h} are not a tuple")
+        for gid in gids:
+            group(gid)
+    for gid, value in limit.items():
+        group(gid)
+        _limit(value)
+    return fp, exact, common, parent, sketch, size, members, docs, counter, documents, votes, limit
 
 
 class MemoryStore(Store):
@@ -259,7 +537,13 @@ class MemoryStore(Store):
         0
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, fsync: str = "everysec") -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        fsync: str = "everysec",
+        *,
+        repair: bool = False,
+    ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ConfigError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {fsync!r}")
         self._lock = threading.RLock()
@@ -268,12 +552,17 @@ class MemoryStore(Store):
         self._fsync = fsync
         self._path = os.fspath(path) if path is not None else None
         self.url = f"memory://{self._path}" if self._path else "memory://"
-        self._journal: BinaryIO | None = None
+        self._journal: Journal | None = None
         self._lockfile: BinaryIO | None = None
         self._seq = 0
         self._dirty = False
         self._flusher: threading.Thread | None = None
         self._stop = threading.Event()
+        self._repair = repair
+        #: What opening with ``repair=True`` dropped (None: the files were whole).
+        self.repaired: str | None = None
+        #: Why the last write to disk failed, until one succeeds again (see :meth:`ping`).
+        self._write_error: str | None = None
         if self._path is not None:
             self._open_files(self._path)
 
@@ -282,10 +571,27 @@ class MemoryStore(Store):
         self._lockfile = lock_path(path, "memory store", self.url)
         try:
             snapshot_seq = self._load_snapshot(path)
-            replayed = self._replay(path + ".journal", snapshot_seq)
-            self._journal = open(path + ".journal", "ab", buffering=0)
+            journal = path + ".journal"
+            replayed, good_end, damage = self._replay(journal, snapshot_seq)
+            if damage is not None:
+                # repair: keep what was before the damage, move the damaged journal aside.
+                self._write_snapshot(keep_journal=True)
+                os.replace(journal, journal + ".damaged")
+                self.repaired = damage
+                logger.warning("%s; the damaged journal is kept as %s.damaged", damage, journal)
+                replayed = 0
+            elif good_end is not None:
+                os.truncate(journal, good_end)
+            self._journal = Journal(journal, self.url)
             if replayed:
-                self._write_snapshot()
+                try:
+                    self._write_snapshot()
+                except StoreError as exc:
+                    # The journal still holds everything: compaction can wait for space.
+                    logger.warning("Cannot compact the journal on open: %s", exc)
+        except OSError as exc:
+            self._release()
+            raise StoreError(f"Cannot open memory store {path!r}: {exc}", url=self.url) from exc
         except BaseException:
             self._release()
             raise
@@ -302,68 +608,105 @@ class MemoryStore(Store):
                 data = _PlainUnpickler(fh).load()
         except FileNotFoundError:
             return 0
-        except StoreCorruptError:
-            raise
+        except StoreCorruptError as exc:
+            raise StoreCorruptError(f"Snapshot {path!r}: {exc}", url=self.url) from exc
         except Exception as exc:
-            raise StoreCorruptError(f"Cannot read snapshot {path!r}: {exc}", url=self.url) from exc
-        self._t.load(data)
-        self._seq = int(data.get("seq", 0))
-        return self._seq
-
-    def _replay(self, journal: str, after: int) -> int:
+            raise StoreCorruptError(
+                f"Cannot read snapshot {path!r}: {_reason(exc)}", url=self.url
+            ) from exc
         try:
-            fh = open(journal, "rb")
+            self._t.load(data)
+            seq = _count(data.get("seq", 0), "seq")
+        except (StoreCorruptError, ValueError) as exc:
+            raise StoreCorruptError(f"Snapshot {path!r}: {exc}", url=self.url) from exc
+        self._seq = seq
+        return seq
+
+    def _replay(self, journal: str, after: int) -> tuple[int, int | None, str | None]:
+        """Apply the journal's lines past sequence number *after*.
+
+        Returns:
+            How many lines were applied; the length to cut the file to when its last line is
+            torn (else None); with ``repair``, what was dropped at the first damaged line.
+
+        Raises:
+            StoreCorruptError: a line other than the last is damaged (and not ``repair``).
+        """
+        try:
+            with open(journal, "rb") as fh:
+                data = fh.read()
         except FileNotFoundError:
-            return 0
-        replayed = 0
-        with fh:
-            lines = fh.read().split(b"\n")
+            return 0, None, None
+        lines = data.split(b"\n")
+        t = self._t
+        replayed = good_end = 0
         # The last element is b"" after a complete final line; anything else there is a line
         # cut short by a crash before its write returned: it was never acknowledged.
         for lineno, line in enumerate(lines[:-1], 1):
+            t.undo = []
             try:
-                seq, ops = json.loads(line)
-            except (ValueError, TypeError) as exc:
-                raise StoreCorruptError(
-                    f"Journal {journal!r} line {lineno} is unreadable: {exc}", url=self.url
-                ) from exc
-            if seq <= after:
-                continue
-            for op in ops:
-                self._t.apply(op)
-            self._seq = seq
-            replayed += 1
+                seq, ops = _parse_line(line)
+                if seq > after:
+                    if seq <= self._seq:
+                        raise ValueError(f"sequence number {seq} does not follow {self._seq}")
+                    for op in ops:
+                        t.apply(op)
+            except _DAMAGE as exc:
+                t.rollback()
+                where = f"Journal {journal!r} line {lineno} is damaged ({_reason(exc):.200})"
+                if not self._repair:
+                    raise StoreCorruptError(
+                        f"{where}; 'nshash repair --store URL' keeps every line before it",
+                        url=self.url,
+                    ) from exc
+                dropped = len(lines) - lineno - (0 if lines[-1] else 1)
+                return replayed, None, f"{where}: dropped it and the {dropped} line(s) after it"
+            finally:
+                t.undo = None
+            good_end += len(line) + 1
+            if seq > after:
+                self._seq = seq
+                replayed += 1
         if lines[-1]:
-            replayed += 1  # force a compaction, which drops the torn tail
-        return replayed
+            logger.warning(
+                "Journal %r ends in a torn line (%d bytes, a write cut short by a crash or a"
+                " full disk, never acknowledged): dropped",
+                journal,
+                len(lines[-1]),
+            )
+            return replayed, good_end, None
+        return replayed, None, None
 
     def _write_journal(self) -> None:
+        """Append this call's ops as one line; raises StoreError (the caller rolls back)."""
         log = self._t.log
         if self._journal is None or not log:
             return
-        self._seq += 1
-        line = json.dumps([self._seq, log], separators=(",", ":")).encode() + b"\n"
-        self._t.log = []
+        seq = self._seq + 1
+        line = json.dumps([seq, log], separators=(",", ":")).encode() + b"\n"
         try:
-            self._journal.write(line)
-            if self._fsync == "always":
-                os.fsync(self._journal.fileno())
-            else:
-                self._dirty = True
-        except OSError as exc:
-            raise StoreError(f"Cannot write the journal: {exc}", url=self.url) from exc
+            self._journal.append(line, sync=self._fsync == "always")
+        except StoreError as exc:
+            self._write_error = str(exc)
+            raise
+        self._seq = seq
+        self._t.log = []
+        self._write_error = None
+        if self._fsync != "always":
+            self._dirty = True
 
     def _flush_loop(self) -> None:
         while not self._stop.wait(1.0):
             with self._lock:
                 if self._dirty and self._journal is not None:
                     try:
-                        os.fsync(self._journal.fileno())
-                    except OSError:
+                        self._journal.sync()
+                    except OSError as exc:
+                        self._write_error = f"Cannot fsync the journal: {exc}"
                         continue
                     self._dirty = False
 
-    def _write_snapshot(self) -> None:
+    def _write_snapshot(self, keep_journal: bool = False) -> None:
         assert self._path is not None
         data = self._t.dump()
         data["seq"] = self._seq
@@ -371,7 +714,7 @@ class MemoryStore(Store):
         def write(fh: BinaryIO) -> None:
             pickle.dump(data, fh, protocol=pickle.HIGHEST_PROTOCOL)
 
-        replace_snapshot(self._path, write, self._journal, self.url)
+        replace_snapshot(self._path, write, self._journal, self.url, keep_journal=keep_journal)
 
     def save(self) -> None:
         """Write a snapshot now and empty the journal (no-op without a path)."""
@@ -403,8 +746,18 @@ class MemoryStore(Store):
     ) -> tuple[Assignment, tuple[int, ...]]:
         with self._lock:
             self._check()
-            result = assign(self._t, doc, policy, doc_id, title)
-            self._write_journal()
+            t = self._t
+            # The tables change first (the algorithm reads its own writes), then the journal
+            # line is written; if that fails, every change is taken back: no trace is left.
+            t.undo = []
+            try:
+                result = assign(t, doc, policy, doc_id, title)
+                self._write_journal()
+            except BaseException:
+                t.rollback()
+                raise
+            finally:
+                t.undo = None
             return result
 
     def lookup(self, doc: DocPrint, policy: MatchPolicy) -> int | None:
@@ -471,7 +824,16 @@ class MemoryStore(Store):
             )
 
     def ping(self) -> None:
-        self._check()
+        """Raise StoreError while the store cannot write: its last journal write failed and
+        the disk still refuses a small probe write next to it."""
+        with self._lock:
+            self._check()
+            if self._write_error is None or self._path is None:
+                return
+            if self._journal is not None and self._journal.broken is not None:
+                raise StoreError(self._journal.broken, url=self.url)
+            probe_writable(self._path, self._write_error, self.url)
+            self._write_error = None
 
     def close(self) -> None:
         """Snapshot (with a path), release the files; closing twice is harmless."""

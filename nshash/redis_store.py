@@ -681,18 +681,25 @@ def _parse_record(doc_id: str, raw: bytes) -> DocumentRecord:
             rest.decode("utf-8") if has_title == b"1" else None,
             tuple(_unsigned(h) for h in anchors.split(b",")) if anchors else (),
         )
+        if record.similar_id < 1 or any(g < 1 for g in record.merged_from):
+            raise ValueError("a group id is not positive")
     except (ValueError, UnicodeDecodeError) as exc:
-        raise StoreCorruptError(f"The record of doc {doc_id!r} is unreadable: {exc}") from exc
+        raise StoreCorruptError(f"The record of doc {doc_id!r:.80} is unreadable: {exc}") from exc
     return record
 
 
 def _decode_group(reply: list[Any]) -> Group:
-    gid, size = int(reply[0]), int(reply[1])
-    members = []
-    for i in range(2, len(reply), 2):
-        title = reply[i + 1]
-        text = title[1:].decode("utf-8") if title[:1] == b"+" else None
-        members.append(Member(reply[i].decode("utf-8"), text))
+    try:
+        gid, size = int(reply[0]), int(reply[1])
+        if gid < 1 or size < 0:
+            raise ValueError(f"group {gid} of size {size}")
+        members = []
+        for i in range(2, len(reply), 2):
+            title = reply[i + 1]
+            text = title[1:].decode("utf-8") if title[:1] == b"+" else None
+            members.append(Member(reply[i].decode("utf-8"), text))
+    except (ValueError, TypeError, IndexError, UnicodeDecodeError) as exc:
+        raise StoreCorruptError(f"A group read from Redis is unreadable: {exc}") from exc
     return Group(gid, size, tuple(members))
 
 

@@ -20,11 +20,12 @@ Query parameters tune a backend: ``fsync=always|everysec|no`` for memory and Lev
 from __future__ import annotations
 
 import importlib
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from .assign import MatchPolicy
 from .errors import ConfigError, NSHashError, StoreClosedError
@@ -129,22 +130,49 @@ class Store(ABC):
         return f"<{type(self).__name__} {self.url!r}>"
 
 
+#: Query options whose value is a secret (``password=``, ``auth_token=``, ``api_key=``...).
+_SECRET_OPTION = re.compile(r"pass|pwd|secret|token|auth|credential|(?:^|_)key$", re.IGNORECASE)
+
+
 def mask_url(url: str) -> str:
-    """Return *url* with its password replaced by ``***``.
+    """Return *url* with every secret in it replaced by ``***``.
+
+    The password of the user part (a user part with no ``:`` is masked whole, since some
+    clients read it as the password) and the value of every query option named like a
+    secret (``password``, ``token``, ``api_key``...). It never raises, whatever the string:
+    a bad port or a stray bracket is left for the URL parser to report.
 
     Example:
         >>> mask_url("redis://:secret@cache:6379/0")
         'redis://:***@cache:6379/0'
+        >>> mask_url("redis://cache:99999/0?password=S3cret&prefix=news")
+        'redis://cache:99999/0?password=***&prefix=news'
     """
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    if not isinstance(url, str):
+        return f"<{type(url).__name__}>"
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        # Not a URL; still, "user:secret@host" without a scheme keeps its secret.
+        return f"***@{url.rpartition('@')[2]}" if "@" in url else url
+    cut = len(rest)
+    for mark in "/?#":
+        at = rest.find(mark)
+        if at != -1:
+            cut = min(cut, at)
+    netloc, tail = rest[:cut], rest[cut:]
+    if "@" in netloc:
+        userinfo, _, hostport = netloc.rpartition("@")
+        user, colon, _secret = userinfo.partition(":")
+        netloc = f"{user}:***@{hostport}" if colon else f"***@{hostport}"
+    head, q, after = tail.partition("?")
+    if q:
+        query, hash_, fragment = after.partition("#")
+        pairs = []
+        for pair in query.split("&"):
+            name, eq, _value = pair.partition("=")
+            pairs.append(f"{name}=***" if eq and _SECRET_OPTION.search(name) else pair)
+        tail = head + "?" + "&".join(pairs) + hash_ + fragment
+    return f"{scheme}://{netloc}{tail}"
 
 
 def parse_url(url: str) -> tuple[str, str, dict[str, str]]:
@@ -154,8 +182,13 @@ def parse_url(url: str) -> tuple[str, str, dict[str, str]]:
         ConfigError: the URL has no scheme or repeats an option.
     """
     if not isinstance(url, str) or "://" not in url:
-        raise ConfigError(f"A store URL looks like 'memory://' or 'leveldb:///path', not {url!r}")
-    parts = urlsplit(url)
+        shown = mask_url(url) if isinstance(url, str) else url
+        raise ConfigError(f"A store URL looks like 'memory://' or 'leveldb:///path', not {shown!r}")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a port out of range
+    except ValueError as exc:
+        raise ConfigError(f"Invalid store URL {mask_url(url)!r}: {exc}") from None
     options: dict[str, str] = {}
     for key, value in parse_qsl(parts.query, keep_blank_values=True, strict_parsing=False):
         if key in options:
@@ -184,12 +217,24 @@ def _refuse_unknown(options: dict[str, Any], url: str) -> None:
         raise ConfigError(f"Unknown option(s) {sorted(options)} in store URL {mask_url(url)!r}")
 
 
+def _repair_option(options: dict[str, Any], url: str) -> bool:
+    value = options.pop("repair", False)
+    if isinstance(value, bool):
+        return value
+    if str(value).lower() in ("1", "true", "yes"):
+        return True
+    if str(value).lower() in ("0", "false", "no", ""):
+        return False
+    raise ConfigError(f"repair must be true or false, not {value!r} in {mask_url(url)!r}")
+
+
 def _open_memory(url: str, path: str, options: dict[str, Any]) -> Store:
     from .memory_store import MemoryStore
 
     fsync = _fsync_option(options, url)
+    repair = _repair_option(options, url)
     _refuse_unknown(options, url)
-    return MemoryStore(path or None, fsync=fsync)
+    return MemoryStore(path or None, fsync=fsync, repair=repair)
 
 
 def _require(module: str, extra: str) -> Any:
@@ -206,10 +251,13 @@ def _open_leveldb(url: str, path: str, options: dict[str, Any]) -> Store:
     from .leveldb_store import LevelDBStore
 
     if not path or path == "/":
-        raise ConfigError(f"A LevelDB URL needs a directory: 'leveldb:///path/to/dir', not {url!r}")
+        raise ConfigError(
+            f"A LevelDB URL needs a directory: 'leveldb:///path/to/dir', not {mask_url(url)!r}"
+        )
     fsync = _fsync_option(options, url)
+    repair = _repair_option(options, url)
     _refuse_unknown(options, url)
-    return LevelDBStore(path, fsync=fsync)
+    return LevelDBStore(path, fsync=fsync, repair=repair)
 
 
 def _open_redis(url: str, path: str, options: dict[str, Any]) -> Store:

@@ -52,7 +52,9 @@ __all__ = ["BODY_MODELS", "api", "error_responses", "json_body", "ops"]
 _DESCRIPTIONS = {
     401: "The API key is missing or wrong (only when `NSHASH_API_KEY` is set).",
     404: "Not found.",
-    413: "The body is over `NSHASH_MAX_BODY_BYTES`, or the batch over `NSHASH_MAX_BATCH`.",
+    408: "The body did not arrive within `NSHASH_BODY_TIMEOUT` seconds.",
+    413: "The body is over `NSHASH_MAX_BODY_BYTES`, the batch over `NSHASH_MAX_BATCH`, or a"
+    " compared text over `NSHASH_MAX_COMPARE_CHARS`.",
     422: "The body is not valid JSON, a field is missing or has the wrong type, or the text"
     " has no letter or digit.",
     501: "An optional part is not installed (`not_installed`), or the configured method does"
@@ -122,7 +124,7 @@ ops = APIRouter(tags=["operations"])
 @api.post(
     "/documents",
     response_model=AddResponse,
-    responses=error_responses(413, 422, 503),
+    responses=error_responses(408, 413, 422, 503),
     summary="Add a document",
     openapi_extra=json_body_schema(DocumentIn),
 )
@@ -143,7 +145,7 @@ async def add_document(request: Request, service: ServiceDep) -> Response:
 @api.post(
     "/documents/batch",
     response_model=BatchResponse,
-    responses=error_responses(413, 422, 503),
+    responses=error_responses(408, 413, 422, 503),
     summary="Add several documents",
 )
 async def add_batch(batch: BatchRequest, service: ServiceDep) -> BatchResponse:
@@ -204,7 +206,7 @@ def _add_batch(documents: list[Any], nsh: Dedup, metrics: Metrics) -> BatchRespo
 @api.post(
     "/query",
     response_model=QueryResponse,
-    responses=error_responses(413, 422, 501, 503),
+    responses=error_responses(408, 413, 422, 501, 503),
     summary="Look a text up without adding it",
     openapi_extra=json_body_schema(QueryRequest),
 )
@@ -312,7 +314,7 @@ async def get_group(
 @api.post(
     "/compare",
     response_model=CompareResponse,
-    responses=error_responses(413, 422, 501),
+    responses=error_responses(408, 413, 422, 501),
     summary="Compare two texts",
 )
 async def compare(body: CompareRequest, service: ServiceDep) -> CompareResponse:
@@ -338,7 +340,17 @@ async def compare(body: CompareRequest, service: ServiceDep) -> CompareResponse:
             "not_installed",
             f"The similarity measures need: pip install 'nshash[similarity]' ({exc})",
         ) from exc
-    scores = await run_in_threadpool(similarity.compare, body.a, body.b, metrics=body.metrics)
+    if body.metrics is not None:
+        # Checked here, so a bad name costs no trip to a worker process.
+        unknown = [m for m in body.metrics if m not in similarity.METRICS]
+        if unknown:
+            raise ApiError(
+                422,
+                "invalid_argument",
+                f"Unknown metric(s) {unknown!r:.200}; choose from {', '.join(similarity.METRICS)}",
+            )
+    # CPU-heavy, seconds for long texts: in other processes, so this one keeps answering.
+    scores = await service.run_cpu(similarity.compare, body.a, body.b, metrics=body.metrics)
     return CompareResponse(scores=scores)
 
 

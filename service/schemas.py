@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
+from nshash.inputs import MAX_DOC_ID_CHARS, MAX_TEXT_CHARS, MAX_TITLE_CHARS
 from nshash.results import AddResult, DocumentRecord, Group
 
 __all__ = [
@@ -32,15 +33,18 @@ __all__ = [
 _TEXT = "央视网消息：今天的《大国工匠》，我们来看航天三江江北公司数控车工阎敏。"
 _TEXT_REPOST = "【新华网】央视网消息：今天的《大国工匠》，我们来看航天三江江北公司数控车工阎敏"
 
-#: Longest accepted document id, in characters.
-MAX_ID_LENGTH = 1024
+#: Longest accepted document id, in characters (the library's limit).
+MAX_ID_LENGTH = MAX_DOC_ID_CHARS
 
 
 def _examples(*examples: dict[str, Any]) -> ConfigDict:
     return ConfigDict(json_schema_extra={"examples": list(examples)})
 
 
-DocId = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH)]
+#: No NUL character (``nshash.inputs`` refuses it in ids and titles).
+NO_NUL = "^[^\\x00]*$"
+
+DocId = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH, pattern=NO_NUL)]
 
 
 # -- errors --------------------------------------------------------------------------------
@@ -84,7 +88,11 @@ class DocumentIn(BaseModel):
         },
     )
 
-    text: str = Field(min_length=1, description="The article text.")
+    text: str = Field(
+        min_length=1,
+        max_length=MAX_TEXT_CHARS,
+        description="The article text; it needs a letter or digit (else 422 `empty_document`).",
+    )
     id: DocId | None = Field(
         default=None,
         description=(
@@ -92,7 +100,12 @@ class DocumentIn(BaseModel):
             " the first answer, so retries are safe; `GET /v1/documents/{id}` finds it."
         ),
     )
-    title: str | None = Field(default=None, description="Shown with the id in group listings.")
+    title: str | None = Field(
+        default=None,
+        max_length=MAX_TITLE_CHARS,
+        pattern=NO_NUL,
+        description="Shown with the id in group listings (no NUL characters).",
+    )
     url: str | None = Field(
         default=None,
         description="Where the article was found. Accepted and checked to be a string, but not"
@@ -141,8 +154,17 @@ _BatchItems = Annotated[
     WithJsonSchema(
         {
             "type": "array",
-            "items": {"$ref": "#/components/schemas/DocumentIn"},
-            "description": "The documents, at most `NSHASH_MAX_BATCH` (default 1000).",
+            "items": {
+                "anyOf": [
+                    {"$ref": "#/components/schemas/DocumentIn"},
+                    {
+                        "description": "Any other value is refused alone: its entry in"
+                        " `results` is an error, and the other documents still go in."
+                    },
+                ]
+            },
+            "description": "The documents (each a `DocumentIn`), at most `NSHASH_MAX_BATCH`"
+            " (default 1000).",
         }
     ),
 ]
@@ -280,7 +302,11 @@ class QueryRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"text": _TEXT}]})
 
-    text: str = Field(min_length=1, description="The article text.")
+    text: str = Field(
+        min_length=1,
+        max_length=MAX_TEXT_CHARS,
+        description="The article text; it needs a letter or digit (else 422 `empty_document`).",
+    )
     explain: bool = Field(
         default=False, description="Also say why: the anchors, boilerplate and candidates."
     )
@@ -390,6 +416,7 @@ class CompareRequest(BaseModel):
     b: str = Field(description="The second text.")
     metrics: list[str] | None = Field(
         default=None,
+        min_length=1,
         description="Which measures to compute (see `nshash.similarity.METRICS`); all by default.",
     )
 

@@ -973,5 +973,6 @@ class TestContainer:
         service, redis = compose["services"]["nshash"], compose["services"]["redis"]
         assert service["environment"]["NSHASH_STORE_URL"].startswith("redis://redis:6379/")
         assert service["depends_on"]["redis"]["condition"] == "service_healthy"
-        assert "nshash_service.app:create_app" in service["command"]
+        # nshash serve: TCP_NODELAY on the socket its workers share (plain uvicorn lacks it).
+        assert service["command"][:2] == ["nshash", "serve"] and "--workers" in service["command"]
         assert redis["image"].startswith("redis:7")
