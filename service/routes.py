@@ -66,10 +66,13 @@ _DESCRIPTIONS = {
 MAX_SIMILAR_ID = 2**63 - 1
 
 
-def _json(model: BaseModel) -> Response:
+def _json(model: BaseModel, exclude_unset: bool = False) -> Response:
     """Answer *model* as JSON, serialized once by pydantic (the route's response_model
-    documents it; FastAPI would otherwise validate it a second time)."""
-    return Response(model.model_dump_json(), media_type="application/json")
+    documents it; FastAPI would otherwise validate it a second time). With *exclude_unset*,
+    optional fields left at their default are left out."""
+    return Response(
+        model.model_dump_json(exclude_unset=exclude_unset), media_type="application/json"
+    )
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -222,7 +225,7 @@ async def query(request: Request, service: ServiceDep) -> Response:
         out = QueryResponse(similar_id=why.similar_id, explanation=why.to_dict())
         return _json(out)
     similar_id = await service.caller_for(body.text)(nsh.query, body.text)
-    return _json(QueryResponse(similar_id=similar_id))
+    return _json(QueryResponse(similar_id=similar_id), exclude_unset=True)
 
 
 @api.get(

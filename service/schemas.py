@@ -312,8 +312,21 @@ class QueryRequest(BaseModel):
     )
 
 
+_CANDIDATE = {
+    "similar_id": 42,
+    "anchors": ["21d29d1315c26835", "4170ee074865873d"],
+    "shared": 31,
+    "document_values": 40,
+    "group_values": 57,
+    "score": 0.775,
+    "verdict": "joined",
+}
+
+
 class CandidateOut(BaseModel):
     """A group one of the text's anchors hit, and how the boilerplate guard judged it."""
+
+    model_config = _examples(_CANDIDATE)
 
     similar_id: int = Field(description="The group's canonical id.")
     anchors: list[str] = Field(description="The text's anchors that hit it (16 hex digits).")
@@ -326,6 +339,17 @@ class CandidateOut(BaseModel):
 
 class ExplanationOut(BaseModel):
     """Why a text gets its answer."""
+
+    model_config = _examples(
+        {
+            "similar_id": 42,
+            "reason": "matched",
+            "theta": 0.5,
+            "anchors": ["21d29d1315c26835", "4170ee074865873d", "f457fb7c6a1b36e0"],
+            "boilerplate": ["c2d8474cb7715616"],
+            "candidates": [_CANDIDATE],
+        }
+    )
 
     similar_id: int | None = Field(description="The answer: a group id, or null.")
     reason: str = Field(description="exact, matched, new (every candidate refused) or nothing.")
@@ -342,7 +366,7 @@ class QueryResponse(BaseModel):
 
     similar_id: int | None = Field(description="The group id, or null for a new story.")
     explanation: ExplanationOut | None = Field(
-        default=None, description="With explain: why (see ExplanationOut)."
+        default=None, description="Only with explain: why (see ExplanationOut)."
     )
 
 
