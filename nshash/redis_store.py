@@ -19,14 +19,16 @@ independent namespaces in one Redis, and spread over the nodes of a cluster.
 A fingerprint (an unsigned 64-bit integer) is written as a *signed* 64-bit decimal (minus 2**64
 when it is 2**63 or more): Redis then keeps a set of them as a compact ``intset``, and the
 scripts never do arithmetic on one (Lua numbers are doubles): to them a fingerprint is a
-string. Group ids are small decimal integers.
+string. Sketch values have 53 bits, so the scripts compare them as numbers exactly. Group ids
+are small decimal integers.
 
 =================  =======  ==================================================================
 key                type     holds
 =================  =======  ==================================================================
 ``{P}:fp``         hash     anchor fingerprint -> group id (first group that used it; never moved)
 ``{P}:exact``      hash     whole-text fingerprint -> group id
-``{P}:common``     set      fingerprints a refused match marked as boilerplate
+``{P}:common``     set      hashes learned to be boilerplate (kept ``votes`` groups apart)
+``{P}:votes``      hash     hash -> the groups kept apart on it so far, comma-separated
 ``{P}:parent``     hash     merged group id -> the id it merged into (follow to the canonical id)
 ``{P}:sizes``      zset     canonical group id, zero-padded to 15 digits -> minus its size, so
                             ``ZRANGE BYSCORE`` lists the largest groups first, ties by id
@@ -34,7 +36,8 @@ key                type     holds
                             the answer given and the document's applied sequence number
 ``{P}:counter``    string   the last group id handed out (INCR; never goes back)
 ``{P}:documents``  string   how many documents were added; each one's value is its sequence number
-``{P}:s:<id>``     set      the sketch (clause fingerprints) of canonical group ``id``
+``{P}:s:<id>``     set      the sketch (sampled shingle hashes) of canonical group ``id``
+``{P}:limits``     hash     group id -> its sketch's limit, for groups whose sketch was cut
 ``{P}:m:<id>``     list     doc ids of canonical group ``id``, in arrival order
 =================  =======  ==================================================================
 

@@ -308,7 +308,9 @@ class QueryRequest(BaseModel):
         description="The article text; it needs a letter or digit (else 422 `empty_document`).",
     )
     explain: bool = Field(
-        default=False, description="Also say why: the anchors, boilerplate and candidates."
+        default=False,
+        strict=True,
+        description="Also say why: the anchors, boilerplate and candidates.",
     )
 
 
