@@ -15,6 +15,7 @@ import errno
 import json
 import os
 import socket
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -286,6 +287,48 @@ class TestSlowClients:
             assert any('status="499"' in line for line in posts), posts
             assert not any('status="500"' in line for line in posts), posts
         finally:
+            server.stop()
+
+    def test_nshash_serve_caps_connections_and_idle_time(self, tmp_path: Path) -> None:
+        """Under ``nshash serve``, stalled connections past NSHASH_MAX_CONNECTIONS get 503 at
+        once, they are cut at the body timeout, and an idle kept-alive connection is closed
+        after NSHASH_IDLE_TIMEOUT."""
+        code = "import sys; from nshash.cli import main; sys.exit(main(sys.argv[1:]))"
+        server = UvicornServer(
+            {
+                "NSHASH_STORE_URL": "memory://",
+                "NSHASH_MAX_CONNECTIONS": "3",
+                "NSHASH_BODY_TIMEOUT": "2",
+                "NSHASH_IDLE_TIMEOUT": "1",
+            },
+            cwd=tmp_path,
+            command=[sys.executable, "-c", code, "serve", "--port", "{port}"],
+        )
+        server.start()
+        stalled: list[socket.socket] = []
+        try:
+            head = (
+                "POST /v1/documents HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                "Content-Length: 100\r\n\r\n"
+            ).encode()
+            for _ in range(2):  # with the next one, three connections: the cap
+                sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+                sock.sendall(head)
+                stalled.append(sock)
+            time.sleep(0.3)
+            assert httpx.get(f"{server.url}/healthz").status_code == 503
+            for sock in stalled:
+                assert sock.recv(4096).startswith(b"HTTP/1.1 408")
+            assert httpx.get(f"{server.url}/healthz").status_code == 200
+            with socket.create_connection(("127.0.0.1", server.port), timeout=10) as idle:
+                idle.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert idle.recv(4096).startswith(b"HTTP/1.1 200")
+                start = time.monotonic()
+                assert idle.recv(4096) == b""  # closed by the server
+                assert time.monotonic() - start < 5
+        finally:
+            for sock in stalled:
+                sock.close()
             server.stop()
 
 
