@@ -308,9 +308,9 @@ class TestSlowClients:
         stalled: list[socket.socket] = []
         try:
             head = (
-                "POST /v1/documents HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                "Content-Length: 100\r\n\r\n"
-            ).encode()
+                b"POST /v1/documents HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 100\r\n\r\n"
+            )
             for _ in range(2):  # with the next one, three connections: the cap
                 sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
                 sock.sendall(head)
