@@ -548,6 +548,8 @@ class _LevelKV(_KV):
         self.url = f"leveldb://{path}"
         self._fsync = fsync
         self._last_sync = time.monotonic()
+        #: Why writes are refused (a write failed) until the directory is reopened.
+        self.failed: str | None = None
         try:
             self._db = self._plyvel.DB(path, create_if_missing=True)
         except self._plyvel.IOError as exc:
@@ -577,6 +579,13 @@ class _LevelKV(_KV):
         return value
 
     def write(self, puts: dict[bytes, bytes]) -> None:
+        if self.failed is not None:
+            # After a failed write LevelDB's log may hold half a record, and records after
+            # it could be dropped when the directory is next opened: reopen first.
+            raise StoreError(
+                f"LevelDB {self.url!r} refuses writes until it is reopened: {self.failed}",
+                url=self.url,
+            )
         now = time.monotonic()
         sync = self._fsync == "always" or (
             self._fsync == "everysec" and now - self._last_sync >= 1.0
@@ -586,6 +595,7 @@ class _LevelKV(_KV):
                 for key, value in puts.items():
                     batch.put(key, value)
         except self._plyvel.Error as exc:
+            self.failed = self._reason(exc)
             raise self._fail(exc) from exc
         if sync:
             self._last_sync = now
@@ -785,7 +795,8 @@ class _LocalBackend(_Backend):
                 return
             self._closed = True
             try:
-                if self._kv.persistent:
+                # After a failed write the filters are not saved: the next open rebuilds them.
+                if self._kv.persistent and getattr(self._kv, "failed", None) is None:
                     self._save_blooms()
             finally:
                 self._kv.close()

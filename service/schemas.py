@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
@@ -35,6 +36,20 @@ _TEXT_REPOST = "【新华网】央视网消息：今天的《大国工匠》，�
 
 #: Longest accepted document id, in characters (the library's limit).
 MAX_ID_LENGTH = MAX_DOC_ID_CHARS
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _readable(value: str | None) -> str | None:
+    """*value* with any lone surrogate replaced by U+FFFD, so it can be sent as JSON.
+
+    The library refuses them on the way in; a store written before it did may still hold
+    one, and a read must not fail on it.
+    """
+    if value is None or value.isascii():
+        return value
+    return _SURROGATE.sub("\ufffd", value)
 
 
 def _examples(*examples: dict[str, Any]) -> ConfigDict:
@@ -291,7 +306,7 @@ class DocumentResponse(BaseModel):
             similar_id=record.similar_id,
             duplicate=record.duplicate,
             merged_from=list(record.merged_from),
-            title=record.title,
+            title=_readable(record.title),
             fingerprints=[f"{fp:016x}" for fp in record.fingerprints],
         )
 
@@ -405,7 +420,10 @@ class GroupResponse(BaseModel):
         return cls(
             similar_id=group.similar_id,
             size=group.size,
-            members=[MemberOut(id=m.doc_id, title=m.title) for m in group.members],
+            members=[
+                MemberOut(id=_readable(m.doc_id) or "", title=_readable(m.title))
+                for m in group.members
+            ],
         )
 
 

@@ -60,8 +60,9 @@ class Settings(BaseSettings):
     body_timeout: float = Field(default=30.0, gt=0, le=30.0)
     #: Seconds a kept-alive connection may stay idle between requests (``nshash serve``).
     idle_timeout: float = Field(default=5.0, gt=0, le=300.0)
-    #: The most connections (and requests in progress) one worker process serves at once;
-    #: past it new requests get 503 at once (``nshash serve``).
+    #: The most connections (and requests in progress) one worker process holds at once,
+    #: counting the one just accepted; past it new requests get 503 at once (``nshash
+    #: serve`` passes it to uvicorn's ``limit_concurrency``).
     max_connections: int = Field(default=1000, ge=1)
     #: Processes that run ``POST /v1/compare`` (CPU-heavy), so the event loop keeps
     #: answering other routes while comparisons run.

@@ -420,6 +420,40 @@ class TestLevelDBWriteFailure:
             assert nsh.document("d3") is not None and nsh.stats().last_id == 2
 
 
+class TestKeyedLevelDBWriteFailure:
+    """The keyed method's LevelDB tables refuse writes after a failed one, until reopened."""
+
+    def test_refuses_writes_until_reopened(self, tmp_path: Path) -> None:
+        """A failed batch raises StoreError; later writes are refused; a reopen accepts them."""
+        plyvel = pytest.importorskip("plyvel")
+        pytest.importorskip("rbloom")
+        from nshash import KeyedDedup
+
+        url = f"leveldb://{tmp_path}/k.ldb"
+        kd = KeyedDedup.open(url)
+        kd.add(doc(0), doc_id="d0")
+        kv: Any = kd._backend._kv  # type: ignore[attr-defined]
+        real = kv._ns
+
+        class Failing:
+            def write_batch(self, **kwargs: Any) -> Any:
+                raise plyvel.IOError(b"IO error: 000003.log: No space left on device")
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(real, name)
+
+        kv._ns = Failing()
+        with pytest.raises(StoreError, match="No space left"):
+            kd.add(doc(3), doc_id="d3")
+        kv._ns = real
+        with pytest.raises(StoreError, match="refuses writes until it is reopened"):
+            kd.add(doc(3), doc_id="d3")
+        kd.close()
+        with KeyedDedup.open(url) as again:
+            assert not again.add(doc(3), doc_id="d3").replayed
+            assert again.document("d0") is not None
+
+
 # -- damaged files ---------------------------------------------------------------------------
 
 #: Journal lines that a store never writes; each must be StoreCorruptError, never a raw

@@ -15,6 +15,7 @@ import errno
 import json
 import os
 import socket
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,25 @@ class TestHostileBatch:
         if store_url != "memory://":
             with TestClient(create_app(settings)) as client:
                 _reads_answer(client, good["similar_id"])
+
+    @pytest.mark.parametrize("backend", ["memory-file", "leveldb"])
+    def test_a_title_stored_before_the_check_still_reads(
+        self, tmp_path: Path, backend: str
+    ) -> None:
+        """A lone surrogate that an older version let into a store is shown as U+FFFD: the
+        read routes answer 200, never 500."""
+        if backend == "leveldb":
+            pytest.importorskip("plyvel")
+            url = f"leveldb://{tmp_path}/db"
+        else:
+            url = f"memory://{tmp_path}/s.pkl"
+        with NSHash.open(url) as nsh:  # the store itself, under the library's check
+            sid = nsh.store.assign(nsh.prepare(FLOOD), nsh.policy, "legacy", "x\ud800y")[0]
+        with TestClient(create_app(Settings(store_url=url))) as client:
+            group = client.get(f"/v1/groups/{sid.similar_id}")
+            assert group.status_code == 200 and group.json()["members"][0]["title"] == "x\ufffdy"
+            assert client.get("/v1/groups?min_size=1").status_code == 200
+            assert client.get("/v1/documents/legacy").json()["title"] == "x\ufffdy"
 
     def test_single_route_refuses_them(self) -> None:
         """The single-document route answers 422 for the same values."""
@@ -286,6 +306,51 @@ class TestSlowClients:
             assert any('status="499"' in line for line in posts), posts
             assert not any('status="500"' in line for line in posts), posts
         finally:
+            server.stop()
+
+    def test_nshash_serve_caps_connections_and_idle_time(self, tmp_path: Path) -> None:
+        """Under ``nshash serve``, stalled connections past NSHASH_MAX_CONNECTIONS get 503 at
+        once, they are cut at the body timeout, and an idle kept-alive connection is closed
+        after NSHASH_IDLE_TIMEOUT."""
+        code = "import sys; from nshash.cli import main; sys.exit(main(sys.argv[1:]))"
+        server = UvicornServer(
+            {
+                "NSHASH_STORE_URL": "memory://",
+                "NSHASH_MAX_CONNECTIONS": "3",
+                "NSHASH_BODY_TIMEOUT": "2",
+                "NSHASH_IDLE_TIMEOUT": "1",
+            },
+            cwd=tmp_path,
+            command=[sys.executable, "-c", code, "serve", "--port", "{port}"],
+        )
+        server.start()
+        stalled: list[socket.socket] = []
+        try:
+            head = (
+                b"POST /v1/documents HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 100\r\n\r\n"
+            )
+            for _ in range(2):  # with the next one, three connections: the cap
+                sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+                sock.sendall(head)
+                stalled.append(sock)
+            time.sleep(0.3)
+            assert httpx.get(f"{server.url}/healthz").status_code == 503
+            for sock in stalled:
+                assert sock.recv(4096).startswith(b"HTTP/1.1 408")
+            assert httpx.get(f"{server.url}/healthz").status_code == 200
+            with socket.create_connection(("127.0.0.1", server.port), timeout=10) as idle:
+                idle.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                answer = b""
+                while not answer.endswith(b'{"status":"ok"}'):
+                    answer += idle.recv(4096)
+                assert answer.startswith(b"HTTP/1.1 200")
+                start = time.monotonic()
+                assert idle.recv(4096) == b""  # closed by the server
+                assert time.monotonic() - start < 5
+        finally:
+            for sock in stalled:
+                sock.close()
             server.stop()
 
 
