@@ -651,7 +651,9 @@ def _records_run(
     with (
         open_source(args.input, fmt, preparer.fields) as source,
         Workers(args.jobs, preparer) as workers,
-        _open_keyed(store_url) if keyed else NSHash.open(store_url, **NSHASH_OPTIONS) as nsh,
+        _open_keyed(store_url)
+        if keyed
+        else NSHash.open(store_url, readonly=mode == "query", **NSHASH_OPTIONS) as nsh,
     ):
         out, must_close = open_output(args.output)
         writer: JsonlWriter | CsvWriter
@@ -734,7 +736,7 @@ def _group_label(members: Sequence[Any]) -> str:
 
 def _cmd_groups(args: argparse.Namespace) -> int:
     url = _store_url(args, saved=True)
-    with NSHash.open(url, **NSHASH_OPTIONS) as nsh:
+    with NSHash.open(url, readonly=True, **NSHASH_OPTIONS) as nsh:
         groups = nsh.groups(min_size=args.min_size, limit=args.top)
     if args.json:
         data = [
@@ -758,7 +760,7 @@ def _cmd_groups(args: argparse.Namespace) -> int:
 
 def _cmd_stats(args: argparse.Namespace) -> int:
     url = _store_url(args, saved=True)
-    with NSHash.open(url, **NSHASH_OPTIONS) as nsh:
+    with NSHash.open(url, readonly=True, **NSHASH_OPTIONS) as nsh:
         stats = nsh.stats()
     data: dict[str, Any] = {
         "store": mask_url(url),

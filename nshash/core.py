@@ -112,13 +112,19 @@ class NSHash:
         self.store = store
 
     @classmethod
-    def open(cls, url: str = "memory://", **options: Any) -> NSHash:
+    def open(cls, url: str = "memory://", *, readonly: bool = False, **options: Any) -> NSHash:
         """Open the store at *url* and return an NSHash on it.
 
         Args:
             url: a store URL (see :func:`nshash.open_store`).
+            readonly: read the store without creating, locking or changing anything: it must
+                exist, it may be held by a writer in another process (a crawl can be watched),
+                and :meth:`add` raises :class:`~nshash.StoreReadOnlyError`.
             **options: NSHash options (``n``, ``min_length``, ``hashfunc``, ...); anything
                 else is passed to the store (``fsync``, ``prefix``, ...).
+
+        Raises:
+            StoreNotFoundError: *readonly* and there is no store at *url*.
         """
         mine = {
             k: options.pop(k)
@@ -138,6 +144,8 @@ class NSHash:
             )
             if k in options
         }
+        if readonly:
+            options["readonly"] = True
         store = open_store(url, **options)
         try:
             return cls(store=store, **mine)

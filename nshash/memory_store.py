@@ -9,14 +9,21 @@ acknowledged:
   reaches the disk itself: ``always`` (before returning), ``everysec`` (a background flush
   about once a second, the default) or ``no`` (when the OS decides). Every policy survives a
   killed process, since each line is handed to the OS before the call returns.
-* ``PATH`` is a snapshot of all tables, written on :meth:`MemoryStore.save`, on
-  :meth:`~MemoryStore.close` and after replaying a journal on open: pickled to ``PATH.tmp``,
-  fsynced, then renamed over ``PATH``. It is read back with an unpickler that admits only
-  plain containers, numbers and strings, so a tampered snapshot cannot run code; still,
-  load only snapshots you wrote. The snapshot records the last journal sequence number it
-  includes, so a crash between the rename and the journal truncation replays nothing twice.
+* ``PATH`` is a snapshot of all tables, written on :meth:`MemoryStore.save` and when a write
+  finds the journal grown past :data:`JOURNAL_SHARE` times the snapshot (and past
+  :data:`JOURNAL_MIN_BYTES`): pickled to ``PATH.tmp``, fsynced, then renamed over ``PATH``.
+  Opening and closing alone never rewrite it; the journal is replayed on the next open.
+  It is read back with an unpickler that admits only plain containers, numbers and
+  strings, so a tampered snapshot cannot run code; still, load only snapshots you wrote.
+  The snapshot records the last journal sequence number it includes, so a crash between
+  the rename and the journal truncation replays nothing twice.
 * ``PATH.lock`` is held with ``flock`` while the store is open: a second opener gets
   :class:`~nshash.StoreLockedError` instead of two writers corrupting one journal.
+
+**Read-only opens** (``readonly=True``) take no lock and create, write or truncate nothing:
+they load the snapshot and every complete journal line, so they work while a writer holds
+the store (a crawl can be watched) and see every write the writer acknowledged before the
+open. A snapshot replaced while it is being read is detected and the read is retried.
 """
 
 from __future__ import annotations
@@ -31,7 +38,14 @@ from typing import Any, BinaryIO
 
 from .assign import MatchPolicy, assign, lookup, resolve
 from .durable import lock_path, replace_snapshot
-from .errors import ConfigError, StoreClosedError, StoreCorruptError, StoreError
+from .errors import (
+    ConfigError,
+    StoreClosedError,
+    StoreCorruptError,
+    StoreError,
+    StoreNotFoundError,
+    StoreReadOnlyError,
+)
 from .fingerprint import DocPrint
 from .results import Assignment, DocumentRecord, Group, Member, StoreStats
 from .store import FSYNC_POLICIES, Store
@@ -39,6 +53,18 @@ from .store import FSYNC_POLICIES, Store
 __all__ = ["MemoryStore"]
 
 _SNAPSHOT_FORMAT = 1
+
+#: A write compacts the journal into a new snapshot once the journal is this many times the
+#: snapshot's size (JSON lines are about twice as large as the pickled tables they add, so
+#: the snapshot is rewritten about each time the store doubles: a bounded share of the work).
+JOURNAL_SHARE = 2.0
+
+#: ... and at least this large, so a small store is not rewritten on every few writes.
+JOURNAL_MIN_BYTES = 8 << 20
+
+#: Attempts of a read-only open to read a snapshot and journal that a writer is not
+#: replacing at that very moment.
+READ_ATTEMPTS = 20
 
 
 class _PlainUnpickler(pickle.Unpickler):
@@ -223,9 +249,12 @@ class MemoryStore(Store):
     Args:
         path: the snapshot file; the journal is ``path + ".journal"``. None keeps nothing.
         fsync: ``"always"``, ``"everysec"`` (default) or ``"no"``; see the module docstring.
+        readonly: read the snapshot and journal without locking or writing anything; every
+            write raises :class:`~nshash.StoreReadOnlyError`.
 
     Raises:
-        StoreLockedError: another process has *path* open.
+        StoreLockedError: another process has *path* open (not raised when *readonly*).
+        StoreNotFoundError: *readonly* and there is no store at *path*.
         StoreCorruptError: the snapshot or journal cannot be read safely.
 
     Example:
@@ -234,9 +263,18 @@ class MemoryStore(Store):
         0
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, fsync: str = "everysec") -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        fsync: str = "everysec",
+        *,
+        readonly: bool = False,
+    ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ConfigError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {fsync!r}")
+        if readonly and path is None:
+            raise ConfigError("A read-only memory store needs a path: memory:// starts empty")
+        self.readonly = readonly
         self._lock = threading.RLock()
         self._t = _Tables()
         self._closed = False
@@ -249,18 +287,22 @@ class MemoryStore(Store):
         self._dirty = False
         self._flusher: threading.Thread | None = None
         self._stop = threading.Event()
+        self._snapshot_bytes = 0
         if self._path is not None:
-            self._open_files(self._path)
+            if readonly:
+                self._read_consistent(self._path)
+            else:
+                self._open_files(self._path)
 
     # -- durability --------------------------------------------------------------------
     def _open_files(self, path: str) -> None:
         self._lockfile = lock_path(path, "memory store", self.url)
         try:
             snapshot_seq = self._load_snapshot(path)
-            replayed = self._replay(path + ".journal", snapshot_seq)
+            torn = self._replay(path + ".journal", snapshot_seq)
             self._journal = open(path + ".journal", "ab", buffering=0)
-            if replayed:
-                self._write_snapshot()
+            if torn is not None:
+                self._drop_torn_tail(torn)
         except BaseException:
             self._release()
             raise
@@ -274,6 +316,7 @@ class MemoryStore(Store):
     def _load_snapshot(self, path: str) -> int:
         try:
             with open(path, "rb") as fh:
+                self._snapshot_bytes = os.fstat(fh.fileno()).st_size
                 data = _PlainUnpickler(fh).load()
         except FileNotFoundError:
             return 0
@@ -285,14 +328,18 @@ class MemoryStore(Store):
         self._seq = int(data.get("seq", 0))
         return self._seq
 
-    def _replay(self, journal: str, after: int) -> int:
+    def _replay(self, journal: str, after: int) -> int | None:
+        """Apply the journal's complete lines past *after*; return where a torn tail starts."""
         try:
             fh = open(journal, "rb")
         except FileNotFoundError:
-            return 0
-        replayed = 0
+            return None
         with fh:
-            lines = fh.read().split(b"\n")
+            data = fh.read()
+        return self._replay_lines(journal, data, after)
+
+    def _replay_lines(self, journal: str, data: bytes, after: int) -> int | None:
+        lines = data.split(b"\n")
         # The last element is b"" after a complete final line; anything else there is a line
         # cut short by a crash before its write returned: it was never acknowledged.
         for lineno, line in enumerate(lines[:-1], 1):
@@ -307,10 +354,66 @@ class MemoryStore(Store):
             for op in ops:
                 self._t.apply(op)
             self._seq = seq
-            replayed += 1
         if lines[-1]:
-            replayed += 1  # force a compaction, which drops the torn tail
-        return replayed
+            return len(data) - len(lines[-1])
+        return None
+
+    def _drop_torn_tail(self, size: int) -> None:
+        """Cut a line torn by a crash off the journal, so the next line starts cleanly."""
+        assert self._journal is not None
+        try:
+            self._journal.truncate(size)
+            os.fsync(self._journal.fileno())
+        except OSError as exc:
+            raise StoreError(f"Cannot repair the journal: {exc}", url=self.url) from exc
+
+    def _read_consistent(self, path: str) -> None:
+        """Load the snapshot and the journal's complete lines, as of one moment (read-only).
+
+        A writer compacts by renaming a new snapshot over the old one and then emptying the
+        journal. Reading the old snapshot and then the emptied journal would lose the lines
+        in between, so the snapshot's identity is checked after the journal was read, and
+        the read starts over when it changed.
+        """
+        journal = path + ".journal"
+        for _attempt in range(READ_ATTEMPTS):
+            self._t = _Tables()
+            self._seq = 0
+            before = _identity(path)
+            if before is None and _identity(journal) is None:
+                raise StoreNotFoundError(
+                    f"There is no memory store at {path!r} (reading never creates one)",
+                    url=self.url,
+                )
+            try:
+                after = self._load_snapshot(path) if before is not None else 0
+            except StoreCorruptError:
+                if _identity(path) != before:
+                    continue  # replaced while being read
+                raise
+            try:
+                with open(journal, "rb") as fh:
+                    data = fh.read()
+            except FileNotFoundError:
+                data = b""
+            if _identity(path) != before:
+                continue
+            # Lines past the snapshot only; a torn last line was never acknowledged.
+            self._replay_lines(journal, data, after)
+            return
+        raise StoreError(
+            f"Cannot read {path!r}: its snapshot kept being replaced while it was read",
+            url=self.url,
+        )
+
+    def _maybe_compact(self) -> None:
+        """Fold the journal into a new snapshot once it has grown past its share."""
+        journal = self._journal
+        if journal is None:
+            return
+        size = journal.tell()
+        if size > JOURNAL_MIN_BYTES and size > JOURNAL_SHARE * self._snapshot_bytes:
+            self._write_snapshot()
 
     def _write_journal(self) -> None:
         log = self._t.log
@@ -347,11 +450,16 @@ class MemoryStore(Store):
             pickle.dump(data, fh, protocol=pickle.HIGHEST_PROTOCOL)
 
         replace_snapshot(self._path, write, self._journal, self.url)
+        try:
+            self._snapshot_bytes = os.path.getsize(self._path)
+        except OSError:
+            pass
 
     def save(self) -> None:
         """Write a snapshot now and empty the journal (no-op without a path)."""
         with self._lock:
             self._check()
+            self._refuse_writes()
             if self._path is not None:
                 self._write_snapshot()
 
@@ -369,6 +477,10 @@ class MemoryStore(Store):
         if self._closed:
             raise StoreClosedError(f"{self.url} is closed", url=self.url)
 
+    def _refuse_writes(self) -> None:
+        if self.readonly:
+            raise StoreReadOnlyError(f"{self.url} is open read-only", url=self.url)
+
     def assign(
         self,
         doc: DocPrint,
@@ -378,8 +490,10 @@ class MemoryStore(Store):
     ) -> tuple[Assignment, tuple[int, ...]]:
         with self._lock:
             self._check()
+            self._refuse_writes()
             result = assign(self._t, doc, policy, doc_id, title)
             self._write_journal()
+            self._maybe_compact()
             return result
 
     def lookup(self, doc: DocPrint, policy: MatchPolicy) -> int | None:
@@ -444,15 +558,31 @@ class MemoryStore(Store):
         self._check()
 
     def close(self) -> None:
-        """Snapshot (with a path), release the files; closing twice is harmless."""
+        """Flush the journal and release the files; closing twice is harmless.
+
+        The snapshot is not rewritten here (see :data:`JOURNAL_SHARE`): the journal holds
+        every write and the next open replays it.
+        """
         with self._lock:
             if self._closed:
                 return
             try:
-                if self._path is not None and self._journal is not None:
-                    self._write_snapshot()
+                if self._dirty and self._journal is not None:
+                    os.fsync(self._journal.fileno())
+                    self._dirty = False
+            except OSError as exc:
+                raise StoreError(f"Cannot sync the journal: {exc}", url=self.url) from exc
             finally:
                 self._closed = True
                 self._release()
         if self._flusher is not None:
             self._flusher.join(timeout=2)
+
+
+def _identity(path: str) -> tuple[int, int, int, int] | None:
+    """Return what tells one version of a file from the next (None when it is missing)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)

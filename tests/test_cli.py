@@ -538,11 +538,27 @@ class TestSavedStore:
 
     def test_groups_empty_store(self, run: Run, tmp_path: Path) -> None:
         """An empty store lists no group and says so on stderr."""
+        NSHash.open(f"memory://{tmp_path}/empty.pkl").close()
         code, out, err = run("groups", "--store", f"memory://{tmp_path}/empty.pkl")
         assert code == 0 and out == "" and "no group" in err
 
+    @pytest.mark.parametrize("command", ["groups", "stats", "query"])
+    @pytest.mark.parametrize("scheme", ["memory", "leveldb"])
+    def test_missing_store(self, run: Run, tmp_path: Path, command: str, scheme: str) -> None:
+        """A read command on a store that does not exist fails (exit 1) and creates nothing."""
+        if scheme == "leveldb":
+            pytest.importorskip("plyvel")
+        url = f"{scheme}://{tmp_path}/typo/news.db"
+        args = [command, "--store", url] + ([str(ARTICLES)] if command == "query" else [])
+        code, out, err = run(*args)
+        assert (code, out) == (1, "")
+        assert err.startswith(f"Error: There is no {'memory' if scheme == 'memory' else 'LevelDB'}")
+        assert err.count("\n") == 1 and "reading never creates one" in err
+        assert list(tmp_path.iterdir()) == []
+
     def test_groups_bad_limits(self, run: Run, tmp_path: Path) -> None:
         """--top 0 is refused with the library's error, exit 1."""
+        NSHash.open(f"memory://{tmp_path}/e.pkl").close()
         code, _, err = run("groups", "--store", f"memory://{tmp_path}/e.pkl", "--top", "0")
         assert code == 1 and err.startswith("Error: limit must be a positive integer")
 
