@@ -164,7 +164,8 @@ class NSHash:
         Args:
             text: the article text.
             doc_id: your id for it. Sending the same ``doc_id`` again changes nothing and
-                returns the first answer (crawlers retry).
+                returns the first answer (crawlers retry), with ``canonical_id`` set when that
+                group has been merged since.
             title: kept with ``doc_id`` for group listings.
 
         Raises:
@@ -186,6 +187,7 @@ class NSHash:
             anchors,
             doc_id,
             answer.replayed,
+            answer.canonical_id,
         )
 
     def add_many(self, documents: Iterable[Document]) -> list[AddResult | NSHashError]:
@@ -219,6 +221,7 @@ class NSHash:
                 anchors,
                 doc_id,
                 answer.replayed,
+                answer.canonical_id,
             )
         return [r for r in results if r is not None]
 

@@ -32,6 +32,7 @@ import heapq
 import json
 import os
 import pickle
+import re
 import threading
 from collections.abc import Iterable
 from typing import Any, BinaryIO
@@ -61,6 +62,9 @@ JOURNAL_SHARE = 2.0
 
 #: ... and at least this large, so a small store is not rewritten on every few writes.
 JOURNAL_MIN_BYTES = 8 << 20
+
+#: How every journal line starts (``[seq,``); a torn last line must too.
+_JOURNAL_LINE = re.compile(rb"\[(?:\d|\Z)")
 
 #: Attempts of a read-only open to read a snapshot and journal that a writer is not
 #: replacing at that very moment.
@@ -355,6 +359,10 @@ class MemoryStore(Store):
                 self._t.apply(op)
             self._seq = seq
         if lines[-1]:
+            if not _JOURNAL_LINE.match(lines[-1]):  # not the start of one of our lines
+                raise StoreCorruptError(
+                    f"{journal!r} is not an nshash memory journal", url=self.url
+                )
             return len(data) - len(lines[-1])
         return None
 

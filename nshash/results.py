@@ -15,13 +15,17 @@ class Assignment:
         similar_id: the canonical id of the document's group.
         duplicate: True when the document joined a group that already existed.
         merged_from: ids that this document merged into ``similar_id`` (empty most of the time).
-        replayed: True when the ``doc_id`` had been added before and nothing changed.
+        replayed: True when the ``doc_id`` had been added before and nothing changed; the
+            answer is then the first one given for it.
+        canonical_id: on a replay whose group has been merged since, the id it resolves to
+            now; None otherwise (``similar_id`` is then canonical).
     """
 
     similar_id: int
     duplicate: bool
     merged_from: tuple[int, ...] = ()
     replayed: bool = False
+    canonical_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,8 +39,12 @@ class AddResult:
         merged_from: ids this document merged into ``similar_id``; they resolve to it from now on.
         fingerprints: the document's anchor fingerprints (64-bit unsigned integers).
         doc_id: the caller's id for the document, if one was given.
-        replayed: True when ``doc_id`` had been added before: the answer is the stored one and
+        replayed: True when ``doc_id`` had been added before: the answer is the first one
+            given for it, unchanged (so a resumed run writes what the first run wrote), and
             the store did not change.
+        canonical_id: on a replay whose group was merged into another since, the id the
+            group has now (what :meth:`~nshash.NSHash.resolve` gives for ``similar_id``);
+            None otherwise.
     """
 
     similar_id: int
@@ -45,6 +53,7 @@ class AddResult:
     fingerprints: tuple[int, ...]
     doc_id: str | None = None
     replayed: bool = False
+    canonical_id: int | None = None
 
     def __int__(self) -> int:
         return self.similar_id
