@@ -101,7 +101,8 @@ def _idf_table() -> tuple[Mapping[str, float], float]:
             import jieba.analyse
     except ImportError as exc:  # pragma: no cover - jieba.analyse ships with jieba
         raise ConfigError(
-            "TF-IDF weights need jieba.analyse, which is missing: pip install 'nshash[similarity]'."
+            "TF-IDF weights need jieba.analyse, which is missing: "
+            "pip install 'nshash[similarity]'."
         ) from exc
     analyser = jieba.analyse.default_tfidf
     return analyser.idf_freq, float(analyser.median_idf)
@@ -144,7 +145,9 @@ class _Text:
         if not counts:
             return {}
         table, median = _idf_table()
-        return {w: c * (table.get(w, median) if has_cjk(w) else median) for w, c in counts.items()}
+        return {
+            w: c * (table.get(w, median) if has_cjk(w) else median) for w, c in counts.items()
+        }
 
     @cached_property
     def fingerprint(self) -> int:

@@ -246,53 +246,15 @@ def _make_certs(directory: Path) -> dict[str, Path]:
     def run(*args: str) -> None:
         subprocess.run(["openssl", *args], check=True, capture_output=True)
 
-    run(
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=nshash-ca",
-        "-keyout",
-        str(paths["ca-key"]),
-        "-out",
-        str(paths["ca"]),
-    )
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=nshash-ca",
+        "-keyout", str(paths["ca-key"]), "-out", str(paths["ca"]))
     csr = directory / "server.csr"
-    run(
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-subj",
-        "/CN=127.0.0.1",
-        "-keyout",
-        str(paths["key"]),
-        "-out",
-        str(csr),
-    )
+    run("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+        "-keyout", str(paths["key"]), "-out", str(csr))
     ext = directory / "ext.cnf"
     ext.write_text("subjectAltName=IP:127.0.0.1\n")
-    run(
-        "x509",
-        "-req",
-        "-in",
-        str(csr),
-        "-CA",
-        str(paths["ca"]),
-        "-CAkey",
-        str(paths["ca-key"]),
-        "-CAcreateserial",
-        "-days",
-        "1",
-        "-extfile",
-        str(ext),
-        "-out",
-        str(paths["cert"]),
-    )
+    run("x509", "-req", "-in", str(csr), "-CA", str(paths["ca"]), "-CAkey", str(paths["ca-key"]),
+        "-CAcreateserial", "-days", "1", "-extfile", str(ext), "-out", str(paths["cert"]))
     return paths  # fmt: skip
 
 
