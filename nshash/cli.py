@@ -843,6 +843,7 @@ def _service_module() -> str:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    """Check everything the service needs, then run it: any start-up problem is one line."""
     url: str | None = args.store or os.environ.get(STORE_ENV)
     if args.workers < 1:
         raise UsageError(f"--workers must be 1 or more, not {args.workers}")
@@ -863,7 +864,23 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     mod = _service_module()
     if url:
         os.environ[STORE_ENV] = url
+    settings = _service_settings(mod)
+    listener = _listen(args.host, args.port)
     uvicorn = importlib.import_module("uvicorn")
+    app_module = importlib.import_module(f"{mod}.app")
+    if args.workers == 1:
+        # The app is built and its store opened here, so a bad URL, a missing driver or a
+        # locked file is reported as one line; the lifespan then finds the store open.
+        app = app_module.create_app(settings)
+        app.state.service.store.open()
+        config = uvicorn.Config(app, host=args.host, port=args.port)
+        uvicorn.Server(config).run(sockets=[listener])
+        return 0
+    # Several workers (Redis only): each builds its own app; check the store opens first.
+    listener.close()
+    holder = importlib.import_module(f"{mod}.deps").StoreHolder(settings)
+    holder.open()
+    holder.close()
     uvicorn.run(
         f"{mod}.app:create_app",
         factory=True,
@@ -872,6 +889,37 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         workers=args.workers,
     )
     return 0
+
+
+def _service_settings(mod: str) -> Any:
+    """Read the service's settings from the environment; a bad value is a :class:`ConfigError`."""
+    pydantic = importlib.import_module("pydantic")
+    settings_module = importlib.import_module(f"{mod}.settings")
+    try:
+        return settings_module.Settings()
+    except pydantic.ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            name = "NSHASH_" + "_".join(str(part) for part in error["loc"]).upper()
+            problems.append(f"{name}={error.get('input')!r}: {error['msg']}")
+        raise ConfigError("Bad service setting " + "; ".join(problems)) from None
+
+
+def _listen(host: str, port: int) -> Any:
+    """Bind the service's socket now, so an address in use is an error line, not a log."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except (OSError, OverflowError) as exc:
+        sock.close()
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"Cannot listen on {host}:{port}: {reason}") from None
+    sock.set_inheritable(True)
+    return sock
 
 
 # -- parser ------------------------------------------------------------------------------

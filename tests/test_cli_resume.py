@@ -38,8 +38,10 @@ def test_killed_and_resumed_equals_uninterrupted(scheme: str, tmp_path: Path) ->
         pytest.importorskip("plyvel")
 
     def url(name: str) -> str:
-        return f"memory://{tmp_path}/{name}.pkl" if scheme == "memory" else (
-            f"leveldb://{tmp_path}/{name}.ldb"
+        return (
+            f"memory://{tmp_path}/{name}.pkl"
+            if scheme == "memory"
+            else (f"leveldb://{tmp_path}/{name}.ldb")
         )
 
     fresh = tmp_path / "fresh.jsonl"

@@ -54,7 +54,7 @@ class TestNothingChanges:
     def test_library_and_commands(
         self, scheme: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
-        """NSHash.open(readonly=True), groups, stats and query change no file (hash before/after)."""
+        """NSHash.open(readonly=True), groups, stats and query change no file (hashed)."""
         _needs(scheme)
         url = store_url(scheme, tmp_path)
         fill(url)
