@@ -440,24 +440,80 @@ class Tally:
 
 
 class _Reporter:
-    """Reports bad records on stderr (through the bar, so it is not torn)."""
+    """Reports bad records on stderr (through the bar, so it is not torn).
+
+    Args:
+        source: the input, for the records' places.
+        on_error: ``write`` (the record goes out with ``similar_id`` null and an ``error``),
+            ``skip`` (it is left out) or ``fail`` (the run stops with exit 1).
+    """
 
     def __init__(self, source: Source, on_error: str) -> None:
         self.source = source
         self.on_error = on_error
         self.reported = 0
+        #: The first bad record's place and reason, for the error when none was good.
+        self.first: str | None = None
 
-    def bad(self, item: Item, message: str, tally: Tally) -> None:
+    def bad(self, item: Item, message: str, tally: Tally) -> str:
+        """Count and report one bad record; return the text for its ``error`` field."""
         where = item.where if self.source.format == "txt" else f"{self.source.name} {item.where}"
         text = f"{where}: {message}"
         if self.on_error == "fail":
             raise RecordError(f"{text} (--on-error fail)")
         tally.bad += 1
         self.reported += 1
+        if self.first is None:
+            self.first = text
+        verb = "skipped" if self.on_error == "skip" else "bad record"
         if self.reported <= MAX_REPORTED:
-            _say(f"skipped {text}")
+            _say(f"{verb} {text}")
         elif self.reported == MAX_REPORTED + 1:
             _say(f"(more than {MAX_REPORTED} bad records; the rest are only counted)")
+        return f"{item.where}: {message}"
+
+
+#: How many good records are looked at for the id and title fields before warning that a
+#: field never appears (a misspelt --id-field would otherwise pass without a word).
+FIELD_CHECK = 100
+
+
+class _FieldCheck:
+    """Warns once when no record of the first :data:`FIELD_CHECK` has an id or a title."""
+
+    def __init__(self, source: Source, fields: Fields) -> None:
+        self.fields = fields
+        self.active = source.format != "txt"  # a .txt file's id is its path, always there
+        self.seen = 0
+        self.has_id = self.has_title = False
+
+    def record(self, doc_id: str | None, title: str | None) -> None:
+        """Note one good record's id and title."""
+        if not self.active:
+            return
+        self.seen += 1
+        self.has_id = self.has_id or doc_id is not None
+        self.has_title = self.has_title or title is not None
+        if self.seen >= FIELD_CHECK or (self.has_id and self.has_title):
+            self.finish()
+
+    def finish(self) -> None:
+        """Warn about the fields not seen (once; nothing when no record was good)."""
+        if not self.active or not self.seen:
+            return
+        self.active = False
+        first = f"the first {self.seen:,} records" if self.seen > 1 else "the first record"
+        if not self.has_id:
+            _say(
+                f"warning: {first} have no {self.fields.id!r} field (--id-field): documents"
+                " are grouped but not kept by id, so groups list no members and a rerun"
+                " cannot replay them"
+            )
+        if not self.has_title:
+            _say(
+                f"warning: {first} have no {self.fields.title!r} field (--title-field):"
+                " groups are listed without titles"
+            )
 
 
 class _KeyedPreparer(Preparer):
@@ -506,18 +562,26 @@ def _run(
     """Feed every record to the store in input order and write it with its answer."""
     tally = Tally()
     reporter = _Reporter(source, on_error)
+    check = _FieldCheck(source, workers.preparer.fields)
     bar = _progress_bar(source.total, show_progress)
     add = _adder(nsh)
+    nulls = (None,) if mode == "query" else (None, None)
     try:
         for batch, results in workers.map(source.batches(BATCH_SIZE)):
             for item, result in zip(batch, results, strict=True):
-                if item.bad is not None:
-                    reporter.bad(item, item.bad, tally)
+                message = item.bad
+                if message is None and isinstance(result, BadRecord):
+                    message = result.message
+                if message is not None:
+                    error = reporter.bad(item, message, tally)
+                    if on_error == "write":
+                        writer.write_bad(item, error, nulls)
+                    if not tally.documents and tally.bad >= FIELD_CHECK:
+                        break  # nothing good so far: the loop's end says why
                     continue
-                if isinstance(result, BadRecord):
-                    reporter.bad(item, result.message, tally)
-                    continue
+                assert not isinstance(result, BadRecord)
                 tally.documents += 1
+                check.record(result[0], result[1])
                 if mode == "query":
                     assert isinstance(nsh, NSHash)  # only dedup has --method
                     found = nsh.store.lookup(DocPrint(result[2], result[3], result[4]), nsh.policy)
@@ -539,21 +603,37 @@ def _run(
                 writer.write(item, result, (sid, answer.duplicate))
             writer.flush()
             bar.update(len(batch))
+            if not tally.documents and tally.bad >= FIELD_CHECK:
+                break
     finally:
         bar.close()
+    check.finish()
+    if not tally.documents and tally.bad:
+        early = " (stopped there)" if tally.bad >= FIELD_CHECK else ""
+        raise RecordError(
+            f"none of the {_count(tally.bad, 'record')} read from {source.name} could be"
+            f" used{early}; the first: {reporter.first}"
+        )
     return tally
 
 
 def _print_summary(
-    command: str, tally: Tally, elapsed: float, store_url: str, source: Source, top: int = 10
+    command: str,
+    tally: Tally,
+    elapsed: float,
+    store_url: str,
+    source: Source,
+    on_error: str = "write",
+    top: int = 10,
 ) -> None:
     err = sys.stderr
     rate = tally.documents / elapsed if elapsed > 0 else 0.0
-    print(
+    bad = "skipped" if on_error == "skip" else "written with an error" if tally.bad else ""
+    line = (
         f"nshash {command}: {_count(tally.documents, 'document')} from {source.name}"
-        f" in {elapsed:.2f} s ({rate:,.0f} docs/s); {_count(tally.bad, 'bad record')} skipped",
-        file=err,
+        f" in {elapsed:.2f} s ({rate:,.0f} docs/s); {_count(tally.bad, 'bad record')} {bad}"
     )
+    print(line.rstrip(), file=err)
     if command == "query":
         new = tally.documents - tally.matched
         print(f"  {tally.matched:,} match a stored group, {new:,} are new", file=err)
@@ -677,7 +757,8 @@ def _records_run(
                 out.close()
     if not args.quiet:
         name = "query" if mode == "query" else "dedup"
-        _print_summary(name, tally, time.perf_counter() - started, store_url, source)
+        elapsed = time.perf_counter() - started
+        _print_summary(name, tally, elapsed, store_url, source, args.on_error)
     return 0
 
 
@@ -953,9 +1034,11 @@ def _add_record_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--on-error",
-        choices=("skip", "fail"),
-        default="skip",
-        help="a bad record is reported and skipped (default), or stops the run with exit 1",
+        choices=("write", "skip", "fail"),
+        default="write",
+        help="a bad record is reported and written with similar_id null and an 'error' field"
+        " (default: output line N stays input line N), left out (skip), or stops the run with"
+        " exit 1 (fail)",
     )
     p.add_argument(
         "--progress",

@@ -502,6 +502,7 @@ class JsonlWriter:
 
     def __init__(self, out: IO[bytes], added: Sequence[str]) -> None:
         self.out = out
+        self._keys = (*added, "error")
         keys = [json.dumps(k).encode("utf-8").replace(b"%", b"%%") + b": %s" for k in added]
         self._template = b"%s" + b", ".join(keys) + b"}\n"
         self._buffer: list[bytes] = []
@@ -516,6 +517,35 @@ class JsonlWriter:
                 record = {"id": prepared[0], "title": prepared[1]}
                 head = json.dumps(record, ensure_ascii=False).encode("utf-8")[:-1] + b", "
         self._buffer.append(self._template % (head, *map(_json_value, values)))
+
+    def write_bad(self, item: Item, message: str, values: Sequence[object]) -> None:
+        """Write a record that could not be used: its fields, *values* (nulls), ``"error"``.
+
+        A JSON object keeps its fields (the line as it came, when that can be reused); a line
+        that is not one becomes an object of the added keys and the error alone, so output
+        line N is still input line N.
+        """
+        keys = self._keys
+        head = b"{"
+        payload = item.payload
+        if isinstance(payload, bytes):
+            try:
+                record = json.loads(payload)
+            except ValueError:
+                record = None
+            if isinstance(record, dict) and record:
+                if any(k in record for k in keys):
+                    kept = {k: v for k, v in record.items() if k not in keys}
+                    head = json.dumps(kept, ensure_ascii=False).encode("utf-8", "replace")[:-1]
+                    head += b", " if kept else b""
+                else:
+                    head = payload.rstrip()[:-1] + b", "
+        elif payload[0] == "file":
+            head = json.dumps({"id": payload[2], "title": None}).encode("utf-8")[:-1] + b", "
+        fields = {k: v for k, v in zip(keys, values, strict=False)}
+        fields["error"] = message
+        tail = json.dumps(fields, ensure_ascii=False).encode("utf-8", "replace")[1:]
+        self._buffer.append(head + tail + b"\n")
 
     def flush(self) -> None:
         """Write what is buffered to the stream and flush it."""
@@ -533,16 +563,24 @@ class CsvWriter:
         header: the input's header row.
         added: the column names added.
         newline: the line ending to use (the input's own).
+        error_column: add an ``error`` column too, empty but for rows that could not be used.
     """
 
     def __init__(
-        self, out: IO[bytes], header: list[str], added: Sequence[str], newline: str = "\n"
+        self,
+        out: IO[bytes],
+        header: list[str],
+        added: Sequence[str],
+        newline: str = "\n",
+        error_column: bool = True,
     ) -> None:
         self._text = io.TextIOWrapper(out, encoding="utf-8", newline="", write_through=False)
         self._writer = csv.writer(self._text, lineterminator=newline)
         self.width = len(header)
         self.columns: list[int] = []
         full = list(header)
+        added = (*added, "error") if error_column else tuple(added)
+        self._errors = error_column
         for name in added:
             if name in full:
                 self.columns.append(full.index(name))
@@ -555,7 +593,17 @@ class CsvWriter:
     def write(self, item: Item, prepared: Prepared, values: Sequence[object]) -> None:
         """Write one row: the input row plus *values* in the added columns."""
         assert item.row is not None
-        row = item.row + [""] * self._extra
+        self._write(item.row, (*values, "") if self._errors else values)
+
+    def write_bad(self, item: Item, message: str, values: Sequence[object]) -> None:
+        """Write a row that could not be used: as read (cut or padded to the header's width),
+        *values* (empty) in the added columns and *message* in ``error``."""
+        row = (item.row or [])[: self.width]
+        row += [""] * (self.width - len(row))
+        self._write(row, (*values, message) if self._errors else values)
+
+    def _write(self, row: list[str], values: Sequence[object]) -> None:
+        row = row + [""] * self._extra
         for column, value in zip(self.columns, values, strict=True):
             row[column] = _csv_value(value)
         self._writer.writerow(row)
