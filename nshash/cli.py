@@ -373,26 +373,49 @@ class _NoBar:
         """Close nothing."""
 
 
-def _progress_bar(total: int | None, show: bool) -> Any:
-    """Return a tqdm bar on stderr (imported here: most commands never draw one)."""
-    if not show:
-        return _NoBar()
-    from tqdm import tqdm
+class _Progress:
+    """The progress bar of a run: bytes of the input read (with a total and an ETA) when the
+    input is a file, else records (with a total for a folder of ``.txt`` files)."""
 
-    class _Bar(tqdm):  # type: ignore[misc]
-        """A bar without tqdm's monitor thread (workers are forked; no stray threads)."""
+    def __init__(self, source: Source, show: bool) -> None:
+        self.source = source
+        self.docs = 0
+        self.done = 0
+        self.bar: Any = _NoBar()
+        if not show:
+            return
+        from tqdm import tqdm  # imported here: most runs draw no bar
 
-        monitor_interval = 0
+        class _Bar(tqdm):  # type: ignore[misc]
+            """A bar without tqdm's monitor thread (workers are forked; no stray threads)."""
 
-    return _Bar(
-        total=total,
-        unit="doc",
-        file=sys.stderr,
-        disable=not show,
-        dynamic_ncols=True,
-        leave=False,
-        mininterval=0.25,
-    )
+            monitor_interval = 0
+
+        common = {"file": sys.stderr, "dynamic_ncols": True, "leave": False, "mininterval": 0.25}
+        self.by_bytes = source.size is not None and source.bytes_read() is not None
+        if self.by_bytes:
+            self.bar = _Bar(
+                total=source.size, unit="B", unit_scale=True, unit_divisor=1024, **common
+            )
+        else:
+            self.bar = _Bar(total=source.total, unit="doc", **common)
+
+    def update(self, records: int) -> None:
+        """Count *records* more done."""
+        if isinstance(self.bar, _NoBar):
+            return
+        self.docs += records
+        if not self.by_bytes:
+            self.bar.update(records)
+            return
+        now = self.source.bytes_read() or 0
+        self.bar.set_postfix_str(f"{self.docs:,} docs", refresh=False)
+        self.bar.update(max(0, now - self.done))
+        self.done = max(now, self.done)
+
+    def close(self) -> None:
+        """Take the bar off the terminal."""
+        self.bar.close()
 
 
 def _say(text: str) -> None:
@@ -520,14 +543,14 @@ class _KeyedPreparer(Preparer):
     """The preparer of ``dedup --method keyed``: the keyed method's keys and term vector go in
     the fingerprint slots of a :data:`~nshash.io.Prepared` tuple (keys, vector, 0)."""
 
-    def __init__(self, fields: Fields, added: Sequence[str]) -> None:
-        super().__init__(fields, added)
+    def __init__(self, fields: Fields, added: Sequence[str], encoding: str = "auto") -> None:
+        super().__init__(fields, added, encoding=encoding)
         from .keyed import KeyMaker  # --method keyed only: keep the usual startup quick
 
         self.keymaker = KeyMaker()
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_KeyedPreparer, (self.fields, self.added))
+        return (_KeyedPreparer, (self.fields, self.added, self.encoding))
 
     def _fingerprint(
         self, text: str, doc_id: str | None, title: str | None, head: bytes | None
@@ -563,7 +586,7 @@ def _run(
     tally = Tally()
     reporter = _Reporter(source, on_error)
     check = _FieldCheck(source, workers.preparer.fields)
-    bar = _progress_bar(source.total, show_progress)
+    bar = _Progress(source, show_progress)
     add = _adder(nsh)
     nulls = (None,) if mode == "query" else (None, None)
     try:
@@ -724,12 +747,12 @@ def _records_run(
     """Run ``dedup`` or ``query`` once the input's format is known (see :func:`_records`)."""
     keyed = getattr(args, "method", "nshash") == "keyed"
     preparer = (
-        _KeyedPreparer(_fields(args), added)
+        _KeyedPreparer(_fields(args), added, args.encoding)
         if keyed
-        else Preparer(_fields(args), added, NSHASH_OPTIONS)
+        else Preparer(_fields(args), added, NSHASH_OPTIONS, args.encoding)
     )
     with (
-        open_source(args.input, fmt, preparer.fields) as source,
+        open_source(args.input, fmt, preparer.fields, args.encoding) as source,
         Workers(args.jobs, preparer) as workers,
         _open_keyed(store_url)
         if keyed
@@ -1019,6 +1042,13 @@ def _add_record_options(p: argparse.ArgumentParser) -> None:
         "--text-field",
         metavar="NAME",
         help="the field with the article text (default: 'content', or 'text' if absent)",
+    )
+    p.add_argument(
+        "--encoding",
+        default="auto",
+        metavar="NAME",
+        help="the input's encoding (default auto: UTF-8, else GBK, Big5 or UTF-16 as detected"
+        " from the start of the input); the output is UTF-8",
     )
     p.add_argument("--id-field", default="id", metavar="NAME", help="the id field (default: id)")
     p.add_argument(
