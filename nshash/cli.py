@@ -86,6 +86,10 @@ MAX_REPORTED = 100
 #: one dict so that the two can never disagree).
 NSHASH_OPTIONS: dict[str, Any] = {}
 
+#: The measures of ``nshash compare``, for its help (:data:`nshash.similarity.METRICS`, named
+#: here so that ``--help`` does not import the toolkit; a test keeps the two equal).
+METRIC_NAMES = ("cosine", "tfidf_cosine", "simhash", "euclidean", "common_words", "levenshtein")
+
 #: Store schemes whose state is shared between processes (so ``serve --workers N`` is safe).
 SHARED_SCHEMES = ("redis", "rediss", "unix")
 
@@ -1158,10 +1162,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_stats, parser=p)
 
-    p = sub.add_parser("compare", help="similarity scores of two texts (nshash[similarity])")
+    p = sub.add_parser(
+        "compare",
+        help="similarity scores of two texts (nshash[similarity])",
+        description="Score two texts with the similarity measures, each in [0, 1]:"
+        f" {', '.join(METRIC_NAMES)}.",
+    )
     p.add_argument("a", metavar="A", help="a text file, or - for stdin")
     p.add_argument("b", metavar="B", help="a text file, or - for stdin")
-    p.add_argument("--metrics", nargs="+", metavar="NAME", help="which measures (default: all)")
+    p.add_argument(
+        "--metrics",
+        nargs="+",
+        metavar="NAME",
+        help=f"which measures (default: all): {', '.join(METRIC_NAMES)}",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_compare, parser=p)
 

@@ -74,7 +74,8 @@ class Group:
     Attributes:
         similar_id: the canonical id of the group.
         size: how many documents joined it, with or without a ``doc_id``.
-        members: the documents that came with a ``doc_id``, in the order they arrived.
+        members: the documents that came with a ``doc_id``, in the order they arrived;
+            :attr:`without_id` counts the others (``size == len(members) + without_id``).
     """
 
     similar_id: int
@@ -85,6 +86,18 @@ class Group:
     def doc_ids(self) -> list[str]:
         """The ids of the members, in arrival order."""
         return [m.doc_id for m in self.members]
+
+    @property
+    def without_id(self) -> int:
+        """How many of the group's documents came without a ``doc_id`` (not in ``members``)."""
+        return self.size - len(self.members)
+
+    def __repr__(self) -> str:
+        # The count of documents without an id is shown, so size and members add up.
+        return (
+            f"Group(similar_id={self.similar_id!r}, size={self.size!r},"
+            f" members={self.members!r}, without_id={self.without_id!r})"
+        )
 
 
 @dataclass(frozen=True, slots=True)

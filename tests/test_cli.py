@@ -47,6 +47,15 @@ def run(capsys: pytest.CaptureFixture[str]) -> Run:
     return _run
 
 
+def main_output(args: list[str]) -> str:
+    """The stdout of ``nshash ARGS`` run in a child process (exit status 0 asserted)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "nshash", *args], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def story(doc_id: str) -> str:
     """The story of an example article: its id without the copy number (``zh-metro-3``)."""
     return doc_id.rsplit("-", 1)[0]
@@ -676,6 +685,43 @@ class TestCompare:
     def test_both_stdin(self, run: Run) -> None:
         """A and B cannot both be stdin."""
         assert run("compare", "-", "-")[0] == 2
+
+    def test_help_lists_metrics(self, run: Run) -> None:
+        """compare --help names every measure, as the toolkit defines them."""
+        from nshash.cli import METRIC_NAMES
+        from nshash.similarity import METRICS
+
+        assert METRIC_NAMES == METRICS
+        code, out, _ = run("compare", "--help")
+        assert code == 0 and all(name in " ".join(out.split()) for name in METRICS)
+
+    def test_english_without_jieba(self, tmp_path: Path) -> None:
+        """English texts are compared with every measure when jieba is not installed."""
+        a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+        a.write_text("The cat sat on the mat, the cat purred.", "utf-8")
+        b.write_text("A cat sat on the red mat!", "utf-8")
+        child = (
+            "import sys; sys.modules['jieba'] = None\n"
+            "from nshash.cli import main; sys.exit(main(sys.argv[1:]))"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", child, "compare", str(a), str(b), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        scores = json.loads(done.stdout)
+        assert list(scores) == [
+            "cosine",
+            "tfidf_cosine",
+            "simhash",
+            "euclidean",
+            "common_words",
+            "levenshtein",
+        ]
+        with_jieba = json.loads(main_output(["compare", str(a), str(b), "--json"]))
+        assert scores == pytest.approx(with_jieba)
 
     def test_missing_toolkit(
         self, run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
