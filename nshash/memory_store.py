@@ -55,13 +55,16 @@ __all__ = ["MemoryStore"]
 
 _SNAPSHOT_FORMAT = 1
 
-#: A write compacts the journal into a new snapshot once the journal is this many times the
-#: snapshot's size (JSON lines are about twice as large as the pickled tables they add, so
-#: the snapshot is rewritten about each time the store doubles: a bounded share of the work).
-JOURNAL_SHARE = 2.0
+#: A write compacts the journal into a new snapshot once the journal is larger than this
+#: share of the snapshot. JSON lines take about twice the bytes of the pickled tables they
+#: add and twice the time to load, so the snapshot is rewritten about each time the store
+#: grows by half (a bounded share of the work), and an open reads at most about twice what
+#: the snapshot alone would take (measured on zh_hk_news: 34 MB of journal load in 3.9 s,
+#: its 16.6 MB snapshot in 1.9 s, on a busy 2-core machine).
+JOURNAL_SHARE = 1.0
 
-#: ... and at least this large, so a small store is not rewritten on every few writes.
-JOURNAL_MIN_BYTES = 8 << 20
+#: ... and past this size, so a small store is not rewritten every few writes.
+JOURNAL_MIN_BYTES = 16 << 20
 
 #: How every journal line starts (``[seq,``); a torn last line must too.
 _JOURNAL_LINE = re.compile(rb"\[(?:\d|\Z)")

@@ -100,7 +100,7 @@ def test_memory_store_compacts_past_its_share(
     fill(url)
     assert (tmp_path / "news.pkl").stat().st_size > 0
     journal = (tmp_path / "news.pkl.journal").stat().st_size
-    assert journal <= max(2000, 2 * (tmp_path / "news.pkl").stat().st_size) + 20_000
+    assert journal <= max(2000, (tmp_path / "news.pkl").stat().st_size) + 20_000
     with NSHash.open(url, readonly=True) as nsh:
         assert nsh.stats().documents == 30
 
