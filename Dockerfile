@@ -11,7 +11,7 @@ WORKDIR /app
 # Dependencies first, read from pyproject.toml alone, so this layer is rebuilt only when the
 # dependencies change, not on every code change.
 COPY pyproject.toml ./
-RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; x = p['optional-dependencies']; print('\n'.join(p['dependencies'] + x['leveldb'] + x['redis'] + x['service'] + x['similarity']))" > /tmp/requirements.txt \
+RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; x = p['optional-dependencies']; print('\n'.join(p['dependencies'] + x['leveldb'] + x['redis'] + x['service'] + x['similarity'] + x['keyed']))" > /tmp/requirements.txt \
     && pip install --no-cache-dir -r /tmp/requirements.txt \
     && rm /tmp/requirements.txt
 

@@ -145,6 +145,8 @@ def run(client: Client, documents: list[dict[str, Any]], batch: bool, top: int) 
             try:
                 result = client.add(doc["text"], doc["id"], doc["title"])
             except ServiceError as exc:
+                if exc.status not in (413, 422):  # not this document's fault: stop here
+                    raise
                 print(f"  {doc['id']:<16} {exc}")
                 continue
             mark = "repost of" if result["duplicate"] else "new story"
@@ -165,11 +167,17 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=5, help="how many stories to show")
     args = parser.parse_args()
     documents = read_articles(args.file)
-    if args.url:
-        run(Client(args.url, args.api_key), documents, args.batch, args.top)
-        return
-    with local_service() as url:
-        run(Client(url), documents, args.batch, args.top)
+    try:
+        if args.url:
+            run(Client(args.url, args.api_key), documents, args.batch, args.top)
+            return
+        with local_service() as url:
+            run(Client(url), documents, args.batch, args.top)
+    except ServiceError as exc:
+        hint = " (pass the service's key with --api-key)" if exc.status == 401 else ""
+        sys.exit(f"Error: the service answered {exc}{hint}")
+    except urllib.error.URLError as exc:
+        sys.exit(f"Error: cannot reach {args.url}: {exc.reason}")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ from .errors import (
     StoreCorruptError,
     StoreError,
     StoreLockedError,
+    StoreNotFoundError,
+    StoreReadOnlyError,
     StoreUnavailableError,
 )
 from .fingerprint import DocPrint, Fingerprinter, split_sentences
@@ -82,6 +84,8 @@ __all__ = [
     "StoreCorruptError",
     "StoreError",
     "StoreLockedError",
+    "StoreNotFoundError",
+    "StoreReadOnlyError",
     "StoreStats",
     "StoreUnavailableError",
     "__version__",

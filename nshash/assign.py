@@ -328,9 +328,14 @@ def assign(
     """
     if doc_id is not None:
         seen = tables.get_doc(doc_id)
-        if seen is not None:
+        if seen is not None:  # a retry: the first answer again, and where it points now
+            canonical = resolve(tables, seen.similar_id)
             answer = Assignment(
-                resolve(tables, seen.similar_id), seen.duplicate, seen.merged_from, True
+                seen.similar_id,
+                seen.duplicate,
+                seen.merged_from,
+                True,
+                canonical if canonical != seen.similar_id else None,
             )
             return answer, seen.fingerprints
     anchors = _select(tables, doc, policy.n)

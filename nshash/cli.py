@@ -87,6 +87,10 @@ MAX_REPORTED = 100
 #: one dict so that the two can never disagree).
 NSHASH_OPTIONS: dict[str, Any] = {}
 
+#: The measures of ``nshash compare``, for its help (:data:`nshash.similarity.METRICS`, named
+#: here so that ``--help`` does not import the toolkit; a test keeps the two equal).
+METRIC_NAMES = ("cosine", "tfidf_cosine", "simhash", "euclidean", "common_words", "levenshtein")
+
 #: Store schemes whose state is shared between processes (so ``serve --workers N`` is safe).
 SHARED_SCHEMES = ("redis", "rediss", "unix")
 
@@ -374,26 +378,49 @@ class _NoBar:
         """Close nothing."""
 
 
-def _progress_bar(total: int | None, show: bool) -> Any:
-    """Return a tqdm bar on stderr (imported here: most commands never draw one)."""
-    if not show:
-        return _NoBar()
-    from tqdm import tqdm
+class _Progress:
+    """The progress bar of a run: bytes of the input read (with a total and an ETA) when the
+    input is a file, else records (with a total for a folder of ``.txt`` files)."""
 
-    class _Bar(tqdm):  # type: ignore[misc]
-        """A bar without tqdm's monitor thread (workers are forked; no stray threads)."""
+    def __init__(self, source: Source, show: bool) -> None:
+        self.source = source
+        self.docs = 0
+        self.done = 0
+        self.bar: Any = _NoBar()
+        if not show:
+            return
+        from tqdm import tqdm  # imported here: most runs draw no bar
 
-        monitor_interval = 0
+        class _Bar(tqdm):  # type: ignore[misc]
+            """A bar without tqdm's monitor thread (workers are forked; no stray threads)."""
 
-    return _Bar(
-        total=total,
-        unit="doc",
-        file=sys.stderr,
-        disable=not show,
-        dynamic_ncols=True,
-        leave=False,
-        mininterval=0.25,
-    )
+            monitor_interval = 0
+
+        common = {"file": sys.stderr, "dynamic_ncols": True, "leave": False, "mininterval": 0.25}
+        self.by_bytes = source.size is not None and source.bytes_read() is not None
+        if self.by_bytes:
+            self.bar = _Bar(
+                total=source.size, unit="B", unit_scale=True, unit_divisor=1024, **common
+            )
+        else:
+            self.bar = _Bar(total=source.total, unit="doc", **common)
+
+    def update(self, records: int) -> None:
+        """Count *records* more done."""
+        if isinstance(self.bar, _NoBar):
+            return
+        self.docs += records
+        if not self.by_bytes:
+            self.bar.update(records)
+            return
+        now = self.source.bytes_read() or 0
+        self.bar.set_postfix_str(f"{self.docs:,} docs", refresh=False)
+        self.bar.update(max(0, now - self.done))
+        self.done = max(now, self.done)
+
+    def close(self) -> None:
+        """Take the bar off the terminal."""
+        self.bar.close()
 
 
 def _say(text: str) -> None:
@@ -441,38 +468,94 @@ class Tally:
 
 
 class _Reporter:
-    """Reports bad records on stderr (through the bar, so it is not torn)."""
+    """Reports bad records on stderr (through the bar, so it is not torn).
+
+    Args:
+        source: the input, for the records' places.
+        on_error: ``write`` (the record goes out with ``similar_id`` null and an ``error``),
+            ``skip`` (it is left out) or ``fail`` (the run stops with exit 1).
+    """
 
     def __init__(self, source: Source, on_error: str) -> None:
         self.source = source
         self.on_error = on_error
         self.reported = 0
+        #: The first bad record's place and reason, for the error when none was good.
+        self.first: str | None = None
 
-    def bad(self, item: Item, message: str, tally: Tally) -> None:
+    def bad(self, item: Item, message: str, tally: Tally) -> str:
+        """Count and report one bad record; return the text for its ``error`` field."""
         where = item.where if self.source.format == "txt" else f"{self.source.name} {item.where}"
         text = f"{where}: {message}"
         if self.on_error == "fail":
             raise RecordError(f"{text} (--on-error fail)")
         tally.bad += 1
         self.reported += 1
+        if self.first is None:
+            self.first = text
+        verb = "skipped" if self.on_error == "skip" else "bad record"
         if self.reported <= MAX_REPORTED:
-            _say(f"skipped {text}")
+            _say(f"{verb} {text}")
         elif self.reported == MAX_REPORTED + 1:
             _say(f"(more than {MAX_REPORTED} bad records; the rest are only counted)")
+        return f"{item.where}: {message}"
+
+
+#: How many good records are looked at for the id and title fields before warning that a
+#: field never appears (a misspelt --id-field would otherwise pass without a word).
+FIELD_CHECK = 100
+
+
+class _FieldCheck:
+    """Warns once when no record of the first :data:`FIELD_CHECK` has an id or a title."""
+
+    def __init__(self, source: Source, fields: Fields) -> None:
+        self.fields = fields
+        self.active = source.format != "txt"  # a .txt file's id is its path, always there
+        self.seen = 0
+        self.has_id = self.has_title = False
+
+    def record(self, doc_id: str | None, title: str | None) -> None:
+        """Note one good record's id and title."""
+        if not self.active:
+            return
+        self.seen += 1
+        self.has_id = self.has_id or doc_id is not None
+        self.has_title = self.has_title or title is not None
+        if self.seen >= FIELD_CHECK or (self.has_id and self.has_title):
+            self.finish()
+
+    def finish(self) -> None:
+        """Warn about the fields not seen (once; nothing when no record was good)."""
+        if not self.active or not self.seen:
+            return
+        self.active = False
+        first = f"the first {self.seen:,} records" if self.seen > 1 else "the first record"
+        if not self.has_id:
+            _say(
+                f"warning: {first} have no {self.fields.id!r} field (--id-field): documents"
+                " are grouped but not kept by id, so groups list no members and a rerun"
+                " cannot replay them"
+            )
+        if not self.has_title:
+            _say(
+                f"warning: {first} have no {self.fields.title!r} field (--title-field):"
+                " groups are listed without titles"
+            )
 
 
 class _KeyedPreparer(Preparer):
     """The preparer of ``dedup --method keyed``: the keyed method's keys and term vector go in
     the fingerprint slots of a :data:`~nshash.io.Prepared` tuple (keys, vector, (0, 0))."""
 
-    def __init__(self, fields: Fields, added: Sequence[str]) -> None:
-        super().__init__(fields, added)
+    def __init__(self, fields: Fields, added: Sequence[str], encoding: str = "auto") -> None:
+        super().__init__(fields, added, encoding=encoding)
         from .keyed import KeyMaker  # --method keyed only: keep the usual startup quick
 
         self.keymaker = KeyMaker()
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_KeyedPreparer, (self.fields, self.added))
+        return (_KeyedPreparer, (self.fields, self.added, self.encoding))
 
     def _fingerprint(
         self, text: str, doc_id: str | None, title: str | None, head: bytes | None
@@ -510,18 +593,26 @@ def _run(
     """Feed every record to the store in input order and write it with its answer."""
     tally = Tally()
     reporter = _Reporter(source, on_error)
-    bar = _progress_bar(source.total, show_progress)
+    check = _FieldCheck(source, workers.preparer.fields)
+    bar = _Progress(source, show_progress)
     add = _adder(nsh)
+    nulls = (None,) if mode == "query" else (None, None)
     try:
         for batch, results in workers.map(source.batches(BATCH_SIZE)):
             for item, result in zip(batch, results, strict=True):
-                if item.bad is not None:
-                    reporter.bad(item, item.bad, tally)
+                message = item.bad
+                if message is None and isinstance(result, BadRecord):
+                    message = result.message
+                if message is not None:
+                    error = reporter.bad(item, message, tally)
+                    if on_error == "write":
+                        writer.write_bad(item, error, nulls)
+                    if not tally.documents and tally.bad >= FIELD_CHECK:
+                        break  # nothing good so far: the loop's end says why
                     continue
-                if isinstance(result, BadRecord):
-                    reporter.bad(item, result.message, tally)
-                    continue
+                assert not isinstance(result, BadRecord)
                 tally.documents += 1
+                check.record(result[0], result[1])
                 if mode in ("query", "explain"):
                     assert isinstance(nsh, NSHash)  # only dedup has --method
                     doc = DocPrint(result[2], result[3], *result[4])
@@ -549,21 +640,37 @@ def _run(
                 writer.write(item, result, (sid, answer.duplicate))
             writer.flush()
             bar.update(len(batch))
+            if not tally.documents and tally.bad >= FIELD_CHECK:
+                break
     finally:
         bar.close()
+    check.finish()
+    if not tally.documents and tally.bad:
+        early = " (stopped there)" if tally.bad >= FIELD_CHECK else ""
+        raise RecordError(
+            f"none of the {_count(tally.bad, 'record')} read from {source.name} could be"
+            f" used{early}; the first: {reporter.first}"
+        )
     return tally
 
 
 def _print_summary(
-    command: str, tally: Tally, elapsed: float, store_url: str, source: Source, top: int = 10
+    command: str,
+    tally: Tally,
+    elapsed: float,
+    store_url: str,
+    source: Source,
+    on_error: str = "write",
+    top: int = 10,
 ) -> None:
     err = sys.stderr
     rate = tally.documents / elapsed if elapsed > 0 else 0.0
-    print(
+    bad = "skipped" if on_error == "skip" else "written with an error" if tally.bad else ""
+    line = (
         f"nshash {command}: {_count(tally.documents, 'document')} from {source.name}"
-        f" in {elapsed:.2f} s ({rate:,.0f} docs/s); {_count(tally.bad, 'bad record')} skipped",
-        file=err,
+        f" in {elapsed:.2f} s ({rate:,.0f} docs/s); {_count(tally.bad, 'bad record')} {bad}"
     )
+    print(line.rstrip(), file=err)
     if command == "query":
         new = tally.documents - tally.matched
         print(f"  {tally.matched:,} match a stored group, {new:,} are new", file=err)
@@ -658,14 +765,16 @@ def _records_run(
     """Run ``dedup`` or ``query`` once the input's format is known (see :func:`_records`)."""
     keyed = getattr(args, "method", "nshash") == "keyed"
     preparer = (
-        _KeyedPreparer(_fields(args), added)
+        _KeyedPreparer(_fields(args), added, args.encoding)
         if keyed
-        else Preparer(_fields(args), added, NSHASH_OPTIONS)
+        else Preparer(_fields(args), added, NSHASH_OPTIONS, args.encoding)
     )
     with (
-        open_source(args.input, fmt, preparer.fields) as source,
+        open_source(args.input, fmt, preparer.fields, args.encoding) as source,
         Workers(args.jobs, preparer) as workers,
-        _open_keyed(store_url) if keyed else NSHash.open(store_url, **NSHASH_OPTIONS) as nsh,
+        _open_keyed(store_url)
+        if keyed
+        else NSHash.open(store_url, readonly=mode == "query", **NSHASH_OPTIONS) as nsh,
     ):
         out, must_close = open_output(args.output)
         writer: JsonlWriter | CsvWriter
@@ -689,7 +798,8 @@ def _records_run(
                 out.close()
     if not args.quiet:
         name = "dedup" if mode == "add" else "query"
-        _print_summary(name, tally, time.perf_counter() - started, store_url, source)
+        elapsed = time.perf_counter() - started
+        _print_summary(name, tally, elapsed, store_url, source, args.on_error)
     return 0
 
 
@@ -748,7 +858,7 @@ def _group_label(members: Sequence[Any]) -> str:
 
 def _cmd_groups(args: argparse.Namespace) -> int:
     url = _store_url(args, saved=True)
-    with NSHash.open(url, **NSHASH_OPTIONS) as nsh:
+    with NSHash.open(url, readonly=True, **NSHASH_OPTIONS) as nsh:
         groups = nsh.groups(min_size=args.min_size, limit=args.top)
     if args.json:
         data = [
@@ -772,7 +882,7 @@ def _cmd_groups(args: argparse.Namespace) -> int:
 
 def _cmd_stats(args: argparse.Namespace) -> int:
     url = _store_url(args, saved=True)
-    with NSHash.open(url, **NSHASH_OPTIONS) as nsh:
+    with NSHash.open(url, readonly=True, **NSHASH_OPTIONS) as nsh:
         stats = nsh.stats()
     data: dict[str, Any] = {
         "store": mask_url(url),
@@ -891,6 +1001,7 @@ def _service_module() -> str:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    """Check everything the service needs, then run it: any start-up problem is one line."""
     url: str | None = args.store or os.environ.get(STORE_ENV)
     if args.workers < 1:
         raise UsageError(f"--workers must be 1 or more, not {args.workers}")
@@ -911,33 +1022,37 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     mod = _service_module()
     if url:
         os.environ[STORE_ENV] = url
-    settings_module = importlib.import_module(f"{mod}.settings")
-    try:
-        settings = settings_module.Settings()
-    except ValueError as exc:  # pydantic's ValidationError: a bad NSHASH_* variable
-        raise ConfigError(f"Invalid service settings: {exc}") from None
+    settings = _service_settings(mod)
+    listener = _listen(args.host, args.port)
+    _no_delay(listener)
     uvicorn = importlib.import_module("uvicorn")
+    limits = {
+        "timeout_keep_alive": settings.idle_timeout,
+        "limit_concurrency": settings.max_connections,
+    }
+    if args.workers == 1:
+        # The app is built and its store opened here, so a bad URL, a missing driver or a
+        # locked file is reported as one line; the lifespan then finds the store open.
+        app = importlib.import_module(f"{mod}.app").create_app(settings)
+        app.state.service.store.open()
+        config = uvicorn.Config(app, host=args.host, port=args.port, **limits)
+        uvicorn.Server(config).run(sockets=[listener])
+        return 0
+    # Several workers (Redis only): each builds its own app; check the store opens first.
+    holder = importlib.import_module(f"{mod}.deps").StoreHolder(settings)
+    holder.open()
+    holder.close()
     config = uvicorn.Config(
         f"{mod}.app:create_app",
         factory=True,
         host=args.host,
         port=args.port,
         workers=args.workers,
-        timeout_keep_alive=settings.idle_timeout,
-        limit_concurrency=settings.max_connections,
+        **limits,
     )
-    server = uvicorn.Server(config)
-    try:
-        sock = config.bind_socket()
-    except SystemExit:  # uvicorn reports a port in use (or refused) and exits
-        raise ConfigError(f"Cannot listen on {args.host}:{args.port}") from None
-    _no_delay(sock)
-    if args.workers > 1:
-        from uvicorn.supervisors import Multiprocess
+    from uvicorn.supervisors import Multiprocess
 
-        Multiprocess(config, sockets=[sock]).run()
-    else:
-        server.run(sockets=[sock])
+    Multiprocess(config, sockets=[listener]).run()
     return 0
 
 
@@ -952,6 +1067,37 @@ def _no_delay(sock: Any) -> None:
 
     if sock.family in (socket.AF_INET, socket.AF_INET6):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def _service_settings(mod: str) -> Any:
+    """Read the service's settings from the environment; a bad value is a :class:`ConfigError`."""
+    pydantic = importlib.import_module("pydantic")
+    settings_module = importlib.import_module(f"{mod}.settings")
+    try:
+        return settings_module.Settings()
+    except pydantic.ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            name = "NSHASH_" + "_".join(str(part) for part in error["loc"]).upper()
+            problems.append(f"{name}={error.get('input')!r}: {error['msg']}")
+        raise ConfigError("Bad service setting " + "; ".join(problems)) from None
+
+
+def _listen(host: str, port: int) -> Any:
+    """Bind the service's socket now, so an address in use is an error line, not a log."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except (OSError, OverflowError) as exc:
+        sock.close()
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"Cannot listen on {host}:{port}: {reason}") from None
+    sock.set_inheritable(True)
+    return sock
 
 
 # -- parser ------------------------------------------------------------------------------
@@ -971,6 +1117,13 @@ def _add_record_options(p: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="the field with the article text (default: 'content', or 'text' if absent)",
     )
+    p.add_argument(
+        "--encoding",
+        default="auto",
+        metavar="NAME",
+        help="the input's encoding (default auto: UTF-8, else GBK, Big5 or UTF-16 as detected"
+        " from the start of the input); the output is UTF-8",
+    )
     p.add_argument("--id-field", default="id", metavar="NAME", help="the id field (default: id)")
     p.add_argument(
         "--title-field", default="title", metavar="NAME", help="the title field (default: title)"
@@ -985,9 +1138,11 @@ def _add_record_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--on-error",
-        choices=("skip", "fail"),
-        default="skip",
-        help="a bad record is reported and skipped (default), or stops the run with exit 1",
+        choices=("write", "skip", "fail"),
+        default="write",
+        help="a bad record is reported and written with similar_id null and an 'error' field"
+        " (default: output line N stays input line N), left out (skip), or stops the run with"
+        " exit 1 (fail)",
     )
     p.add_argument(
         "--progress",
@@ -1093,10 +1248,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", metavar="URL", help=_STORE_HELP_SAVED)
     p.set_defaults(func=_cmd_repair, parser=p)
 
-    p = sub.add_parser("compare", help="similarity scores of two texts (nshash[similarity])")
+    p = sub.add_parser(
+        "compare",
+        help="similarity scores of two texts (nshash[similarity])",
+        description="Score two texts with the similarity measures, each in [0, 1]:"
+        f" {', '.join(METRIC_NAMES)}.",
+    )
     p.add_argument("a", metavar="A", help="a text file, or - for stdin")
     p.add_argument("b", metavar="B", help="a text file, or - for stdin")
-    p.add_argument("--metrics", nargs="+", metavar="NAME", help="which measures (default: all)")
+    p.add_argument(
+        "--metrics",
+        nargs="+",
+        metavar="NAME",
+        help=f"which measures (default: all): {', '.join(METRIC_NAMES)}",
+    )
     p.add_argument(
         "--max-chars",
         type=int,

@@ -104,19 +104,27 @@ class NSHash:
         self.store = store
 
     @classmethod
-    def open(cls, url: str = "memory://", **options: Any) -> NSHash:
+    def open(cls, url: str = "memory://", *, readonly: bool = False, **options: Any) -> NSHash:
         """Open the store at *url* and return an NSHash on it.
 
         Args:
             url: a store URL (see :func:`nshash.open_store`).
+            readonly: read the store without creating, locking or changing anything: it must
+                exist, it may be held by a writer in another process (a crawl can be watched),
+                and :meth:`add` raises :class:`~nshash.StoreReadOnlyError`.
             **options: NSHash options (``n``, ``min_length``, ``hashfunc``, ...); anything
                 else is passed to the store (``fsync``, ``prefix``, ...).
+
+        Raises:
+            StoreNotFoundError: *readonly* and there is no store at *url*.
         """
         mine = {
             k: options.pop(k)
             for k in ("n", "min_length", "hashfunc", "delimiters", *_TEXT_OPTIONS, *_POLICY_OPTIONS)
             if k in options
         }
+        if readonly:
+            options["readonly"] = True
         store = open_store(url, **options)
         try:
             return cls(store=store, **mine)
@@ -157,7 +165,8 @@ class NSHash:
         Args:
             text: the article text.
             doc_id: your id for it. Sending the same ``doc_id`` again changes nothing and
-                returns the first answer (crawlers retry).
+                returns the first answer (crawlers retry), with ``canonical_id`` set when that
+                group has been merged since.
             title: kept with ``doc_id`` for group listings.
 
         Raises:
@@ -195,6 +204,7 @@ class NSHash:
             anchors,
             doc_id,
             answer.replayed,
+            answer.canonical_id,
             why,
         )
 
@@ -229,6 +239,7 @@ class NSHash:
                 anchors,
                 doc_id,
                 answer.replayed,
+                answer.canonical_id,
             )
         return [r for r in results if r is not None]
 

@@ -423,6 +423,10 @@ def _frame(payload: bytes) -> bytes:
 
 _SNAPSHOT_MAGIC = b"NSHASH-KEYED-1\n"
 
+#: No journal record is this large (one is one document's keys and vector): a header that
+#: claims more means the file is not a keyed journal (an nshash journal starts with "[").
+_MAX_RECORD = 64 << 20
+
 
 class _MemoryKV(_KV):
     """A dict; with a path, a journal of framed records and a snapshot (module docstring)."""
@@ -481,6 +485,8 @@ class _MemoryKV(_KV):
             if len(data) - off < 8:
                 return count + 1  # a torn header: never acknowledged; compaction drops it
             size, crc = struct.unpack_from(">II", data, off)
+            if size > _MAX_RECORD:  # no write makes such a record: another store's file
+                raise StoreCorruptError(f"{journal!r} is not a keyed journal", url=self.url)
             payload = data[off + 8 : off + 8 + size]
             if len(payload) < size:
                 return count + 1  # a torn last record

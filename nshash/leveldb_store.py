@@ -4,6 +4,16 @@ One process opens a directory at a time (LevelDB's ``LOCK`` file); a second open
 :class:`~nshash.StoreLockedError`. Threads of that process share one store safely: a lock
 serializes every call.
 
+**Read-only opens** (``readonly=True``) work while a writer holds the directory. LevelDB
+itself admits one opener and writes to any directory it opens (its info log, a new
+manifest), so a read-only store never opens the directory: it takes a *checkpoint*, a copy of
+the directory's files in a temporary directory (immutable table files are hard-linked when
+the file system allows, the manifest and write-ahead logs are copied), opens the copy and
+deletes it on close. The copy holds every write the writer acknowledged before the open
+(each is in a table or in the log by then); a torn last log record, a write in flight, is
+dropped as LevelDB drops it after a crash. When the writer creates or deletes files (a
+compaction) during the copy, the copy is taken again. The original directory is only read.
+
 **Atomicity.** :meth:`LevelDBStore.assign` runs :func:`nshash.assign.assign` over an in-memory
 overlay, so the algorithm reads its own writes, then commits the overlay in one
 ``write_batch(transaction=True)``: a document's changes land together or not at all.
@@ -51,7 +61,9 @@ import heapq
 import json
 import logging
 import os
+import shutil
 import struct
+import tempfile
 import threading
 import time
 import weakref
@@ -62,7 +74,15 @@ from typing import Any
 import plyvel
 
 from .assign import MatchPolicy, assign, combine_sketch, explain, lookup, resolve
-from .errors import ConfigError, StoreClosedError, StoreCorruptError, StoreError, StoreLockedError
+from .errors import (
+    ConfigError,
+    StoreClosedError,
+    StoreCorruptError,
+    StoreError,
+    StoreLockedError,
+    StoreNotFoundError,
+    StoreReadOnlyError,
+)
 from .fingerprint import NO_LIMIT, DocPrint
 from .results import Assignment, DocumentRecord, Explanation, Group, Member, StoreStats
 from .store import FSYNC_POLICIES, Store
@@ -86,6 +106,70 @@ _MEMBER = b"m"
 _DOC = b"d"
 
 _COUNTERS = ("counter", "documents", "groups", "fingerprints", "common", "mseq")
+
+#: Attempts to copy a directory that a writer is not compacting at that very moment.
+CHECKPOINT_ATTEMPTS = 50
+
+
+def _db_files(path: str) -> set[str]:
+    """The names of the files LevelDB needs to open *path* (not its LOCK or info logs)."""
+    return {
+        name
+        for name in os.listdir(path)
+        if name == "CURRENT"
+        or name.startswith("MANIFEST-")
+        or name.endswith((".ldb", ".sst", ".log"))
+    }
+
+
+def _order(name: str) -> int:
+    # What the copy holds must be at least as new as what the manifest names: the manifest
+    # first, then the tables it lists, then the logs (written last, read for the newest writes).
+    if name == "CURRENT" or name.startswith("MANIFEST-"):
+        return 0
+    return 1 if name.endswith((".ldb", ".sst")) else 2
+
+
+def checkpoint(path: str, into: str) -> None:
+    """Copy the LevelDB directory *path* into the empty directory *into*, reading only.
+
+    Safe while a writer has *path* open: the copy is taken again whenever the set of files
+    changed while it was being taken. Table files never change once written, so they are
+    hard-linked where the file system allows (a link changes no byte of the original).
+
+    Raises:
+        StoreNotFoundError: *path* holds no LevelDB database.
+        StoreError: no consistent copy could be taken.
+    """
+    if not os.path.isfile(os.path.join(path, "CURRENT")):
+        raise StoreNotFoundError(
+            f"There is no LevelDB store at {path!r} (reading never creates one)",
+            url=f"leveldb://{path}",
+        )
+    for _attempt in range(CHECKPOINT_ATTEMPTS):
+        try:
+            before = _db_files(path)
+            for name in sorted(before, key=_order):
+                src, dst = os.path.join(path, name), os.path.join(into, name)
+                if _order(name) == 1:
+                    try:
+                        os.link(src, dst)
+                        continue
+                    except OSError as exc:
+                        if isinstance(exc, FileNotFoundError):
+                            raise
+                shutil.copyfile(src, dst)
+            if _db_files(path) == before:
+                return
+        except FileNotFoundError:
+            pass  # a compaction deleted a file under the copy: take it again
+        for name in os.listdir(into):
+            os.unlink(os.path.join(into, name))
+        time.sleep(0.01)
+    raise StoreError(
+        f"Cannot copy LevelDB directory {path!r}: its files kept changing while they were read",
+        url=f"leveldb://{path}",
+    )
 
 
 def _enc(*values: int) -> bytes:
@@ -323,12 +407,18 @@ class LevelDBStore(Store):
     one process does the writing. Share state between processes through Redis instead.
 
     Args:
-        path: the LevelDB directory; created when missing.
+        path: the LevelDB directory; created when missing (unless *readonly*).
         fsync: ``"always"``, ``"everysec"`` (default) or ``"no"``; see the module docstring.
+        repair: run LevelDB's repair on *path* first and recount every counter (what
+            ``nshash repair`` does); :attr:`repaired` then says what was fixed.
+        readonly: read a checkpoint of *path* (see the module docstring), even while another
+            process holds it; every write raises :class:`~nshash.StoreReadOnlyError`.
 
     Raises:
         ConfigError: *fsync* is not a known policy.
-        StoreLockedError: another process (or another store in this one) holds *path*.
+        StoreLockedError: another process (or another store in this one) holds *path*
+            (never when *readonly*).
+        StoreNotFoundError: *readonly* and *path* holds no store.
         StoreCorruptError: *path* holds a LevelDB that is damaged or not an nshash store.
         StoreError: the directory cannot be opened for another reason.
 
@@ -341,12 +431,20 @@ class LevelDBStore(Store):
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], fsync: str = "everysec", *, repair: bool = False
+        self,
+        path: str | os.PathLike[str],
+        fsync: str = "everysec",
+        *,
+        repair: bool = False,
+        readonly: bool = False,
     ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ConfigError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {fsync!r}")
         self._path = os.fspath(path)
         self.url = f"leveldb://{self._path}"
+        self.readonly = readonly
+        #: The checkpoint directory a read-only store opened (deleted on close).
+        self._copy: str | None = None
         self._fsync = fsync
         self._lock = threading.Lock()
         self._closed = False
@@ -359,10 +457,22 @@ class LevelDBStore(Store):
         self._next_recovery = 0.0
         #: What opening with ``repair=True`` found and fixed (None: nothing to fix).
         self.repaired: str | None = None
-        if repair:
-            self._repair_files()
-        self._db, self._meta, self._common = self._open_verified(recount=repair)
-        if fsync == "everysec":
+        if repair and readonly:
+            raise ConfigError(f"{self.url} cannot be repaired through a read-only open")
+        if readonly:
+            self._db = self._open_copy(self._path)
+            try:
+                self._meta = self._load_meta()
+                self._common = self._load_common()
+            except BaseException:
+                self._db.close()
+                self._drop_copy()
+                raise
+        else:
+            if repair:
+                self._repair_files()
+            self._db, self._meta, self._common = self._open_verified(recount=repair)
+        if fsync == "everysec" and not readonly:
             # The thread holds only a weak reference, so a store dropped without close() is
             # still collected (and __del__ releases the directory).
             self._flusher = threading.Thread(
@@ -498,6 +608,29 @@ class LevelDBStore(Store):
         except (plyvel.Error, OSError) as exc:
             raise self._open_failed(exc) from exc
 
+    def _open_copy(self, path: str) -> plyvel.DB:
+        """Open a checkpoint of *path* (a read-only store's view; see the module docstring)."""
+        self._copy = tempfile.mkdtemp(prefix="nshash-leveldb-ro-")
+        try:
+            checkpoint(path, self._copy)
+            return plyvel.DB(self._copy, create_if_missing=False)
+        except plyvel.CorruptionError as exc:
+            self._drop_copy()
+            raise StoreCorruptError(
+                f"LevelDB directory {path!r} is damaged: {_reason(exc)}", url=self.url
+            ) from exc
+        except (plyvel.Error, OSError) as exc:
+            self._drop_copy()
+            raise self._open_failed(exc) from exc
+        except BaseException:
+            self._drop_copy()
+            raise
+
+    def _drop_copy(self) -> None:
+        if self._copy is not None:
+            shutil.rmtree(self._copy, ignore_errors=True)
+            self._copy = None
+
     def _open_failed(self, exc: Exception) -> StoreError:
         return StoreError(
             f"Cannot open LevelDB directory {self._path!r}: {_reason(exc)}", url=self.url
@@ -512,7 +645,8 @@ class LevelDBStore(Store):
                         f"LevelDB directory {self._path!r} holds data that is not an nshash store",
                         url=self.url,
                     )
-                self._db.put(_META + b"format", _enc(_FORMAT), sync=True)
+                if not self.readonly:
+                    self._db.put(_META + b"format", _enc(_FORMAT), sync=True)
             elif _one(stored) != _FORMAT:
                 raise StoreCorruptError(
                     f"LevelDB directory {self._path!r} has store format {_one(stored)!r}; "
@@ -641,6 +775,8 @@ class LevelDBStore(Store):
         title: str | None = None,
     ) -> tuple[Assignment, tuple[int, ...]]:
         with self._open_db():
+            if self.readonly:
+                raise StoreReadOnlyError(f"{self.url} is open read-only", url=self.url)
             self._check_writable()
             overlay = self._reader()
             result = assign(overlay, doc, policy, doc_id, title)
@@ -737,6 +873,7 @@ class LevelDBStore(Store):
                 ) from exc
             finally:
                 self._db.close()
+                self._drop_copy()
         if self._flusher is not None and self._flusher is not threading.current_thread():
             self._flusher.join(timeout=2)
 

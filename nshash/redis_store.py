@@ -1014,7 +1014,10 @@ class RedisStore(Store):
         if reply[:2] == b"R ":
             _, root, raw = reply.split(b" ", 2)
             rec = _parse_record(doc_id or "", raw)
-            return Assignment(int(root), rec.duplicate, rec.merged_from, True), rec.fingerprints
+            now = int(root)
+            canonical = now if now != rec.similar_id else None
+            answer = Assignment(rec.similar_id, rec.duplicate, rec.merged_from, True, canonical)
+            return answer, rec.fingerprints
         root, dup, _seq, positions, merged = reply.split(b" ")
         sentences = doc.sentences
         anchors = tuple(sentences[int(i) - 1] for i in positions.split(b",")) if positions else ()

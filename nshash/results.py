@@ -24,13 +24,17 @@ class Assignment:
         similar_id: the canonical id of the document's group.
         duplicate: True when the document joined a group that already existed.
         merged_from: ids that this document merged into ``similar_id`` (empty most of the time).
-        replayed: True when the ``doc_id`` had been added before and nothing changed.
+        replayed: True when the ``doc_id`` had been added before and nothing changed; the
+            answer is then the first one given for it.
+        canonical_id: on a replay whose group has been merged since, the id it resolves to
+            now; None otherwise (``similar_id`` is then canonical).
     """
 
     similar_id: int
     duplicate: bool
     merged_from: tuple[int, ...] = ()
     replayed: bool = False
+    canonical_id: int | None = None
 
 
 @dataclass(slots=True)
@@ -113,8 +117,12 @@ class AddResult:
         merged_from: ids this document merged into ``similar_id``; they resolve to it from now on.
         fingerprints: the document's anchor fingerprints (64-bit unsigned integers).
         doc_id: the caller's id for the document, if one was given.
-        replayed: True when ``doc_id`` had been added before: the answer is the stored one and
+        replayed: True when ``doc_id`` had been added before: the answer is the first one
+            given for it, unchanged (so a resumed run writes what the first run wrote), and
             the store did not change.
+        canonical_id: on a replay whose group was merged into another since, the id the
+            group has now (what :meth:`~nshash.NSHash.resolve` gives for ``similar_id``);
+            None otherwise.
         explanation: with ``add(..., explain=True)``, why (an :class:`nshash.Explanation`).
     """
 
@@ -124,6 +132,7 @@ class AddResult:
     fingerprints: tuple[int, ...]
     doc_id: str | None = None
     replayed: bool = False
+    canonical_id: int | None = None
     explanation: Explanation | None = None
 
     def __int__(self) -> int:
@@ -145,7 +154,8 @@ class Group:
     Attributes:
         similar_id: the canonical id of the group.
         size: how many documents joined it, with or without a ``doc_id``.
-        members: the documents that came with a ``doc_id``, in the order they arrived.
+        members: the documents that came with a ``doc_id``, in the order they arrived;
+            :attr:`without_id` counts the others (``size == len(members) + without_id``).
     """
 
     similar_id: int
@@ -156,6 +166,18 @@ class Group:
     def doc_ids(self) -> list[str]:
         """The ids of the members, in arrival order."""
         return [m.doc_id for m in self.members]
+
+    @property
+    def without_id(self) -> int:
+        """How many of the group's documents came without a ``doc_id`` (not in ``members``)."""
+        return self.size - len(self.members)
+
+    def __repr__(self) -> str:
+        # The count of documents without an id is shown, so size and members add up.
+        return (
+            f"Group(similar_id={self.similar_id!r}, size={self.size!r},"
+            f" members={self.members!r}, without_id={self.without_id!r})"
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -143,6 +143,10 @@ class _Text:
         counts = self.content_counts or self.all_counts
         if not counts:
             return {}
+        if not any(has_cjk(w) for w in counts):
+            # Every word would get the median IDF: a common factor, which changes neither a
+            # cosine nor a simhash, so jieba's table (and jieba itself) is not needed.
+            return {w: float(c) for w, c in counts.items()}
         table, median = _idf_table()
         return {w: c * (table.get(w, median) if has_cjk(w) else median) for w, c in counts.items()}
 

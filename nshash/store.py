@@ -15,6 +15,10 @@ URL                              backend
 
 Query parameters tune a backend: ``fsync=always|everysec|no`` for memory and LevelDB,
 ``prefix=NAME`` for Redis. Unknown parameters are refused, so a typo never passes silently.
+
+``readonly=True`` (a keyword, or ``?readonly=1``) opens a store for reading only: nothing is
+created, locked or written, a missing store raises :class:`~nshash.StoreNotFoundError`, and
+it works while another process is writing (see each backend for how).
 """
 
 from __future__ import annotations
@@ -28,11 +32,19 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from .assign import MatchPolicy
-from .errors import ConfigError, NSHashError, StoreClosedError
+from .errors import ConfigError, NSHashError, StoreClosedError, StoreReadOnlyError
 from .fingerprint import DocPrint
 from .results import Assignment, DocumentRecord, Explanation, Group, StoreStats
 
-__all__ = ["FSYNC_POLICIES", "Store", "mask_url", "open_path", "open_store", "parse_url"]
+__all__ = [
+    "FSYNC_POLICIES",
+    "ReadOnlyStore",
+    "Store",
+    "mask_url",
+    "open_path",
+    "open_store",
+    "parse_url",
+]
 
 #: How often the memory journal and LevelDB writes reach the disk: after every write, about
 #: once a second, or when the operating system decides. Every policy survives a killed
@@ -212,6 +224,15 @@ def _fsync_option(options: dict[str, Any], url: str) -> str:
     return str(fsync)
 
 
+def _readonly_option(options: dict[str, Any], url: str) -> bool:
+    value = options.pop("readonly", False)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("1", "true", "yes", "0", "false", "no"):
+        return value.lower() in ("1", "true", "yes")
+    raise ConfigError(f"readonly must be true or false, not {value!r} in {mask_url(url)!r}")
+
+
 def _refuse_unknown(options: dict[str, Any], url: str) -> None:
     if options:
         raise ConfigError(f"Unknown option(s) {sorted(options)} in store URL {mask_url(url)!r}")
@@ -233,8 +254,14 @@ def _open_memory(url: str, path: str, options: dict[str, Any]) -> Store:
 
     fsync = _fsync_option(options, url)
     repair = _repair_option(options, url)
+    readonly = _readonly_option(options, url)
     _refuse_unknown(options, url)
-    return MemoryStore(path or None, fsync=fsync, repair=repair)
+    if readonly and not path:
+        raise ConfigError(
+            f"{mask_url(url)!r} starts empty in every process, so there is nothing to read;"
+            " give a saved store such as memory:///path/news.pkl"
+        )
+    return MemoryStore(path or None, fsync=fsync, repair=repair, readonly=readonly)
 
 
 def _require(module: str, extra: str) -> Any:
@@ -256,15 +283,73 @@ def _open_leveldb(url: str, path: str, options: dict[str, Any]) -> Store:
         )
     fsync = _fsync_option(options, url)
     repair = _repair_option(options, url)
+    readonly = _readonly_option(options, url)
     _refuse_unknown(options, url)
-    return LevelDBStore(path, fsync=fsync, repair=repair)
+    return LevelDBStore(path, fsync=fsync, repair=repair, readonly=readonly)
 
 
 def _open_redis(url: str, path: str, options: dict[str, Any]) -> Store:
     _require("redis", "redis")
+    readonly = _readonly_option(options, url)
     module = importlib.import_module("nshash.redis_store")
     store: Store = module.RedisStore.from_url(url, **options)
-    return store
+    return ReadOnlyStore(store) if readonly else store
+
+
+class ReadOnlyStore(Store):
+    """A store's read calls, with every write refused (:class:`~nshash.StoreReadOnlyError`).
+
+    A server store needs nothing more to be read safely while others write (Redis serves
+    every reader); the file stores have their own read-only mode, which also avoids locking.
+    """
+
+    def __init__(self, inner: Store) -> None:
+        self.inner = inner
+        self.url = inner.url
+        self.readonly = True
+
+    def assign(
+        self,
+        doc: DocPrint,
+        policy: MatchPolicy,
+        doc_id: str | None = None,
+        title: str | None = None,
+    ) -> tuple[Assignment, tuple[int, ...]]:
+        raise StoreReadOnlyError(f"{self.url} is open read-only", url=self.url)
+
+    def assign_many(
+        self,
+        items: Sequence[tuple[DocPrint, str | None, str | None]],
+        policy: MatchPolicy,
+    ) -> list[tuple[Assignment, tuple[int, ...]] | NSHashError]:
+        raise StoreReadOnlyError(f"{self.url} is open read-only", url=self.url)
+
+    def lookup(self, doc: DocPrint, policy: MatchPolicy) -> int | None:
+        return self.inner.lookup(doc, policy)
+
+    def explain(self, doc: DocPrint, policy: MatchPolicy) -> Explanation:
+        return self.inner.explain(doc, policy)
+
+    def resolve(self, similar_id: int) -> int:
+        return self.inner.resolve(similar_id)
+
+    def document(self, doc_id: str) -> DocumentRecord | None:
+        return self.inner.document(doc_id)
+
+    def group(self, similar_id: int) -> Group | None:
+        return self.inner.group(similar_id)
+
+    def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
+        return self.inner.groups(min_size, limit)
+
+    def stats(self) -> StoreStats:
+        return self.inner.stats()
+
+    def ping(self) -> None:
+        self.inner.ping()
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 #: Scheme -> opener. Adding a backend means one module and one row here.
@@ -291,10 +376,12 @@ def open_store(url: str, **options: Any) -> Store:
         url: ``memory://``, ``memory:///path/file.pkl``, ``leveldb:///path/dir`` or
             ``redis://host:port/db?prefix=NAME``.
         **options: backend options; they override the URL's query options.
+            ``readonly=True`` opens for reading only (see the module docstring).
 
     Raises:
         ConfigError: the scheme is unknown, an option is invalid, or the backend's package is
             not installed.
+        StoreNotFoundError: opened ``readonly`` and there is no such store.
         StoreError: the store cannot be opened.
 
     Example:

@@ -77,7 +77,9 @@ class StoreHolder:
         return NSHash.open(s.store_url, n=s.n, min_length=s.min_length, hashfunc=s.hashfunc)
 
     def open(self) -> None:
-        """Open the store now; an unreachable server store is retried later, not fatal."""
+        """Open the store now (no-op if open); an unreachable server store is retried later."""
+        if self._nsh is not None:
+            return
         try:
             self._nsh = self._open()
         except StoreUnavailableError as exc:
