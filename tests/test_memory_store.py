@@ -31,7 +31,9 @@ from tests.test_store_contract import (
     EN_RAIL,
     EN_RAIL_REPOST,
     EN_STORIES,
-    EN_TURTLES,
+    FRAGMENT_A,
+    FRAGMENT_B,
+    WHOLE,
     ZH_LIBRARY,
     ZH_MARATHON,
     ZH_STORIES,
@@ -93,7 +95,9 @@ class TestSnapshot:
         with NSHash.open(url) as nsh:
             for i, text in enumerate(EN_STORIES):
                 nsh.add(f"{text}\n{EN_FOOTER}", doc_id=f"en{i}", title=f"title {i}")
-            nsh.add(EN_RAIL + "\n" + EN_TURTLES, doc_id="bridge")
+            nsh.add(FRAGMENT_A, doc_id="fragment-a")
+            nsh.add(FRAGMENT_B, doc_id="fragment-b")
+            nsh.add(WHOLE, doc_id="bridge")
             nsh.add(ZH_WATER, doc_id="zh")
             before = (counts(nsh.stats()), nsh.groups(min_size=1, limit=100))
             records = [nsh.document(f"en{i}") for i in range(len(EN_STORIES))]
@@ -109,7 +113,8 @@ class TestSnapshot:
         with NSHash.open(url) as nsh:
             assert (counts(nsh.stats()), nsh.groups(min_size=1, limit=100)) == before
             assert [nsh.document(f"en{i}") for i in range(len(EN_STORIES))] == records
-            assert nsh.resolve(2) == 1
+            a, b = nsh.document("fragment-a"), nsh.document("fragment-b")
+            assert a is not None and b is not None and a.similar_id == b.similar_id
             assert nsh.stats().common_fingerprints > 0
             zh = nsh.document("zh")
             assert zh is not None and nsh.add(ZH_WATER_REPOST).similar_id == zh.similar_id

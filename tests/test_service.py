@@ -19,6 +19,7 @@ from fastapi import FastAPI
 from service import Settings, create_app
 from service.errors import classify
 from tests.redis_server import RedisServer, free_port, redis_server_available
+from tests.test_store_contract import FRAGMENT_A, FRAGMENT_B, WHOLE
 
 with warnings.catch_warnings():
     # Starlette nudges towards another HTTP client package; the TestClient itself is fine.
@@ -128,10 +129,10 @@ class TestAddDocument:
         assert client.post("/v1/query", json={"text": BATTERY_TEXT}).json() == {"similar_id": None}
 
     def test_merge_reports_merged_ids(self, client: TestClient) -> None:
-        """A document bridging two groups merges them and says which id went away."""
-        client.post("/v1/documents", json={"text": FLOOD_TEXT, "id": "f"})
-        client.post("/v1/documents", json={"text": BATTERY_TEXT, "id": "b"})
-        bridge = client.post("/v1/documents", json={"text": BOTH_TEXT, "id": "fb"}).json()
+        """A document bridging two fragments of a story merges them, saying which id went away."""
+        client.post("/v1/documents", json={"text": FRAGMENT_A, "id": "f"})
+        client.post("/v1/documents", json={"text": FRAGMENT_B, "id": "b"})
+        bridge = client.post("/v1/documents", json={"text": WHOLE, "id": "fb"}).json()
         assert bridge["similar_id"] == 1
         assert bridge["merged_from"] == [2]
 
@@ -280,9 +281,9 @@ class TestGetDocument:
 
     def test_follows_merges(self, client: TestClient) -> None:
         """After a merge, a document reports the canonical id of its group."""
-        client.post("/v1/documents", json={"text": FLOOD_TEXT, "id": "f"})
-        client.post("/v1/documents", json={"text": BATTERY_TEXT, "id": "b"})
-        client.post("/v1/documents", json={"text": BOTH_TEXT, "id": "fb"})
+        client.post("/v1/documents", json={"text": FRAGMENT_A, "id": "f"})
+        client.post("/v1/documents", json={"text": FRAGMENT_B, "id": "b"})
+        client.post("/v1/documents", json={"text": WHOLE, "id": "fb"})
         assert client.get("/v1/documents/b").json()["similar_id"] == 1
 
     def test_unknown_is_404(self, client: TestClient) -> None:
@@ -344,9 +345,9 @@ class TestGroups:
 
     def test_merged_id_answers_with_canonical_group(self, client: TestClient) -> None:
         """An id merged into another group answers with the group it was merged into."""
-        client.post("/v1/documents", json={"text": FLOOD_TEXT, "id": "f"})
-        client.post("/v1/documents", json={"text": BATTERY_TEXT, "id": "b"})
-        client.post("/v1/documents", json={"text": BOTH_TEXT, "id": "fb"})
+        client.post("/v1/documents", json={"text": FRAGMENT_A, "id": "f"})
+        client.post("/v1/documents", json={"text": FRAGMENT_B, "id": "b"})
+        client.post("/v1/documents", json={"text": WHOLE, "id": "fb"})
         old = client.get("/v1/groups/2").json()
         assert old == client.get("/v1/groups/1").json()
         assert old["similar_id"] == 1 and old["size"] == 3
@@ -654,12 +655,12 @@ class TestMetrics:
 
     def test_counts(self, client: TestClient) -> None:
         """Requests, documents added, duplicates found and store groups are counted."""
-        client.post("/v1/documents", json={"text": FLOOD_TEXT, "id": "a"})
-        client.post("/v1/documents", json={"text": FLOOD_REPOST})
-        client.post("/v1/documents", json={"text": FLOOD_TEXT, "id": "a"})  # a replay
+        client.post("/v1/documents", json={"text": FRAGMENT_A, "id": "a"})
+        client.post("/v1/documents", json={"text": FRAGMENT_A + " More at eleven."})
+        client.post("/v1/documents", json={"text": FRAGMENT_A, "id": "a"})  # a replay
         client.post(
             "/v1/documents/batch",
-            json={"documents": [{"text": BATTERY_TEXT}, {"text": ""}, {"text": BOTH_TEXT}]},
+            json={"documents": [{"text": FRAGMENT_B}, {"text": ""}, {"text": WHOLE}]},
         )
         client.post("/v1/documents", json={"text": ""})
         client.get("/v1/documents/nope")
@@ -826,11 +827,11 @@ class TestFastPath:
 
     #: A run of requests touching every outcome: new, repost, replay, merge, errors.
     BODIES: list[Any] = [
-        {"text": FLOOD_TEXT, "id": "f", "title": "Flood"},
-        {"text": FLOOD_REPOST, "url": "https://x.test/a"},
-        {"text": BATTERY_TEXT, "id": "f"},
-        {"text": BATTERY_TEXT, "id": "b"},
-        {"text": BOTH_TEXT, "id": "fb"},
+        {"text": FRAGMENT_A, "id": "f", "title": "Flood"},
+        {"text": FRAGMENT_A + " More at eleven.", "url": "https://x.test/a"},
+        {"text": FRAGMENT_B, "id": "f"},
+        {"text": FRAGMENT_B, "id": "b"},
+        {"text": WHOLE, "id": "fb"},
         {"text": CHINESE},
         {"text": " ... "},
         {"text": ""},
