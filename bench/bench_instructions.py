@@ -136,7 +136,11 @@ def instructions(data: Path, systems: list[str], sets: list[str], docs: int, job
     runs = [(s, k, c) for s in systems for k in sets for c in (0, docs)]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         totals = dict(
-            zip(runs, pool.map(lambda r: callgrind(r[0], data / SETS[r[1]], r[2], docs), runs))
+            zip(
+                runs,
+                pool.map(lambda r: callgrind(r[0], data / SETS[r[1]], r[2], docs), runs),
+                strict=True,
+            )
         )
     print(f"\nInstructions per document (callgrind, {docs} documents, start-up subtracted)")
     print(f"{'set':<4} {'system':<14} {'instr/doc':>12} {'x seed speed':>13}")

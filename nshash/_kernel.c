@@ -39,7 +39,7 @@ typedef struct {
     Py_ssize_t shingle, wide_units, max_sentences, sketch_size;
     uint32_t wide;
     uint64_t mask, base, base_inv, salt, no_limit;
-    int shift;
+    int shift, hash_bytes;
     PyObject *hashfunc, *fold, *dproc, *docprint;
     PyObject *n_sentences, *n_sketch, *n_exact, *n_limit;
 } Kernel;
@@ -232,17 +232,34 @@ static void heap_up(Pick *heap, Py_ssize_t i)
     }
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
+/* Sort small arrays of hashes in place (a few hundred at most: quicksort, then insertion). */
 static void sort_u64(uint64_t *v, Py_ssize_t n)
 {
-    if (n > 32) {
-        qsort(v, (size_t)n, sizeof *v, cmp_u64);
-        return;
+    while (n > 16) {
+        uint64_t a = v[0], b = v[n / 2], c = v[n - 1];
+        uint64_t pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+        Py_ssize_t i = 0, j = n - 1;
+        for (;;) {
+            while (v[i] < pivot)
+                i++;
+            while (v[j] > pivot)
+                j--;
+            if (i >= j)
+                break;
+            uint64_t t = v[i];
+            v[i++] = v[j];
+            v[j--] = t;
+        }
+        /* recurse into the smaller part, loop on the larger */
+        Py_ssize_t left = j + 1;
+        if (left < n - left) {
+            sort_u64(v, left);
+            v += left;
+            n -= left;
+        } else {
+            sort_u64(v + left, n - left);
+            n = left;
+        }
     }
     for (Py_ssize_t i = 1; i < n; i++) {
         uint64_t x = v[i];
@@ -253,10 +270,63 @@ static void sort_u64(uint64_t *v, Py_ssize_t n)
     }
 }
 
-static int cmp_pick(const void *a, const void *b)
+static void sort_picks(Pick *p, Py_ssize_t n)
 {
-    const Pick *x = a, *y = b;
-    return pick_less(x, y) ? -1 : pick_less(y, x) ? 1 : 0;
+    for (Py_ssize_t i = 1; i < n; i++) {
+        Pick x = p[i];
+        Py_ssize_t j = i;
+        for (; j > 0 && pick_less(&x, &p[j - 1]); j--)
+            p[j] = p[j - 1];
+        p[j] = x;
+    }
+}
+
+/* The UTF-8 bytes of code points (what str.encode gives), or NULL with no error set when
+ * they hold a surrogate (the caller then hashes a str, which raises as the pure path does). */
+static PyObject *utf8_bytes(const uint32_t *s, Py_ssize_t n)
+{
+    Py_ssize_t size = 0, i;
+    for (i = 0; i < n; i++) {
+        uint32_t c = s[i];
+        if (c >= 0xD800 && c <= 0xDFFF)
+            return NULL;
+        size += c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+    }
+    PyObject *b = PyBytes_FromStringAndSize(NULL, size);
+    if (!b)
+        return NULL;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(b);
+    for (i = 0; i < n; i++) {
+        uint32_t c = s[i];
+        if (c < 0x80) {
+            *o++ = (unsigned char)c;
+        } else if (c < 0x800) {
+            *o++ = (unsigned char)(0xC0 | (c >> 6));
+            *o++ = (unsigned char)(0x80 | (c & 0x3F));
+        } else if (c < 0x10000) {
+            *o++ = (unsigned char)(0xE0 | (c >> 12));
+            *o++ = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+            *o++ = (unsigned char)(0x80 | (c & 0x3F));
+        } else {
+            *o++ = (unsigned char)(0xF0 | (c >> 18));
+            *o++ = (unsigned char)(0x80 | ((c >> 12) & 0x3F));
+            *o++ = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+            *o++ = (unsigned char)(0x80 | (c & 0x3F));
+        }
+    }
+    return b;
+}
+
+/* The key made of code points s[0:n] as the hash function takes it: UTF-8 bytes where the
+ * function hashes those (farmhash), else a str. */
+static PyObject *hash_arg(Kernel *k, const uint32_t *s, Py_ssize_t n)
+{
+    if (k->hash_bytes) {
+        PyObject *b = utf8_bytes(s, n);
+        if (b || PyErr_Occurred())
+            return b;
+    }
+    return PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, s, n);
 }
 
 /* hashfunc(s) as an unsigned 64-bit int; sets *value. Returns -1 on error. */
@@ -330,7 +400,7 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
         result = Py_NewRef(Py_None);
         goto done;
     }
-    stream = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, buf, len);
+    stream = hash_arg(k, buf, len);
     if (!stream)
         goto done;
     uint64_t exact_v;
@@ -410,13 +480,13 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     }
 
     /* Anchors: the fingerprints of the picked shingles, smallest hash first, no repeats. */
-    qsort(heap, (size_t)size, sizeof *heap, cmp_pick);
+    sort_picks(heap, size);
     for (i = 0; i < size; i++) {
         Py_ssize_t s0 = heap[i].start, slen = heap[i].end - s0;
         if (i > 0 && heap[i].h == heap[i - 1].h && heap[i - 1].end - heap[i - 1].start == slen
             && memcmp(buf + heap[i - 1].start, buf + s0, (size_t)slen * sizeof *buf) == 0)
             continue; /* the same shingle again: the same fingerprint */
-        PyObject *sub = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, buf + s0, slen);
+        PyObject *sub = hash_arg(k, buf + s0, slen);
         if (!sub)
             goto done;
         uint64_t v;
@@ -488,15 +558,17 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"ends", "shingle", "wide", "wide_units", "max_sentences",
                              "sketch_rate", "sketch_size", "sketch_bits", "base", "salt",
-                             "hashfunc", "fold", "default_process", "docprint", NULL};
+                             "hashfunc", "fold", "default_process", "docprint", "hash_bytes",
+                             NULL};
     PyObject *ends, *hashfunc, *fold, *dproc, *docprint;
     Py_ssize_t shingle, wide_units, max_sentences, sketch_rate, sketch_size, sketch_bits;
     unsigned long wide;
     unsigned long long base, salt;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "UnknnnnnKKOOOO", kwlist, &ends, &shingle,
+    int hash_bytes = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "UnknnnnnKKOOOO|p", kwlist, &ends, &shingle,
                                      &wide, &wide_units, &max_sentences, &sketch_rate,
                                      &sketch_size, &sketch_bits, &base, &salt, &hashfunc, &fold,
-                                     &dproc, &docprint))
+                                     &dproc, &docprint, &hash_bytes))
         return -1;
     if (shingle < 1 || wide_units < 1 || max_sentences < 1 || sketch_size < 1
         || sketch_rate < 1 || (sketch_rate & (sketch_rate - 1)) || sketch_bits < 1
@@ -532,6 +604,7 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds)
     k->base = base;
     k->base_inv = inv;
     k->salt = salt;
+    k->hash_bytes = hash_bytes;
     Py_XSETREF(k->hashfunc, Py_NewRef(hashfunc));
     Py_XSETREF(k->fold, Py_NewRef(fold));
     Py_XSETREF(k->dproc, Py_NewRef(dproc));
