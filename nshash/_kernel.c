@@ -100,8 +100,9 @@ static Py_UCS4 dp_astral(Kernel *k, Py_UCS4 c)
 }
 
 /* The key stream of *text*: its letters and digits, normalized, sentence keys joined.
- * Writes into buf (room for n code points); returns its length, or -1 on error. */
-static Py_ssize_t key_stream(Kernel *k, PyObject *text, uint32_t *buf)
+ * Writes into buf (room for cap >= n code points); returns its length, -1 on error, or
+ * -2 - m when the folded keys need room for m code points. */
+static Py_ssize_t key_stream(Kernel *k, PyObject *text, uint32_t *buf, Py_ssize_t cap)
 {
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
@@ -175,7 +176,7 @@ static Py_ssize_t key_stream(Kernel *k, PyObject *text, uint32_t *buf)
         return -1;
     }
     Py_ssize_t fn = PyUnicode_GET_LENGTH(folded);
-    if (fn > n) { /* NFKC may lengthen a key: not within buf (the caller retries larger) */
+    if (fn > cap) { /* NFKC may lengthen a key: not within buf (the caller retries larger) */
         Py_DECREF(folded);
         return -2 - fn;
     }
@@ -388,11 +389,11 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
         buf = PyMem_Malloc((size_t)cap * sizeof *buf);
         if (!buf)
             return PyErr_NoMemory();
-        len = key_stream(k, text, buf);
+        len = key_stream(k, text, buf, cap);
         if (len >= -1)
             break;
         PyMem_Free(buf);
-        cap = -2 - len + 1; /* the folded keys are longer than the text: make room */
+        cap = -2 - len; /* the folded keys are longer than the text: make room */
     }
     if (len < 0)
         goto done;
