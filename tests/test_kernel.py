@@ -18,7 +18,7 @@ from nshash import ConfigError, EmptyDocumentError, Fingerprinter, NSHash, kerne
 from nshash.kernel import PURE_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
+DATA = Path(os.environ.get("NSHASH_DATA_DIR", ROOT.parent / "shared" / "data"))
 PURE = os.environ.get(PURE_ENV, "") not in ("", "0")
 
 compiled = pytest.mark.skipif(
