@@ -21,6 +21,7 @@
 #include <string.h>
 
 #define BMP 0x10000
+#define KERNEL_ABI 2 /* bump with every change of Kernel's arguments or tables */
 
 /* default_process of every BMP code point (0: dropped), and what folding a kept character
  * needs: 0 nothing, 1 full-width digit or letter (its NFKC form is c - 0xFEE0), 2 the pure
@@ -703,7 +704,9 @@ PyMODINIT_FUNC PyInit__kernel(void)
     PyObject *m = PyModule_Create(&kernel_module);
     if (!m)
         return NULL;
-    if (PyModule_AddObjectRef(m, "Kernel", (PyObject *)&KernelType) < 0) {
+    /* What kernel.py checks before it uses the module: a stale build is refused. */
+    if (PyModule_AddIntConstant(m, "ABI", KERNEL_ABI) < 0
+        || PyModule_AddObjectRef(m, "Kernel", (PyObject *)&KernelType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -58,6 +58,9 @@ _FULLWIDTH_KEPT = (*range(0xFF10, 0xFF1A), *range(0xFF41, 0xFF5B))
 
 _BMP = 0x10000
 
+#: The interface version of the extension this module drives (``KERNEL_ABI`` in _kernel.c).
+ABI = 2
+
 
 def _load() -> tuple[Any, str]:
     if os.environ.get(PURE_ENV, "") not in ("", "0"):
@@ -65,7 +68,9 @@ def _load() -> tuple[Any, str]:
     try:
         from . import _kernel
     except ImportError as exc:
-        return None, f"the compiled kernel is not built ({exc})"
+        return None, f"the compiled kernel is not built ({type(exc).__name__})"
+    if getattr(_kernel, "ABI", None) != ABI:
+        return None, f"the compiled kernel at {_kernel.__file__} is stale: rebuild it"
     return _kernel, "built"
 
 
