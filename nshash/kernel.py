@@ -70,7 +70,8 @@ def _load() -> tuple[Any, str]:
     except ImportError as exc:
         return None, f"the compiled kernel is not built ({type(exc).__name__})"
     if getattr(_kernel, "ABI", None) != ABI:
-        return None, f"the compiled kernel at {_kernel.__file__} is stale: rebuild it"
+        where = getattr(_kernel, "__file__", "nshash._kernel")
+        return None, f"the compiled kernel at {where} is stale: rebuild it"
     return _kernel, "built"
 
 
