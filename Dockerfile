@@ -16,7 +16,7 @@ RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['p
     && rm /tmp/requirements.txt
 
 # The code: installs the library as nshash and the app as nshash_service.
-COPY README.md ./
+COPY README.md setup.py ./
 COPY nshash/ nshash/
 COPY service/ service/
 RUN pip install --no-cache-dir --no-deps . \

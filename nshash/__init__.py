@@ -26,6 +26,7 @@ from .errors import (
     StoreUnavailableError,
 )
 from .fingerprint import DocPrint, Fingerprinter, split_sentences
+from .kernel import kernel_info
 from .normalize import normalize_key, normalize_text
 from .results import (
     AddResult,
@@ -89,6 +90,7 @@ __all__ = [
     "StoreStats",
     "StoreUnavailableError",
     "__version__",
+    "kernel_info",
     "normalize_key",
     "normalize_text",
     "open_store",

@@ -1158,8 +1158,10 @@ class _VersionAction(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
         from . import __version__
+        from .kernel import kernel_info
 
-        print(f"nshash {__version__}")
+        info = kernel_info()
+        print(f"nshash {__version__} (text path: {info['path']}; {info['reason']})")
         parser.exit()
 
 

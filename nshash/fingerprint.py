@@ -32,12 +32,14 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import farmhash
 import numpy as np
 from rapidfuzz.utils import default_process
 
 from .errors import ConfigError, EmptyDocumentError
+from .kernel import compile_kernel
 from .normalize import fold_keys, html_to_text, looks_like_html
 
 __all__ = [
@@ -261,6 +263,39 @@ class Fingerprinter:
         self._hash = HASHFUNCS[hashfunc]
         self._ends = _sentence_ends(delimiters)
         self._mask = np.uint64(sketch_rate - 1)
+        self._kernel = self._compile()
+
+    def _compile(self) -> Any:
+        """The compiled kernel for this configuration, or None: the pure path runs."""
+        return compile_kernel(
+            ends="".join(self._ends) + "\n" + _SENTINEL,
+            shingle=self.shingle,
+            wide=_WIDE,
+            wide_units=_WIDE_UNITS,
+            max_sentences=self.max_sentences,
+            sketch_rate=self.sketch_rate,
+            sketch_size=self.sketch_size,
+            sketch_bits=SKETCH_BITS,
+            base=_B,
+            salt=int(_SALT),
+            hashfunc=self._hash,
+            fold=fold_keys,
+            docprint=DocPrint,
+            period=_PERIOD.pattern,
+        )
+
+    @property
+    def compiled(self) -> bool:
+        """Whether :meth:`prepare` runs the compiled kernel (see :func:`nshash.kernel_info`)."""
+        return self._kernel is not None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The compiled kernel does not pickle; a worker process compiles its own.
+        return {k: v for k, v in self.__dict__.items() if k != "_kernel"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._kernel = self._compile()
 
     def sentence_keys(self, text: str) -> list[str]:
         """Return the normalized keys of *text*'s sentences, in text order, empty ones dropped.
@@ -269,10 +304,17 @@ class Fingerprinter:
             ConfigError: *text* is not a str.
             EmptyDocumentError: *text* holds no letter or digit.
         """
+        return self._sentence_keys(self._plain(text))
+
+    def _plain(self, text: str) -> str:
+        """*text* checked, and reduced to text if it is HTML (by the ``html`` setting)."""
         if not isinstance(text, str):
             raise ConfigError(f"text must be a str, not {type(text).__name__}")
         if self.html is True or (self.html == "auto" and looks_like_html(text)):
             text = html_to_text(text)
+        return text
+
+    def _sentence_keys(self, text: str) -> list[str]:
         if "." in text or "．" in text:
             text = _PERIOD.sub("\n", text)
         for end in self._ends:
@@ -316,7 +358,20 @@ class Fingerprinter:
             EmptyDocumentError: *text* holds no letter or digit.
             ConfigError: *text* is not a str.
         """
-        stream = "".join(self.sentence_keys(text))
+        text = self._plain(text)
+        if self._kernel is not None:
+            found: DocPrint | None = self._kernel.prepare(text)
+            if found is not None:
+                return found
+        return self._prepare_pure(text)
+
+    def prepare_pure(self, text: str) -> DocPrint:
+        """:meth:`prepare` on the pure-Python path, whichever path is active: what the
+        compiled kernel must equal, bit for bit."""
+        return self._prepare_pure(self._plain(text))
+
+    def _prepare_pure(self, text: str) -> DocPrint:
+        stream = "".join(self._sentence_keys(text))
         h = self._hash
         exact = h(stream)
         found = shingle_hashes(stream, self.shingle)

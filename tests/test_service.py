@@ -965,9 +965,9 @@ class TestContainer:
         import tomllib
 
         config = tomllib.loads((self.ROOT / "pyproject.toml").read_text())
-        wheel = config["tool"]["hatch"]["build"]["targets"]["wheel"]
-        assert "service" in wheel["packages"]
-        assert wheel["sources"] == {"service": "nshash_service"}
+        packaging = config["tool"]["setuptools"]
+        assert packaging["packages"] == ["nshash", "nshash_service"]
+        assert packaging["package-dir"] == {"nshash_service": "service"}
 
     def test_compose_runs_the_service_with_redis(self) -> None:
         """docker-compose.yml runs the service against its Redis, after Redis is healthy."""

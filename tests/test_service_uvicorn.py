@@ -314,7 +314,9 @@ class TestProcess:
 
     def test_wheel_installs_nshash_service(self, tmp_path: Path) -> None:
         """The wheel holds the app as nshash_service (no top-level service) and it serves."""
-        pytest.importorskip("hatchling", reason="building the wheel needs hatchling")
+        setuptools = pytest.importorskip("setuptools", reason="building the wheel needs it")
+        if int(setuptools.__version__.split(".")[0]) < 77:
+            pytest.skip("building the wheel needs setuptools>=77 (the test extra installs it)")
         import zipfile
 
         build = subprocess.run(

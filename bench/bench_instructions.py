@@ -1,0 +1,228 @@
+"""Benchmark: CPU instructions per document, nshash (compiled and pure) against the seed.
+
+Instruction counts (valgrind's callgrind) do not swing with the load of a shared machine the
+way wall-clock time does. Every system runs in its own process under callgrind, once over 0
+documents and once over the first ``--docs`` (300) documents of each set, with the same
+imports, the same documents read and the same warm-up in both runs: the difference divided by
+the number of documents is the cost per document, start-up subtracted.
+
+Systems (each a fresh instance per run, documents fed one at a time in file order):
+
+``seed``
+    ``bench/seed_nshash.py``: the seed algorithm as released (``get_similar``), the reference.
+``nshash``
+    ``NSHash.open("memory://").add(text)`` with the compiled kernel (if it is built).
+``nshash-pure``
+    the same with ``NSHASH_PURE=1``: the pure-Python text path.
+``prepare``, ``prepare-pure``
+    ``Fingerprinter.prepare`` alone (the text path, no store), compiled and pure.
+
+The ratio printed is the seed's instructions over the system's ("x seed speed"; issue 15's
+target is >= 1.0x for ``nshash`` on ``zh_reposts_dev``, its bar 0.6x). Then docs/s of the
+library (``add`` over whole sets, the passes of the systems interleaved, best of
+``--repeat``) for the same systems, measured in this run.
+
+Usage::
+
+    python bench/bench_instructions.py [--docs 300] [--sets zh,en,hk] [--jobs 2] [--data-dir D]
+    python bench/bench_instructions.py --no-callgrind       # docs/s only
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import gzip
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("NSHASH_DATA_DIR", ROOT.parent / "shared" / "data"))
+SETS = {
+    "zh": "zh_reposts_dev.jsonl.gz",
+    "en": "en_reposts_dev.jsonl.gz",
+    "hk": "zh_hk_news.jsonl.gz",
+}
+SYSTEMS = ("seed", "nshash", "nshash-pure", "prepare", "prepare-pure")
+#: A text that fills every lazy table (traditional script, full-width forms, Latin) before
+#: anything is counted; both runs of a pair do it, so it cancels out.
+WARM_UP = "预热一下，繁體字。Ｗａｒｍ up: 1, 2. 第二句話在這裡，還有一些文字。"
+
+
+def read_texts(path: Path, limit: int | None = None) -> list[str]:
+    """The text of each record (``text``, else ``content``) of a gzipped JSONL file."""
+    texts: list[str] = []
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            if limit is not None and len(texts) >= limit:
+                break
+            record = json.loads(line)
+            texts.append(record.get("text") or record.get("content") or "")
+    return texts
+
+
+def make_system(name: str) -> object:
+    """A callable taking one text, for system *name* (fresh state)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    sys.path.insert(0, str(ROOT))
+    from seed_nshash import SeedNSHash
+
+    from nshash import EmptyDocumentError, Fingerprinter, NSHash
+
+    if name == "seed":
+        return SeedNSHash().get_similar
+    if name.startswith("prepare"):
+        prepare = Fingerprinter().prepare
+        prepare(WARM_UP)
+        step = prepare
+    else:
+        nsh = NSHash.open("memory://")
+        nsh.prepare(WARM_UP)
+        step = nsh.add
+
+    def run(text: str) -> object:
+        try:
+            return step(text)
+        except EmptyDocumentError:
+            return None
+
+    return run
+
+
+def worker(name: str, path: str, count: int, docs: int) -> None:
+    """What runs under callgrind: read *docs* texts, set up, feed the first *count*."""
+    texts = read_texts(Path(path), docs)
+    run = make_system(name)
+    gc.disable()
+    for text in texts[:count]:
+        run(text)
+
+
+def env_for(name: str) -> dict[str, str]:
+    env = dict(os.environ, PYTHONHASHSEED="0", PYTHONPATH=str(ROOT))
+    env.pop("NSHASH_PURE", None)
+    if name.endswith("-pure"):
+        env["NSHASH_PURE"] = "1"
+    return env
+
+
+def callgrind(name: str, path: Path, count: int, docs: int) -> int:
+    """Total instructions of one worker run under callgrind."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        cmd = [
+            "valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+            sys.executable, __file__, "--worker", name, str(path), str(count), str(docs),
+        ]  # fmt: skip
+        done = subprocess.run(cmd, env=env_for(name), capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"callgrind run failed ({name}, {count}):\n{done.stderr[-2000:]}")
+        found = re.search(r"^(?:summary|totals):\s*(\d+)", out.read_text(), re.M)
+        if not found:
+            raise SystemExit(f"no instruction total in callgrind's output ({name})")
+        return int(found.group(1))
+
+
+def instructions(data: Path, systems: list[str], sets: list[str], docs: int, jobs: int) -> None:
+    """Print instructions per document for every system and set, and the ratios."""
+    runs = [(s, k, c) for s in systems for k in sets for c in (0, docs)]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        totals = dict(
+            zip(
+                runs,
+                pool.map(lambda r: callgrind(r[0], data / SETS[r[1]], r[2], docs), runs),
+                strict=True,
+            )
+        )
+    print(f"\nInstructions per document (callgrind, {docs} documents, start-up subtracted)")
+    print(f"{'set':<4} {'system':<14} {'instr/doc':>12} {'x seed speed':>13}")
+    for k in sets:
+        per = {s: (totals[(s, k, docs)] - totals[(s, k, 0)]) / docs for s in systems}
+        for s in systems:
+            ratio = f"{per['seed'] / per[s]:.3f}x" if "seed" in per and per[s] > 0 else "-"
+            print(f"{k:<4} {s:<14} {per[s]:>12,.0f} {ratio:>13}")
+        sys.stdout.flush()
+
+
+def throughput(data: Path, systems: list[str], sets: list[str], repeat: int) -> None:
+    """Print docs/s of each system over whole sets: passes interleaved, best of *repeat*."""
+    print("\nLibrary docs/s (whole sets, best of", repeat, "interleaved passes)")
+    print(f"{'set':<4} {'system':<14} {'docs':>7} {'docs/s':>10} {'x seed':>8}")
+    for k in sets:
+        texts = read_texts(data / SETS[k])
+        best = {s: 0.0 for s in systems}
+        for _ in range(repeat):
+            for s in systems:
+                # The pure systems need the kernel off for the whole process: a subprocess.
+                cmd = [sys.executable, __file__, "--time", s, str(data / SETS[k])]
+                done = subprocess.run(cmd, env=env_for(s), capture_output=True, text=True)
+                if done.returncode != 0:
+                    raise SystemExit(f"timing run failed ({s}):\n{done.stderr[-2000:]}")
+                best[s] = max(best[s], float(done.stdout))
+        for s in systems:
+            ratio = f"{best[s] / best['seed']:.3f}x" if "seed" in best else "-"
+            print(f"{k:<4} {s:<14} {len(texts):>7} {best[s]:>10,.0f} {ratio:>8}")
+        sys.stdout.flush()
+
+
+def time_one(name: str, path: str) -> None:
+    texts = read_texts(Path(path))
+    run = make_system(name)
+    gc.disable()
+    started = time.perf_counter()
+    for text in texts:
+        run(text)
+    print(len(texts) / (time.perf_counter() - started))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--data-dir", type=Path, default=DATA)
+    parser.add_argument("--docs", type=int, default=300)
+    parser.add_argument("--sets", default="zh,en,hk")
+    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--jobs", type=int, default=2, help="callgrind runs side by side")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--no-callgrind", action="store_true")
+    parser.add_argument("--no-throughput", action="store_true")
+    parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--time", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        name, path, count, docs = args.worker
+        worker(name, path, int(count), int(docs))
+        return 0
+    if args.time:
+        time_one(*args.time)
+        return 0
+    data: Path = args.data_dir
+    sets = args.sets.split(",")
+    systems = args.systems.split(",")
+    for k in sets:
+        if k not in SETS or not (data / SETS[k]).exists():
+            print(f"Error: data set {k!r} not found under {data}", file=sys.stderr)
+            return 2
+    sys.path.insert(0, str(ROOT))
+    from nshash.kernel import kernel_info
+
+    print("text path:", kernel_info())
+    if not args.no_callgrind:
+        if shutil.which("valgrind") is None:
+            print("Error: valgrind is not installed (apt-get install valgrind)", file=sys.stderr)
+            return 2
+        instructions(data, systems, sets, args.docs, args.jobs)
+    if not args.no_throughput:
+        throughput(data, systems, sets, args.repeat)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,714 @@
+/* The compiled text kernel of nshash: Fingerprinter.prepare in one pass, in C.
+ *
+ * It computes exactly what the pure-Python path of nshash/fingerprint.py computes (the tests
+ * compare both on arbitrary Unicode and on real articles), from tables the Python side builds
+ * once from the same functions the pure path calls (rapidfuzz's default_process, unicodedata,
+ * OpenCC's character set). Whatever the tables cannot prove is handed back to Python:
+ *
+ *   - a key that may need folding (NFKC, OpenCC, casefolding) goes through the very
+ *     fold_keys function of the pure path, then the kernel carries on;
+ *   - prepare returns None where the pure path must answer (not a str, an empty document),
+ *     so errors are raised in one place only.
+ *
+ * Anchors and the exact fingerprint are computed by calling the configured hash function
+ * (farmhash.fingerprint64 by default) on the selected substrings, so values stay bit-identical
+ * to farmhash's. Built as an optional extension: without a C compiler nshash runs the pure path.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BMP 0x10000
+#define KERNEL_ABI 2 /* bump with every change of Kernel's arguments or tables */
+
+/* default_process of every BMP code point (0: dropped), and what folding a kept character
+ * needs: 0 nothing, 1 full-width digit or letter (its NFKC form is c - 0xFEE0), 2 the pure
+ * fold_keys. Shared by every Kernel; set once by set_tables. */
+static uint32_t dp_map[BMP];
+static uint8_t fold_class[BMP];
+static int tables_ready = 0;
+
+enum { FOLD_NONE = 0, FOLD_WIDE = 1, FOLD_SLOW = 2 };
+
+static const uint64_t MIX1 = 0xFF51AFD7ED558CCDULL, MIX2 = 0xC4CEB9FE1A85EC53ULL;
+
+typedef struct {
+    PyObject_HEAD
+    uint8_t brk[BMP / 8]; /* sentence ends (other than the period rule) */
+    Py_ssize_t shingle, wide_units, max_sentences, sketch_size;
+    uint32_t wide;
+    uint64_t mask, base, base_inv, salt, no_limit;
+    int shift, hash_bytes;
+    PyObject *hashfunc, *fold, *dproc, *docprint;
+    PyObject *n_sentences, *n_sketch, *n_exact, *n_limit;
+} Kernel;
+
+static inline int is_brk(const Kernel *k, Py_UCS4 c)
+{
+    return c < BMP && (k->brk[c >> 3] >> (c & 7)) & 1;
+}
+
+static inline int is_closer(Py_UCS4 c)
+{
+    return c == '"' || c == '\'' || c == 0x201D || c == 0x2019 || c == ')' || c == ']';
+}
+
+static inline int is_han(Py_UCS4 c)
+{
+    return (c >= 0x3400 && c <= 0x9FFF) || (c >= 0xF900 && c <= 0xFAFF);
+}
+
+/* The period rule of fingerprint._PERIOD: a period ends a sentence before white space or the
+ * end of the text (closing quotes and brackets may stand between), or right after a Chinese
+ * character. */
+static int period_ends(int kind, const void *data, Py_ssize_t n, Py_ssize_t i)
+{
+    Py_ssize_t j = i + 1;
+    while (j < n && is_closer(PyUnicode_READ(kind, data, j)))
+        j++;
+    if (j == n || Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, j)))
+        return 1;
+    return i > 0 && is_han(PyUnicode_READ(kind, data, i - 1));
+}
+
+/* default_process of one code point past the BMP (rare: called once per occurrence). Returns
+ * 0 when dropped, the mapped code point otherwise, (Py_UCS4)-1 on error. */
+static Py_UCS4 dp_astral(Kernel *k, Py_UCS4 c)
+{
+    PyObject *ch = PyUnicode_FromOrdinal((int)c);
+    if (!ch)
+        return (Py_UCS4)-1;
+    PyObject *out = PyObject_CallOneArg(k->dproc, ch);
+    Py_DECREF(ch);
+    if (!out)
+        return (Py_UCS4)-1;
+    Py_UCS4 m = 0;
+    if (!PyUnicode_Check(out)) {
+        PyErr_SetString(PyExc_TypeError, "default_process returned a non-str");
+        m = (Py_UCS4)-1;
+    } else if (PyUnicode_GET_LENGTH(out) == 1) {
+        m = PyUnicode_READ_CHAR(out, 0);
+        if (m == ' ')
+            m = 0;
+    } else if (PyUnicode_GET_LENGTH(out) > 1) {
+        PyErr_SetString(PyExc_ValueError, "default_process changed a length");
+        m = (Py_UCS4)-1;
+    }
+    Py_DECREF(out);
+    return m;
+}
+
+/* The key stream of *text*: its letters and digits, normalized, sentence keys joined.
+ * Writes into buf (room for cap >= n code points); returns its length, -1 on error, or
+ * -2 - m when the folded keys need room for m code points. */
+static Py_ssize_t key_stream(Kernel *k, PyObject *text, uint32_t *buf, Py_ssize_t cap)
+{
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), len = 0, i;
+    int slow = 0;
+
+    /* Optimistic pass: the stream itself, as long as nothing needs the slow fold. */
+    for (i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c >= BMP) {
+            Py_UCS4 m = dp_astral(k, c);
+            if (m == (Py_UCS4)-1)
+                return -1;
+            if (m) {
+                slow = 1;
+                break;
+            }
+            continue;
+        }
+        if ((k->brk[c >> 3] >> (c & 7)) & 1)
+            continue;
+        uint32_t m = dp_map[c]; /* a period is never kept: dropped or a sentence end */
+        if (!m)
+            continue;
+        if (m >= BMP) {
+            slow = 1;
+            break;
+        }
+        uint8_t f = fold_class[m];
+        if (f == FOLD_NONE)
+            buf[len++] = m;
+        else if (f == FOLD_WIDE)
+            buf[len++] = m - 0xFEE0;
+        else {
+            slow = 1;
+            break;
+        }
+    }
+    if (!slow)
+        return len;
+
+    /* Slow pass: the keys, one sentence a line, exactly as the pure path hands them to
+     * fold_keys; then the folded keys, joined. */
+    len = 0;
+    for (i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        Py_UCS4 m;
+        if (c >= BMP) {
+            m = dp_astral(k, c);
+            if (m == (Py_UCS4)-1)
+                return -1;
+        } else if (is_brk(k, c)
+                   || ((c == '.' || c == 0xFF0E) && period_ends(kind, data, n, i))) {
+            m = '\n';
+        } else {
+            m = dp_map[c];
+        }
+        if (m)
+            buf[len++] = m;
+    }
+    PyObject *keys = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, buf, len);
+    if (!keys)
+        return -1;
+    PyObject *folded = PyObject_CallOneArg(k->fold, keys);
+    Py_DECREF(keys);
+    if (!folded)
+        return -1;
+    if (!PyUnicode_Check(folded)) {
+        Py_DECREF(folded);
+        PyErr_SetString(PyExc_TypeError, "fold_keys returned a non-str");
+        return -1;
+    }
+    Py_ssize_t fn = PyUnicode_GET_LENGTH(folded);
+    if (fn > cap) { /* NFKC may lengthen a key: not within buf (the caller retries larger) */
+        Py_DECREF(folded);
+        return -2 - fn;
+    }
+    int fkind = PyUnicode_KIND(folded);
+    const void *fdata = PyUnicode_DATA(folded);
+    len = 0;
+    for (i = 0; i < fn; i++) {
+        Py_UCS4 c = PyUnicode_READ(fkind, fdata, i);
+        if (c != '\n')
+            buf[len++] = c;
+    }
+    Py_DECREF(folded);
+    return len;
+}
+
+typedef struct {
+    uint64_t h;
+    Py_ssize_t start, end;
+} Pick;
+
+/* Pick order: hash, then position (numpy's stable argsort of the hashes). */
+static inline int pick_less(const Pick *a, const Pick *b)
+{
+    return a->h < b->h || (a->h == b->h && a->start < b->start);
+}
+
+static void heap_down(Pick *heap, Py_ssize_t size, Py_ssize_t i)
+{
+    for (;;) {
+        Py_ssize_t l = 2 * i + 1, r = l + 1, top = i;
+        if (l < size && pick_less(&heap[top], &heap[l]))
+            top = l;
+        if (r < size && pick_less(&heap[top], &heap[r]))
+            top = r;
+        if (top == i)
+            return;
+        Pick t = heap[i];
+        heap[i] = heap[top];
+        heap[top] = t;
+        i = top;
+    }
+}
+
+static void heap_up(Pick *heap, Py_ssize_t i)
+{
+    while (i > 0) {
+        Py_ssize_t p = (i - 1) / 2;
+        if (!pick_less(&heap[p], &heap[i]))
+            return;
+        Pick t = heap[i];
+        heap[i] = heap[p];
+        heap[p] = t;
+        i = p;
+    }
+}
+
+/* Sort small arrays of hashes in place (a few hundred at most: quicksort, then insertion). */
+static void sort_u64(uint64_t *v, Py_ssize_t n)
+{
+    while (n > 16) {
+        uint64_t a = v[0], b = v[n / 2], c = v[n - 1];
+        uint64_t pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+        Py_ssize_t i = 0, j = n - 1;
+        for (;;) {
+            while (v[i] < pivot)
+                i++;
+            while (v[j] > pivot)
+                j--;
+            if (i >= j)
+                break;
+            uint64_t t = v[i];
+            v[i++] = v[j];
+            v[j--] = t;
+        }
+        /* recurse into the smaller part, loop on the larger */
+        Py_ssize_t left = j + 1;
+        if (left < n - left) {
+            sort_u64(v, left);
+            v += left;
+            n -= left;
+        } else {
+            sort_u64(v + left, n - left);
+            n = left;
+        }
+    }
+    for (Py_ssize_t i = 1; i < n; i++) {
+        uint64_t x = v[i];
+        Py_ssize_t j = i;
+        for (; j > 0 && v[j - 1] > x; j--)
+            v[j] = v[j - 1];
+        v[j] = x;
+    }
+}
+
+static void sort_picks(Pick *p, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 1; i < n; i++) {
+        Pick x = p[i];
+        Py_ssize_t j = i;
+        for (; j > 0 && pick_less(&x, &p[j - 1]); j--)
+            p[j] = p[j - 1];
+        p[j] = x;
+    }
+}
+
+/* The UTF-8 bytes of code points (what str.encode gives), or NULL with no error set when
+ * they hold a surrogate (the caller then hashes a str, which raises as the pure path does). */
+static PyObject *utf8_bytes(const uint32_t *s, Py_ssize_t n)
+{
+    Py_ssize_t size = 0, i;
+    for (i = 0; i < n; i++) {
+        uint32_t c = s[i];
+        if (c >= 0xD800 && c <= 0xDFFF)
+            return NULL;
+        size += c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+    }
+    PyObject *b = PyBytes_FromStringAndSize(NULL, size);
+    if (!b)
+        return NULL;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(b);
+    for (i = 0; i < n; i++) {
+        uint32_t c = s[i];
+        if (c < 0x80) {
+            *o++ = (unsigned char)c;
+        } else if (c < 0x800) {
+            *o++ = (unsigned char)(0xC0 | (c >> 6));
+            *o++ = (unsigned char)(0x80 | (c & 0x3F));
+        } else if (c < 0x10000) {
+            *o++ = (unsigned char)(0xE0 | (c >> 12));
+            *o++ = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+            *o++ = (unsigned char)(0x80 | (c & 0x3F));
+        } else {
+            *o++ = (unsigned char)(0xF0 | (c >> 18));
+            *o++ = (unsigned char)(0x80 | ((c >> 12) & 0x3F));
+            *o++ = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+            *o++ = (unsigned char)(0x80 | (c & 0x3F));
+        }
+    }
+    return b;
+}
+
+/* The key made of code points s[0:n] as the hash function takes it: UTF-8 bytes where the
+ * function hashes those (farmhash), else a str. */
+static PyObject *hash_arg(Kernel *k, const uint32_t *s, Py_ssize_t n)
+{
+    if (k->hash_bytes) {
+        PyObject *b = utf8_bytes(s, n);
+        if (b || PyErr_Occurred())
+            return b;
+    }
+    return PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, s, n);
+}
+
+/* hashfunc(s) as an unsigned 64-bit int; sets *value. Returns -1 on error. */
+static int call_hash(Kernel *k, PyObject *s, uint64_t *value, PyObject **obj)
+{
+    PyObject *r = PyObject_CallOneArg(k->hashfunc, s);
+    if (!r)
+        return -1;
+    if (!PyLong_Check(r)) {
+        Py_DECREF(r);
+        PyErr_SetString(PyExc_TypeError, "hashfunc returned a non-int");
+        return -1;
+    }
+    *value = PyLong_AsUnsignedLongLong(r);
+    if (*value == (uint64_t)-1 && PyErr_Occurred()) {
+        Py_DECREF(r);
+        return -1;
+    }
+    *obj = r;
+    return 0;
+}
+
+static PyObject *make_docprint(Kernel *k, PyObject *anchors, PyObject *sketch, PyObject *exact,
+                               PyObject *limit)
+{
+    PyTypeObject *tp = (PyTypeObject *)k->docprint;
+    PyObject *obj = tp->tp_alloc(tp, 0);
+    if (!obj)
+        return NULL;
+    if (PyObject_GenericSetAttr(obj, k->n_sentences, anchors) < 0
+        || PyObject_GenericSetAttr(obj, k->n_sketch, sketch) < 0
+        || PyObject_GenericSetAttr(obj, k->n_exact, exact) < 0
+        || PyObject_GenericSetAttr(obj, k->n_limit, limit) < 0) {
+        Py_DECREF(obj);
+        return NULL;
+    }
+    return obj;
+}
+
+static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
+{
+    if (!tables_ready) {
+        PyErr_SetString(PyExc_RuntimeError, "nshash._kernel: set_tables was not called");
+        return NULL;
+    }
+    if (!PyUnicode_Check(text))
+        Py_RETURN_NONE;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), cap = n + 1;
+    uint32_t *buf = NULL;
+    Pick *heap = NULL;
+    uint64_t *svals = NULL, *fps = NULL;
+    PyObject **objs = NULL;
+    Py_ssize_t na = 0, j;
+    PyObject *result = NULL, *stream = NULL, *exact = NULL, *anchors = NULL, *sketch = NULL;
+    PyObject *limit = NULL;
+    Py_ssize_t len;
+
+    for (;;) {
+        buf = PyMem_Malloc((size_t)cap * sizeof *buf);
+        if (!buf)
+            return PyErr_NoMemory();
+        len = key_stream(k, text, buf, cap);
+        if (len >= -1)
+            break;
+        PyMem_Free(buf);
+        cap = -2 - len; /* the folded keys are longer than the text: make room */
+    }
+    if (len < 0)
+        goto done;
+    if (len == 0) { /* no letters or digits: the pure path raises EmptyDocumentError */
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    stream = hash_arg(k, buf, len);
+    if (!stream)
+        goto done;
+    uint64_t exact_v;
+    if (call_hash(k, stream, &exact_v, &exact) < 0)
+        goto done;
+
+    /* Shingles: a window from every start to the first end that weighs `shingle` units. */
+    const Py_ssize_t width = k->shingle;
+    Py_ssize_t total = 0, i;
+    for (i = 0; i < len; i++)
+        total += buf[i] >= k->wide ? k->wide_units : 1;
+    if (total < width) { /* shorter than one shingle: the whole text is the one anchor */
+        anchors = PyTuple_Pack(1, exact);
+        PyObject *v = PyLong_FromUnsignedLongLong(exact_v >> k->shift);
+        if (!anchors || !v) {
+            Py_XDECREF(v);
+            goto done;
+        }
+        sketch = PyTuple_New(1);
+        if (!sketch) {
+            Py_DECREF(v);
+            goto done;
+        }
+        PyTuple_SET_ITEM(sketch, 0, v);
+        limit = PyLong_FromUnsignedLongLong(k->no_limit);
+        if (limit)
+            result = make_docprint(k, anchors, sketch, exact, limit);
+        goto done;
+    }
+    Py_ssize_t m = k->max_sentences, size = 0, ns = 0;
+    heap = PyMem_Malloc((size_t)m * sizeof *heap);
+    svals = PyMem_Malloc((size_t)len * sizeof *svals);
+    fps = PyMem_Malloc((size_t)m * sizeof *fps);
+    objs = PyMem_Malloc((size_t)m * sizeof *objs);
+    if (!heap || !svals || !fps || !objs) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const uint64_t B = k->base, BI = k->base_inv, salt = k->salt, mask = k->mask;
+    const uint32_t wide = k->wide;
+    const Py_ssize_t wu = k->wide_units;
+    uint64_t pe = 0, pw_e = 1; /* prefix sum of code * B**j below e, and B**e */
+    uint64_t pi = 0, pw_i = 1, inv_i = 1; /* the same below i, and B**-i */
+    uint64_t least = UINT64_MAX;
+    Py_ssize_t e = 0, acc = 0, before = 0;
+    for (i = 0; before + width <= total; i++) {
+        while (acc < width) {
+            acc += buf[e] >= wide ? wu : 1;
+            pe += (uint64_t)buf[e] * pw_e;
+            pw_e *= B;
+            e++;
+        }
+        uint64_t h = ((pe - pi) * inv_i) ^ salt;
+        h ^= h >> 33;
+        h *= MIX1;
+        h ^= h >> 33;
+        h *= MIX2;
+        h ^= h >> 33;
+        if (h < least)
+            least = h;
+        if ((h & mask) == 0)
+            svals[ns++] = h >> k->shift;
+        Pick p = {h, i, e};
+        if (size < m) {
+            heap[size] = p;
+            heap_up(heap, size++);
+        } else if (pick_less(&p, &heap[0])) {
+            heap[0] = p;
+            heap_down(heap, size, 0);
+        }
+        Py_ssize_t w = buf[i] >= wide ? wu : 1;
+        acc -= w;
+        before += w;
+        pi += (uint64_t)buf[i] * pw_i;
+        pw_i *= B;
+        inv_i *= BI;
+    }
+
+    /* Anchors: the fingerprints of the picked shingles, smallest hash first, no repeats. */
+    sort_picks(heap, size);
+    for (i = 0; i < size; i++) {
+        Py_ssize_t s0 = heap[i].start, slen = heap[i].end - s0;
+        if (i > 0 && heap[i].h == heap[i - 1].h && heap[i - 1].end - heap[i - 1].start == slen
+            && memcmp(buf + heap[i - 1].start, buf + s0, (size_t)slen * sizeof *buf) == 0)
+            continue; /* the same shingle again: the same fingerprint */
+        PyObject *sub = hash_arg(k, buf + s0, slen);
+        if (!sub)
+            goto done;
+        uint64_t v;
+        PyObject *o;
+        int rc = call_hash(k, sub, &v, &o);
+        Py_DECREF(sub);
+        if (rc < 0)
+            goto done;
+        for (j = 0; j < na && fps[j] != v; j++)
+            ;
+        if (j < na) {
+            Py_DECREF(o);
+            continue;
+        }
+        fps[na] = v;
+        objs[na++] = o;
+    }
+    anchors = PyTuple_New(na);
+    if (!anchors)
+        goto done;
+    for (j = 0; j < na; j++)
+        PyTuple_SET_ITEM(anchors, j, objs[j]);
+    na = 0; /* the tuple owns them now */
+
+    /* The sketch: the sampled values, ascending, without repeats, cut at sketch_size. */
+    sort_u64(svals, ns);
+    Py_ssize_t u = 0;
+    for (i = 0; i < ns; i++)
+        if (u == 0 || svals[i] != svals[u - 1])
+            svals[u++] = svals[i];
+    uint64_t limit_v = k->no_limit;
+    if (u > k->sketch_size) {
+        limit_v = svals[k->sketch_size];
+        u = k->sketch_size;
+    }
+    if (u == 0) {
+        svals[0] = least >> k->shift;
+        u = 1;
+    }
+    sketch = PyTuple_New(u);
+    if (!sketch)
+        goto done;
+    for (i = 0; i < u; i++) {
+        PyObject *v = PyLong_FromUnsignedLongLong(svals[i]);
+        if (!v)
+            goto done;
+        PyTuple_SET_ITEM(sketch, i, v);
+    }
+    limit = PyLong_FromUnsignedLongLong(limit_v);
+    if (limit)
+        result = make_docprint(k, anchors, sketch, exact, limit);
+done:
+    for (j = 0; j < na; j++)
+        Py_DECREF(objs[j]);
+    Py_XDECREF(stream);
+    Py_XDECREF(exact);
+    Py_XDECREF(anchors);
+    Py_XDECREF(sketch);
+    Py_XDECREF(limit);
+    PyMem_Free(buf);
+    PyMem_Free(heap);
+    PyMem_Free(svals);
+    PyMem_Free(fps);
+    PyMem_Free(objs);
+    return result;
+}
+
+static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"ends", "shingle", "wide", "wide_units", "max_sentences",
+                             "sketch_rate", "sketch_size", "sketch_bits", "base", "salt",
+                             "hashfunc", "fold", "default_process", "docprint", "hash_bytes",
+                             NULL};
+    PyObject *ends, *hashfunc, *fold, *dproc, *docprint;
+    Py_ssize_t shingle, wide_units, max_sentences, sketch_rate, sketch_size, sketch_bits;
+    unsigned long wide;
+    unsigned long long base, salt;
+    int hash_bytes = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "UnknnnnnKKOOOO|p", kwlist, &ends, &shingle,
+                                     &wide, &wide_units, &max_sentences, &sketch_rate,
+                                     &sketch_size, &sketch_bits, &base, &salt, &hashfunc, &fold,
+                                     &dproc, &docprint, &hash_bytes))
+        return -1;
+    if (shingle < 1 || wide_units < 1 || max_sentences < 1 || sketch_size < 1
+        || sketch_rate < 1 || (sketch_rate & (sketch_rate - 1)) || sketch_bits < 1
+        || sketch_bits > 63 || !(base & 1)) {
+        PyErr_SetString(PyExc_ValueError, "nshash._kernel: parameter out of range");
+        return -1;
+    }
+    if (!PyType_Check(docprint)) {
+        PyErr_SetString(PyExc_TypeError, "docprint must be a class");
+        return -1;
+    }
+    memset(k->brk, 0, sizeof k->brk);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(ends);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ_CHAR(ends, i);
+        if (c >= BMP) {
+            PyErr_SetString(PyExc_ValueError, "nshash._kernel: a sentence end past the BMP");
+            return -1;
+        }
+        k->brk[c >> 3] |= (uint8_t)(1 << (c & 7));
+    }
+    uint64_t inv = 1; /* B**-1 mod 2**64 by Newton's iteration (B is odd) */
+    for (int i = 0; i < 7; i++)
+        inv *= 2 - base * inv;
+    k->shingle = shingle;
+    k->wide = (uint32_t)wide;
+    k->wide_units = wide_units;
+    k->max_sentences = max_sentences;
+    k->sketch_size = sketch_size;
+    k->mask = (uint64_t)sketch_rate - 1;
+    k->shift = 64 - (int)sketch_bits;
+    k->no_limit = 1ULL << sketch_bits;
+    k->base = base;
+    k->base_inv = inv;
+    k->salt = salt;
+    k->hash_bytes = hash_bytes;
+    Py_XSETREF(k->hashfunc, Py_NewRef(hashfunc));
+    Py_XSETREF(k->fold, Py_NewRef(fold));
+    Py_XSETREF(k->dproc, Py_NewRef(dproc));
+    Py_XSETREF(k->docprint, Py_NewRef(docprint));
+    Py_XSETREF(k->n_sentences, PyUnicode_InternFromString("sentences"));
+    Py_XSETREF(k->n_sketch, PyUnicode_InternFromString("sketch"));
+    Py_XSETREF(k->n_exact, PyUnicode_InternFromString("exact"));
+    Py_XSETREF(k->n_limit, PyUnicode_InternFromString("limit"));
+    if (!k->n_sentences || !k->n_sketch || !k->n_exact || !k->n_limit)
+        return -1;
+    return 0;
+}
+
+static int Kernel_traverse(Kernel *k, visitproc visit, void *arg)
+{
+    Py_VISIT(k->hashfunc);
+    Py_VISIT(k->fold);
+    Py_VISIT(k->dproc);
+    Py_VISIT(k->docprint);
+    return 0;
+}
+
+static int Kernel_clear(Kernel *k)
+{
+    Py_CLEAR(k->hashfunc);
+    Py_CLEAR(k->fold);
+    Py_CLEAR(k->dproc);
+    Py_CLEAR(k->docprint);
+    Py_CLEAR(k->n_sentences);
+    Py_CLEAR(k->n_sketch);
+    Py_CLEAR(k->n_exact);
+    Py_CLEAR(k->n_limit);
+    return 0;
+}
+
+static void Kernel_dealloc(Kernel *k)
+{
+    PyObject_GC_UnTrack(k);
+    Kernel_clear(k);
+    Py_TYPE(k)->tp_free((PyObject *)k);
+}
+
+static PyMethodDef Kernel_methods[] = {
+    {"prepare", (PyCFunction)Kernel_prepare, METH_O,
+     "prepare(text) -> DocPrint, or None where the pure path must answer."},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject KernelType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "nshash._kernel.Kernel",
+    .tp_basicsize = sizeof(Kernel),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "One Fingerprinter configuration, compiled.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Kernel_init,
+    .tp_dealloc = (destructor)Kernel_dealloc,
+    .tp_traverse = (traverseproc)Kernel_traverse,
+    .tp_clear = (inquiry)Kernel_clear,
+    .tp_methods = Kernel_methods,
+};
+
+static PyObject *set_tables(PyObject *self, PyObject *args)
+{
+    Py_buffer dp, fold;
+    if (!PyArg_ParseTuple(args, "y*y*", &dp, &fold))
+        return NULL;
+    PyObject *ret = NULL;
+    if (dp.len != (Py_ssize_t)sizeof dp_map || fold.len != (Py_ssize_t)sizeof fold_class) {
+        PyErr_SetString(PyExc_ValueError, "nshash._kernel: tables of the wrong size");
+    } else {
+        memcpy(dp_map, dp.buf, sizeof dp_map);
+        memcpy(fold_class, fold.buf, sizeof fold_class);
+        tables_ready = 1;
+        ret = Py_NewRef(Py_None);
+    }
+    PyBuffer_Release(&dp);
+    PyBuffer_Release(&fold);
+    return ret;
+}
+
+static PyMethodDef module_methods[] = {
+    {"set_tables", set_tables, METH_VARARGS,
+     "set_tables(dp_map, fold_class): the character tables (native uint32 and uint8, BMP)."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef kernel_module = {
+    PyModuleDef_HEAD_INIT, "nshash._kernel",
+    "The compiled text path of nshash.Fingerprinter (see nshash/kernel.py).", -1,
+    module_methods};
+
+PyMODINIT_FUNC PyInit__kernel(void)
+{
+    if (PyType_Ready(&KernelType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&kernel_module);
+    if (!m)
+        return NULL;
+    /* What kernel.py checks before it uses the module: a stale build is refused. */
+    if (PyModule_AddIntConstant(m, "ABI", KERNEL_ABI) < 0
+        || PyModule_AddObjectRef(m, "Kernel", (PyObject *)&KernelType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,208 @@
+"""The compiled text kernel equals the pure-Python path, bit for bit, and either path can run."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nshash import ConfigError, EmptyDocumentError, Fingerprinter, NSHash, kernel_info
+from nshash.kernel import PURE_ENV
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("NSHASH_DATA_DIR", ROOT.parent / "shared" / "data"))
+PURE = os.environ.get(PURE_ENV, "") not in ("", "0")
+
+compiled = pytest.mark.skipif(
+    kernel_info()["path"] != "compiled",
+    reason=f"the compiled kernel is not active: {kernel_info()}",
+)
+
+#: Configurations the lead may tune: every parameter is passed to the kernel, none is fixed.
+CONFIGS = [
+    {},
+    {"shingle": 3, "sketch_rate": 1, "sketch_size": 4, "n": 1, "max_sentences": 1},
+    {"shingle": 40, "sketch_rate": 2, "sketch_size": 1000, "n": 4},
+    {"shingle": 1, "sketch_rate": 16, "n": 30, "max_sentences": 64},
+    {"hashfunc": "md5"},
+    {"delimiters": "，,、:：\n", "html": False},
+    {"delimiters": "。．a", "html": True},
+]
+
+#: Characters that exercise every branch: sentence ends and the period rule, closing quotes,
+#: white space, full-width forms, traditional script, combining marks, Hangul jamo that
+#: compose across a break, characters past the BMP (kept and dropped), the sentinel letter,
+#: roman numerals (NFKC lengthens them), and markup.
+ALPHABET = st.one_of(
+    st.sampled_from(list("。！？；!?;｡.．\n\r\u2028\u2029\x0b\x0c\x85 \t\u3000\"'”’)]")),
+    st.sampled_from(list("ａｂＡＢ０１９＆＠中国资讯體資訊後臺乾隆里裏發髮〇々")),
+    st.sampled_from(list("\u0301\u0308\u1100\u1161\u11a8가각\u3099か\u0b47\u0b3eéÉßİΣς")),
+    st.sampled_from(list("\ua66e\U0001f600\U00020000\U0002f800\u2160\u2171ﬁ①㈱<>/p&;")),
+    st.characters(),
+    st.sampled_from(list("abcxyz0123 ABC")),
+)
+TEXTS = st.text(ALPHABET, max_size=300)
+
+
+def _both(fp: Fingerprinter, text: str) -> tuple[object, object]:
+    """The compiled and the pure answer (or the exception class each raised)."""
+    answers = []
+    for prepare in (fp.prepare, fp.prepare_pure):
+        try:
+            answers.append(prepare(text))
+        except (EmptyDocumentError, UnicodeEncodeError) as exc:
+            answers.append(type(exc))
+    return answers[0], answers[1]
+
+
+def _texts(name: str, limit: int) -> list[str]:
+    path = DATA / name
+    if not path.exists():
+        pytest.skip(f"{path} is not available")
+    out: list[str] = []
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            if len(out) >= limit:
+                break
+            record = json.loads(line)
+            out.append(record.get("text") or record.get("content") or "")
+    return out
+
+
+class TestKernelInfo:
+    def test_reports_a_path(self) -> None:
+        """kernel_info names the active path and why."""
+        info = kernel_info()
+        assert info["path"] in ("compiled", "pure") and info["reason"]
+        if PURE:
+            assert info["path"] == "pure" and PURE_ENV in info["reason"]
+
+    def test_ci_runs_the_compiled_kernel(self) -> None:
+        """Under CI (a compiler is installed there) the kernel is built and active."""
+        if not os.environ.get("CI") or PURE:
+            pytest.skip("only under CI, without NSHASH_PURE")
+        assert kernel_info()["path"] == "compiled", kernel_info()
+
+    @pytest.mark.parametrize("pure", ["1", "0"])
+    def test_env_var_and_version(self, pure: str) -> None:
+        """NSHASH_PURE=1 forces the pure path, and ``nshash --version`` says which runs."""
+        env = dict(os.environ, PYTHONPATH=str(ROOT), **{PURE_ENV: pure})
+        done = subprocess.run(
+            [sys.executable, "-m", "nshash", "--version"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("nshash ") and "text path: " in done.stdout
+        if pure == "1":
+            assert "text path: pure" in done.stdout
+        elif not PURE:  # this process runs with the same build: it must agree
+            assert f"text path: {kernel_info()['path']}" in done.stdout
+
+    def test_pure_env_gives_the_same_fingerprints(self) -> None:
+        """A process on the pure path computes what this one computes."""
+        texts = ["第一句。第二句！Pi is 3.14. End", "資訊 Ｎｅｗｓ２０２４年，很长的一句话在这里。"]
+        code = (
+            "import json, sys; from nshash import Fingerprinter, kernel_info;"
+            " assert kernel_info()['path'] == 'pure';"
+            " f = Fingerprinter();"
+            " print(json.dumps([list(map(list, (d.sentences, d.sketch))) + [d.exact, d.limit]"
+            " for d in map(f.prepare, json.loads(sys.argv[1]))]))"
+        )
+        env = dict(os.environ, PYTHONPATH=str(ROOT), **{PURE_ENV: "1"})
+        done = subprocess.run(
+            [sys.executable, "-c", code, json.dumps(texts)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        f = Fingerprinter()
+        mine = [
+            [list(d.sentences), list(d.sketch), d.exact, d.limit] for d in map(f.prepare, texts)
+        ]
+        assert json.loads(done.stdout) == mine
+
+
+@compiled
+class TestEquivalence:
+    @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: ",".join(map(str, c.values())))
+    @settings(max_examples=40, deadline=None)
+    @given(text=TEXTS)
+    def test_arbitrary_unicode(self, config: dict[str, object], text: str) -> None:
+        """Any text gets the same DocPrint (or the same error) on both paths."""
+        fp = Fingerprinter(**config)  # type: ignore[arg-type]
+        assert fp.compiled
+        compiled_answer, pure_answer = _both(fp, text)
+        assert compiled_answer == pure_answer
+
+    @settings(max_examples=30, deadline=None)
+    @given(text=TEXTS, repeat=st.integers(2, 40))
+    def test_repeated_text(self, text: str, repeat: int) -> None:
+        """Repeated passages (equal shingle hashes, long sketches) agree too."""
+        fp = Fingerprinter(sketch_rate=2, sketch_size=64)
+        compiled_answer, pure_answer = _both(fp, (text + "。") * repeat)
+        assert compiled_answer == pure_answer
+
+    @pytest.mark.parametrize(
+        "name",
+        [
+            "zh_reposts_dev.jsonl.gz",
+            "en_reposts_dev.jsonl.gz",
+            "zh_hk_news.jsonl.gz",
+            "zh_hot_dev.jsonl.gz",
+            "en_hot_dev.jsonl.gz",
+        ],
+    )
+    def test_real_articles(self, name: str) -> None:
+        """Real articles (simplified, traditional, English, HTML) agree on both paths."""
+        fp = Fingerprinter()
+        for text in _texts(name, 200):
+            compiled_answer, pure_answer = _both(fp, text)
+            assert compiled_answer == pure_answer, text[:200]
+
+    def test_same_decisions(self) -> None:
+        """The same documents get the same groups whichever path fingerprints them."""
+        texts = _texts("zh_hot_dev.jsonl.gz", 300) + _texts("en_hot_dev.jsonl.gz", 200)
+        fast, slow = NSHash.open("memory://"), NSHash.open("memory://")
+        slow.fingerprinter._kernel = None  # this instance runs the pure path
+        assert fast.fingerprinter.compiled and not slow.fingerprinter.compiled
+        ids = [(fast.add(t).similar_id, slow.add(t).similar_id) for t in texts if t.strip()]
+        assert [a for a, _ in ids] == [b for _, b in ids]
+        assert len({a for a, _ in ids}) < len(ids)  # some reposts were grouped
+
+    def test_errors_are_the_pure_paths(self) -> None:
+        """A non-str and a text without letters or digits raise what the pure path raises."""
+        fp = Fingerprinter()
+        with pytest.raises(ConfigError):
+            fp.prepare(b"bytes")  # type: ignore[arg-type]
+        with pytest.raises(EmptyDocumentError):
+            fp.prepare("。！？ \n --- \U0001f600")
+
+    def test_pickles(self) -> None:
+        """A Fingerprinter sent to a worker process compiles its own kernel."""
+        fp = pickle.loads(pickle.dumps(Fingerprinter(shingle=12)))
+        assert fp.compiled and fp.shingle == 12
+        assert fp.prepare("一段足够长的中文文字用来测试。") == fp.prepare_pure(
+            "一段足够长的中文文字用来测试。"
+        )
+
+    def test_unknown_period_rule_falls_back(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A period rule the kernel does not implement leaves the pure path running."""
+        import re
+
+        from nshash import fingerprint
+
+        monkeypatch.setattr(fingerprint, "_PERIOD", re.compile(r"[.]"))
+        assert not Fingerprinter().compiled
