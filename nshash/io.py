@@ -9,6 +9,9 @@ Three input formats, picked from the name or given explicitly:
   as a spreadsheet shows them: the header is row 1, the first article row 2.
 * ``txt``: a folder of ``.txt`` files (searched recursively, sorted by path) or one ``.txt``
   file. The id is the file's path relative to the folder, the title its first non-blank line.
+* ``parquet``: a Parquet file (``.parquet``, ``.pq``), read in batches by
+  :mod:`nshash.parquet` (``pip install 'nshash[parquet]'``), written back as Parquet with
+  every input column and the two added ones.
 
 The work is split so that the expensive part can run in worker processes: a :class:`Source`
 yields batches of raw items in input order, a :class:`Preparer` (pure; picklable config)
@@ -51,7 +54,7 @@ __all__ = [
 ]
 
 #: The input formats :func:`open_source` reads.
-FORMATS = ("jsonl", "csv", "txt")
+FORMATS = ("jsonl", "csv", "txt", "parquet")
 
 #: The text fields tried, in order, when no ``--text-field`` is given: raw corpora usually
 #: name the article body ``content``, repost sets and many exports ``text``.
@@ -61,6 +64,7 @@ DEFAULT_TEXT_FIELDS = ("content", "text")
 TXT_TITLE_MAX = 200
 
 _JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
+_PARQUET_SUFFIXES = (".parquet", ".pq")
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +108,7 @@ def detect_format(name: str, given: str | None = None) -> str:
 
     Args:
         name: a file or folder path, or ``-`` for stdin (JSONL unless *given* says otherwise).
-        given: ``jsonl``, ``csv`` or ``txt``, or None to guess.
+        given: ``jsonl``, ``csv``, ``txt`` or ``parquet``, or None to guess.
 
     Raises:
         ConfigError: *given* is unknown, or the format cannot be told from *name*.
@@ -118,6 +122,8 @@ def detect_format(name: str, given: str | None = None) -> str:
     if os.path.isdir(name):
         return "txt"
     lower = name.lower()
+    if lower.endswith(_PARQUET_SUFFIXES):
+        return "parquet"
     if lower.endswith(".gz"):
         lower = lower[:-3]
     if lower.endswith(_JSONL_SUFFIXES):
@@ -127,7 +133,7 @@ def detect_format(name: str, given: str | None = None) -> str:
     if lower.endswith(".txt"):
         return "txt"
     raise ConfigError(
-        f"Cannot tell the format of {name!r} from its name; use --format jsonl, csv or txt"
+        f"Cannot tell the format of {name!r} from its name; use --format jsonl, csv, txt or parquet"
     )
 
 
@@ -349,6 +355,8 @@ def open_source(name: str, format: str, fields: Fields) -> Source:
     """
     if format == "txt":
         return _open_txt(name)
+    if format == "parquet":
+        return _open_parquet(name, fields)
     closers: list[Callable[[], object]] = []
     if name == "-":
         raw: IO[bytes] = sys.stdin.buffer
@@ -436,6 +444,14 @@ def _csv_items(
         doc_id = row[id_col] if id_col is not None and row[id_col] else None
         title = row[title_col] if title_col is not None and row[title_col] else None
         yield Item(where, ("row", row[text_col], doc_id, title), row)
+
+
+def _open_parquet(name: str, fields: Fields) -> Source:
+    try:
+        from .parquet import open_parquet  # pyarrow loads only for Parquet input
+    except ImportError as exc:
+        raise ConfigError(str(exc)) from None
+    return open_parquet(name, fields)
 
 
 class CsvError(NSHashError):

@@ -1,0 +1,272 @@
+"""Parquet files for ``nshash dedup`` and ``nshash query``: read in batches, written back whole.
+
+Parquet is what Spark jobs, Hugging Face datasets and DuckDB write, so stored corpora are
+mostly in it. Needs ``pip install 'nshash[parquet]'`` (pyarrow).
+
+* Reading streams the file :data:`READ_BATCH_ROWS` rows at a time, row group after row group,
+  so memory stays flat whatever the file's size. Each row becomes one record: its text from
+  the text column (``content``, else ``text``, or ``--text-field``), its id from the id column
+  (a string or an integer column) and its title from the title column when they exist.
+* Writing keeps every input column, its type and its values, and the file's schema metadata,
+  and adds ``similar_id`` (int64, null where ``query`` finds no group) and ``duplicate``
+  (bool) after them; a column of that name already there is replaced in place. Each batch
+  read becomes one row group, written once every row of it has its answer, in input order, so
+  the output does not depend on ``--jobs``. The compression is the input's.
+
+A row whose text is null is a bad record (reported, and left out of the output like a bad
+JSONL line). A text column that is not a string column is a configuration error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+try:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+except ImportError as exc:  # pragma: no cover - the extra is installed under test
+    raise ImportError(
+        f"Parquet files need pyarrow, which cannot be imported ({exc}):"
+        " pip install 'nshash[parquet]'"
+    ) from exc
+
+from .errors import ConfigError
+from .io import Fields, Item, Prepared, Source
+
+__all__ = [
+    "READ_BATCH_ROWS",
+    "ParquetItem",
+    "ParquetSource",
+    "ParquetWriter",
+    "open_parquet",
+]
+
+#: Rows read at a time, and so rows per output row group: a few MB of articles, small enough
+#: that memory does not depend on the file, large enough for Parquet's columnar encodings.
+READ_BATCH_ROWS = 8192
+
+#: The types of the columns the commands add.
+ADDED_TYPES = {"similar_id": pa.int64(), "duplicate": pa.bool_()}
+
+#: Codec names in the file's metadata -> what :class:`pyarrow.parquet.ParquetWriter` takes.
+_CODECS = {"UNCOMPRESSED": "none", "LZ4_RAW": "lz4"}
+
+
+class _Chunk:
+    """One record batch as read; its rows are written out together."""
+
+    __slots__ = ("batch",)
+
+    def __init__(self, batch: pa.RecordBatch) -> None:
+        self.batch = batch
+
+
+@dataclass(slots=True)
+class ParquetItem(Item):
+    """A Parquet row: an :class:`~nshash.io.Item` that knows its batch and place in it."""
+
+    chunk: _Chunk | None = None
+    index: int = 0
+
+
+def _is_string(kind: pa.DataType) -> bool:
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind)) or (
+        str(kind) == "string_view"
+    )
+
+
+def _is_integer(kind: pa.DataType) -> bool:
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    return bool(pa.types.is_integer(kind))
+
+
+class ParquetSource(Source):
+    """An open Parquet file, read batch by batch (see :func:`open_parquet`).
+
+    Attributes:
+        schema: the file's Arrow schema (with its metadata), which the output keeps.
+        compression: the codec of the file's first column chunk, reused for the output.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        items: Iterator[Item],
+        closers: Sequence[Callable[[], object]],
+        schema: pa.Schema,
+        total: int,
+        compression: str,
+    ) -> None:
+        super().__init__(name, "parquet", items, closers, total=total)
+        self.schema = schema
+        self.compression = compression
+
+
+def open_parquet(name: str, fields: Fields) -> ParquetSource:
+    """Open the Parquet file *name* for reading.
+
+    Raises:
+        ConfigError: *name* is stdin, the file is not Parquet, it has no text column, or a
+            text, id or title column has a type that cannot hold one.
+        OSError: the file cannot be opened.
+    """
+    if name == "-":
+        raise ConfigError(
+            "Parquet cannot be read from stdin (its index is at the end of the file); give a file"
+        )
+    raw = open(name, "rb")
+    try:
+        try:
+            reader = pq.ParquetFile(raw)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise ConfigError(f"{name!r} is not a readable Parquet file ({exc})") from None
+        schema = reader.schema_arrow
+        names = schema.names
+        text = next((f for f in fields.text if f in names), None)
+        if text is None:
+            raise ConfigError(
+                f"{name} has no {fields.describe_text()} column; its columns are {names!r}"
+                " (use --text-field)"
+            )
+        if not _is_string(schema.field(text).type):
+            raise ConfigError(
+                f"The text column {text!r} of {name} holds {schema.field(text).type}, not strings"
+            )
+        id_col = fields.id if fields.id in names else None
+        if id_col is not None:
+            kind = schema.field(id_col).type
+            if not (_is_string(kind) or _is_integer(kind)):
+                raise ConfigError(
+                    f"The id column {id_col!r} of {name} holds {kind}; ids are strings or"
+                    " integers (use --id-field)"
+                )
+        title_col = fields.title if fields.title in names else None
+        if title_col is not None and not _is_string(schema.field(title_col).type):
+            raise ConfigError(
+                f"The title column {title_col!r} of {name} holds"
+                f" {schema.field(title_col).type}, not strings (use --title-field)"
+            )
+        meta = reader.metadata
+        codec = "SNAPPY"
+        if meta.num_row_groups and meta.num_columns:
+            codec = meta.row_group(0).column(0).compression
+        items = _items(reader, text, id_col, title_col)
+        return ParquetSource(
+            name,
+            items,
+            [reader.close, raw.close],
+            schema,
+            meta.num_rows,
+            _CODECS.get(codec, codec.lower()),
+        )
+    except BaseException:
+        raw.close()
+        raise
+
+
+def _items(
+    reader: pq.ParquetFile, text: str, id_col: str | None, title_col: str | None
+) -> Iterator[Item]:
+    row = 0
+    for batch in reader.iter_batches(batch_size=READ_BATCH_ROWS):
+        chunk = _Chunk(batch)
+        n = batch.num_rows
+        texts = batch.column(text).to_pylist()
+        ids = batch.column(id_col).to_pylist() if id_col is not None else [None] * n
+        titles = batch.column(title_col).to_pylist() if title_col is not None else [None] * n
+        for index in range(n):
+            row += 1
+            where = f"row {row}"
+            body = texts[index]
+            if body is None:
+                yield ParquetItem(
+                    where, b"", None, f"the {text!r} column is null", chunk=chunk, index=index
+                )
+                continue
+            doc_id = ids[index]
+            doc_id = None if doc_id is None or doc_id == "" else str(doc_id)
+            title = titles[index] or None
+            yield ParquetItem(where, ("row", body, doc_id, title), chunk=chunk, index=index)
+
+
+class ParquetWriter:
+    """Writes the rows of a :class:`ParquetSource` with the added columns set.
+
+    Rows are written a batch at a time, once a row of the next batch arrives or the writer is
+    closed; call :meth:`close` at the end, or the file has no footer.
+
+    Args:
+        out: a binary stream (not a terminal).
+        source: the input, whose schema and compression the output keeps.
+        added: the column names added, in order (see :data:`ADDED_TYPES`).
+
+    Raises:
+        ConfigError: *out* is a terminal.
+    """
+
+    def __init__(self, out: IO[bytes], source: ParquetSource, added: Sequence[str]) -> None:
+        isatty = getattr(out, "isatty", None)
+        if isatty is not None and isatty():
+            raise ConfigError("Parquet output is binary, not for a terminal: give -o FILE.parquet")
+        schema = source.schema
+        self.added = tuple(added)
+        fields: list[Any] = list(schema)
+        #: For each output column: the input column it copies, or the added column it is.
+        self._plan: list[tuple[bool, int]] = []
+        for i, field in enumerate(schema):
+            if field.name in self.added:
+                fields[i] = pa.field(field.name, ADDED_TYPES[field.name])
+                self._plan.append((True, self.added.index(field.name)))
+            else:
+                self._plan.append((False, i))
+        for j, name in enumerate(self.added):
+            if name not in schema.names:
+                fields.append(pa.field(name, ADDED_TYPES[name]))
+                self._plan.append((True, j))
+        self.schema = pa.schema(fields, metadata=schema.metadata)
+        self._writer = pq.ParquetWriter(out, self.schema, compression=source.compression)
+        self._chunk: _Chunk | None = None
+        self._rows: list[int] = []
+        self._values: list[list[object]] = [[] for _ in self.added]
+
+    def write(self, item: Item, prepared: Prepared | None, values: Sequence[object]) -> None:
+        """Take one row: the input row of *item* plus *values* for the added columns."""
+        assert isinstance(item, ParquetItem) and item.chunk is not None
+        if item.chunk is not self._chunk:
+            self._emit()
+            self._chunk = item.chunk
+        self._rows.append(item.index)
+        for column, value in zip(self._values, values, strict=True):
+            column.append(value)
+
+    def flush(self) -> None:
+        """Do nothing: a batch is written whole, when the next one starts or at :meth:`close`."""
+
+    def _emit(self) -> None:
+        chunk = self._chunk
+        if chunk is None:
+            return
+        batch = chunk.batch
+        if len(self._rows) != batch.num_rows:  # bad records were left out
+            batch = batch.take(pa.array(self._rows, pa.int64()))
+        arrays = []
+        for is_added, index in self._plan:
+            if is_added:
+                name = self.added[index]
+                arrays.append(pa.array(self._values[index], ADDED_TYPES[name]))
+            else:
+                arrays.append(batch.column(index))
+        self._writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
+        self._chunk = None
+        self._rows = []
+        self._values = [[] for _ in self.added]
+
+    def close(self) -> None:
+        """Write the last batch and the file's footer (the stream itself stays open)."""
+        self._emit()
+        self._writer.close()
