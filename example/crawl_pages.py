@@ -120,8 +120,9 @@ class ArticleSpider(scrapy.Spider):
         if lines:
             item: dict[str, Any] = {
                 "url": response.url,
-                "title": (scope.css("h1::text").get() or response.css("title::text").get() or "")
-                .strip(),
+                "title": (
+                    scope.css("h1::text").get() or response.css("title::text").get() or ""
+                ).strip(),
                 "text": "\n".join(lines),
             }
             article_id = response.css('meta[name="article-id"]::attr(content)').get()

@@ -43,8 +43,7 @@ try:
     import httpx
 except ImportError as exc:  # pragma: no cover - the extra is installed under test
     raise ImportError(
-        f"nshash.client needs httpx, which cannot be imported ({exc}):"
-        " pip install 'nshash[client]'"
+        f"nshash.client needs httpx, which cannot be imported ({exc}): pip install 'nshash[client]'"
     ) from exc
 
 from .core import Document
@@ -226,8 +225,8 @@ class _Base:
 
     def _pause(self, attempt: int, response: httpx.Response | None) -> float:
         """Seconds to wait before retry number *attempt* + 1 (full jitter, capped)."""
-        delay = min(self.max_backoff, self.backoff * (2**attempt)) * random.uniform(0.5, 1.0)
-        after = response.headers.get("Retry-After") if response is not None else None
+        delay: float = min(self.max_backoff, self.backoff * (2**attempt)) * random.uniform(0.5, 1)
+        after: str | None = response.headers.get("Retry-After") if response is not None else None
         if after is not None and after.isdigit():
             delay = max(delay, min(float(after), self.max_backoff))
         return delay
@@ -510,4 +509,3 @@ class AsyncClient(_Base):
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
-

@@ -49,7 +49,7 @@ import concurrent.futures
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 try:
     from itemadapter import ItemAdapter
@@ -64,6 +64,9 @@ from .core import NSHash
 from .errors import ConfigError, EmptyDocumentError, NSHashError
 from .results import AddResult
 from .store import mask_url
+
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
 
 __all__ = ["NSHashPipeline", "PipelineSettings"]
 
@@ -370,20 +373,19 @@ class NSHashPipeline:
         return asyncio.wrap_future(future)
 
 
-def _deferred(future: concurrent.futures.Future[T]) -> Any:
+def _deferred(future: concurrent.futures.Future[T]) -> Deferred[T]:
     """Return a Deferred that fires in the reactor thread when *future* is done."""
     from twisted.internet import reactor
     from twisted.internet.defer import Deferred
-    from twisted.python.failure import Failure
 
     deferred: Deferred[T] = Deferred()
 
     def fire(done: concurrent.futures.Future[T]) -> None:
         error = done.exception()
         if error is not None:
-            deferred.errback(Failure(error))
+            deferred.errback(error)
         else:
             deferred.callback(done.result())
 
-    future.add_done_callback(lambda done: reactor.callFromThread(fire, done))  # type: ignore[attr-defined]
+    future.add_done_callback(lambda done: reactor.callFromThread(fire, done))
     return deferred
