@@ -167,6 +167,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stats", type=Path, help="write Scrapy's stats here (JSON)")
     parser.add_argument("--top", type=int, default=5, help="how many stories to show")
     parser.add_argument("-v", "--verbose", action="store_true", help="Scrapy's INFO log")
+    parser.add_argument(
+        "-s",
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a Scrapy setting, as with `scrapy crawl -s` (e.g. TWISTED_REACTOR=...)",
+    )
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="nshash-crawl-") as tmp:
@@ -193,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             "CONCURRENT_REQUESTS": args.concurrency,
             "ROBOTSTXT_OBEY": False,
             "TELNETCONSOLE_ENABLED": False,
+            "REMOTE_CONTROL_ENABLED": False,
             "LOG_LEVEL": "INFO" if args.verbose else "WARNING",
         }
         if args.service:
@@ -200,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
             settings["NSHASH_API_KEY"] = args.api_key
         else:
             settings["NSHASH_STORE_URL"] = store_url
+        for pair in args.set:
+            name, _, value = pair.partition("=")
+            settings[name] = value
         if args.output:
             settings["FEEDS"] = {str(args.output): {"format": "jsonlines", "encoding": "utf8"}}
         process = CrawlerProcess(settings)
