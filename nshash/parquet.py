@@ -4,14 +4,16 @@ Parquet is what Spark jobs, Hugging Face datasets and DuckDB write, so stored co
 mostly in it. Needs ``pip install 'nshash[parquet]'`` (pyarrow).
 
 * Reading streams the file :data:`READ_BATCH_ROWS` rows at a time, row group after row group,
-  so memory stays flat whatever the file's size. Each row becomes one record: its text from
+  so memory stays flat whatever the file's length (it does grow with the size of the file's
+  row groups, which pyarrow reads one at a time). Each row becomes one record: its text from
   the text column (``content``, else ``text``, or ``--text-field``), its id from the id column
   (a string or an integer column) and its title from the title column when they exist.
 * Writing keeps every input column, its type and its values, and the file's schema metadata,
   and adds ``similar_id`` (int64, null where ``query`` finds no group) and ``duplicate``
-  (bool) after them; a column of that name already there is replaced in place. Each batch
-  read becomes one row group, written once every row of it has its answer, in input order, so
-  the output does not depend on ``--jobs``. The compression is the input's.
+  (bool) after them; a column of that name already there is replaced in place. Rows are
+  written in input order, in row groups of up to :data:`WRITE_GROUP_ROWS` rows or
+  :data:`WRITE_GROUP_BYTES` bytes, so the output does not depend on ``--jobs``. The
+  compression is the input's.
 
 A row whose text is null is a bad record (reported, and left out of the output like a bad
 JSONL line). A text column that is not a string column is a configuration error.
@@ -43,9 +45,14 @@ __all__ = [
     "open_parquet",
 ]
 
-#: Rows read at a time, and so rows per output row group: a few MB of articles, small enough
-#: that memory does not depend on the file, large enough for Parquet's columnar encodings.
-READ_BATCH_ROWS = 8192
+#: Rows read at a time: a few MB of articles as Python strings. Memory depends on this and on
+#: the file's row group size (pyarrow holds the row group being read), never on its length.
+READ_BATCH_ROWS = 2048
+
+#: An output row group is written once it holds this many rows or bytes (Arrow's own
+#: compact buffers, not Python objects), so readers get row groups of a useful size.
+WRITE_GROUP_ROWS = 65_536
+WRITE_GROUP_BYTES = 64 << 20
 
 #: The types of the columns the commands add.
 ADDED_TYPES = {"similar_id": pa.int64(), "duplicate": pa.bool_()}
@@ -197,8 +204,9 @@ def _items(
 class ParquetWriter:
     """Writes the rows of a :class:`ParquetSource` with the added columns set.
 
-    Rows are written a batch at a time, once a row of the next batch arrives or the writer is
-    closed; call :meth:`close` at the end, or the file has no footer.
+    A batch read is complete once a row of the next batch arrives (bad rows never do); complete
+    batches are gathered into row groups (see :data:`WRITE_GROUP_ROWS`). Call :meth:`close`
+    at the end, or the last rows and the file's footer are not written.
 
     Args:
         out: a binary stream (not a terminal).
@@ -233,6 +241,9 @@ class ParquetWriter:
         self._chunk: _Chunk | None = None
         self._rows: list[int] = []
         self._values: list[list[object]] = [[] for _ in self.added]
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_rows = 0
+        self._pending_bytes = 0
 
     def write(self, item: Item, prepared: Prepared | None, values: Sequence[object]) -> None:
         """Take one row: the input row of *item* plus *values* for the added columns."""
@@ -245,7 +256,7 @@ class ParquetWriter:
             column.append(value)
 
     def flush(self) -> None:
-        """Do nothing: a batch is written whole, when the next one starts or at :meth:`close`."""
+        """Do nothing: rows are written in whole row groups (see the class docstring)."""
 
     def _emit(self) -> None:
         chunk = self._chunk
@@ -261,12 +272,25 @@ class ParquetWriter:
                 arrays.append(pa.array(self._values[index], ADDED_TYPES[name]))
             else:
                 arrays.append(batch.column(index))
-        self._writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
+        out = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
         self._chunk = None
         self._rows = []
         self._values = [[] for _ in self.added]
+        self._pending.append(out)
+        self._pending_rows += out.num_rows
+        self._pending_bytes += out.nbytes
+        if self._pending_rows >= WRITE_GROUP_ROWS or self._pending_bytes >= WRITE_GROUP_BYTES:
+            self._write_group()
+
+    def _write_group(self) -> None:
+        if self._pending:
+            table = pa.Table.from_batches(self._pending, schema=self.schema)
+            self._writer.write_table(table, row_group_size=max(table.num_rows, 1))
+        self._pending = []
+        self._pending_rows = self._pending_bytes = 0
 
     def close(self) -> None:
-        """Write the last batch and the file's footer (the stream itself stays open)."""
+        """Write the last rows and the file's footer (the stream itself stays open)."""
         self._emit()
+        self._write_group()
         self._writer.close()
