@@ -32,7 +32,7 @@ import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urljoin
 
 import scrapy
 from scrapy.crawler import CrawlerProcess
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="nshash-crawl-") as tmp:
         if args.start_url:
-            urls, within = [args.start_url], args.start_url.rsplit("/", 1)[0] + "/"
+            urls, within = [args.start_url], urljoin(args.start_url, "./")
         else:
             folder = args.pages
             if folder is None:

@@ -1,6 +1,6 @@
 """Article files for the command line: readers, the fingerprinting step, and writers.
 
-Three input formats, picked from the name or given explicitly:
+Four input formats, picked from the name or given explicitly:
 
 * ``jsonl``: one JSON object a line (``.jsonl``, ``.json``, ``.ndjson``, also gzipped as
   ``.gz``, or ``-`` for stdin). Lines are kept as bytes: the output line is the input line,

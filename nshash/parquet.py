@@ -129,7 +129,9 @@ def open_parquet(name: str, fields: Fields) -> ParquetSource:
     raw = open(name, "rb")
     try:
         try:
-            reader = pq.ParquetFile(raw)
+            # pre_buffer would read ahead the column chunks of every row group still to come
+            # (measured: memory grew with the file); without it one row group is held at a time.
+            reader = pq.ParquetFile(raw, pre_buffer=False)
         except (pa.ArrowInvalid, OSError) as exc:
             raise ConfigError(f"{name!r} is not a readable Parquet file ({exc})") from None
         schema = reader.schema_arrow

@@ -20,7 +20,7 @@ setting                     default         meaning
 ``NSHASH_STORE_URL``        ``memory://``   an embedded store (``memory://`` lasts one crawl)
 ``NSHASH_SERVICE_URL``      unset           a running service instead (not with the above)
 ``NSHASH_API_KEY``          unset           the service's ``NSHASH_API_KEY``
-``NSHASH_TEXT_FIELD``       content, text   the text field (a name or a list tried in order);
+``NSHASH_TEXT_FIELD``       content, text   the text field (a name, or names tried in order);
                                             a list of strings is joined with line breaks
 ``NSHASH_ID_FIELD``         ``id``          the document id; without one, the url is the id
 ``NSHASH_TITLE_FIELD``      ``title``       kept with the id in group listings
@@ -129,7 +129,9 @@ class PipelineSettings:
                 f"NSHASH_DUPLICATES is 'tag' or 'drop', not {settings.get('NSHASH_DUPLICATES')!r}"
             )
         text = settings.get("NSHASH_TEXT_FIELD") or ("content", "text")
-        text_fields = (text,) if isinstance(text, str) else tuple(text)
+        if isinstance(text, str):  # "body" or, from the command line, "body,content"
+            text = [name.strip() for name in text.split(",")]
+        text_fields = tuple(text)
         if not text_fields or not all(isinstance(f, str) and f for f in text_fields):
             raise ConfigError(f"NSHASH_TEXT_FIELD is a field name or a list of them, not {text!r}")
         return cls(

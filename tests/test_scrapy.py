@@ -238,6 +238,8 @@ class TestPipeline:
         assert (s.store_url, s.service_url, s.text_fields, s.duplicates) == (
             "memory://", None, ("body",), "tag",
         )  # fmt: skip
+        listed = PipelineSettings.from_settings({"NSHASH_TEXT_FIELD": "body, content"})
+        assert listed.text_fields == ("body", "content")
         service = PipelineSettings.from_settings({"NSHASH_SERVICE_URL": "http://h:1"})
         assert service.store_url is None and service.service_url == "http://h:1"
         for bad in (
@@ -245,6 +247,7 @@ class TestPipeline:
             {"NSHASH_DUPLICATES": "delete"},
             {"NSHASH_RETRIES": "many"},
             {"NSHASH_TEXT_FIELD": [1]},
+            {"NSHASH_TEXT_FIELD": ","},
         ):
             with pytest.raises(ConfigError):
                 PipelineSettings.from_settings(bad)
