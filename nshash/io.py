@@ -9,7 +9,8 @@ Four input formats, picked from the name or given explicitly:
   as a spreadsheet shows them: the header is row 1, the first article row 2.
 * ``txt``: a folder of ``.txt`` files (searched recursively, sorted by path) or one ``.txt``
   file. The id is the file's path relative to the folder, the title its first non-blank line.
-* ``parquet``: a Parquet file (``.parquet``, ``.pq``), read in batches by
+* ``parquet``: a Parquet file (``.parquet``, ``.pq``) or a folder of part files so named, as
+  Spark writes it, read in batches by
   :mod:`nshash.parquet` (``pip install 'nshash[parquet]'``), written back as Parquet with
   every input column and the two added ones.
 
@@ -119,11 +120,11 @@ def detect_format(name: str, given: str | None = None) -> str:
         return given
     if name == "-":
         return "jsonl"
+    lower = name.lower().rstrip("/")
+    if lower.endswith(_PARQUET_SUFFIXES):  # a file, or a folder of part files (Spark's)
+        return "parquet"
     if os.path.isdir(name):
         return "txt"
-    lower = name.lower()
-    if lower.endswith(_PARQUET_SUFFIXES):
-        return "parquet"
     if lower.endswith(".gz"):
         lower = lower[:-3]
     if lower.endswith(_JSONL_SUFFIXES):

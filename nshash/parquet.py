@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any
 
 try:
@@ -52,7 +53,7 @@ READ_BATCH_ROWS = 2048
 #: An output row group is written once it holds this many rows or bytes (Arrow's own
 #: compact buffers, not Python objects), so readers get row groups of a useful size.
 WRITE_GROUP_ROWS = 65_536
-WRITE_GROUP_BYTES = 64 << 20
+WRITE_GROUP_BYTES = 32 << 20
 
 #: The types of the columns the commands add.
 ADDED_TYPES = {"similar_id": pa.int64(), "duplicate": pa.bool_()}
@@ -114,27 +115,71 @@ class ParquetSource(Source):
         self.compression = compression
 
 
+def _part_files(name: str) -> list[str]:
+    """The files to read: *name*, or the part files of a folder in name order.
+
+    A folder (what Spark and Hive write) is read as one file: its ``*.parquet`` and ``*.pq``
+    files, skipping ``_``- and ``.``-prefixed ones (``_SUCCESS``, checksums). Partitioned
+    folders (``key=value/`` subfolders) are refused: the partition keys are in the paths, not
+    in the files, so the output could not keep them.
+    """
+    folder = Path(name)
+    if not folder.is_dir():
+        with open(name, "rb"):  # a missing or unreadable file is the usual OSError
+            pass
+        return [name]
+    parts = sorted(
+        str(p)
+        for p in folder.iterdir()
+        if p.is_file() and p.suffix.lower() in (".parquet", ".pq") and p.name[0] not in "._"
+    )
+    if not parts:
+        nested = any(p.is_dir() for p in folder.iterdir())
+        hint = " (a partitioned dataset: give one partition's folder)" if nested else ""
+        raise ConfigError(f"The folder {name!r} holds no .parquet file{hint}")
+    return parts
+
+
+def _open_file(path: str) -> pq.ParquetFile:
+    try:
+        # pre_buffer would read ahead the column chunks of every row group still to come
+        # (measured: memory grew with the file); without it one row group is held at a time.
+        # Given the path, pyarrow reads into its own pool rather than into Python bytes.
+        return pq.ParquetFile(path, pre_buffer=False)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise ConfigError(f"{path!r} is not a readable Parquet file ({exc})") from None
+
+
 def open_parquet(name: str, fields: Fields) -> ParquetSource:
-    """Open the Parquet file *name* for reading.
+    """Open the Parquet file (or folder of part files) *name* for reading.
 
     Raises:
-        ConfigError: *name* is stdin, the file is not Parquet, it has no text column, or a
-            text, id or title column has a type that cannot hold one.
+        ConfigError: *name* is stdin, a file is not Parquet, the part files' schemas differ,
+            there is no text column, or a text, id or title column has a type that cannot
+            hold one.
         OSError: the file cannot be opened.
     """
     if name == "-":
         raise ConfigError(
             "Parquet cannot be read from stdin (its index is at the end of the file); give a file"
         )
-    raw = open(name, "rb")
+    parts = _part_files(name)
+    first = _open_file(parts[0])
     try:
-        try:
-            # pre_buffer would read ahead the column chunks of every row group still to come
-            # (measured: memory grew with the file); without it one row group is held at a time.
-            reader = pq.ParquetFile(raw, pre_buffer=False)
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise ConfigError(f"{name!r} is not a readable Parquet file ({exc})") from None
-        schema = reader.schema_arrow
+        schema = first.schema_arrow
+        total = first.metadata.num_rows
+        for part in parts[1:]:  # footers only: cheap
+            other = _open_file(part)
+            try:
+                if not other.schema_arrow.equals(schema):
+                    raise ConfigError(
+                        f"The part files of {name!r} differ: {parts[0]!r} has columns"
+                        f" {schema.names!r} ({schema.types}), {part!r} {other.schema_arrow.names!r}"
+                        f" ({other.schema_arrow.types})"
+                    )
+                total += other.metadata.num_rows
+            finally:
+                other.close()
         names = schema.names
         text = next((f for f in fields.text if f in names), None)
         if text is None:
@@ -160,47 +205,63 @@ def open_parquet(name: str, fields: Fields) -> ParquetSource:
                 f"The title column {title_col!r} of {name} holds"
                 f" {schema.field(title_col).type}, not strings (use --title-field)"
             )
-        meta = reader.metadata
+        meta = first.metadata
         codec = "SNAPPY"
         if meta.num_row_groups and meta.num_columns:
             codec = meta.row_group(0).column(0).compression
-        items = _items(reader, text, id_col, title_col)
-        return ParquetSource(
-            name,
-            items,
-            [reader.close, raw.close],
-            schema,
-            meta.num_rows,
-            _CODECS.get(codec, codec.lower()),
-        )
     except BaseException:
-        raw.close()
+        first.close()
         raise
+    first.close()
+    open_files: list[pq.ParquetFile] = []
+
+    def close() -> None:
+        while open_files:
+            open_files.pop().close()
+
+    return ParquetSource(
+        name,
+        _items(parts, open_files, text, id_col, title_col),
+        [close],
+        schema,
+        total,
+        _CODECS.get(codec, codec.lower()),
+    )
 
 
 def _items(
-    reader: pq.ParquetFile, text: str, id_col: str | None, title_col: str | None
+    parts: list[str],
+    open_files: list[pq.ParquetFile],
+    text: str,
+    id_col: str | None,
+    title_col: str | None,
 ) -> Iterator[Item]:
-    row = 0
-    for batch in reader.iter_batches(batch_size=READ_BATCH_ROWS):
-        chunk = _Chunk(batch)
-        n = batch.num_rows
-        texts = batch.column(text).to_pylist()
-        ids = batch.column(id_col).to_pylist() if id_col is not None else [None] * n
-        titles = batch.column(title_col).to_pylist() if title_col is not None else [None] * n
-        for index in range(n):
-            row += 1
-            where = f"row {row}"
-            body = texts[index]
-            if body is None:
-                yield ParquetItem(
-                    where, b"", None, f"the {text!r} column is null", chunk=chunk, index=index
-                )
-                continue
-            doc_id = ids[index]
-            doc_id = None if doc_id is None or doc_id == "" else str(doc_id)
-            title = titles[index] or None
-            yield ParquetItem(where, ("row", body, doc_id, title), chunk=chunk, index=index)
+    for part in parts:
+        reader = _open_file(part)
+        open_files.append(reader)
+        prefix = f"{Path(part).name} " if len(parts) > 1 else ""
+        row = 0
+        for batch in reader.iter_batches(batch_size=READ_BATCH_ROWS):
+            chunk = _Chunk(batch)
+            n = batch.num_rows
+            texts = batch.column(text).to_pylist()
+            ids = batch.column(id_col).to_pylist() if id_col is not None else [None] * n
+            titles = batch.column(title_col).to_pylist() if title_col is not None else [None] * n
+            for index in range(n):
+                row += 1
+                where = f"{prefix}row {row}"
+                body = texts[index]
+                if body is None:
+                    yield ParquetItem(
+                        where, b"", None, f"the {text!r} column is null", chunk=chunk, index=index
+                    )
+                    continue
+                doc_id = ids[index]
+                doc_id = None if doc_id is None or doc_id == "" else str(doc_id)
+                title = titles[index] or None
+                yield ParquetItem(where, ("row", body, doc_id, title), chunk=chunk, index=index)
+        open_files.remove(reader)
+        reader.close()
 
 
 class ParquetWriter:

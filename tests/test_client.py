@@ -7,8 +7,10 @@ server and then lose its answer, or answer 503 in its place, so the retries meet
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import re
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +25,8 @@ from tests.redis_server import free_port
 from tests.test_service_uvicorn import UvicornServer
 
 KEY = "client-test-key"
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "example" / "http_client.py"
 
 FLOOD = (
     "The river flooded the lower town after three days of heavy rain. "
@@ -199,6 +203,29 @@ class TestClient:
             with pytest.raises(StoreUnavailableError, match="answered 503 store_unavailable"):
                 client.add(ORCHARD + " No id, no retry.")
             assert transport.sent == 6
+
+
+class TestExample:
+    """``example/http_client.py`` runs on the client."""
+
+    def test_sends_and_lists(self, server: UvicornServer) -> None:
+        """With the key it prints each article's group and the hot stories; with a wrong key
+        one ``Error:`` line and exit 1."""
+        script = [sys.executable, str(EXAMPLE), "--url", server.url, "--batch", "--top", "3"]
+        env = {"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "")}
+        done = subprocess.run(
+            [*script, "--api-key", KEY], capture_output=True, text=True, timeout=120, env=env
+        )
+        assert done.returncode == 0, done.stderr
+        assert "zh-metro-2       repost of" in done.stdout
+        assert "Hot stories (30 articles sent):" in done.stdout
+        assert "5 copies: 江城地铁5号线今日开通运营" in done.stdout
+        wrong = subprocess.run(
+            [*script, "--api-key", "wrong"], capture_output=True, text=True, timeout=120, env=env
+        )
+        assert wrong.returncode == 1 and wrong.stdout == ""
+        assert wrong.stderr.startswith("Error: The nshash service answered 401 unauthorized")
+        assert len(wrong.stderr.splitlines()) == 1
 
 
 def corpus(stories: int = 16, seed: int = 7) -> list[dict[str, str]]:

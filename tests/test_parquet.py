@@ -201,6 +201,40 @@ class TestStreamingAndJobs:
         assert result.select(["id", "content", "copy"]).to_pylist() == kept
 
 
+class TestPartFiles:
+    """A folder of part files, as Spark writes it, reads as one file."""
+
+    def test_folder_in_name_order(self, run: Run, tmp_path: Path) -> None:
+        """Parts are read in name order, _SUCCESS and hidden files skipped; one file out."""
+        table = pa.Table.from_pylist(articles())
+        folder = tmp_path / "corpus.parquet"
+        folder.mkdir()
+        for i, start in enumerate(range(0, 30, 12)):
+            pq.write_table(table.slice(start, 12), folder / f"part-{i:05d}.snappy.parquet")
+        (folder / "_SUCCESS").write_bytes(b"")
+        (folder / ".part-00000.snappy.parquet.crc").write_bytes(b"x")
+        target = tmp_path / "out.parquet"
+        assert run("dedup", folder, "-o", target, "-q")[0] == 0
+        result = pq.read_table(target)
+        assert result.select(table.column_names).equals(table)
+        got = [(r["similar_id"], r["duplicate"]) for r in result.to_pylist()]
+        assert got == jsonl_answers(run)
+
+    def test_parts_must_agree(self, run: Run, tmp_path: Path) -> None:
+        """Parts with other columns, or a partitioned folder, are refused with the reason."""
+        folder = tmp_path / "mixed.parquet"
+        folder.mkdir()
+        pq.write_table(pa.table({"text": ["One article here."]}), folder / "a.parquet")
+        pq.write_table(pa.table({"text": ["Two."], "x": [1]}), folder / "b.parquet")
+        code, _, err = run("dedup", folder, "-o", tmp_path / "out.parquet")
+        assert code == 1 and "The part files of" in err and "differ" in err
+        hive = tmp_path / "hive.parquet"
+        (hive / "day=1").mkdir(parents=True)
+        pq.write_table(pa.table({"text": ["One."]}), hive / "day=1" / "a.parquet")
+        code, _, err = run("dedup", hive, "-o", tmp_path / "out.parquet")
+        assert code == 1 and "partitioned dataset" in err
+
+
 class TestErrors:
     """Bad Parquet input: one ``Error:`` line and exit 1."""
 
