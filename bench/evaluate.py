@@ -1,6 +1,7 @@
 """Accuracy and speed of nshash against the seed algorithm, MinHash LSH and simhash.
 
-Feeds the labelled repost sets (``zh_reposts_dev``, ``en_reposts_dev``) in file order, one
+Feeds the labelled repost sets (``zh_reposts_dev``, ``en_reposts_dev``) and the hot-story sets
+(``zh_hot_dev``, ``en_hot_dev``: many heavily edited copies per story) in file order, one
 document at a time, to every system and prints, side by side from the same run: pairwise
 precision, recall and F1 against the ``story`` labels, the largest group, docs/s and the docs/s
 ratio against the seed. Then runs nshash and the seed over ``zh_hk_news`` (real site
@@ -12,6 +13,11 @@ Run from anywhere::
     python3 bench/evaluate.py                       # everything
     python3 bench/evaluate.py --sets zh --systems nshash,seed --repeat 5
     python3 bench/evaluate.py --json > figures.json
+    python3 bench/evaluate.py --sets zh_hot,en_hot --systems nshash --orders 3 --repeat 1
+
+``--orders K`` also feeds every labelled set in K - 1 shuffled orders (fixed seeds 1, 2, ...)
+and prints each order's scores and the spread of F1 over the orders: an online grouping
+should not depend on which copy of a story arrives first.
 
 Scoring: a pair of documents is positive when both share a story, predicted positive when the
 system put both in one group; precision, recall and F1 are over all such pairs. With no
@@ -32,6 +38,7 @@ import argparse
 import gc
 import gzip
 import json
+import random
 import re
 import sys
 import time
@@ -55,6 +62,8 @@ DATA_DIR = _ROOT.parent / "shared" / "data"
 SETS: dict[str, tuple[str, str, str | None, str | None]] = {
     "zh": ("zh_reposts_dev.jsonl.gz", "text", "story", None),
     "en": ("en_reposts_dev.jsonl.gz", "text", "story", None),
+    "zh_hot": ("zh_hot_dev.jsonl.gz", "text", "story", None),
+    "en_hot": ("en_hot_dev.jsonl.gz", "text", "story", None),
     "hk": ("zh_hk_news.jsonl.gz", "content", None, "title"),
 }
 
@@ -282,6 +291,43 @@ def run_once(factory: Callable[[], System], texts: Sequence[str]) -> tuple[list[
     return system.finish(labels), seconds
 
 
+def shuffled(count: int, seed: int) -> list[int]:
+    """A fixed shuffle of ``range(count)`` (seed 0: file order)."""
+    order = list(range(count))
+    if seed:
+        random.Random(seed).shuffle(order)
+    return order
+
+
+def run_in_order(
+    factory: Callable[[], System], texts: Sequence[str], order: Sequence[int]
+) -> list[Hashable]:
+    """Feed *texts* in *order* to a fresh system; return the final labels in file order."""
+    labels, _ = run_once(factory, [texts[i] for i in order])
+    out: list[Hashable] = [None] * len(texts)
+    for i, label in zip(order, labels, strict=True):
+        out[i] = label
+    return out
+
+
+def order_rows(
+    corpus: Corpus, names: Sequence[str], orders: int, progress: Callable[[str], None]
+) -> list[dict[str, Any]]:
+    """Each system's scores over *orders* arrival orders (file order first) and the F1 spread."""
+    assert corpus.stories is not None
+    rows = []
+    for name in names:
+        f1s = []
+        for seed in range(orders):
+            labels = run_in_order(SYSTEMS[name], corpus.texts, shuffled(len(corpus.texts), seed))
+            score = pairwise_scores(labels, corpus.stories)
+            f1s.append(score.f1)
+            progress(f"  {name}: order {seed} F1 {score.f1:.4f}")
+            rows.append({"system": name, "order": seed, **asdict(score)})
+        rows.append({"system": name, "order": "spread", "f1": max(f1s) - min(f1s)})
+    return rows
+
+
 def run_systems(
     names: Sequence[str], texts: Sequence[str], repeat: int, progress: Callable[[str], None]
 ) -> dict[str, Run]:
@@ -399,6 +445,23 @@ def format_hk(corpus: Corpus, rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def format_orders(corpus: Corpus, rows: list[dict[str, Any]]) -> str:
+    """Scores per arrival order (0 is file order) and the F1 spread of each system."""
+    lines = [
+        f"{corpus.name}: arrival orders",
+        f"{'system':<10} {'order':>6} {'P':>7} {'R':>7} {'F1':>7}",
+    ]
+    for row in rows:
+        if row["order"] == "spread":
+            lines.append(f"{row['system']:<10} {'spread':>6} {'':>7} {'':>7} {row['f1']:>7.4f}")
+        else:
+            lines.append(
+                f"{row['system']:<10} {row['order']:>6} {row['precision']:>7.4f}"
+                f" {row['recall']:>7.4f} {row['f1']:>7.4f}"
+            )
+    return "\n".join(lines)
+
+
 # -- command line --------------------------------------------------------------------------
 def _names(value: str, known: Iterable[str], what: str) -> list[str]:
     names = [v.strip() for v in value.split(",") if v.strip()]
@@ -450,6 +513,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--repeat", type=_positive, default=3, help="timed passes per system; best counts (3)"
     )
+    parser.add_argument(
+        "--orders",
+        type=_positive,
+        default=1,
+        help="arrival orders per labelled set: file order, then K-1 fixed shuffles (1)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead")
     parser.add_argument(
         "--data-dir", type=Path, default=DATA_DIR, help=f"where the sets are (default {DATA_DIR})"
@@ -497,6 +566,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows = score_set(corpus, runs)
             out.append(format_scores(corpus, rows))
         report["sets"][name] = {"file": corpus.path.name, "docs": len(corpus.texts), "rows": rows}
+        if corpus.stories is not None and args.orders > 1:
+            ordered = order_rows(corpus, systems, args.orders, progress)
+            out.append(format_orders(corpus, ordered))
+            report["sets"][name]["orders"] = ordered
     if args.json:
         print(json.dumps(report, ensure_ascii=False, indent=2))
     else:

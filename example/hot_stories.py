@@ -9,18 +9,28 @@ Usage::
     python example/hot_stories.py                      # example/articles.jsonl
     python example/hot_stories.py articles.jsonl --top 5
 
-The input is JSONL with ``id``, ``title`` and ``content`` (or ``text``) per line.
+The input is JSONL (``.jsonl`` or gzipped ``.jsonl.gz``) with ``id``, ``title`` and
+``content`` (or ``text``) per line.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 from pathlib import Path
+from typing import IO
 
 from nshash import EmptyDocumentError, NSHash
 
 HERE = Path(__file__).resolve().parent
+
+
+def open_text(path: Path) -> IO[str]:
+    """Open a JSONL file for reading, gunzipping a ``.gz`` one."""
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8")
+    return path.open(encoding="utf-8")
 
 
 def main() -> None:
@@ -30,11 +40,15 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=10, help="how many stories to show")
     args = parser.parse_args()
 
-    with NSHash.open("memory://") as nsh, args.file.open(encoding="utf-8") as f:
+    with NSHash.open("memory://") as nsh, open_text(args.file) as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
                 continue
-            article = json.loads(line)
+            try:
+                article = json.loads(line)
+            except ValueError:
+                print(f"line {number}: not JSON, skipped")
+                continue
             text = article.get("content") or article.get("text") or ""
             try:
                 nsh.add(text, doc_id=str(article.get("id", number)), title=article.get("title"))

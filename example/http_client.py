@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from nshash import EmptyDocumentError, NSHashError
+from nshash import EmptyDocumentError, NSHashError, StoreUnavailableError
 from nshash.client import Client, ServiceError
 
 HERE = Path(__file__).resolve().parent
@@ -87,7 +87,8 @@ def run(client: Client, documents: list[dict[str, Any]], batch: bool, top: int) 
     """Send the documents, then print the hot stories.
 
     Raises:
-        ServiceError: the service refused the requests as a whole (a wrong API key).
+        ServiceError: the service refused a request for a reason other than the document
+            (a wrong API key, for one).
         StoreUnavailableError: the service cannot be reached, after the client's retries.
     """
     if batch:
@@ -100,7 +101,7 @@ def run(client: Client, documents: list[dict[str, Any]], batch: bool, top: int) 
             except EmptyDocumentError as exc:  # this article only
                 results.append(exc)
             except ServiceError as exc:
-                if exc.status == 401:  # a wrong key: every request would fail alike
+                if exc.status not in (413, 422):  # not this document's fault: stop here
                     raise
                 results.append(exc)
     for doc, result in zip(documents, results, strict=True):
@@ -132,7 +133,10 @@ def main() -> None:
             return
         with local_service() as url, Client(url) as client:
             run(client, documents, args.batch, args.top)
-    except NSHashError as exc:  # a wrong key, or no service at --url
+    except ServiceError as exc:
+        hint = " (pass the service's key with --api-key)" if exc.status == 401 else ""
+        sys.exit(f"Error: the service answered HTTP {exc.status} {exc.code}: {exc.message}{hint}")
+    except StoreUnavailableError as exc:  # unreachable, after the client's retries
         sys.exit(f"Error: {exc}")
 
 

@@ -21,11 +21,21 @@ from .errors import (
     StoreCorruptError,
     StoreError,
     StoreLockedError,
+    StoreNotFoundError,
+    StoreReadOnlyError,
     StoreUnavailableError,
 )
 from .fingerprint import DocPrint, Fingerprinter, split_sentences
 from .normalize import normalize_key, normalize_text
-from .results import AddResult, DocumentRecord, Group, Member, StoreStats
+from .results import (
+    AddResult,
+    Candidate,
+    DocumentRecord,
+    Explanation,
+    Group,
+    Member,
+    StoreStats,
+)
 from .store import Store, open_store
 
 if TYPE_CHECKING:
@@ -55,11 +65,13 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AddResult",
+    "Candidate",
     "ConfigError",
     "DocPrint",
     "Document",
     "DocumentRecord",
     "EmptyDocumentError",
+    "Explanation",
     "Fingerprinter",
     "Group",
     "KeyedDedup",
@@ -72,6 +84,8 @@ __all__ = [
     "StoreCorruptError",
     "StoreError",
     "StoreLockedError",
+    "StoreNotFoundError",
+    "StoreReadOnlyError",
     "StoreStats",
     "StoreUnavailableError",
     "__version__",

@@ -7,42 +7,74 @@ table     maps                                   written when
 ========  =====================================  ===========================================
 fp        anchor fingerprint -> group id         first time an anchor is seen (never moved)
 exact     whole-text fingerprint -> group id     first time a text is seen
-common    set of fingerprints                    a match on them was refused (boilerplate)
+votes     hash -> groups it was seen to join     a match on it was clearly refused
+common    set of hashes                          a hash has votes from ``votes`` groups
 parent    merged group id -> canonical id        groups merge; the smaller id stays canonical
-sketch    canonical id -> set of sketch hashes   a group is made or joined (capped in size)
+sketch    canonical id -> sketch values, limit   a group is made, joined or merged (capped)
 size      canonical id -> document count         every new document
 members   canonical id -> doc ids in order       every new document that has a doc_id
 docs      doc id -> the answer given for it      every new document that has a doc_id
 counter   last id handed out                     a group is made
 ========  =====================================  ===========================================
 
-**The boilerplate guard.** An anchor (one of a document's n longest sentences) that hits a
-group is only evidence. The match is accepted when the document's *sketch* (hashes of the two
-ends of every sentence, repeated by sentence length; see :class:`nshash.DocPrint`) and the
-group's sketch share at least ``min_overlap`` hashes and at least ``theta`` of the smaller
-sketch, after removing hashes known to be common. A site's disclaimer shared by two
-unrelated articles passes the first test but not the second: the rest of the two articles
-differs. A refused match teaches the store: the anchors that led to it and the sketch hashes
-both documents share become *common*; common hashes are skipped as anchors and ignored in sketches
-from then on, so a site's footer stops pulling its articles together after its first
-appearance, whatever its wording. Since a sentence weighs by its length, a short footer
-cannot outweigh the story around it. Identical texts (same letters and digits) always join one
-group through the ``exact`` table, whatever the guard says. A document that matches several
-groups joins the best match and merges the others into it only where it matches them at least
-``merge_theta``: half of one story and half of another glue nothing together.
+**Candidates.** A document's anchors (the shingles of its smallest hashes, see
+:class:`nshash.DocPrint`) are looked up; every group one of them hits is a candidate. Since
+the anchors are a consistent sample, a copy keeps several of its story's anchors through
+re-wrapping, inserted lines, changed figures and heavy truncation, and each copy adds its own
+new anchors to the group, so a hot story gets easier to find with every copy.
+
+**Verification (the boilerplate guard).** A candidate is accepted when the document's sketch and
+the group's share at least ``min_overlap`` values and at least ``theta`` of the smaller of the
+two, after leaving out hashes known to be common and values past either sketch's limit. A
+site's footer shared by two unrelated articles hits, but the rest of the articles differs.
+
+**Boilerplate is learned from evidence, never from one refusal.** A refusal is only a vote:
+each hash the refused pair shared (the anchors that hit and the sketch values in common)
+records the two groups, and becomes *common*, no longer an anchor nor counted in any sketch,
+once ``votes`` distinct groups (after merges) have been kept apart on it. A site's footer
+reaches that within a few articles; a story's own text does not, since the only groups kept
+apart on it are fragments of that one story (a heavily edited copy that failed the check),
+and fragments merge as soon as one copy matches two of them strongly (``merge_theta``), after
+which they count as one. A client posting crafted documents around one real sentence can
+at most make that one sentence common: the story's other anchors and sketch still find it.
+
+Identical texts (same letters and digits) always join one group through the ``exact`` table,
+whatever the guard says. A document that matches several groups joins the best match and
+merges the others into it only where it matches them at least ``merge_theta``: half of one
+story and half of another glue nothing together.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
 from .errors import ConfigError
-from .fingerprint import DocPrint
-from .results import Assignment, DocumentRecord
+from .fingerprint import NO_LIMIT, DocPrint
+from .results import Assignment, Candidate, DocumentRecord, Explanation
 
-__all__ = ["MatchPolicy", "Tables", "assign", "lookup", "resolve"]
+__all__ = [
+    "MatchPolicy",
+    "Tables",
+    "assign",
+    "combine_sketch",
+    "explain",
+    "finish_explanation",
+    "judged",
+    "lookup",
+    "resolve",
+]
+
+
+def _ratio(name: str, value: object) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 < value <= 1.0:
+        raise ConfigError(f"{name} must be in (0, 1], not {value!r}")
+
+
+def _count(name: str, value: object, least: int = 1) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        raise ConfigError(f"{name} must be an integer >= {least}, not {value!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,30 +83,49 @@ class MatchPolicy:
 
     Attributes:
         n: anchors per document (the "n" of nshash).
-        theta: the share of the smaller sketch that two documents must have in common.
-        min_overlap: the fewest shared sketch hashes for a match (unless a sketch is smaller).
+        theta: the share of the smaller sketch that a document and a group must have in common.
+        min_overlap: the fewest shared sketch values for a match (unless a sketch is smaller).
+        sketch_cap: a group's sketch keeps at most this many values (the smallest).
         merge_theta: a document that matches several groups joins the best one, and merges
             the others into it only where it matches them this strongly.
-        sketch_cap: a group's sketch stops growing past this many hashes.
+        votes: how many distinct groups must have been kept apart on a hash before it is
+            common (boilerplate).
     """
 
-    n: int = 5
+    n: int = 16
     theta: float = 0.5
-    min_overlap: int = 2
+    min_overlap: int = 3
     sketch_cap: int = 256
     merge_theta: float = 0.6
+    votes: int = 4
 
     def __post_init__(self) -> None:
-        if not isinstance(self.n, int) or isinstance(self.n, bool) or self.n < 1:
-            raise ConfigError(f"n must be a positive integer, not {self.n!r}")
-        if not isinstance(self.theta, (int, float)) or not 0.0 < self.theta <= 1.0:
-            raise ConfigError(f"theta must be in (0, 1], not {self.theta!r}")
-        if not isinstance(self.merge_theta, (int, float)) or not 0.0 < self.merge_theta <= 1.0:
-            raise ConfigError(f"merge_theta must be in (0, 1], not {self.merge_theta!r}")
-        if not isinstance(self.min_overlap, int) or self.min_overlap < 1:
-            raise ConfigError(f"min_overlap must be a positive integer, not {self.min_overlap!r}")
-        if not isinstance(self.sketch_cap, int) or self.sketch_cap < 1:
-            raise ConfigError(f"sketch_cap must be a positive integer, not {self.sketch_cap!r}")
+        _count("n", self.n)
+        _ratio("theta", self.theta)
+        _ratio("merge_theta", self.merge_theta)
+        _count("min_overlap", self.min_overlap)
+        _count("sketch_cap", self.sketch_cap)
+        _count("votes", self.votes, 2)
+
+
+def combine_sketch(
+    values: Iterable[int], limit: int, more: Iterable[int], more_limit: int, cap: int
+) -> tuple[set[int], int]:
+    """Join two consistent sketch samples into one of at most *cap* values.
+
+    Each side holds every sampled value below its limit, so the union holds every one below the
+    smaller limit; past *cap* values only the smallest stay and the limit falls to the first
+    value dropped. Every store keeps group sketches through this one function (the Redis
+    script mirrors it).
+    """
+    bound = min(limit, more_limit)
+    joined = {v for v in values if v < bound}
+    joined.update(v for v in more if v < bound)
+    if len(joined) > cap:
+        ordered = sorted(joined)
+        bound = ordered[cap]
+        joined = set(ordered[:cap])
+    return joined, bound
 
 
 class Tables(Protocol):
@@ -91,20 +142,33 @@ class Tables(Protocol):
         ...
 
     def get_parent(self, gid: int) -> int | None: ...
-    def sketch_overlap(self, gid: int, live: set[int]) -> tuple[set[int], int]:
-        """The hashes *live* shares with the group's sketch, and the sketch's size without
-        the hashes that are common (*live* holds no common hash)."""
+    def group_sketch(self, gid: int) -> tuple[Collection[int], int]:
+        """The group's sketch values (common ones included) and its limit."""
         ...
 
-    def sketch_size(self, gid: int) -> int: ...
+    def get_votes(self, h: int) -> tuple[int, ...]:
+        """The groups kept apart on hash *h* so far (empty for most hashes)."""
+        ...
+
     def get_doc(self, doc_id: str) -> DocumentRecord | None: ...
 
     def set_fp(self, h: int, gid: int) -> None: ...
     def set_exact(self, h: int, gid: int) -> None: ...
     def add_common(self, hs: Iterable[int]) -> None: ...
-    def new_group(self, sketch: Iterable[int]) -> int: ...
-    def extend_sketch(self, gid: int, hs: Iterable[int]) -> None: ...
-    def merge_into(self, root: int, gid: int) -> None: ...
+    def set_votes(self, h: int, gids: tuple[int, ...]) -> None:
+        """Record the groups kept apart on *h* (an empty tuple forgets them)."""
+        ...
+
+    def new_group(self, sketch: Iterable[int], limit: int) -> int: ...
+    def extend_sketch(self, gid: int, hs: Iterable[int], limit: int, cap: int) -> None:
+        """Join the values *hs* (complete below *limit*) into the group's sketch, through
+        :func:`combine_sketch`."""
+        ...
+
+    def merge_into(self, root: int, gid: int, cap: int) -> None:
+        """Make *gid* resolve to *root*; its sketch, size and members move to *root*."""
+        ...
+
     def add_member(self, gid: int, record: DocumentRecord | None) -> None: ...
 
 
@@ -138,24 +202,30 @@ def _candidates(tables: Tables, known: dict[int, int | None]) -> dict[int, list[
 
 
 def _verify(
-    tables: Tables,
-    live_sketch: set[int],
-    gid: int,
-    policy: MatchPolicy,
-    made_common: set[int] | None = None,
-) -> tuple[float, set[int]]:
-    """Score how much of the smaller sketch the document and group share (0 when too little).
+    tables: Tables, doc: DocPrint, live: set[int], gid: int, hits: list[int], policy: MatchPolicy
+) -> tuple[Candidate, set[int]]:
+    """Judge group *gid* against the document's live sketch; returns the shared values too."""
+    values, group_limit = tables.group_sketch(gid)
+    limit = min(doc.limit, group_limit)
+    mine = live if limit >= doc.limit else {v for v in live if v < limit}
+    theirs = values if limit >= group_limit else [v for v in values if v < limit]
+    shared = mine.intersection(theirs)
+    candidate = judged(
+        gid, tuple(hits), len(shared), len(mine), len(tables.live_set(theirs)), policy
+    )
+    return candidate, shared
 
-    *made_common* holds hashes that became common earlier in the same call: they no longer
-    count as shared, while the document's sketch keeps the size it had when the call began.
-    """
-    shared, group_size = tables.sketch_overlap(gid, live_sketch)
-    if made_common:
-        shared -= made_common
-    smaller = min(len(live_sketch), group_size)
-    if smaller == 0 or len(shared) < min(policy.min_overlap, smaller):
-        return 0.0, shared
-    return len(shared) / smaller, shared
+
+def judged(
+    gid: int, hits: tuple[int, ...], shared: int, mine: int, theirs: int, policy: MatchPolicy
+) -> Candidate:
+    """A candidate scored: *shared* values over the smaller of *mine* and *theirs* (0 when
+    fewer than ``min_overlap`` are shared, unless a sketch is smaller than that)."""
+    smaller = min(mine, theirs)
+    score = 0.0
+    if smaller and shared >= min(policy.min_overlap, smaller):
+        score = shared / smaller
+    return Candidate(gid, hits, shared, mine, theirs, score)
 
 
 def _choose(scores: dict[int, float], policy: MatchPolicy) -> list[int]:
@@ -171,18 +241,78 @@ def _choose(scores: dict[int, float], policy: MatchPolicy) -> list[int]:
     return sorted({best} | {g for g, s in accepted.items() if s >= policy.merge_theta})
 
 
+def _judge(
+    tables: Tables, doc: DocPrint, anchors: tuple[int, ...], policy: MatchPolicy
+) -> tuple[list[Candidate], list[set[int]], list[int]]:
+    """Verify every candidate group; returns the candidates, their shared values and the
+    groups to join (best first, then in id order)."""
+    live = tables.live_set(doc.sketch)
+    candidates: list[Candidate] = []
+    shared: list[set[int]] = []
+    for gid, hits in _candidates(tables, _known(tables, anchors)).items():
+        candidate, common = _verify(tables, doc, live, gid, hits, policy)
+        candidates.append(candidate)
+        shared.append(common)
+    return candidates, shared, _choose({c.similar_id: c.score for c in candidates}, policy)
+
+
+def _vote(tables: Tables, hs: Iterable[int], groups: tuple[int, int], policy: MatchPolicy) -> None:
+    """Record that *groups* were kept apart on each hash of *hs*; make a hash common once
+    ``policy.votes`` distinct groups (after merges) have been."""
+    for h in hs:
+        seen = set(tables.get_votes(h))
+        seen.update(groups)
+        if len(seen) >= policy.votes:
+            seen = {resolve(tables, g) for g in seen}
+            if len(seen) >= policy.votes:
+                tables.add_common((h,))
+                tables.set_votes(h, ())
+                continue
+        tables.set_votes(h, tuple(sorted(seen)))
+
+
+def finish_explanation(
+    similar_id: int | None,
+    anchors: tuple[int, ...],
+    boilerplate: tuple[int, ...],
+    candidates: list[Candidate],
+    policy: MatchPolicy,
+) -> Explanation:
+    """An explanation of a query's candidates: verdicts given, best first."""
+    chosen = _choose({c.similar_id: c.score for c in candidates}, policy)
+    for c in candidates:
+        if c.similar_id in chosen:
+            c.verdict = "joined" if c.similar_id == chosen[0] else "merged"
+        elif c.score >= policy.theta:
+            c.verdict = "not best"
+        else:
+            c.verdict = "refused"
+    candidates.sort(key=lambda c: (-c.score, c.similar_id))
+    reason = "matched" if chosen else ("new" if candidates else "nothing")
+    return Explanation(similar_id, reason, anchors, boilerplate, candidates, policy.theta)
+
+
+def explain(tables: Tables, doc: DocPrint, policy: MatchPolicy) -> Explanation:
+    """Say which group *doc* would join and why; reads only (what a query answers)."""
+    gid = tables.get_exact(doc.exact)
+    if gid is not None:
+        return Explanation(resolve(tables, gid), "exact", theta=policy.theta)
+    anchors = _select(tables, doc, policy.n)
+    live = set(tables.not_common(doc.sentences))
+    boilerplate = tuple(h for h in doc.sentences if h not in live)
+    candidates, _, chosen = _judge(tables, doc, anchors, policy)
+    return finish_explanation(
+        min(chosen) if chosen else None, anchors, boilerplate, candidates, policy
+    )
+
+
 def lookup(tables: Tables, doc: DocPrint, policy: MatchPolicy) -> int | None:
     """Return the canonical id *doc* would join, or None; reads only."""
     gid = tables.get_exact(doc.exact)
     if gid is not None:
         return resolve(tables, gid)
-    live_sketch = tables.live_set(doc.sketch)
-    scores = {
-        g: _verify(tables, live_sketch, g, policy)[0]
-        for g in _candidates(tables, _known(tables, _select(tables, doc, policy.n)))
-    }
-    accepted = _choose(scores, policy)
-    return min(accepted) if accepted else None
+    chosen = _judge(tables, doc, _select(tables, doc, policy.n), policy)[2]
+    return min(chosen) if chosen else None
 
 
 def assign(
@@ -198,9 +328,14 @@ def assign(
     """
     if doc_id is not None:
         seen = tables.get_doc(doc_id)
-        if seen is not None:
+        if seen is not None:  # a retry: the first answer again, and where it points now
+            canonical = resolve(tables, seen.similar_id)
             answer = Assignment(
-                resolve(tables, seen.similar_id), seen.duplicate, seen.merged_from, True
+                seen.similar_id,
+                seen.duplicate,
+                seen.merged_from,
+                True,
+                canonical if canonical != seen.similar_id else None,
             )
             return answer, seen.fingerprints
     anchors = _select(tables, doc, policy.n)
@@ -211,27 +346,21 @@ def assign(
         root = resolve(tables, exact)
         duplicate = True
     else:
-        live_sketch = tables.live_set(doc.sketch)
-        scores: dict[int, float] = {}
-        made_common: set[int] = set()
-        for gid, hits in _candidates(tables, known).items():
-            scores[gid], shared = _verify(tables, live_sketch, gid, policy, made_common)
-            if scores[gid] < policy.theta:
-                newly = set(hits) | shared
-                tables.add_common(sorted(newly))
-                made_common |= newly
-        accepted = _choose(scores, policy)
-        if accepted:
-            root = min(accepted)
-            merged = tuple(sorted(g for g in accepted if g != root))
+        candidates, shared, chosen = _judge(tables, doc, anchors, policy)
+        if chosen:
+            root = chosen[0]
+            merged = tuple(chosen[1:])
             for gid in merged:
-                tables.merge_into(root, gid)
-            if tables.sketch_size(root) < policy.sketch_cap:
-                tables.extend_sketch(root, doc.sketch)
+                tables.merge_into(root, gid, policy.sketch_cap)
+            tables.extend_sketch(root, doc.sketch, doc.limit, policy.sketch_cap)
             duplicate = True
         else:
-            root = tables.new_group(doc.sketch)
+            sketch, limit = combine_sketch((), NO_LIMIT, doc.sketch, doc.limit, policy.sketch_cap)
+            root = tables.new_group(sketch, limit)
             duplicate = False
+        for c, common in zip(candidates, shared, strict=True):
+            if c.score < policy.theta:
+                _vote(tables, sorted(set(c.anchors) | common), (c.similar_id, root), policy)
         tables.set_exact(doc.exact, root)
     for h, hit in known.items():
         if hit is None:

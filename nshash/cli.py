@@ -43,6 +43,7 @@ except ImportError:  # pragma: no cover - Windows
 from .core import NSHash
 from .errors import ConfigError, EmptyDocumentError, NSHashError
 from .fingerprint import DocPrint
+from .inputs import check_doc_id
 from .io import (
     FORMATS,
     BadRecord,
@@ -59,7 +60,7 @@ from .io import (
 )
 from .io import _Bad as _BadRecordError
 from .results import AddResult
-from .store import mask_url, parse_url
+from .store import mask_url, open_store, parse_url
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -86,6 +87,10 @@ MAX_REPORTED = 100
 #: Options for both :class:`~nshash.NSHash` and the workers' fingerprinter (defaults for now;
 #: one dict so that the two can never disagree).
 NSHASH_OPTIONS: dict[str, Any] = {}
+
+#: The measures of ``nshash compare``, for its help (:data:`nshash.similarity.METRICS`, named
+#: here so that ``--help`` does not import the toolkit; a test keeps the two equal).
+METRIC_NAMES = ("cosine", "tfidf_cosine", "simhash", "euclidean", "common_words", "levenshtein")
 
 #: Store schemes whose state is shared between processes (so ``serve --workers N`` is safe).
 SHARED_SCHEMES = ("redis", "rediss", "unix")
@@ -374,26 +379,49 @@ class _NoBar:
         """Close nothing."""
 
 
-def _progress_bar(total: int | None, show: bool) -> Any:
-    """Return a tqdm bar on stderr (imported here: most commands never draw one)."""
-    if not show:
-        return _NoBar()
-    from tqdm import tqdm
+class _Progress:
+    """The progress bar of a run: bytes of the input read (with a total and an ETA) when the
+    input is a file, else records (with a total for a folder of ``.txt`` files)."""
 
-    class _Bar(tqdm):  # type: ignore[misc]
-        """A bar without tqdm's monitor thread (workers are forked; no stray threads)."""
+    def __init__(self, source: Source, show: bool) -> None:
+        self.source = source
+        self.docs = 0
+        self.done = 0
+        self.bar: Any = _NoBar()
+        if not show:
+            return
+        from tqdm import tqdm  # imported here: most runs draw no bar
 
-        monitor_interval = 0
+        class _Bar(tqdm):  # type: ignore[misc]
+            """A bar without tqdm's monitor thread (workers are forked; no stray threads)."""
 
-    return _Bar(
-        total=total,
-        unit="doc",
-        file=sys.stderr,
-        disable=not show,
-        dynamic_ncols=True,
-        leave=False,
-        mininterval=0.25,
-    )
+            monitor_interval = 0
+
+        common = {"file": sys.stderr, "dynamic_ncols": True, "leave": False, "mininterval": 0.25}
+        self.by_bytes = source.size is not None and source.bytes_read() is not None
+        if self.by_bytes:
+            self.bar = _Bar(
+                total=source.size, unit="B", unit_scale=True, unit_divisor=1024, **common
+            )
+        else:
+            self.bar = _Bar(total=source.total, unit="doc", **common)
+
+    def update(self, records: int) -> None:
+        """Count *records* more done."""
+        if isinstance(self.bar, _NoBar):
+            return
+        self.docs += records
+        if not self.by_bytes:
+            self.bar.update(records)
+            return
+        now = self.source.bytes_read() or 0
+        self.bar.set_postfix_str(f"{self.docs:,} docs", refresh=False)
+        self.bar.update(max(0, now - self.done))
+        self.done = max(now, self.done)
+
+    def close(self) -> None:
+        """Take the bar off the terminal."""
+        self.bar.close()
 
 
 def _say(text: str) -> None:
@@ -441,47 +469,106 @@ class Tally:
 
 
 class _Reporter:
-    """Reports bad records on stderr (through the bar, so it is not torn)."""
+    """Reports bad records on stderr (through the bar, so it is not torn).
+
+    Args:
+        source: the input, for the records' places.
+        on_error: ``write`` (the record goes out with ``similar_id`` null and an ``error``),
+            ``skip`` (it is left out) or ``fail`` (the run stops with exit 1).
+    """
 
     def __init__(self, source: Source, on_error: str) -> None:
         self.source = source
         self.on_error = on_error
         self.reported = 0
+        #: The first bad record's place and reason, for the error when none was good.
+        self.first: str | None = None
 
-    def bad(self, item: Item, message: str, tally: Tally) -> None:
+    def bad(self, item: Item, message: str, tally: Tally) -> str:
+        """Count and report one bad record; return the text for its ``error`` field."""
         where = item.where if self.source.format == "txt" else f"{self.source.name} {item.where}"
         text = f"{where}: {message}"
         if self.on_error == "fail":
             raise RecordError(f"{text} (--on-error fail)")
         tally.bad += 1
         self.reported += 1
+        if self.first is None:
+            self.first = text
+        verb = "skipped" if self.on_error == "skip" else "bad record"
         if self.reported <= MAX_REPORTED:
-            _say(f"skipped {text}")
+            _say(f"{verb} {text}")
         elif self.reported == MAX_REPORTED + 1:
             _say(f"(more than {MAX_REPORTED} bad records; the rest are only counted)")
+        return f"{item.where}: {message}"
+
+
+#: How many good records are looked at for the id and title fields before warning that a
+#: field never appears (a misspelt --id-field would otherwise pass without a word).
+FIELD_CHECK = 100
+
+
+class _FieldCheck:
+    """Warns once when no record of the first :data:`FIELD_CHECK` has an id or a title."""
+
+    def __init__(self, source: Source, fields: Fields) -> None:
+        self.fields = fields
+        self.active = source.format != "txt"  # a .txt file's id is its path, always there
+        self.seen = 0
+        self.has_id = self.has_title = False
+
+    def record(self, doc_id: str | None, title: str | None) -> None:
+        """Note one good record's id and title."""
+        if not self.active:
+            return
+        self.seen += 1
+        self.has_id = self.has_id or doc_id is not None
+        self.has_title = self.has_title or title is not None
+        if self.seen >= FIELD_CHECK or (self.has_id and self.has_title):
+            self.finish()
+
+    def finish(self) -> None:
+        """Warn about the fields not seen (once; nothing when no record was good)."""
+        if not self.active or not self.seen:
+            return
+        self.active = False
+        first = f"the first {self.seen:,} records" if self.seen > 1 else "the first record"
+        if not self.has_id:
+            _say(
+                f"warning: {first} have no {self.fields.id!r} field (--id-field): documents"
+                " are grouped but not kept by id, so groups list no members and a rerun"
+                " cannot replay them"
+            )
+        if not self.has_title:
+            _say(
+                f"warning: {first} have no {self.fields.title!r} field (--title-field):"
+                " groups are listed without titles"
+            )
 
 
 class _KeyedPreparer(Preparer):
     """The preparer of ``dedup --method keyed``: the keyed method's keys and term vector go in
-    the fingerprint slots of a :data:`~nshash.io.Prepared` tuple (keys, vector, 0)."""
+    the fingerprint slots of a :data:`~nshash.io.Prepared` tuple (keys, vector, (0, 0))."""
 
-    def __init__(self, fields: Fields, added: Sequence[str]) -> None:
-        super().__init__(fields, added)
+    def __init__(self, fields: Fields, added: Sequence[str], encoding: str = "auto") -> None:
+        super().__init__(fields, added, encoding=encoding)
         from .keyed import KeyMaker  # --method keyed only: keep the usual startup quick
 
         self.keymaker = KeyMaker()
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_KeyedPreparer, (self.fields, self.added))
+        return (_KeyedPreparer, (self.fields, self.added, self.encoding))
 
     def _fingerprint(
         self, text: str, doc_id: str | None, title: str | None, head: bytes | None
     ) -> Prepared:
         try:
+            check_doc_id(doc_id)
             doc = self.keymaker.prepare(text, title)
         except EmptyDocumentError:
             raise _BadRecordError("the text has no letters or digits") from None
-        return (doc_id, title, doc.keys, doc.vector, 0, head)
+        except NSHashError as exc:  # an id or title the stores refuse (nshash.inputs)
+            raise _BadRecordError(str(exc)) from None
+        return (doc_id, title, doc.keys, doc.vector, (0, 0), head)
 
 
 def _adder(nsh: NSHash | KeyedDedup) -> Callable[[Prepared], AddResult]:
@@ -492,7 +579,7 @@ def _adder(nsh: NSHash | KeyedDedup) -> Callable[[Prepared], AddResult]:
         keyed = nsh
         return lambda r: keyed.add_prepared(KeyedDoc(r[2], r[3]), r[0], title=r[1])
     plain = nsh
-    return lambda r: plain.add_prepared(DocPrint(r[2], r[3], r[4]), r[0], title=r[1])
+    return lambda r: plain.add_prepared(DocPrint(r[2], r[3], *r[4]), r[0], title=r[1])
 
 
 def _run(
@@ -507,21 +594,35 @@ def _run(
     """Feed every record to the store in input order and write it with its answer."""
     tally = Tally()
     reporter = _Reporter(source, on_error)
-    bar = _progress_bar(source.total, show_progress)
+    check = _FieldCheck(source, workers.preparer.fields)
+    bar = _Progress(source, show_progress)
     add = _adder(nsh)
+    nulls = (None,) if mode == "query" else (None, None)
     try:
         for batch, results in workers.map(source.batches(BATCH_SIZE)):
             for item, result in zip(batch, results, strict=True):
-                if item.bad is not None:
-                    reporter.bad(item, item.bad, tally)
+                message = item.bad
+                if message is None and isinstance(result, BadRecord):
+                    message = result.message
+                if message is not None:
+                    error = reporter.bad(item, message, tally)
+                    if on_error == "write":
+                        writer.write_bad(item, error, nulls)
+                    if not tally.documents and tally.bad >= FIELD_CHECK:
+                        break  # nothing good so far: the loop's end says why
                     continue
-                if isinstance(result, BadRecord):
-                    reporter.bad(item, result.message, tally)
-                    continue
+                assert not isinstance(result, BadRecord)
                 tally.documents += 1
-                if mode == "query":
+                check.record(result[0], result[1])
+                if mode in ("query", "explain"):
                     assert isinstance(nsh, NSHash)  # only dedup has --method
-                    found = nsh.store.lookup(DocPrint(result[2], result[3], result[4]), nsh.policy)
+                    doc = DocPrint(result[2], result[3], *result[4])
+                    if mode == "explain":
+                        why = nsh.store.explain(doc, nsh.policy)
+                        tally.matched += why.similar_id is not None
+                        writer.write(item, result, (why.similar_id, why.to_dict()))
+                        continue
+                    found = nsh.store.lookup(doc, nsh.policy)
                     tally.matched += found is not None
                     writer.write(item, result, (found,))
                     continue
@@ -540,21 +641,37 @@ def _run(
                 writer.write(item, result, (sid, answer.duplicate))
             writer.flush()
             bar.update(len(batch))
+            if not tally.documents and tally.bad >= FIELD_CHECK:
+                break
     finally:
         bar.close()
+    check.finish()
+    if not tally.documents and tally.bad:
+        early = " (stopped there)" if tally.bad >= FIELD_CHECK else ""
+        raise RecordError(
+            f"none of the {_count(tally.bad, 'record')} read from {source.name} could be"
+            f" used{early}; the first: {reporter.first}"
+        )
     return tally
 
 
 def _print_summary(
-    command: str, tally: Tally, elapsed: float, store_url: str, source: Source, top: int = 10
+    command: str,
+    tally: Tally,
+    elapsed: float,
+    store_url: str,
+    source: Source,
+    on_error: str = "write",
+    top: int = 10,
 ) -> None:
     err = sys.stderr
     rate = tally.documents / elapsed if elapsed > 0 else 0.0
-    print(
+    bad = "skipped" if on_error == "skip" else "written with an error" if tally.bad else ""
+    line = (
         f"nshash {command}: {_count(tally.documents, 'document')} from {source.name}"
-        f" in {elapsed:.2f} s ({rate:,.0f} docs/s); {_count(tally.bad, 'bad record')} skipped",
-        file=err,
+        f" in {elapsed:.2f} s ({rate:,.0f} docs/s); {_count(tally.bad, 'bad record')} {bad}"
     )
+    print(line.rstrip(), file=err)
     if command == "query":
         new = tally.documents - tally.matched
         print(f"  {tally.matched:,} match a stored group, {new:,} are new", file=err)
@@ -630,7 +747,11 @@ def _records(args: argparse.Namespace, mode: str, store_url: str) -> int:
         raise UsageError(str(exc)) from None
     if _same_file(args.input, args.output):
         raise UsageError(f"-o {args.output!r} is the input file; write the output elsewhere")
-    added = ("similar_id",) if mode == "query" else ("similar_id", "duplicate")
+    if mode == "query" and getattr(args, "explain", False):
+        mode = "explain"
+    added = {"query": ("similar_id",), "explain": ("similar_id", "explanation")}.get(
+        mode, ("similar_id", "duplicate")
+    )
     return _records_run(args, mode, store_url, started, fmt, added)
 
 
@@ -645,14 +766,16 @@ def _records_run(
     """Run ``dedup`` or ``query`` once the input's format is known (see :func:`_records`)."""
     keyed = getattr(args, "method", "nshash") == "keyed"
     preparer = (
-        _KeyedPreparer(_fields(args), added)
+        _KeyedPreparer(_fields(args), added, args.encoding)
         if keyed
-        else Preparer(_fields(args), added, NSHASH_OPTIONS)
+        else Preparer(_fields(args), added, NSHASH_OPTIONS, args.encoding)
     )
     with (
-        open_source(args.input, fmt, preparer.fields) as source,
+        open_source(args.input, fmt, preparer.fields, args.encoding) as source,
         Workers(args.jobs, preparer) as workers,
-        _open_keyed(store_url) if keyed else NSHash.open(store_url, **NSHASH_OPTIONS) as nsh,
+        _open_keyed(store_url)
+        if keyed
+        else NSHash.open(store_url, readonly=mode == "query", **NSHASH_OPTIONS) as nsh,
     ):
         out, must_close = open_output(args.output)
         writer: JsonlWriter | CsvWriter | ParquetWriter
@@ -682,8 +805,9 @@ def _records_run(
             if must_close:
                 out.close()
     if not args.quiet:
-        name = "query" if mode == "query" else "dedup"
-        _print_summary(name, tally, time.perf_counter() - started, store_url, source)
+        name = "dedup" if mode == "add" else "query"
+        elapsed = time.perf_counter() - started
+        _print_summary(name, tally, elapsed, store_url, source, args.on_error)
     return 0
 
 
@@ -742,7 +866,7 @@ def _group_label(members: Sequence[Any]) -> str:
 
 def _cmd_groups(args: argparse.Namespace) -> int:
     url = _store_url(args, saved=True)
-    with NSHash.open(url, **NSHASH_OPTIONS) as nsh:
+    with NSHash.open(url, readonly=True, **NSHASH_OPTIONS) as nsh:
         groups = nsh.groups(min_size=args.min_size, limit=args.top)
     if args.json:
         data = [
@@ -766,7 +890,7 @@ def _cmd_groups(args: argparse.Namespace) -> int:
 
 def _cmd_stats(args: argparse.Namespace) -> int:
     url = _store_url(args, saved=True)
-    with NSHash.open(url, **NSHASH_OPTIONS) as nsh:
+    with NSHash.open(url, readonly=True, **NSHASH_OPTIONS) as nsh:
         stats = nsh.stats()
     data: dict[str, Any] = {
         "store": mask_url(url),
@@ -787,17 +911,51 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_text(name: str) -> str:
+def _cmd_repair(args: argparse.Namespace) -> int:
+    url = _store_url(args, saved=True)
+    scheme = parse_url(url)[0]
+    if scheme not in ("memory", "leveldb"):
+        raise UsageError(f"repair works on memory and leveldb stores, not {mask_url(url)!r}")
+    with open_store(url, repair=True) as store:
+        repaired: str | None = getattr(store, "repaired", None)
+        stats = store.stats()
+    kept = f"{stats.documents:,} documents, {stats.groups:,} groups, last id {stats.last_id:,}"
+    if repaired is None:
+        print(f"{mask_url(url)}: nothing to repair ({kept})")
+    else:
+        print(f"{mask_url(url)}: repaired: {repaired}")
+        print(f"  kept {kept}")
+    return 0
+
+
+#: The longest text ``nshash compare`` reads by default, in characters: some measures grow
+#: with the product of both lengths (two texts this long take seconds, not minutes).
+COMPARE_MAX_CHARS = 200_000
+
+
+def _read_text(name: str, max_chars: int | None = None) -> str:
+    """Read a UTF-8 text file (``-``: stdin), refusing one over *max_chars* characters
+    without reading much more than that (UTF-8 has at most 4 bytes a character)."""
+    shown = "<stdin>" if name == "-" else name
+    limit = None if max_chars is None else 4 * max_chars + 4
     if name == "-":
-        data = sys.stdin.buffer.read()
+        data = sys.stdin.buffer.read(-1 if limit is None else limit)
     else:
         with open(name, "rb") as f:
-            data = f.read()
+            data = f.read(-1 if limit is None else limit)
+    too_long = ConfigError(
+        f"{shown!r} is over {max_chars:,} characters; give --max-chars N to compare longer"
+        " texts (the time grows with the product of both lengths)"
+    )
+    if limit is not None and len(data) >= limit:
+        raise too_long
     try:
-        return data.decode("utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        shown = "<stdin>" if name == "-" else name
         raise ConfigError(f"{shown!r} is not UTF-8 text") from None
+    if max_chars is not None and len(text) > max_chars:
+        raise too_long
+    return text
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
@@ -817,8 +975,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         unknown = [m for m in metrics if m not in known]
         if unknown:
             raise UsageError(f"unknown metric(s) {unknown}; choose from {', '.join(known)}")
+    if args.max_chars < 1:
+        raise UsageError(f"--max-chars must be 1 or more, not {args.max_chars}")
     scores: dict[str, float] = similarity.compare(
-        _read_text(args.a), _read_text(args.b), metrics=metrics
+        _read_text(args.a, args.max_chars), _read_text(args.b, args.max_chars), metrics=metrics
     )
     if args.json:
         print(json.dumps(scores))
@@ -849,6 +1009,7 @@ def _service_module() -> str:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    """Check everything the service needs, then run it: any start-up problem is one line."""
     url: str | None = args.store or os.environ.get(STORE_ENV)
     if args.workers < 1:
         raise UsageError(f"--workers must be 1 or more, not {args.workers}")
@@ -869,15 +1030,82 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     mod = _service_module()
     if url:
         os.environ[STORE_ENV] = url
+    settings = _service_settings(mod)
+    listener = _listen(args.host, args.port)
+    _no_delay(listener)
     uvicorn = importlib.import_module("uvicorn")
-    uvicorn.run(
+    limits = {
+        "timeout_keep_alive": settings.idle_timeout,
+        "limit_concurrency": settings.max_connections,
+    }
+    if args.workers == 1:
+        # The app is built and its store opened here, so a bad URL, a missing driver or a
+        # locked file is reported as one line; the lifespan then finds the store open.
+        app = importlib.import_module(f"{mod}.app").create_app(settings)
+        app.state.service.store.open()
+        config = uvicorn.Config(app, host=args.host, port=args.port, **limits)
+        uvicorn.Server(config).run(sockets=[listener])
+        return 0
+    # Several workers (Redis only): each builds its own app; check the store opens first.
+    holder = importlib.import_module(f"{mod}.deps").StoreHolder(settings)
+    holder.open()
+    holder.close()
+    config = uvicorn.Config(
         f"{mod}.app:create_app",
         factory=True,
         host=args.host,
         port=args.port,
         workers=args.workers,
+        **limits,
     )
+    from uvicorn.supervisors import Multiprocess
+
+    Multiprocess(config, sockets=[listener]).run()
     return 0
+
+
+def _no_delay(sock: Any) -> None:
+    """Turn Nagle's algorithm off on the listening socket; accepted connections inherit it.
+
+    uvicorn creates the shared socket of ``--workers N`` without naming the TCP protocol, so
+    asyncio does not set TCP_NODELAY on the connections it accepts, and a kept-alive client
+    then waits about 40 ms (the peer's delayed ACK) for every answer sent in two writes.
+    """
+    import socket
+
+    if sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def _service_settings(mod: str) -> Any:
+    """Read the service's settings from the environment; a bad value is a :class:`ConfigError`."""
+    pydantic = importlib.import_module("pydantic")
+    settings_module = importlib.import_module(f"{mod}.settings")
+    try:
+        return settings_module.Settings()
+    except pydantic.ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            name = "NSHASH_" + "_".join(str(part) for part in error["loc"]).upper()
+            problems.append(f"{name}={error.get('input')!r}: {error['msg']}")
+        raise ConfigError("Bad service setting " + "; ".join(problems)) from None
+
+
+def _listen(host: str, port: int) -> Any:
+    """Bind the service's socket now, so an address in use is an error line, not a log."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except (OSError, OverflowError) as exc:
+        sock.close()
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"Cannot listen on {host}:{port}: {reason}") from None
+    sock.set_inheritable(True)
+    return sock
 
 
 # -- parser ------------------------------------------------------------------------------
@@ -898,6 +1126,13 @@ def _add_record_options(p: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="the field with the article text (default: 'content', or 'text' if absent)",
     )
+    p.add_argument(
+        "--encoding",
+        default="auto",
+        metavar="NAME",
+        help="the input's encoding (default auto: UTF-8, else GBK, Big5 or UTF-16 as detected"
+        " from the start of the input); the output is UTF-8",
+    )
     p.add_argument("--id-field", default="id", metavar="NAME", help="the id field (default: id)")
     p.add_argument(
         "--title-field", default="title", metavar="NAME", help="the title field (default: title)"
@@ -912,9 +1147,11 @@ def _add_record_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--on-error",
-        choices=("skip", "fail"),
-        default="skip",
-        help="a bad record is reported and skipped (default), or stops the run with exit 1",
+        choices=("write", "skip", "fail"),
+        default="write",
+        help="a bad record is reported and written with similar_id null and an 'error' field"
+        " (default: output line N stays input line N), left out (skip), or stops the run with"
+        " exit 1 (fail)",
     )
     p.add_argument(
         "--progress",
@@ -998,6 +1235,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="a .jsonl[.gz], .csv, .parquet or .txt file, a folder, or - for JSONL on stdin",
     )
     p.add_argument("--store", metavar="URL", help=_STORE_HELP_SAVED)
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help='add an "explanation" to each record: the anchors looked up, those set aside as'
+        " boilerplate, and every group they hit with the sketch overlap, score and verdict",
+    )
     _add_record_options(p)
     p.set_defaults(func=_cmd_query, parser=p)
 
@@ -1006,10 +1249,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_stats, parser=p)
 
-    p = sub.add_parser("compare", help="similarity scores of two texts (nshash[similarity])")
+    p = sub.add_parser(
+        "repair",
+        help="recover a damaged memory or LevelDB store (keeps everything before the damage)",
+        description="Open a memory store whose journal is damaged, keeping every line before"
+        " the damage (the damaged journal is kept as PATH.journal.damaged), or a LevelDB"
+        " directory (LevelDB's repair, then every counter checked against its tables).",
+    )
+    p.add_argument("--store", metavar="URL", help=_STORE_HELP_SAVED)
+    p.set_defaults(func=_cmd_repair, parser=p)
+
+    p = sub.add_parser(
+        "compare",
+        help="similarity scores of two texts (nshash[similarity])",
+        description="Score two texts with the similarity measures, each in [0, 1]:"
+        f" {', '.join(METRIC_NAMES)}.",
+    )
     p.add_argument("a", metavar="A", help="a text file, or - for stdin")
     p.add_argument("b", metavar="B", help="a text file, or - for stdin")
-    p.add_argument("--metrics", nargs="+", metavar="NAME", help="which measures (default: all)")
+    p.add_argument(
+        "--metrics",
+        nargs="+",
+        metavar="NAME",
+        help=f"which measures (default: all): {', '.join(METRIC_NAMES)}",
+    )
+    p.add_argument(
+        "--max-chars",
+        type=int,
+        default=COMPARE_MAX_CHARS,
+        metavar="N",
+        help=f"refuse a text longer than N characters (default {COMPARE_MAX_CHARS:,})",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_compare, parser=p)
 

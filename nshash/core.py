@@ -10,7 +10,8 @@ from typing import Any
 from .assign import MatchPolicy
 from .errors import ConfigError, NSHashError
 from .fingerprint import DEFAULT_DELIMITERS, DocPrint, Fingerprinter
-from .results import AddResult, DocumentRecord, Group, StoreStats
+from .inputs import check_doc_id, check_text, check_title
+from .results import AddResult, DocumentRecord, Explanation, Group, StoreStats
 from .store import Store, open_path, open_store
 
 __all__ = ["Document", "NSHash"]
@@ -23,26 +24,24 @@ Document = str | dict[str, Any]
 _HASHDBS = {"memory": ("memory", ".hashdb.pkl"), "leveldb": ("leveldb", ".hashdb")}
 
 
-def _check_doc_id(doc_id: object) -> str | None:
-    if doc_id is None:
-        return None
-    if not isinstance(doc_id, str) or not doc_id:
-        raise ConfigError(f"doc_id must be a non-empty str, not {doc_id!r}")
-    if not doc_id.isascii():
-        try:
-            doc_id.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ConfigError(f"doc_id must be valid Unicode text, not {doc_id!r}") from None
-    return doc_id
+#: Options of :class:`~nshash.Fingerprinter` and :class:`~nshash.MatchPolicy` that NSHash
+#: passes through (besides ``n``, ``min_length``, ``hashfunc`` and ``delimiters``).
+_TEXT_OPTIONS = ("max_sentences", "shingle", "sketch_rate", "sketch_size", "html")
+_POLICY_OPTIONS = ("theta", "min_overlap", "sketch_cap", "merge_theta", "votes")
+
+
+_check_doc_id = check_doc_id
 
 
 class NSHash:
     """A near-duplicate detector: gives each text the ``similar_id`` of its story.
 
-    Each document is reduced to the fingerprints of its n longest sentences (after folding
-    width, case, script and punctuation); documents sharing a fingerprint share a group, unless
-    the boilerplate guard finds that all they share is a site's header or footer (see
-    :mod:`nshash.assign`). Groups live in a store chosen by URL; see :func:`nshash.open_store`.
+    Each document is reduced to n anchors, short windows of its text (after folding width,
+    case, script, punctuation and line breaks) chosen by a consistent sample, and a sketch of
+    its whole text; a document joins a group one of its anchors hits when their sketches
+    mostly agree, so what two articles share only in a site's header or footer does not join
+    them (see :mod:`nshash.assign`). Groups live in a store chosen by URL; see
+    :func:`nshash.open_store`.
 
     The constructor keeps the original release's signature: ``NSHash(name, hashfunc, hashdb)``
     keeps its state in ``name + ".hashdb.pkl"`` (memory) or the directory ``name + ".hashdb"``
@@ -52,12 +51,13 @@ class NSHash:
         name: the file name stem for ``hashdb``'s files.
         hashfunc: ``"farmhash"`` (default) or ``"md5"``.
         hashdb: ``"memory"`` or ``"leveldb"``.
-        n: anchors per document (default 5).
+        n: anchors per document (default 16).
         min_length: the shortest sentence key that may be an anchor (default 10 characters).
         store: an open :class:`~nshash.Store` to use instead of ``name``/``hashdb``.
-        **options: more tuning: ``delimiters``, ``sketch_min``, ``sketch_width``,
-            ``sketch_unit``, ``html``, ``theta``, ``min_overlap``, ``sketch_cap``,
-            ``merge_theta``.
+        **options: more tuning: ``delimiters``, ``max_sentences``, ``shingle``,
+            ``sketch_rate``, ``sketch_size``, ``html`` (see :class:`~nshash.Fingerprinter`);
+            ``theta``, ``min_overlap``, ``sketch_cap``, ``merge_theta``, ``votes`` (see
+            :class:`~nshash.MatchPolicy`).
 
     Raises:
         ConfigError: an unknown ``hashdb``, ``hashfunc`` or option.
@@ -76,22 +76,14 @@ class NSHash:
         hashfunc: str = "farmhash",
         hashdb: str = "memory",
         *,
-        n: int = 5,
+        n: int = 16,
         min_length: int = 10,
         store: Store | None = None,
         **options: Any,
     ) -> None:
         delimiters = options.pop("delimiters", DEFAULT_DELIMITERS)
-        sketch_options = {
-            k: options.pop(k)
-            for k in ("sketch_min", "sketch_width", "sketch_unit", "html")
-            if k in options
-        }
-        policy_options = {
-            k: options.pop(k)
-            for k in ("theta", "min_overlap", "sketch_cap", "merge_theta")
-            if k in options
-        }
+        sketch_options = {k: options.pop(k) for k in _TEXT_OPTIONS if k in options}
+        policy_options = {k: options.pop(k) for k in _POLICY_OPTIONS if k in options}
         if options:
             raise ConfigError(f"Unknown option(s) {sorted(options)} for NSHash")
         self.fingerprinter = Fingerprinter(
@@ -112,32 +104,27 @@ class NSHash:
         self.store = store
 
     @classmethod
-    def open(cls, url: str = "memory://", **options: Any) -> NSHash:
+    def open(cls, url: str = "memory://", *, readonly: bool = False, **options: Any) -> NSHash:
         """Open the store at *url* and return an NSHash on it.
 
         Args:
             url: a store URL (see :func:`nshash.open_store`).
+            readonly: read the store without creating, locking or changing anything: it must
+                exist, it may be held by a writer in another process (a crawl can be watched),
+                and :meth:`add` raises :class:`~nshash.StoreReadOnlyError`.
             **options: NSHash options (``n``, ``min_length``, ``hashfunc``, ...); anything
                 else is passed to the store (``fsync``, ``prefix``, ...).
+
+        Raises:
+            StoreNotFoundError: *readonly* and there is no store at *url*.
         """
         mine = {
             k: options.pop(k)
-            for k in (
-                "n",
-                "min_length",
-                "hashfunc",
-                "delimiters",
-                "sketch_min",
-                "sketch_width",
-                "sketch_unit",
-                "html",
-                "theta",
-                "min_overlap",
-                "sketch_cap",
-                "merge_theta",
-            )
+            for k in ("n", "min_length", "hashfunc", "delimiters", *_TEXT_OPTIONS, *_POLICY_OPTIONS)
             if k in options
         }
+        if readonly:
+            options["readonly"] = True
         store = open_store(url, **options)
         try:
             return cls(store=store, **mine)
@@ -147,29 +134,68 @@ class NSHash:
 
     # -- the job -----------------------------------------------------------------------
     def prepare(self, text: str) -> DocPrint:
-        """Fingerprint *text* without touching the store (pure; safe in worker processes)."""
-        return self.fingerprinter.prepare(text)
+        """Fingerprint *text* without touching the store (pure; safe in worker processes).
 
-    def add(self, text: str, doc_id: str | None = None, *, title: str | None = None) -> AddResult:
+        Raises:
+            ConfigError: *text* is not a str, has a lone surrogate or is too long
+                (:mod:`nshash.inputs`).
+            EmptyDocumentError: *text* has no letter or digit.
+        """
+        return self.fingerprinter.prepare(check_text(text))
+
+    def explain(self, text: str) -> Explanation:
+        """Say which group *text* would join now, and why; writes nothing.
+
+        The explanation lists the anchors looked up, the anchor candidates set aside as known
+        boilerplate, and every group an anchor hit with the sketch values shared, the sizes
+        compared, the score against ``theta`` and the verdict.
+        """
+        return self.store.explain(self.prepare(text), self.policy)
+
+    def add(
+        self,
+        text: str,
+        doc_id: str | None = None,
+        *,
+        title: str | None = None,
+        explain: bool = False,
+    ) -> AddResult:
         """Add one document and return its group.
 
         Args:
             text: the article text.
             doc_id: your id for it. Sending the same ``doc_id`` again changes nothing and
-                returns the first answer (crawlers retry).
+                returns the first answer (crawlers retry), with ``canonical_id`` set when that
+                group has been merged since.
             title: kept with ``doc_id`` for group listings.
 
         Raises:
+            ConfigError: *text*, *doc_id* or *title* is refused by :mod:`nshash.inputs`
+                (a wrong type, a lone surrogate, NUL in an id or title, too long).
             EmptyDocumentError: *text* has no letters or digits.
             StoreError: the store failed; nothing was written.
         """
         doc_id = _check_doc_id(doc_id)
-        return self.add_prepared(self.prepare(text), doc_id, title=title)
+        title = check_title(title)
+        return self.add_prepared(self.prepare(text), doc_id, title=title, explain=explain)
 
     def add_prepared(
-        self, doc: DocPrint, doc_id: str | None = None, *, title: str | None = None
+        self,
+        doc: DocPrint,
+        doc_id: str | None = None,
+        *,
+        title: str | None = None,
+        explain: bool = False,
     ) -> AddResult:
-        """Add a document fingerprinted earlier by :meth:`prepare`."""
+        """Add a document fingerprinted earlier by :meth:`prepare`.
+
+        With *explain*, the result carries an :class:`~nshash.Explanation` of the candidates
+        as the store judged them just before the add (on Redis another writer may add a
+        document in between).
+        """
+        doc_id = _check_doc_id(doc_id)
+        title = check_title(title)
+        why = self.store.explain(doc, self.policy) if explain else None
         answer, anchors = self.store.assign(doc, self.policy, doc_id, title)
         return AddResult(
             answer.similar_id,
@@ -178,6 +204,8 @@ class NSHash:
             anchors,
             doc_id,
             answer.replayed,
+            answer.canonical_id,
+            why,
         )
 
     def add_many(self, documents: Iterable[Document]) -> list[AddResult | NSHashError]:
@@ -211,6 +239,7 @@ class NSHash:
                 anchors,
                 doc_id,
                 answer.replayed,
+                answer.canonical_id,
             )
         return [r for r in results if r is not None]
 
@@ -221,11 +250,8 @@ class NSHash:
         if isinstance(item, dict):
             text = item.get("text")
             if not isinstance(text, str):
-                raise ConfigError(f"A document needs a 'text' string, not {text!r}")
-            title = item.get("title")
-            if title is not None and not isinstance(title, str):
-                raise ConfigError(f"title must be a str, not {title!r}")
-            return text, _check_doc_id(item.get("id")), title
+                raise ConfigError(f"A document needs a 'text' string, not {text!r:.80}")
+            return text, _check_doc_id(item.get("id")), check_title(item.get("title"))
         raise ConfigError(f"A document is a str or a dict, not {type(item).__name__}")
 
     def get_similar(self, text: str) -> int:

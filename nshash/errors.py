@@ -8,6 +8,8 @@ Every exception nshash raises on purpose derives from :class:`NSHashError`::
     └── StoreError               the store failed or refused an operation
         ├── StoreClosedError     the store was used after close()
         ├── StoreLockedError     a LevelDB directory is held by another process
+        ├── StoreNotFoundError   a store opened read-only does not exist
+        ├── StoreReadOnlyError   a write to a store opened read-only
         ├── StoreCorruptError    a snapshot or journal cannot be read safely
         └── StoreUnavailableError  a server store (Redis) cannot be reached in time
 """
@@ -22,6 +24,8 @@ __all__ = [
     "StoreCorruptError",
     "StoreError",
     "StoreLockedError",
+    "StoreNotFoundError",
+    "StoreReadOnlyError",
     "StoreUnavailableError",
 ]
 
@@ -53,6 +57,14 @@ class StoreClosedError(StoreError):
 
 class StoreLockedError(StoreError):
     """The store's files are held by another process (LevelDB admits one opener)."""
+
+
+class StoreNotFoundError(StoreError):
+    """A store opened read-only does not exist (reading never creates one)."""
+
+
+class StoreReadOnlyError(StoreError):
+    """A write was asked of a store opened read-only."""
 
 
 class StoreCorruptError(StoreError):

@@ -1,9 +1,23 @@
-"""Fingerprints: text -> sentences -> keys -> 64-bit hashes. Pure functions, no I/O.
+"""Fingerprints: text -> sentence keys -> a stream -> shingles -> anchors and a sketch.
 
-A document's fingerprint is a short list of sentence hashes. Sentences are split at Chinese and
-Latin sentence ends and at line breaks; each sentence is reduced to its *key* (letters, digits
-and CJK only, normalized as :func:`nshash.normalize.normalize_key` does), so punctuation,
-spacing, width and script changes never change a hash.
+Sentences are split at Chinese and Latin sentence ends and at line breaks; each sentence is
+reduced to its *key* (letters, digits and CJK only, normalized as
+:func:`nshash.normalize.normalize_key` does), so punctuation, spacing, width and script changes
+never change a hash. The keys joined end to end are the document's *stream*: where the lines
+break (a repost re-wrapped at another width) no longer matters either.
+
+A *shingle* is a short window of the stream, starting at every character, just long enough to
+weigh ``shingle`` units (a CJK character weighs 3, any other letter or digit 1: about 8 Chinese
+characters or 4 to 5 English words). Every shingle gets a 64-bit rolling hash. Two samples of
+those hashes describe the document, and both are *consistent*: the same text yields the same
+picks in any document that holds it, whatever surrounds it.
+
+* The **anchors** are the shingles of the smallest hashes (a bottom-k sample). A copy that keeps
+  only a third of the text, re-wrapped, with promotional lines between its paragraphs, still has
+  several of the original's smallest shingles among its own smallest.
+* The **sketch** is every shingle hash whose low bits are zero (one in ``sketch_rate``), so its
+  size follows the document's length and a truncated copy's sketch is nearly contained in the
+  original's: the store verifies a candidate by that containment.
 
 Speed matters here (the job is microseconds per article): the text is keyed with a few
 C-speed passes over the whole string (``str.replace`` for sentence ends, one call of
@@ -20,6 +34,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import farmhash
+import numpy as np
 from rapidfuzz.utils import default_process
 
 from .errors import ConfigError, EmptyDocumentError
@@ -30,6 +45,7 @@ __all__ = [
     "DocPrint",
     "Fingerprinter",
     "HASHFUNCS",
+    "SKETCH_BITS",
     "split_sentences",
 ]
 
@@ -68,13 +84,75 @@ def _sentence_ends(delimiters: str) -> tuple[str, ...]:
 #: (U+A66E CYRILLIC LETTER MULTIOCULAR O): it stands for sentence ends while keying.
 _SENTINEL = "\ua66e"
 
-#: Per-length salts for the sketch, so that two sentences sharing their first or last
-#: characters but of clearly different lengths ("习近平强调，..." in many articles) differ.
-_SALT_MASK = (1 << 64) - 1
-_PREFIX_SALT = tuple((i * 0x9E3779B97F4A7C15) & _SALT_MASK for i in range(256))
-#: Salts that turn one sketch element into several distinct ones (a sentence's weight).
-_COPIES = tuple((i * 0xD6E8FEB86659FD93 + 0x2545F4914F6CDD1D) & _SALT_MASK for i in range(1, 257))
-_SUFFIX_SALT = tuple((i * 0xC2B2AE3D27D4EB4F + 0x165667B19E3779F9) & _SALT_MASK for i in range(256))
+#: Sketch values keep the top 53 bits of a shingle hash: they stay exact as Lua numbers (the
+#: Redis script compares them) and as JSON numbers.
+SKETCH_BITS = 53
+
+#: A sketch value above every real one: "no limit" for a sketch that is not cut short.
+NO_LIMIT = 1 << SKETCH_BITS
+
+#: The rolling hash: sum of code point * B**i over a window, mod 2**64, then a 64-bit finalizer
+#: (MurmurHash3's fmix64). Any machine computes the same values.
+_B = 0x100000001B3
+_B_INV = pow(_B, -1, 1 << 64)
+_MIX1, _MIX2 = np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53)
+_SALT = np.uint64(0x9E3779B97F4A7C15)
+_S33 = np.uint64(33)
+_S_SKETCH = np.uint64(64 - SKETCH_BITS)
+
+#: Code points from here up weigh 3 units in a shingle (CJK, kana, Hangul).
+_WIDE = 0x2E80
+_WIDE_UNITS = 3
+
+
+class _Powers:
+    """B**i and B**-i mod 2**64 for i < n, grown on demand (shared, read-only arrays)."""
+
+    def __init__(self) -> None:
+        self.up = np.ones(1, dtype=np.uint64)
+        self.down = np.ones(1, dtype=np.uint64)
+
+    def get(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        if len(self.up) < n:
+            size = max(n, 2 * len(self.up), 4096)
+            with np.errstate(over="ignore"):
+                up = np.cumprod(np.full(size, _B, dtype=np.uint64))
+                down = np.cumprod(np.full(size, _B_INV, dtype=np.uint64))
+            one = np.ones(1, dtype=np.uint64)
+            self.up = np.concatenate((one, up[:-1]))
+            self.down = np.concatenate((one, down[:-1]))
+        return self.up[:n], self.down[:n]
+
+
+_POWERS = _Powers()
+
+
+def shingle_hashes(stream: str, width: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The 64-bit hash and the end of every shingle of *stream*, in order of their starts.
+
+    A shingle starts at every character and ends as soon as it weighs *width* units; starts too
+    close to the end for a whole shingle give none. Returns None when the whole stream weighs
+    less than one shingle.
+    """
+    codes = np.frombuffer(stream.encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
+    weight = np.cumsum(np.where(codes >= _WIDE, _WIDE_UNITS, 1))
+    total = int(weight[-1])
+    if total < width:
+        return None
+    before = weight - np.where(codes >= _WIDE, _WIDE_UNITS, 1)  # units before each start
+    starts = int(np.searchsorted(before, total - width, side="right"))
+    ends = np.searchsorted(weight, before[:starts] + width, side="left") + 1
+    up, down = _POWERS.get(len(codes))
+    with np.errstate(over="ignore"):
+        prefix = np.cumsum(codes * up)
+        below = np.concatenate((np.zeros(1, dtype=np.uint64), prefix[: starts - 1]))
+        h = (prefix[ends - 1] - below) * down[:starts] ^ _SALT
+        h ^= h >> _S33
+        h *= _MIX1
+        h ^= h >> _S33
+        h *= _MIX2
+        h ^= h >> _S33
+    return h, ends
 
 
 def split_sentences(text: str, delimiters: str = DEFAULT_DELIMITERS) -> list[str]:
@@ -94,40 +172,42 @@ class DocPrint:
     """What the store needs to place one document.
 
     Attributes:
-        sentences: fingerprints of the longest sentence keys (``n`` plus a few spares),
-            longest first (ties by position), without repeats. The store takes the first
-            ``n`` that are not known boilerplate as the document's anchors.
-        sketch: a set of hashes describing the whole document, compared between a document
-            and a group to tell a real repost from an unrelated article that shares a
-            boilerplate sentence. Each sentence key of at least ``sketch_min`` characters
-            gives two: its first and its last ``sketch_width`` characters, each salted with
-            the key's length in steps of 8, and one more salted copy of each per
-            ``sketch_unit`` characters, so that a sentence weighs by its length. A typo
-            spoils one end of one sentence; an unrelated sentence with a common opening
-            ("习近平强调") differs in length.
+        sentences: the anchor candidates: fingerprints of the shingles with the smallest
+            rolling hashes (``n`` plus a few spares), smallest first, without repeats. The
+            store takes the first ``n`` that are not known boilerplate as the anchors.
+            (The name is the first release's, whose anchors were whole sentences.)
+        sketch: the sampled shingle hashes (:data:`SKETCH_BITS` bits each), ascending, at
+            most ``sketch_size`` of them: compared between a document and a group to tell a
+            real repost from an unrelated article that shares a boilerplate passage.
         exact: the fingerprint of all the document's letters and digits, for exact repeats.
+        limit: the sketch holds every sampled value below this one. A long document's sketch
+            is cut to its smallest values, so only values below ``limit`` are compared;
+            :data:`NO_LIMIT` when nothing was cut.
     """
 
     sentences: tuple[int, ...]
     sketch: tuple[int, ...]
     exact: int
+    limit: int = NO_LIMIT
 
 
 class Fingerprinter:
     """Turns texts into :class:`DocPrint` values with one fixed configuration.
 
     Args:
-        n: how many anchor fingerprints a document gets at most (the store picks them).
-        min_length: the shortest sentence key, in characters, that may be an anchor.
-        hashfunc: ``"farmhash"`` (``farmhash.fingerprint64``) or ``"md5"`` (first 8 bytes).
+        n: how many anchors a document gets at most (the store picks them).
+        min_length: the shortest sentence key, in characters, that :meth:`keys` and
+            :meth:`fingerprints` (the first release's sentence anchors) consider.
+        hashfunc: ``"farmhash"`` (``farmhash.fingerprint64``) or ``"md5"`` (first 8 bytes):
+            the fingerprint of an anchor's shingle and of the whole text.
         delimiters: the characters that end a sentence (a period always ends one when a
             space or the end of the text follows).
-        max_sentences: how many of the longest sentences give anchor candidates (default
-            ``n + 3``: a few spares for sentences the store knows to be boilerplate).
-        sketch_min: the shortest sentence key that enters the sketch.
-        sketch_width: how many characters of each end of a sentence key the sketch hashes.
-        sketch_unit: a sentence adds one more pair of sketch elements per this many
-            characters (its weight).
+        max_sentences: how many anchor candidates a document offers (default ``n + 8``:
+            spares for shingles the store knows to be boilerplate).
+        shingle: a shingle's weight in units (a CJK character weighs 3, other letters and
+            digits 1). Shorter shingles survive denser edits; longer ones are rarer by chance.
+        sketch_rate: one shingle hash in this many (a power of two) enters the sketch.
+        sketch_size: the sketch keeps at most this many values (the smallest).
         html: reduce HTML to text first: ``True``, ``False``, or ``"auto"`` (the default:
             when the text holds a tag), so a repost stored with its markup keys like the
             plain copy.
@@ -138,29 +218,31 @@ class Fingerprinter:
 
     def __init__(
         self,
-        n: int = 5,
+        n: int = 16,
         min_length: int = 10,
         hashfunc: str = "farmhash",
         delimiters: str = DEFAULT_DELIMITERS,
         max_sentences: int | None = None,
-        sketch_min: int = 8,
-        sketch_width: int = 8,
-        sketch_unit: int = 32,
+        shingle: int = 24,
+        sketch_rate: int = 8,
+        sketch_size: int = 256,
         html: bool | str = "auto",
     ) -> None:
         for name, value in (
             ("n", n),
             ("min_length", min_length),
-            ("sketch_min", sketch_min),
-            ("sketch_width", sketch_width),
-            ("sketch_unit", sketch_unit),
+            ("shingle", shingle),
+            ("sketch_rate", sketch_rate),
+            ("sketch_size", sketch_size),
         ):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, not {value!r}")
+        if sketch_rate & (sketch_rate - 1):
+            raise ConfigError(f"sketch_rate must be a power of two, not {sketch_rate!r}")
         if hashfunc not in HASHFUNCS:
             raise ConfigError(f"Unknown hashfunc {hashfunc!r}; use one of {sorted(HASHFUNCS)}")
         if max_sentences is None:
-            max_sentences = n + 3
+            max_sentences = n + 8
         if not isinstance(max_sentences, int) or max_sentences < n:
             raise ConfigError(f"max_sentences must be an integer >= n, not {max_sentences!r}")
         if html not in (True, False, "auto"):
@@ -172,12 +254,13 @@ class Fingerprinter:
         self.hashfunc = hashfunc
         self.delimiters = delimiters
         self.max_sentences = max_sentences
-        self.sketch_min = sketch_min
-        self.sketch_width = sketch_width
-        self.sketch_unit = sketch_unit
+        self.shingle = shingle
+        self.sketch_rate = sketch_rate
+        self.sketch_size = sketch_size
         self.html = html
         self._hash = HASHFUNCS[hashfunc]
         self._ends = _sentence_ends(delimiters)
+        self._mask = np.uint64(sketch_rate - 1)
 
     def sentence_keys(self, text: str) -> list[str]:
         """Return the normalized keys of *text*'s sentences, in text order, empty ones dropped.
@@ -233,33 +316,32 @@ class Fingerprinter:
             EmptyDocumentError: *text* holds no letter or digit.
             ConfigError: *text* is not a str.
         """
-        sentences = self.sentence_keys(text)
+        stream = "".join(self.sentence_keys(text))
         h = self._hash
-        least, width = self.sketch_min, self.sketch_width
-        ps, ss = _PREFIX_SALT, _SUFFIX_SALT
-        sketch: set[int] = set()
-        add = sketch.add
-        unit, copies = self.sketch_unit, _COPIES
-        for k in sentences:
-            size = len(k)
-            if size < least:
-                continue
-            bucket = (size >> 3) & 255  # lengths past 2,040 characters wrap: harmless
-            head = h(k[:width]) ^ ps[bucket]
-            tail = h(k[-width:]) ^ ss[bucket]
-            add(head)
-            add(tail)
-            # A sentence weighs as much as its length: one more pair of elements per
-            # sketch_unit characters, so a long story sentence outweighs a footer line.
-            for salt in copies[: size // unit]:
-                add(head ^ salt)
-                add(tail ^ salt)
-        ranked = tuple(map(h, self._ranked(sentences)))
-        return DocPrint(
-            sentences=ranked,
-            sketch=tuple(sketch) if sketch else ranked,
-            exact=h("".join(sentences)),
+        exact = h(stream)
+        found = shingle_hashes(stream, self.shingle)
+        if found is None:
+            # Shorter than one shingle: the whole text is the one anchor, so short texts match
+            # only when equal after normalization.
+            return DocPrint((exact,), (exact >> (64 - SKETCH_BITS),), exact)
+        hashes, ends = found
+        m = self.max_sentences
+        if len(hashes) > m:
+            picks = np.argpartition(hashes, m - 1)[:m]
+            picks = picks[np.argsort(hashes[picks], kind="stable")]
+        else:
+            picks = np.argsort(hashes, kind="stable")
+        starts = picks.tolist()
+        anchors = tuple(
+            dict.fromkeys(h(stream[i:e]) for i, e in zip(starts, ends[picks].tolist(), strict=True))
         )
+        sampled = np.unique(hashes[(hashes & self._mask) == 0] >> _S_SKETCH)
+        limit = NO_LIMIT
+        if len(sampled) > self.sketch_size:
+            limit = int(sampled[self.sketch_size])
+            sampled = sampled[: self.sketch_size]
+        sketch = tuple(sampled.tolist()) or (int(hashes.min() >> _S_SKETCH),)
+        return DocPrint(anchors, sketch, exact, limit)
 
     def fingerprints(self, text: str) -> list[int]:
         """Return the fingerprints of the n longest sentences of *text* (the seed's definition)."""

@@ -109,7 +109,6 @@ import hashlib
 import importlib
 import json
 import math
-import os
 import re
 import struct
 import threading
@@ -126,7 +125,7 @@ from typing import Any, BinaryIO
 import farmhash
 
 from .bloom import LocalBloom, bit_positions, bloom_params
-from .durable import lock_path, replace_snapshot
+from .durable import Journal, lock_path, replace_snapshot
 from .errors import (
     ConfigError,
     EmptyDocumentError,
@@ -137,6 +136,7 @@ from .errors import (
     StoreLockedError,
     StoreUnavailableError,
 )
+from .inputs import check_doc_id, check_text, check_title
 from .normalize import normalize_key, normalize_text
 from .results import AddResult, DocumentRecord, StoreStats
 from .store import _fsync_option, _refuse_unknown, mask_url, parse_url
@@ -267,18 +267,8 @@ def _cosine(mine: dict[int, int], norm: float, other: Sequence[int]) -> float:
     return min(1.0, dot / (norm * other_norm))
 
 
-def _check_doc_id(doc_id: object) -> str | None:
-    if doc_id is None:
-        return None
-    if not isinstance(doc_id, str) or not doc_id:
-        raise ConfigError(f"doc_id must be a non-empty str, not {doc_id!r}")
-    return doc_id
-
-
-def _check_title(title: object) -> str | None:
-    if title is not None and not isinstance(title, str):
-        raise ConfigError(f"title must be a str, not {title!r}")
-    return title
+_check_doc_id = check_doc_id
+_check_title = check_title
 
 
 # -- the backend interface -----------------------------------------------------------------
@@ -433,6 +423,10 @@ def _frame(payload: bytes) -> bytes:
 
 _SNAPSHOT_MAGIC = b"NSHASH-KEYED-1\n"
 
+#: No journal record is this large (one is one document's keys and vector): a header that
+#: claims more means the file is not a keyed journal (an nshash journal starts with "[").
+_MAX_RECORD = 64 << 20
+
 
 class _MemoryKV(_KV):
     """A dict; with a path, a journal of framed records and a snapshot (module docstring)."""
@@ -441,7 +435,7 @@ class _MemoryKV(_KV):
         self.data: dict[bytes, bytes] = {}
         self._path = path
         self._fsync = fsync
-        self._journal: BinaryIO | None = None
+        self._journal: Journal | None = None
         self._lockfile: BinaryIO | None = None
         self._last_sync = time.monotonic()
         self.persistent = path is not None
@@ -454,7 +448,7 @@ class _MemoryKV(_KV):
         try:
             self._load(path)
             replayed = self._replay(path + ".journal")
-            self._journal = open(path + ".journal", "ab", buffering=0)
+            self._journal = Journal(path + ".journal", self.url)
             if replayed:
                 self._snapshot()
         except BaseException:
@@ -491,6 +485,8 @@ class _MemoryKV(_KV):
             if len(data) - off < 8:
                 return count + 1  # a torn header: never acknowledged; compaction drops it
             size, crc = struct.unpack_from(">II", data, off)
+            if size > _MAX_RECORD:  # no write makes such a record: another store's file
+                raise StoreCorruptError(f"{journal!r} is not a keyed journal", url=self.url)
             payload = data[off + 8 : off + 8 + size]
             if len(payload) < size:
                 return count + 1  # a torn last record
@@ -519,16 +515,14 @@ class _MemoryKV(_KV):
 
     def write(self, puts: dict[bytes, bytes]) -> None:
         if self._journal is not None:
-            try:
-                self._journal.write(_frame(_encode_pairs(puts)))
-                now = time.monotonic()
-                if self._fsync == "always" or (
-                    self._fsync == "everysec" and now - self._last_sync >= 1.0
-                ):
-                    os.fsync(self._journal.fileno())
-                    self._last_sync = now
-            except OSError as exc:
-                raise StoreError(f"Cannot write the journal: {exc}", url=self.url) from exc
+            now = time.monotonic()
+            sync = self._fsync == "always" or (
+                self._fsync == "everysec" and now - self._last_sync >= 1.0
+            )
+            # A record the disk did not take whole is cut off again (see durable.Journal).
+            self._journal.append(_frame(_encode_pairs(puts)), sync=sync)
+            if sync:
+                self._last_sync = now
         self.data.update(puts)
 
     def scan(self, prefix: bytes) -> Iterator[bytes]:
@@ -560,6 +554,8 @@ class _LevelKV(_KV):
         self.url = f"leveldb://{path}"
         self._fsync = fsync
         self._last_sync = time.monotonic()
+        #: Why writes are refused (a write failed) until the directory is reopened.
+        self.failed: str | None = None
         try:
             self._db = self._plyvel.DB(path, create_if_missing=True)
         except self._plyvel.IOError as exc:
@@ -589,6 +585,13 @@ class _LevelKV(_KV):
         return value
 
     def write(self, puts: dict[bytes, bytes]) -> None:
+        if self.failed is not None:
+            # After a failed write LevelDB's log may hold half a record, and records after
+            # it could be dropped when the directory is next opened: reopen first.
+            raise StoreError(
+                f"LevelDB {self.url!r} refuses writes until it is reopened: {self.failed}",
+                url=self.url,
+            )
         now = time.monotonic()
         sync = self._fsync == "always" or (
             self._fsync == "everysec" and now - self._last_sync >= 1.0
@@ -598,6 +601,7 @@ class _LevelKV(_KV):
                 for key, value in puts.items():
                     batch.put(key, value)
         except self._plyvel.Error as exc:
+            self.failed = self._reason(exc)
             raise self._fail(exc) from exc
         if sync:
             self._last_sync = now
@@ -797,7 +801,8 @@ class _LocalBackend(_Backend):
                 return
             self._closed = True
             try:
-                if self._kv.persistent:
+                # After a failed write the filters are not saved: the next open rebuilds them.
+                if self._kv.persistent and getattr(self._kv, "failed", None) is None:
                     self._save_blooms()
             finally:
                 self._kv.close()
@@ -1120,7 +1125,7 @@ def _open_backend(
             ) from exc
         if not path or path == "/":
             raise ConfigError(
-                f"A LevelDB URL needs a directory: 'leveldb:///path/to/dir', not {url!r}"
+                f"A LevelDB URL needs a directory: 'leveldb:///path/to/dir', not {mask_url(url)!r}"
             )
         fsync = _fsync_option(query, url)
         _refuse_unknown(query, url)
@@ -1195,8 +1200,7 @@ class KeyMaker:
             ConfigError: *text* or *title* is not a str.
             EmptyDocumentError: *text* has no letter or digit.
         """
-        if not isinstance(text, str):
-            raise ConfigError(f"text must be a str, not {type(text).__name__!r}")
+        check_text(text)
         _check_title(title)
         normalized = normalize_text(text)
         key = normalize_key(normalized)

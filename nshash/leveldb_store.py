@@ -4,6 +4,16 @@ One process opens a directory at a time (LevelDB's ``LOCK`` file); a second open
 :class:`~nshash.StoreLockedError`. Threads of that process share one store safely: a lock
 serializes every call.
 
+**Read-only opens** (``readonly=True``) work while a writer holds the directory. LevelDB
+itself admits one opener and writes to any directory it opens (its info log, a new
+manifest), so a read-only store never opens the directory: it takes a *checkpoint*, a copy of
+the directory's files in a temporary directory (immutable table files are hard-linked when
+the file system allows, the manifest and write-ahead logs are copied), opens the copy and
+deletes it on close. The copy holds every write the writer acknowledged before the open
+(each is in a table or in the log by then); a torn last log record, a write in flight, is
+dropped as LevelDB drops it after a crash. When the writer creates or deletes files (a
+compaction) during the copy, the copy is taken again. The original directory is only read.
+
 **Atomicity.** :meth:`LevelDBStore.assign` runs :func:`nshash.assign.assign` over an in-memory
 overlay, so the algorithm reads its own writes, then commits the overlay in one
 ``write_batch(transaction=True)``: a document's changes land together or not at all.
@@ -26,10 +36,11 @@ key                          value
                              ``groups``, ``fingerprints``, ``common``, ``mseq``)
 ``f`` + fingerprint          anchor fingerprint -> group id (never moved)
 ``x`` + fingerprint          whole-text fingerprint -> group id
-``c`` + fingerprint          empty: the fingerprint is common (boilerplate)
+``c`` + hash                 empty: the hash is common (boilerplate)
+``v`` + hash                 the groups kept apart on it so far, 8 bytes each (a few hashes)
 ``p`` + group id             the id this merged group resolves to
-``s`` + group id             the group's sketch: sorted clause hashes, 8 bytes each (capped by
-                             the policy's ``sketch_cap``, so it stays small)
+``s`` + group id             the group's sketch: its limit, then its sorted values, 8 bytes
+                             each (capped by the policy's ``sketch_cap``, so it stays small)
 ``z`` + group id             the group's document count (canonical groups only)
 ``m`` + group id + seq       a member's ``doc_id`` (UTF-8); ``seq`` is a store-wide arrival
                              number, so a group's members list in arrival order
@@ -40,39 +51,54 @@ Members get one key each: adding a document writes one small key, never a growin
 merge moves the merged group's member keys and sketch to the canonical id. :meth:`stats`
 reads the meta counters; :meth:`~LevelDBStore.groups` scans the ``z`` table (one key per
 canonical group). The ``c`` table is also held in memory, read once on open: the guard asks
-about every clause of every document, and the table stays small (only fingerprints that a
-refused match marked as boilerplate).
+about every sketch value of every document, and the table stays small (only hashes that
+several groups were kept apart on).
 """
 
 from __future__ import annotations
 
 import heapq
 import json
+import logging
 import os
+import shutil
 import struct
+import tempfile
 import threading
 import time
 import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import plyvel
 
-from .assign import MatchPolicy, assign, lookup, resolve
-from .errors import ConfigError, StoreClosedError, StoreCorruptError, StoreError, StoreLockedError
-from .fingerprint import DocPrint
-from .results import Assignment, DocumentRecord, Group, Member, StoreStats
+from .assign import MatchPolicy, assign, combine_sketch, explain, lookup, resolve
+from .errors import (
+    ConfigError,
+    StoreClosedError,
+    StoreCorruptError,
+    StoreError,
+    StoreLockedError,
+    StoreNotFoundError,
+    StoreReadOnlyError,
+)
+from .fingerprint import NO_LIMIT, DocPrint
+from .results import Assignment, DocumentRecord, Explanation, Group, Member, StoreStats
 from .store import FSYNC_POLICIES, Store
 
 __all__ = ["LevelDBStore"]
 
+logger = logging.getLogger("nshash")
+
 #: The layout version written to ``\x00format``; a different one is refused on open.
-_FORMAT = 1
+_FORMAT = 2
 
 _META = b"\x00"
 _FP = b"f"
 _EXACT = b"x"
 _COMMON = b"c"
+_VOTES = b"v"
 _PARENT = b"p"
 _SKETCH = b"s"
 _SIZE = b"z"
@@ -80,6 +106,70 @@ _MEMBER = b"m"
 _DOC = b"d"
 
 _COUNTERS = ("counter", "documents", "groups", "fingerprints", "common", "mseq")
+
+#: Attempts to copy a directory that a writer is not compacting at that very moment.
+CHECKPOINT_ATTEMPTS = 50
+
+
+def _db_files(path: str) -> set[str]:
+    """The names of the files LevelDB needs to open *path* (not its LOCK or info logs)."""
+    return {
+        name
+        for name in os.listdir(path)
+        if name == "CURRENT"
+        or name.startswith("MANIFEST-")
+        or name.endswith((".ldb", ".sst", ".log"))
+    }
+
+
+def _order(name: str) -> int:
+    # What the copy holds must be at least as new as what the manifest names: the manifest
+    # first, then the tables it lists, then the logs (written last, read for the newest writes).
+    if name == "CURRENT" or name.startswith("MANIFEST-"):
+        return 0
+    return 1 if name.endswith((".ldb", ".sst")) else 2
+
+
+def checkpoint(path: str, into: str) -> None:
+    """Copy the LevelDB directory *path* into the empty directory *into*, reading only.
+
+    Safe while a writer has *path* open: the copy is taken again whenever the set of files
+    changed while it was being taken. Table files never change once written, so they are
+    hard-linked where the file system allows (a link changes no byte of the original).
+
+    Raises:
+        StoreNotFoundError: *path* holds no LevelDB database.
+        StoreError: no consistent copy could be taken.
+    """
+    if not os.path.isfile(os.path.join(path, "CURRENT")):
+        raise StoreNotFoundError(
+            f"There is no LevelDB store at {path!r} (reading never creates one)",
+            url=f"leveldb://{path}",
+        )
+    for _attempt in range(CHECKPOINT_ATTEMPTS):
+        try:
+            before = _db_files(path)
+            for name in sorted(before, key=_order):
+                src, dst = os.path.join(path, name), os.path.join(into, name)
+                if _order(name) == 1:
+                    try:
+                        os.link(src, dst)
+                        continue
+                    except OSError as exc:
+                        if isinstance(exc, FileNotFoundError):
+                            raise
+                shutil.copyfile(src, dst)
+            if _db_files(path) == before:
+                return
+        except FileNotFoundError:
+            pass  # a compaction deleted a file under the copy: take it again
+        for name in os.listdir(into):
+            os.unlink(os.path.join(into, name))
+        time.sleep(0.01)
+    raise StoreError(
+        f"Cannot copy LevelDB directory {path!r}: its files kept changing while they were read",
+        url=f"leveldb://{path}",
+    )
 
 
 def _enc(*values: int) -> bytes:
@@ -101,6 +191,10 @@ def _reason(exc: Exception) -> str:
     """The text of a plyvel error (plyvel passes LevelDB's status as bytes)."""
     arg = exc.args[0] if exc.args else exc
     return arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a value this store writes")
 
 
 def _one(data: bytes) -> int:
@@ -178,29 +272,36 @@ class _Overlay:
     def get_parent(self, gid: int) -> int | None:
         return self.get_int(_PARENT + _enc(gid))
 
-    def get_sketch(self, gid: int) -> set[int]:
+    def group_sketch(self, gid: int) -> tuple[tuple[int, ...], int]:
         value = self.get(_SKETCH + _enc(gid))
-        return set(_dec(value)) if value else set()
+        if not value:
+            return (), NO_LIMIT
+        limit, *values = _dec(value)
+        return tuple(values), limit
 
-    def sketch_overlap(self, gid: int, live: set[int]) -> tuple[set[int], int]:
-        group = set(self.not_common(self.get_sketch(gid)))
-        return live & group, len(group)
-
-    def sketch_size(self, gid: int) -> int:
-        value = self.get(_SKETCH + _enc(gid))
-        return len(value) // 8 if value else 0
+    def get_votes(self, h: int) -> tuple[int, ...]:
+        value = self.get(_VOTES + _enc(h))
+        return _dec(value) if value else ()
 
     def get_doc(self, doc_id: str) -> DocumentRecord | None:
         value = self.get(_DOC + doc_id.encode("utf-8"))
         if value is None:
             return None
         try:
-            sid, duplicate, merged, title, fps = json.loads(value)
-            return DocumentRecord(
-                doc_id, int(sid), bool(duplicate), tuple(merged), title, tuple(fps)
-            )
-        except (ValueError, TypeError) as exc:
-            raise StoreCorruptError(f"The record of doc_id {doc_id!r} is unreadable") from exc
+            sid, duplicate, merged, title, fps = json.loads(value, parse_constant=_refuse_constant)
+            ids = [sid, *merged]
+            if (
+                any(type(i) is not int or not 0 < i < 1 << 63 for i in ids)
+                or type(duplicate) is not bool
+                or not (title is None or type(title) is str)
+                or any(type(h) is not int or not 0 <= h < 1 << 64 for h in fps)
+            ):
+                raise ValueError("a field has the wrong type or is out of range")
+            return DocumentRecord(doc_id, sid, duplicate, tuple(merged), title, tuple(fps))
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise StoreCorruptError(
+                f"The record of doc_id {doc_id!r:.80} is unreadable: {exc}"
+            ) from exc
 
     def get_size(self, gid: int) -> int:
         return self.get_int(_SIZE + _enc(gid)) or 0
@@ -222,23 +323,31 @@ class _Overlay:
                 self.meta["common"] += 1
                 self.put(_COMMON + _enc(h), b"")
 
-    def _put_sketch(self, gid: int, hs: set[int]) -> None:
-        self.put(_SKETCH + _enc(gid), _enc(*sorted(hs)))
+    def set_votes(self, h: int, gids: tuple[int, ...]) -> None:
+        if gids:
+            self.put(_VOTES + _enc(h), _enc(*gids))
+        else:
+            self.delete(_VOTES + _enc(h))
 
-    def new_group(self, sketch: Iterable[int]) -> int:
+    def _put_sketch(self, gid: int, hs: set[int], limit: int) -> None:
+        self.put(_SKETCH + _enc(gid), _enc(limit, *sorted(hs)))
+
+    def new_group(self, sketch: Iterable[int], limit: int) -> int:
         gid = self.meta["counter"] + 1
         self.meta["counter"] = gid
         self.meta["groups"] += 1
-        self._put_sketch(gid, set(sketch))
+        self._put_sketch(gid, set(sketch), limit)
         self.put(_SIZE + _enc(gid), _enc(0))
         return gid
 
-    def extend_sketch(self, gid: int, hs: Iterable[int]) -> None:
-        self._put_sketch(gid, self.get_sketch(gid) | set(hs))
+    def extend_sketch(self, gid: int, hs: Iterable[int], limit: int, cap: int) -> None:
+        self._put_sketch(gid, *combine_sketch(*self.group_sketch(gid), hs, limit, cap))
 
-    def merge_into(self, root: int, gid: int) -> None:
+    def merge_into(self, root: int, gid: int, cap: int) -> None:
         self.put(_PARENT + _enc(gid), _enc(root))
-        self._put_sketch(root, self.get_sketch(root) | self.get_sketch(gid))
+        self._put_sketch(
+            root, *combine_sketch(*self.group_sketch(root), *self.group_sketch(gid), cap)
+        )
         self.delete(_SKETCH + _enc(gid))
         self.put(_SIZE + _enc(root), _enc(self.get_size(root) + self.get_size(gid)))
         self.delete(_SIZE + _enc(gid))
@@ -269,6 +378,19 @@ class _Overlay:
         self.put(_DOC + doc_id, json.dumps(value, separators=(",", ":")).encode("utf-8"))
 
 
+class _ClosedDB:
+    """Stands for the database while a reopen after a failed write has not succeeded."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __getattr__(self, name: str) -> Any:
+        raise plyvel.IOError(f"the store is not open: {self.reason}".encode())
+
+    def close(self) -> None:
+        pass
+
+
 def _flush_loop(ref: weakref.ref[LevelDBStore], stop: threading.Event) -> None:
     while not stop.wait(1.0):
         store = ref()
@@ -285,12 +407,18 @@ class LevelDBStore(Store):
     one process does the writing. Share state between processes through Redis instead.
 
     Args:
-        path: the LevelDB directory; created when missing.
+        path: the LevelDB directory; created when missing (unless *readonly*).
         fsync: ``"always"``, ``"everysec"`` (default) or ``"no"``; see the module docstring.
+        repair: run LevelDB's repair on *path* first and recount every counter (what
+            ``nshash repair`` does); :attr:`repaired` then says what was fixed.
+        readonly: read a checkpoint of *path* (see the module docstring), even while another
+            process holds it; every write raises :class:`~nshash.StoreReadOnlyError`.
 
     Raises:
         ConfigError: *fsync* is not a known policy.
-        StoreLockedError: another process (or another store in this one) holds *path*.
+        StoreLockedError: another process (or another store in this one) holds *path*
+            (never when *readonly*).
+        StoreNotFoundError: *readonly* and *path* holds no store.
         StoreCorruptError: *path* holds a LevelDB that is damaged or not an nshash store.
         StoreError: the directory cannot be opened for another reason.
 
@@ -302,11 +430,21 @@ class LevelDBStore(Store):
         >>> store.close()
     """
 
-    def __init__(self, path: str | os.PathLike[str], fsync: str = "everysec") -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        fsync: str = "everysec",
+        *,
+        repair: bool = False,
+        readonly: bool = False,
+    ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ConfigError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {fsync!r}")
         self._path = os.fspath(path)
         self.url = f"leveldb://{self._path}"
+        self.readonly = readonly
+        #: The checkpoint directory a read-only store opened (deleted on close).
+        self._copy: str | None = None
         self._fsync = fsync
         self._lock = threading.Lock()
         self._closed = False
@@ -314,14 +452,27 @@ class LevelDBStore(Store):
         self._last_sync = 0.0
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
-        self._db = self._open(self._path)
-        try:
-            self._meta = self._load_meta()
-            self._common = self._load_common()
-        except BaseException:
-            self._db.close()
-            raise
-        if fsync == "everysec":
+        #: Why writes are refused (a write failed), until a reopen has verified the state.
+        self._failed: str | None = None
+        self._next_recovery = 0.0
+        #: What opening with ``repair=True`` found and fixed (None: nothing to fix).
+        self.repaired: str | None = None
+        if repair and readonly:
+            raise ConfigError(f"{self.url} cannot be repaired through a read-only open")
+        if readonly:
+            self._db = self._open_copy(self._path)
+            try:
+                self._meta = self._load_meta()
+                self._common = self._load_common()
+            except BaseException:
+                self._db.close()
+                self._drop_copy()
+                raise
+        else:
+            if repair:
+                self._repair_files()
+            self._db, self._meta, self._common = self._open_verified(recount=repair)
+        if fsync == "everysec" and not readonly:
             # The thread holds only a weak reference, so a store dropped without close() is
             # still collected (and __del__ releases the directory).
             self._flusher = threading.Thread(
@@ -333,6 +484,109 @@ class LevelDBStore(Store):
             self._flusher.start()
 
     # -- opening -------------------------------------------------------------------------
+    def _open_verified(self, recount: bool = False) -> tuple[plyvel.DB, dict[str, int], set[int]]:
+        """Open the directory, read its counters and check them against its tables."""
+        db = self._open(self._path)
+        self._db = db
+        try:
+            meta = self._load_meta()
+            if recount:
+                meta = self._recount(db, meta)
+            self._meta = meta
+            common = self._load_common()
+            self._verify(db, meta)
+        except plyvel.Error as exc:
+            db.close()
+            raise StoreError(
+                f"Cannot read LevelDB directory {self._path!r}: {_reason(exc)}", url=self.url
+            ) from exc
+        except BaseException:
+            db.close()
+            raise
+        return db, meta, common
+
+    def _repair_files(self) -> None:
+        try:
+            plyvel.repair_db(self._path)
+        except (plyvel.Error, OSError) as exc:
+            raise StoreError(
+                f"Cannot repair LevelDB directory {self._path!r}: {_reason(exc)}", url=self.url
+            ) from exc
+
+    @staticmethod
+    def _last_id(db: plyvel.DB, prefix: bytes) -> int:
+        """The largest group id keyed under *prefix* (0 for none): one seek, not a scan."""
+        key = next(db.iterator(prefix=prefix, reverse=True, include_value=False), None)
+        return 0 if key is None else _one(key[1:9])
+
+    def _verify(self, db: plyvel.DB, meta: dict[str, int]) -> None:
+        """Refuse a directory whose id counter is behind an id it holds (ids would repeat)."""
+        last = max(self._last_id(db, prefix) for prefix in (_SIZE, _SKETCH, _PARENT, _MEMBER))
+        if last > meta["counter"]:
+            raise StoreCorruptError(
+                f"LevelDB directory {self._path!r} holds group {last} but its id counter is"
+                f" {meta['counter']}; reopen it with repair (nshash repair --store URL)",
+                url=self.url,
+            )
+
+    def _recount(self, db: plyvel.DB, meta: dict[str, int]) -> dict[str, int]:
+        """Count every table again and write the counters that disagree (for repair)."""
+        counts = dict.fromkeys(_COUNTERS, 0)
+        last = 0
+        for key, value in db.iterator(prefix=_SIZE):
+            counts["groups"] += 1
+            counts["documents"] += _one(value)
+            last = max(last, _one(key[1:]))
+        for key, value in db.iterator(prefix=_PARENT):
+            last = max(last, _one(key[1:]), _one(value))
+        for prefix in (_FP, _EXACT):
+            for _key, value in db.iterator(prefix=prefix):
+                if prefix == _FP:
+                    counts["fingerprints"] += 1
+                last = max(last, _one(value))
+        for key in db.iterator(prefix=_MEMBER, include_value=False):
+            gid, seq = _dec(key[1:])
+            last = max(last, gid)
+            counts["mseq"] = max(counts["mseq"], seq)
+        counts["common"] = sum(1 for _ in db.iterator(prefix=_COMMON, include_value=False))
+        # Ids are never reused: the counter only moves forward.
+        counts["counter"] = max(last, meta["counter"])
+        counts["mseq"] = max(counts["mseq"], meta["mseq"])
+        fixed = {k: v for k, v in counts.items() if v != meta[k]}
+        if fixed:
+            with db.write_batch(transaction=True, sync=True) as batch:
+                for name, count in fixed.items():
+                    batch.put(_META + name.encode("ascii"), _enc(count))
+            self.repaired = ", ".join(f"{k} {meta[k]} -> {v}" for k, v in sorted(fixed.items()))
+        return counts
+
+    def _recover(self) -> None:
+        """After a failed write: reopen the directory and verify it, or stay failed.
+
+        LevelDB may have half a record in its log after a full disk; a reopen reads the log up
+        to the last whole record, and the counters are checked against the tables before a
+        write is accepted again. Tried at most once a second; the caller holds the lock.
+        """
+        now = time.monotonic()
+        if self._failed is None or now < self._next_recovery:
+            return
+        self._next_recovery = now + 1.0
+        try:
+            self._db.close()
+        except plyvel.Error:
+            pass
+        try:
+            self._db, self._meta, self._common = self._open_verified()
+        except StoreError as exc:
+            self._failed = f"{self._failed}; reopening failed too: {exc}"
+            self._db = _ClosedDB(self._failed)
+            return
+        logger.warning(
+            "LevelDB directory %r reopened and verified after a write failed", self._path
+        )
+        self._failed = None
+        self._dirty = False
+
     def _open(self, path: str) -> plyvel.DB:
         try:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -354,6 +608,29 @@ class LevelDBStore(Store):
         except (plyvel.Error, OSError) as exc:
             raise self._open_failed(exc) from exc
 
+    def _open_copy(self, path: str) -> plyvel.DB:
+        """Open a checkpoint of *path* (a read-only store's view; see the module docstring)."""
+        self._copy = tempfile.mkdtemp(prefix="nshash-leveldb-ro-")
+        try:
+            checkpoint(path, self._copy)
+            return plyvel.DB(self._copy, create_if_missing=False)
+        except plyvel.CorruptionError as exc:
+            self._drop_copy()
+            raise StoreCorruptError(
+                f"LevelDB directory {path!r} is damaged: {_reason(exc)}", url=self.url
+            ) from exc
+        except (plyvel.Error, OSError) as exc:
+            self._drop_copy()
+            raise self._open_failed(exc) from exc
+        except BaseException:
+            self._drop_copy()
+            raise
+
+    def _drop_copy(self) -> None:
+        if self._copy is not None:
+            shutil.rmtree(self._copy, ignore_errors=True)
+            self._copy = None
+
     def _open_failed(self, exc: Exception) -> StoreError:
         return StoreError(
             f"Cannot open LevelDB directory {self._path!r}: {_reason(exc)}", url=self.url
@@ -368,7 +645,8 @@ class LevelDBStore(Store):
                         f"LevelDB directory {self._path!r} holds data that is not an nshash store",
                         url=self.url,
                     )
-                self._db.put(_META + b"format", _enc(_FORMAT), sync=True)
+                if not self.readonly:
+                    self._db.put(_META + b"format", _enc(_FORMAT), sync=True)
             elif _one(stored) != _FORMAT:
                 raise StoreCorruptError(
                     f"LevelDB directory {self._path!r} has store format {_one(stored)!r}; "
@@ -423,8 +701,11 @@ class LevelDBStore(Store):
                 batch.put(_META + name.encode("ascii"), _enc(count))
             batch.write()
         except plyvel.Error as exc:
+            self._fail(f"Cannot write to {self._path!r}: {_reason(exc)}")
             raise StoreError(
-                f"Cannot write to {self._path!r}: {_reason(exc)}", url=self.url
+                f"Cannot write to {self._path!r}: {_reason(exc)}; nothing of this call was"
+                " written, and the store refuses writes until it is reopened",
+                url=self.url,
             ) from exc
         self._meta = overlay.meta
         self._common |= overlay.new_common
@@ -433,6 +714,22 @@ class LevelDBStore(Store):
             self._dirty = False
         elif self._fsync == "everysec":
             self._dirty = True
+
+    def _fail(self, reason: str) -> None:
+        """Refuse writes from now on: after a failed write LevelDB's log may hold half a
+        record, and writes after it could be dropped on the next open."""
+        if self._failed is None:
+            self._failed = reason
+            self._next_recovery = time.monotonic() + 1.0
+
+    def _check_writable(self) -> None:
+        if self._failed is not None:
+            self._recover()
+        if self._failed is not None:
+            raise StoreError(
+                f"The store refuses writes until it is reopened and verified: {self._failed}",
+                url=self.url,
+            )
 
     def _sync_now(self) -> None:
         """Force LevelDB's log to disk with a small synced write; the caller holds the lock."""
@@ -443,12 +740,12 @@ class LevelDBStore(Store):
     def _flush_pending(self) -> None:
         """Sync a write left unsynced by the ``everysec`` policy (the flusher thread's job)."""
         with self._lock:
-            if self._closed or not self._dirty:
+            if self._closed or not self._dirty or self._failed is not None:
                 return
             try:
                 self._sync_now()
-            except plyvel.Error:
-                pass  # the next write or close() tries again and reports
+            except plyvel.Error as exc:
+                self._fail(f"Cannot sync {self._path!r}: {_reason(exc)}")
 
     # -- the Store contract ----------------------------------------------------------------
     def _check(self) -> None:
@@ -478,6 +775,9 @@ class LevelDBStore(Store):
         title: str | None = None,
     ) -> tuple[Assignment, tuple[int, ...]]:
         with self._open_db():
+            if self.readonly:
+                raise StoreReadOnlyError(f"{self.url} is open read-only", url=self.url)
+            self._check_writable()
             overlay = self._reader()
             result = assign(overlay, doc, policy, doc_id, title)
             self._commit(overlay)
@@ -486,6 +786,10 @@ class LevelDBStore(Store):
     def lookup(self, doc: DocPrint, policy: MatchPolicy) -> int | None:
         with self._open_db():
             return lookup(self._reader(), doc, policy)
+
+    def explain(self, doc: DocPrint, policy: MatchPolicy) -> Explanation:
+        with self._open_db():
+            return explain(self._reader(), doc, policy)
 
     def resolve(self, similar_id: int) -> int:
         with self._open_db():
@@ -509,7 +813,12 @@ class LevelDBStore(Store):
     def _group(self, reader: _Overlay, gid: int) -> Group:
         members = []
         for _key, raw in reader.scan(_MEMBER + _enc(gid)):
-            doc_id = raw.decode("utf-8")
+            try:
+                doc_id = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise StoreCorruptError(
+                    f"A member of group {gid} is not UTF-8", url=self.url
+                ) from exc
             rec = reader.get_doc(doc_id)
             members.append(Member(doc_id, rec.title if rec is not None else None))
         return Group(gid, reader.get_size(gid), tuple(members))
@@ -543,7 +852,9 @@ class LevelDBStore(Store):
             )
 
     def ping(self) -> None:
+        """Raise StoreError while the store cannot write (see :meth:`_check_writable`)."""
         with self._open_db():
+            self._check_writable()
             self._db.get(_META + b"format")
 
     def close(self) -> None:
@@ -554,7 +865,7 @@ class LevelDBStore(Store):
             self._closed = True
             self._stop.set()
             try:
-                if self._dirty:
+                if self._dirty and self._failed is None:
                     self._sync_now()
             except plyvel.Error as exc:
                 raise StoreError(
@@ -562,6 +873,7 @@ class LevelDBStore(Store):
                 ) from exc
             finally:
                 self._db.close()
+                self._drop_copy()
         if self._flusher is not None and self._flusher is not threading.current_thread():
             self._flusher.join(timeout=2)
 

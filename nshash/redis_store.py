@@ -19,14 +19,16 @@ independent namespaces in one Redis, and spread over the nodes of a cluster.
 A fingerprint (an unsigned 64-bit integer) is written as a *signed* 64-bit decimal (minus 2**64
 when it is 2**63 or more): Redis then keeps a set of them as a compact ``intset``, and the
 scripts never do arithmetic on one (Lua numbers are doubles): to them a fingerprint is a
-string. Group ids are small decimal integers.
+string. Sketch values have 53 bits, so the scripts compare them as numbers exactly. Group ids
+are small decimal integers.
 
 =================  =======  ==================================================================
 key                type     holds
 =================  =======  ==================================================================
 ``{P}:fp``         hash     anchor fingerprint -> group id (first group that used it; never moved)
 ``{P}:exact``      hash     whole-text fingerprint -> group id
-``{P}:common``     set      fingerprints a refused match marked as boilerplate
+``{P}:common``     set      hashes learned to be boilerplate (kept ``votes`` groups apart)
+``{P}:votes``      hash     hash -> the groups kept apart on it so far, comma-separated
 ``{P}:parent``     hash     merged group id -> the id it merged into (follow to the canonical id)
 ``{P}:sizes``      zset     canonical group id, zero-padded to 15 digits -> minus its size, so
                             ``ZRANGE BYSCORE`` lists the largest groups first, ties by id
@@ -34,7 +36,8 @@ key                type     holds
                             the answer given and the document's applied sequence number
 ``{P}:counter``    string   the last group id handed out (INCR; never goes back)
 ``{P}:documents``  string   how many documents were added; each one's value is its sequence number
-``{P}:s:<id>``     set      the sketch (clause fingerprints) of canonical group ``id``
+``{P}:s:<id>``     set      the sketch (sampled shingle hashes) of canonical group ``id``
+``{P}:limits``     hash     group id -> its sketch's limit, for groups whose sketch was cut
 ``{P}:m:<id>``     list     doc ids of canonical group ``id``, in arrival order
 =================  =======  ==================================================================
 
@@ -61,7 +64,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import MovedError, NoScriptError
 from redis.retry import Retry
 
-from .assign import MatchPolicy
+from .assign import MatchPolicy, finish_explanation, judged
 from .errors import (
     ConfigError,
     NSHashError,
@@ -71,7 +74,7 @@ from .errors import (
     StoreUnavailableError,
 )
 from .fingerprint import DocPrint
-from .results import Assignment, DocumentRecord, Group, Member, StoreStats
+from .results import Assignment, DocumentRecord, Explanation, Group, Member, StoreStats
 from .store import Store, mask_url
 
 __all__ = ["RedisStore"]
@@ -92,16 +95,30 @@ _OPTIONS = ("prefix", "db", "socket_timeout", "socket_connect_timeout", "max_con
 #: More options for ``rediss://``: a private CA, a client certificate, verification.
 _TLS_OPTIONS = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs")
 
-#: The table keys every script receives, in this order (KEYS[1..8]).
-_TABLES = ("fp", "exact", "common", "parent", "sizes", "docs", "counter", "documents")
+#: The table keys every script receives, in this order (KEYS[1..10]).
+_TABLES = (
+    "fp",
+    "exact",
+    "common",
+    "parent",
+    "sizes",
+    "docs",
+    "counter",
+    "documents",
+    "votes",
+    "limits",
+)
 
 # Shared by both scripts: table keys, argument splitting, chunked multi-argument calls, resolve
 # and the boilerplate guard's verification. Mirrors nshash/assign.py step by step.
 _LUA_COMMON = r"""
 local K_FP, K_EXACT, K_COMMON, K_PARENT = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_SIZES, K_DOCS, K_COUNTER, K_DOCUMENTS = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local K_VOTES, K_LIMITS = KEYS[9], KEYS[10]
 local BASE = ARGV[1]
 local CHUNK = 4000
+-- nshash.fingerprint.NO_LIMIT: 2^53, exact as a Lua number, above every sketch value.
+local NO_LIMIT = 9007199254740992
 
 local function gs(g) return string.format('%d', g) end
 local function zm(g) return string.format('%015d', g) end
@@ -192,24 +209,125 @@ local function candidates(anchors, gids)
   return order, hits
 end
 
--- _verify: the group's sketch less common hashes against the document's live sketch. Returns
--- the share of the smaller sketch they have in common (0 when under min_overlap) and the shared
--- hashes. newcommon holds hashes this call made common, which the live sketch still contains.
-local function verify(g, live, newcommon, min_overlap)
+-- A group's sketch limit (group_sketch's second value).
+local function limit_of(g)
+  local v = redis.call('HGET', K_LIMITS, gs(g))
+  if v then return tonumber(v) end
+  return NO_LIMIT
+end
+
+-- The members of set key below bound (sketch values are exact Lua numbers).
+local function below(key, bound)
+  local out = {}
+  for _, v in ipairs(redis.call('SMEMBERS', key)) do
+    if tonumber(v) < bound then out[#out + 1] = v end
+  end
+  return out
+end
+
+-- _verify: the document's live sketch (ascending) against the group's, both cut at the
+-- smaller limit, common values left out of both. Returns the score (0 under min_overlap),
+-- the shared values and the two sizes compared.
+local function verify(g, live, doc_limit, min_overlap)
   local sk = BASE .. 's:' .. gs(g)
-  local gsize = redis.call('SCARD', sk)
-  if gsize > 0 then gsize = gsize - redis.call('SINTERCARD', 2, sk, K_COMMON) end
-  local shared = {}
-  if #live > 0 and gsize > 0 then
-    local flags = smis(sk, live)
-    for i = 1, #live do
-      local h = live[i]
-      if flags[i] == 1 and not newcommon[h] then shared[#shared + 1] = h end
+  local glimit = limit_of(g)
+  local limit = math.min(doc_limit, glimit)
+  local mine = live
+  if limit < doc_limit then
+    mine = {}
+    for _, v in ipairs(live) do
+      if tonumber(v) >= limit then break end
+      mine[#mine + 1] = v
     end
   end
-  local smaller = math.min(#live, gsize)
-  if smaller == 0 or #shared < math.min(min_overlap, smaller) then return 0, shared end
-  return #shared / smaller, shared
+  local gsize
+  if limit >= glimit then
+    gsize = redis.call('SCARD', sk)
+    if gsize > 0 then gsize = gsize - redis.call('SINTERCARD', 2, sk, K_COMMON) end
+  else
+    local theirs = below(sk, limit)
+    gsize = 0
+    for _, f in ipairs(smis(K_COMMON, theirs)) do
+      if f == 0 then gsize = gsize + 1 end
+    end
+  end
+  local shared = {}
+  if #mine > 0 and gsize > 0 then
+    local flags = smis(sk, mine)
+    for i = 1, #mine do
+      if flags[i] == 1 then shared[#shared + 1] = mine[i] end
+    end
+  end
+  local smaller = math.min(#mine, gsize)
+  if smaller == 0 or #shared < math.min(min_overlap, smaller) then
+    return 0, shared, #mine, gsize
+  end
+  return #shared / smaller, shared, #mine, gsize
+end
+
+-- combine_sketch for a group kept in Redis: drop values at or past bound (old is the limit the
+-- set had), then keep the cap smallest; store the new limit.
+local function settle(g, old, bound, cap)
+  local sk = BASE .. 's:' .. gs(g)
+  if bound < old then
+    local drop = {}
+    for _, v in ipairs(redis.call('SMEMBERS', sk)) do
+      if tonumber(v) >= bound then drop[#drop + 1] = v end
+    end
+    if #drop > 0 then push('SREM', sk, drop) end
+  end
+  if redis.call('SCARD', sk) > cap then
+    local values = redis.call('SMEMBERS', sk)
+    local nums = {}
+    for i, v in ipairs(values) do nums[i] = tonumber(v) end
+    table.sort(nums)
+    bound = nums[cap + 1]
+    local drop = {}
+    for i = cap + 1, #nums do drop[#drop + 1] = string.format('%d', nums[i]) end
+    push('SREM', sk, drop)
+  end
+  if bound < NO_LIMIT then
+    redis.call('HSET', K_LIMITS, gs(g), string.format('%d', bound))
+  else
+    redis.call('HDEL', K_LIMITS, gs(g))
+  end
+end
+
+-- _vote: the two groups were kept apart on each hash of hs; a hash seen to keep apart `need`
+-- distinct groups (after merges) becomes common.
+local function vote(hs, g1, g2, need)
+  for _, h in ipairs(hs) do
+    local seen, list = {}, {}
+    local function note(g)
+      if not seen[g] then seen[g] = true; list[#list + 1] = g end
+    end
+    local old = redis.call('HGET', K_VOTES, h)
+    if old then
+      for g in string.gmatch(old, '%d+') do note(tonumber(g)) end
+    end
+    note(g1)
+    note(g2)
+    local done = false
+    if #list >= need then
+      local roots = {}
+      seen = {}
+      for _, g in ipairs(list) do
+        local r = resolve(g)
+        if not seen[r] then seen[r] = true; roots[#roots + 1] = r end
+      end
+      list = roots
+      if #list >= need then
+        redis.call('SADD', K_COMMON, h)
+        redis.call('HDEL', K_VOTES, h)
+        done = true
+      end
+    end
+    if not done then
+      table.sort(list)
+      for i, g in ipairs(list) do list[i] = gs(g) end
+      redis.call('HSET', K_VOTES, h, table.concat(list, ','))
+    end
+  end
 end
 
 -- _choose: the best accepted group, plus any other accepted one scoring merge_theta or more;
@@ -254,9 +372,10 @@ local function title_of(rec)
 end
 """
 
-# ARGV: base, n, theta, min_overlap, sketch_cap, exact, hashes, sentence count, doc ('-' | '+id'),
-# title ('-' | '+title'). Returns one string, cheap to parse: "root duplicate sequence
-# anchor,positions merged,ids", or "R root record" when the doc id was seen before.
+# ARGV: base, n, theta:merge_theta, min_overlap, sketch_cap, votes, exact, hashes,
+# anchor count, sketch limit, doc ('-' | '+id'), title ('-' | '+title'). Returns one string,
+# cheap to parse: "root duplicate sequence anchor,positions merged,ids", or "R root record"
+# when the doc id was seen before.
 _LUA_ASSIGN = (
     "#!lua\n"
     + _LUA_COMMON
@@ -264,10 +383,12 @@ _LUA_ASSIGN = (
 local n = tonumber(ARGV[2])
 local theta, merge_theta = thresholds(3)
 local min_overlap, cap = tonumber(ARGV[4]), tonumber(ARGV[5])
-local exact = ARGV[6]
+local need = tonumber(ARGV[6])
+local exact = ARGV[7]
+local doc_limit = tonumber(ARGV[10])
 local doc_id, title = nil, nil
-if string.sub(ARGV[9], 1, 1) == '+' then doc_id = string.sub(ARGV[9], 2) end
-if string.sub(ARGV[10], 1, 1) == '+' then title = string.sub(ARGV[10], 2) end
+if string.sub(ARGV[11], 1, 1) == '+' then doc_id = string.sub(ARGV[11], 2) end
+if string.sub(ARGV[12], 1, 1) == '+' then title = string.sub(ARGV[12], 2) end
 
 if doc_id then
   local rec = redis.call('HGET', K_DOCS, doc_id)
@@ -278,7 +399,7 @@ if doc_id then
 end
 
 local ex = redis.call('HGET', K_EXACT, exact)
-local all, ns, flags = hashes(7, not ex)
+local all, ns, flags = hashes(8, not ex)
 local anchors, aidx = select_anchors(all, ns, flags, n)
 local known = {}
 if #anchors > 0 then known = redis.call('HMGET', K_FP, unpack(anchors)) end
@@ -290,21 +411,11 @@ if ex then
 else
   local live = live_sketch(all, ns, flags)
   local order, hits = candidates(anchors, known)
-  local scores, newcommon = {}, {}
+  local scores, shared_of = {}, {}
   for _, g in ipairs(order) do
-    local score, shared = verify(g, live, newcommon, min_overlap)
+    local score, shared = verify(g, live, doc_limit, min_overlap)
     scores[g] = score
-    if score < theta then
-      local add, seen = {}, {}
-      for _, h in ipairs(hits[g]) do
-        if not seen[h] then seen[h] = true; add[#add + 1] = h end
-      end
-      for _, h in ipairs(shared) do
-        if not seen[h] then seen[h] = true; add[#add + 1] = h end
-      end
-      push('SADD', K_COMMON, add)
-      for _, h in ipairs(add) do newcommon[h] = true end
-    end
+    shared_of[g] = shared
   end
   local accepted = choose(order, scores, theta, merge_theta)
   if #accepted > 0 then
@@ -315,10 +426,13 @@ else
       merged[#merged + 1] = g
       local gsk, gmem, gz = BASE .. 's:' .. gs(g), BASE .. 'm:' .. gs(g), zm(g)
       redis.call('HSET', K_PARENT, gs(g), gs(root))
+      local lr, lg = limit_of(root), limit_of(g)
       if redis.call('EXISTS', gsk) == 1 then
         redis.call('SUNIONSTORE', rsk, rsk, gsk)
         redis.call('DEL', gsk)
       end
+      redis.call('HDEL', K_LIMITS, gs(g))
+      settle(root, math.max(lr, lg), math.min(lr, lg), cap)
       local size = redis.call('ZSCORE', K_SIZES, gz)
       if size then
         redis.call('ZREM', K_SIZES, gz)
@@ -330,12 +444,32 @@ else
         redis.call('DEL', gmem)
       end
     end
-    if redis.call('SCARD', rsk) < cap then push('SADD', rsk, all, ns + 1) end
+    local lr = limit_of(root)
+    local bound = math.min(lr, doc_limit)
+    local add = {}
+    for i = ns + 1, #all do
+      if tonumber(all[i]) < bound then add[#add + 1] = all[i] end
+    end
+    if #add > 0 then push('SADD', rsk, add) end
+    settle(root, lr, bound, cap)
     dup = 1
   else
     root = redis.call('INCR', K_COUNTER)
-    push('SADD', BASE .. 's:' .. gs(root), all, ns + 1)
+    if #all > ns then push('SADD', BASE .. 's:' .. gs(root), all, ns + 1) end
+    settle(root, NO_LIMIT, doc_limit, cap)
     dup = 0
+  end
+  for _, g in ipairs(order) do
+    if scores[g] < theta then
+      local hs, seen = {}, {}
+      for _, h in ipairs(hits[g]) do
+        if not seen[h] then seen[h] = true; hs[#hs + 1] = h end
+      end
+      for _, h in ipairs(shared_of[g]) do
+        if not seen[h] then seen[h] = true; hs[#hs + 1] = h end
+      end
+      vote(hs, g, root, need)
+    end
   end
   redis.call('HSET', K_EXACT, exact, gs(root))
 end
@@ -390,20 +524,39 @@ local function group_reply(g)
 end
 
 if op == 'lookup' then
-  -- ARGV: base, op, n, theta, min_overlap, exact, hashes, sentence count
+  -- ARGV: base, op, n, theta:merge_theta, min_overlap, exact, hashes, anchor count, limit,
+  -- and "1" to explain: then the reply lists every candidate.
   local n, min_overlap = tonumber(ARGV[3]), tonumber(ARGV[5])
   local theta, merge_theta = thresholds(4)
+  local explain = ARGV[10] == '1'
   local ex = redis.call('HGET', K_EXACT, ARGV[6])
-  if ex then return resolve(ex) end
+  if ex then
+    if explain then return {'exact', resolve(ex)} end
+    return resolve(ex)
+  end
   local all, ns, flags = hashes(7, true)
   local anchors = select_anchors(all, ns, flags, n)
-  if #anchors == 0 then return 0 end
-  local known = redis.call('HMGET', K_FP, unpack(anchors))
+  local known = {}
+  if #anchors > 0 then known = redis.call('HMGET', K_FP, unpack(anchors)) end
   local live = live_sketch(all, ns, flags)
-  local order = candidates(anchors, known)
-  local scores = {}
-  for _, g in ipairs(order) do scores[g] = verify(g, live, {}, min_overlap) end
+  local order, hits = candidates(anchors, known)
+  local scores, out = {}, {'candidates', 0, table.concat(anchors, ',')}
+  local boiler = {}
+  for i = 1, ns do
+    if flags[i] == 1 then boiler[#boiler + 1] = all[i] end
+  end
+  out[#out + 1] = table.concat(boiler, ',')
+  for _, g in ipairs(order) do
+    local score, shared, mine, gsize = verify(g, live, tonumber(ARGV[9]), min_overlap)
+    scores[g] = score
+    out[#out + 1] = table.concat({gs(g), table.concat(hits[g], ','), tostring(#shared),
+      tostring(mine), tostring(gsize)}, ' ')
+  end
   local chosen = choose(order, scores, theta, merge_theta)
+  if explain then
+    out[2] = chosen[1] or 0
+    return out
+  end
   return chosen[1] or 0
 elseif op == 'resolve' then
   -- An id never merged is its own canonical id: answer it as given (it may exceed 2^53).
@@ -531,18 +684,25 @@ def _parse_record(doc_id: str, raw: bytes) -> DocumentRecord:
             rest.decode("utf-8") if has_title == b"1" else None,
             tuple(_unsigned(h) for h in anchors.split(b",")) if anchors else (),
         )
+        if record.similar_id < 1 or any(g < 1 for g in record.merged_from):
+            raise ValueError("a group id is not positive")
     except (ValueError, UnicodeDecodeError) as exc:
-        raise StoreCorruptError(f"The record of doc {doc_id!r} is unreadable: {exc}") from exc
+        raise StoreCorruptError(f"The record of doc {doc_id!r:.80} is unreadable: {exc}") from exc
     return record
 
 
 def _decode_group(reply: list[Any]) -> Group:
-    gid, size = int(reply[0]), int(reply[1])
-    members = []
-    for i in range(2, len(reply), 2):
-        title = reply[i + 1]
-        text = title[1:].decode("utf-8") if title[:1] == b"+" else None
-        members.append(Member(reply[i].decode("utf-8"), text))
+    try:
+        gid, size = int(reply[0]), int(reply[1])
+        if gid < 1 or size < 0:
+            raise ValueError(f"group {gid} of size {size}")
+        members = []
+        for i in range(2, len(reply), 2):
+            title = reply[i + 1]
+            text = title[1:].decode("utf-8") if title[:1] == b"+" else None
+            members.append(Member(reply[i].decode("utf-8"), text))
+    except (ValueError, TypeError, IndexError, UnicodeDecodeError) as exc:
+        raise StoreCorruptError(f"A group read from Redis is unreadable: {exc}") from exc
     return Group(gid, size, tuple(members))
 
 
@@ -735,21 +895,23 @@ class RedisStore(Store):
             f"{float(policy.theta)!r}:{float(policy.merge_theta)!r}".encode(),
             str(policy.min_overlap).encode(),
             str(policy.sketch_cap).encode(),
+            str(policy.votes).encode(),
         ]
-        # EVALSHA sha numkeys KEYS... base policy... then the document's five arguments.
+        # EVALSHA sha numkeys KEYS... base policy... then the document's six arguments.
         fixed = [b"EVALSHA", self._assign_sha, str(len(self._keys)).encode(), *self._keys]
         fixed += [self._base, *args]
-        head = b"*%d\r\n" % (len(fixed) + 5) + b"".join(_bulk(a) for a in fixed)
+        head = b"*%d\r\n" % (len(fixed) + 6) + b"".join(_bulk(a) for a in fixed)
         self._policy_cache = (policy, args, head)
         return args, head
 
     @staticmethod
-    def _doc_args(doc: DocPrint) -> tuple[bytes, bytes, bytes]:
-        """The exact-text fingerprint, all hashes (sentences, then sketch), the sentence count."""
+    def _doc_args(doc: DocPrint) -> tuple[bytes, bytes, bytes, bytes]:
+        """The exact-text fingerprint, all hashes (anchor candidates, then the sketch in
+        ascending order), the anchor candidate count and the sketch limit."""
         try:
             exact = _signed((doc.exact,))[0].encode()
             hashes = _json_strings(_signed(doc.sentences) + _signed(doc.sketch))
-            return exact, hashes, b"%d" % len(doc.sentences)
+            return exact, hashes, b"%d" % len(doc.sentences), b"%d" % doc.limit
         except (struct.error, TypeError, AttributeError) as exc:
             raise ConfigError(f"Not a document fingerprint: {doc!r} ({exc})") from None
 
@@ -761,13 +923,14 @@ class RedisStore(Store):
             raise ConfigError(f"doc_id must be a non-empty str, not {doc_id!r}")
         if title is not None and not isinstance(title, str):
             raise ConfigError(f"title must be a str, not {title!r}")
-        exact, hashes, count = self._doc_args(doc)
+        exact, hashes, count, limit = self._doc_args(doc)
         return b"".join(
             (
                 self._policy_args(policy)[1],
                 _bulk(exact),
                 _bulk(hashes),
                 _bulk(count),
+                _bulk(limit),
                 _bulk(b"-" if doc_id is None else b"+" + doc_id.encode("utf-8")),
                 _bulk(b"-" if title is None else b"+" + title.encode("utf-8")),
             )
@@ -851,7 +1014,10 @@ class RedisStore(Store):
         if reply[:2] == b"R ":
             _, root, raw = reply.split(b" ", 2)
             rec = _parse_record(doc_id or "", raw)
-            return Assignment(int(root), rec.duplicate, rec.merged_from, True), rec.fingerprints
+            now = int(root)
+            canonical = now if now != rec.similar_id else None
+            answer = Assignment(rec.similar_id, rec.duplicate, rec.merged_from, True, canonical)
+            return answer, rec.fingerprints
         root, dup, _seq, positions, merged = reply.split(b" ")
         sentences = doc.sentences
         anchors = tuple(sentences[int(i) - 1] for i in positions.split(b",")) if positions else ()
@@ -925,8 +1091,35 @@ class RedisStore(Store):
     def lookup(self, doc: DocPrint, policy: MatchPolicy) -> int | None:
         self._check()
         args = self._policy_args(policy)[0]
-        found = self._read(b"lookup", *args[:3], *self._doc_args(doc))
+        found = self._read(b"lookup", *args[:3], *self._doc_args(doc), b"0")
         return int(found) or None
+
+    def explain(self, doc: DocPrint, policy: MatchPolicy) -> Explanation:
+        args = self._policy_args(policy)[0]
+        reply = self._read(b"lookup", *args[:3], *self._doc_args(doc), b"1")
+        if reply[0] == b"exact":
+            return Explanation(int(reply[1]), "exact", theta=policy.theta)
+        chosen, anchors, boilerplate, rows = int(reply[1]), reply[2], reply[3], reply[4:]
+        candidates = []
+        for row in rows:
+            gid, hits, shared, mine, theirs = row.split(b" ")
+            candidates.append(
+                judged(
+                    int(gid),
+                    tuple(_unsigned(h) for h in hits.split(b",") if h),
+                    int(shared),
+                    int(mine),
+                    int(theirs),
+                    policy,
+                )
+            )
+        return finish_explanation(
+            chosen or None,
+            tuple(_unsigned(h) for h in anchors.split(b",") if h),
+            tuple(_unsigned(h) for h in boilerplate.split(b",") if h),
+            candidates,
+            policy,
+        )
 
     def resolve(self, similar_id: int) -> int:
         return int(self._read(b"resolve", str(int(similar_id)).encode()))

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["AddResult", "Assignment", "DocumentRecord", "Group", "Member", "StoreStats"]
+__all__ = [
+    "AddResult",
+    "Assignment",
+    "Candidate",
+    "DocumentRecord",
+    "Explanation",
+    "Group",
+    "Member",
+    "StoreStats",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,13 +24,86 @@ class Assignment:
         similar_id: the canonical id of the document's group.
         duplicate: True when the document joined a group that already existed.
         merged_from: ids that this document merged into ``similar_id`` (empty most of the time).
-        replayed: True when the ``doc_id`` had been added before and nothing changed.
+        replayed: True when the ``doc_id`` had been added before and nothing changed; the
+            answer is then the first one given for it.
+        canonical_id: on a replay whose group has been merged since, the id it resolves to
+            now; None otherwise (``similar_id`` is then canonical).
     """
 
     similar_id: int
     duplicate: bool
     merged_from: tuple[int, ...] = ()
     replayed: bool = False
+    canonical_id: int | None = None
+
+
+@dataclass(slots=True)
+class Candidate:
+    """One group an anchor led to, and how the guard judged it.
+
+    Attributes:
+        similar_id: the group's canonical id.
+        anchors: the document's anchors that hit it.
+        shared: sketch values the document and the group have in common (common ones left out).
+        document_values: the document's live sketch values compared.
+        group_values: the group's live sketch values compared.
+        score: shared over the smaller of the two (0 when under ``min_overlap``).
+        verdict: ``"joined"``, ``"merged"`` (accepted, and merged into the group joined),
+            ``"not best"`` (accepted, but too weak to merge) or ``"refused"`` (what the two
+            share gets a vote as boilerplate when the document is added).
+    """
+
+    similar_id: int
+    anchors: tuple[int, ...]
+    shared: int
+    document_values: int
+    group_values: int
+    score: float
+    verdict: str = ""
+
+
+@dataclass(slots=True)
+class Explanation:
+    """Why a document got its answer: what :meth:`nshash.NSHash.explain` returns.
+
+    Attributes:
+        similar_id: the answer (None: a query that matches nothing).
+        reason: ``"exact"`` (the same text was seen), ``"matched"``, ``"new"`` (no candidate
+            passed), ``"nothing"`` (a query that found no candidate) or ``"replayed"``.
+        anchors: the anchors looked up.
+        boilerplate: anchor candidates left out because they are known to be common.
+        candidates: every group the anchors led to, best first.
+        theta: the threshold a candidate's score had to reach.
+    """
+
+    similar_id: int | None
+    reason: str
+    anchors: tuple[int, ...] = ()
+    boilerplate: tuple[int, ...] = ()
+    candidates: list[Candidate] = field(default_factory=list)
+    theta: float = 0.0
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain JSON-ready values; fingerprints as 16 hex digits, as the service shows them."""
+        return {
+            "similar_id": self.similar_id,
+            "reason": self.reason,
+            "theta": self.theta,
+            "anchors": [f"{h:016x}" for h in self.anchors],
+            "boilerplate": [f"{h:016x}" for h in self.boilerplate],
+            "candidates": [
+                {
+                    "similar_id": c.similar_id,
+                    "anchors": [f"{h:016x}" for h in c.anchors],
+                    "shared": c.shared,
+                    "document_values": c.document_values,
+                    "group_values": c.group_values,
+                    "score": round(c.score, 4),
+                    "verdict": c.verdict,
+                }
+                for c in self.candidates
+            ],
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,8 +117,13 @@ class AddResult:
         merged_from: ids this document merged into ``similar_id``; they resolve to it from now on.
         fingerprints: the document's anchor fingerprints (64-bit unsigned integers).
         doc_id: the caller's id for the document, if one was given.
-        replayed: True when ``doc_id`` had been added before: the answer is the stored one and
+        replayed: True when ``doc_id`` had been added before: the answer is the first one
+            given for it, unchanged (so a resumed run writes what the first run wrote), and
             the store did not change.
+        canonical_id: on a replay whose group was merged into another since, the id the
+            group has now (what :meth:`~nshash.NSHash.resolve` gives for ``similar_id``);
+            None otherwise.
+        explanation: with ``add(..., explain=True)``, why (an :class:`nshash.Explanation`).
     """
 
     similar_id: int
@@ -45,6 +132,8 @@ class AddResult:
     fingerprints: tuple[int, ...]
     doc_id: str | None = None
     replayed: bool = False
+    canonical_id: int | None = None
+    explanation: Explanation | None = None
 
     def __int__(self) -> int:
         return self.similar_id
@@ -65,7 +154,8 @@ class Group:
     Attributes:
         similar_id: the canonical id of the group.
         size: how many documents joined it, with or without a ``doc_id``.
-        members: the documents that came with a ``doc_id``, in the order they arrived.
+        members: the documents that came with a ``doc_id``, in the order they arrived;
+            :attr:`without_id` counts the others (``size == len(members) + without_id``).
     """
 
     similar_id: int
@@ -76,6 +166,18 @@ class Group:
     def doc_ids(self) -> list[str]:
         """The ids of the members, in arrival order."""
         return [m.doc_id for m in self.members]
+
+    @property
+    def without_id(self) -> int:
+        """How many of the group's documents came without a ``doc_id`` (not in ``members``)."""
+        return self.size - len(self.members)
+
+    def __repr__(self) -> str:
+        # The count of documents without an id is shown, so size and members add up.
+        return (
+            f"Group(similar_id={self.similar_id!r}, size={self.size!r},"
+            f" members={self.members!r}, without_id={self.without_id!r})"
+        )
 
 
 @dataclass(frozen=True, slots=True)

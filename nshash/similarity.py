@@ -101,8 +101,7 @@ def _idf_table() -> tuple[Mapping[str, float], float]:
             import jieba.analyse
     except ImportError as exc:  # pragma: no cover - jieba.analyse ships with jieba
         raise ConfigError(
-            "TF-IDF weights need jieba.analyse, which is missing: "
-            "pip install 'nshash[similarity]'."
+            "TF-IDF weights need jieba.analyse, which is missing: pip install 'nshash[similarity]'."
         ) from exc
     analyser = jieba.analyse.default_tfidf
     return analyser.idf_freq, float(analyser.median_idf)
@@ -144,10 +143,12 @@ class _Text:
         counts = self.content_counts or self.all_counts
         if not counts:
             return {}
+        if not any(has_cjk(w) for w in counts):
+            # Every word would get the median IDF: a common factor, which changes neither a
+            # cosine nor a simhash, so jieba's table (and jieba itself) is not needed.
+            return {w: float(c) for w, c in counts.items()}
         table, median = _idf_table()
-        return {
-            w: c * (table.get(w, median) if has_cjk(w) else median) for w, c in counts.items()
-        }
+        return {w: c * (table.get(w, median) if has_cjk(w) else median) for w, c in counts.items()}
 
     @cached_property
     def fingerprint(self) -> int:

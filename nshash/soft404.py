@@ -211,8 +211,10 @@ class Soft404Detector:
     """
 
     def __init__(self, threshold: float = 0.9, tolerance: int = 5) -> None:
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not (
-            0.0 < threshold <= 1.0
+        if (
+            isinstance(threshold, bool)
+            or not isinstance(threshold, (int, float))
+            or not (0.0 < threshold <= 1.0)
         ):
             raise ConfigError(f"The threshold must be a number in (0, 1], not {threshold!r}.")
         if isinstance(tolerance, bool) or not isinstance(tolerance, int) or tolerance < 0:
@@ -253,11 +255,18 @@ class Soft404Detector:
         score, changed = _compare_words(baseline, candidate)
         detail = f"similarity {score:.3f}, {changed} words changed"
         if score < self.threshold:
-            return Verdict(False, score, f"text differs from the not-found page ({detail}; "
-                                         f"a match needs {self.threshold:.3f})")
+            return Verdict(
+                False,
+                score,
+                f"text differs from the not-found page ({detail}; "
+                f"a match needs {self.threshold:.3f})",
+            )
         if changed > self.tolerance:
-            return Verdict(False, score, f"text differs from the not-found page ({detail}; "
-                                         f"a match allows {self.tolerance})")
+            return Verdict(
+                False,
+                score,
+                f"text differs from the not-found page ({detail}; a match allows {self.tolerance})",
+            )
         return Verdict(True, score, f"text matches the not-found page ({detail})")
 
     def calibrated(self, first: list[str], second: list[str]) -> Soft404Detector:
@@ -431,15 +440,19 @@ class SiteProbe:
         base = self.baseline(path)
         missing = base.response
         if missing.status in NOT_FOUND_STATUSES:
-            return Verdict(False, 0.0, f"status {answer.status}; missing pages answer "
-                                       f"{missing.status}")
-        if answer.redirected and missing.redirected and (
-            _place(answer.final_url) == _place(missing.final_url)
+            return Verdict(
+                False, 0.0, f"status {answer.status}; missing pages answer {missing.status}"
+            )
+        if (
+            answer.redirected
+            and missing.redirected
+            and (_place(answer.final_url) == _place(missing.final_url))
         ):
             return Verdict(True, 1.0, f"redirected to {answer.final_url} like missing pages")
         if answer.status != missing.status:
-            return Verdict(False, 0.0, f"status {answer.status}; missing pages answer "
-                                       f"{missing.status}")
+            return Verdict(
+                False, 0.0, f"status {answer.status}; missing pages answer {missing.status}"
+            )
         # After a redirect the page may echo the path it landed on rather than the one asked.
         landed = urllib.parse.urlsplit(answer.final_url)._replace(scheme="", netloc="")
         words = page_words(answer.text, path, landed.geturl())

@@ -15,23 +15,36 @@ URL                              backend
 
 Query parameters tune a backend: ``fsync=always|everysec|no`` for memory and LevelDB,
 ``prefix=NAME`` for Redis. Unknown parameters are refused, so a typo never passes silently.
+
+``readonly=True`` (a keyword, or ``?readonly=1``) opens a store for reading only: nothing is
+created, locked or written, a missing store raises :class:`~nshash.StoreNotFoundError`, and
+it works while another process is writing (see each backend for how).
 """
 
 from __future__ import annotations
 
 import importlib
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from .assign import MatchPolicy
-from .errors import ConfigError, NSHashError, StoreClosedError
+from .errors import ConfigError, NSHashError, StoreClosedError, StoreReadOnlyError
 from .fingerprint import DocPrint
-from .results import Assignment, DocumentRecord, Group, StoreStats
+from .results import Assignment, DocumentRecord, Explanation, Group, StoreStats
 
-__all__ = ["FSYNC_POLICIES", "Store", "mask_url", "open_path", "open_store", "parse_url"]
+__all__ = [
+    "FSYNC_POLICIES",
+    "ReadOnlyStore",
+    "Store",
+    "mask_url",
+    "open_path",
+    "open_store",
+    "parse_url",
+]
 
 #: How often the memory journal and LevelDB writes reach the disk: after every write, about
 #: once a second, or when the operating system decides. Every policy survives a killed
@@ -84,6 +97,10 @@ class Store(ABC):
         """Return the group a document would join, or None; writes nothing."""
 
     @abstractmethod
+    def explain(self, doc: DocPrint, policy: MatchPolicy) -> Explanation:
+        """Say which group a document would join and why; writes nothing."""
+
+    @abstractmethod
     def resolve(self, similar_id: int) -> int:
         """Return the canonical id of *similar_id* (itself unless it was merged)."""
 
@@ -125,22 +142,49 @@ class Store(ABC):
         return f"<{type(self).__name__} {self.url!r}>"
 
 
+#: Query options whose value is a secret (``password=``, ``auth_token=``, ``api_key=``...).
+_SECRET_OPTION = re.compile(r"pass|pwd|secret|token|auth|credential|(?:^|_)key$", re.IGNORECASE)
+
+
 def mask_url(url: str) -> str:
-    """Return *url* with its password replaced by ``***``.
+    """Return *url* with every secret in it replaced by ``***``.
+
+    The password of the user part (a user part with no ``:`` is masked whole, since some
+    clients read it as the password) and the value of every query option named like a
+    secret (``password``, ``token``, ``api_key``...). It never raises, whatever the string:
+    a bad port or a stray bracket is left for the URL parser to report.
 
     Example:
         >>> mask_url("redis://:secret@cache:6379/0")
         'redis://:***@cache:6379/0'
+        >>> mask_url("redis://cache:99999/0?password=S3cret&prefix=news")
+        'redis://cache:99999/0?password=***&prefix=news'
     """
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    if not isinstance(url, str):
+        return f"<{type(url).__name__}>"
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        # Not a URL; still, "user:secret@host" without a scheme keeps its secret.
+        return f"***@{url.rpartition('@')[2]}" if "@" in url else url
+    cut = len(rest)
+    for mark in "/?#":
+        at = rest.find(mark)
+        if at != -1:
+            cut = min(cut, at)
+    netloc, tail = rest[:cut], rest[cut:]
+    if "@" in netloc:
+        userinfo, _, hostport = netloc.rpartition("@")
+        user, colon, _secret = userinfo.partition(":")
+        netloc = f"{user}:***@{hostport}" if colon else f"***@{hostport}"
+    head, q, after = tail.partition("?")
+    if q:
+        query, hash_, fragment = after.partition("#")
+        pairs = []
+        for pair in query.split("&"):
+            name, eq, _value = pair.partition("=")
+            pairs.append(f"{name}=***" if eq and _SECRET_OPTION.search(name) else pair)
+        tail = head + "?" + "&".join(pairs) + hash_ + fragment
+    return f"{scheme}://{netloc}{tail}"
 
 
 def parse_url(url: str) -> tuple[str, str, dict[str, str]]:
@@ -150,8 +194,13 @@ def parse_url(url: str) -> tuple[str, str, dict[str, str]]:
         ConfigError: the URL has no scheme or repeats an option.
     """
     if not isinstance(url, str) or "://" not in url:
-        raise ConfigError(f"A store URL looks like 'memory://' or 'leveldb:///path', not {url!r}")
-    parts = urlsplit(url)
+        shown = mask_url(url) if isinstance(url, str) else url
+        raise ConfigError(f"A store URL looks like 'memory://' or 'leveldb:///path', not {shown!r}")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a port out of range
+    except ValueError as exc:
+        raise ConfigError(f"Invalid store URL {mask_url(url)!r}: {exc}") from None
     options: dict[str, str] = {}
     for key, value in parse_qsl(parts.query, keep_blank_values=True, strict_parsing=False):
         if key in options:
@@ -175,17 +224,44 @@ def _fsync_option(options: dict[str, Any], url: str) -> str:
     return str(fsync)
 
 
+def _readonly_option(options: dict[str, Any], url: str) -> bool:
+    value = options.pop("readonly", False)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("1", "true", "yes", "0", "false", "no"):
+        return value.lower() in ("1", "true", "yes")
+    raise ConfigError(f"readonly must be true or false, not {value!r} in {mask_url(url)!r}")
+
+
 def _refuse_unknown(options: dict[str, Any], url: str) -> None:
     if options:
         raise ConfigError(f"Unknown option(s) {sorted(options)} in store URL {mask_url(url)!r}")
+
+
+def _repair_option(options: dict[str, Any], url: str) -> bool:
+    value = options.pop("repair", False)
+    if isinstance(value, bool):
+        return value
+    if str(value).lower() in ("1", "true", "yes"):
+        return True
+    if str(value).lower() in ("0", "false", "no", ""):
+        return False
+    raise ConfigError(f"repair must be true or false, not {value!r} in {mask_url(url)!r}")
 
 
 def _open_memory(url: str, path: str, options: dict[str, Any]) -> Store:
     from .memory_store import MemoryStore
 
     fsync = _fsync_option(options, url)
+    repair = _repair_option(options, url)
+    readonly = _readonly_option(options, url)
     _refuse_unknown(options, url)
-    return MemoryStore(path or None, fsync=fsync)
+    if readonly and not path:
+        raise ConfigError(
+            f"{mask_url(url)!r} starts empty in every process, so there is nothing to read;"
+            " give a saved store such as memory:///path/news.pkl"
+        )
+    return MemoryStore(path or None, fsync=fsync, repair=repair, readonly=readonly)
 
 
 def _require(module: str, extra: str) -> Any:
@@ -202,17 +278,78 @@ def _open_leveldb(url: str, path: str, options: dict[str, Any]) -> Store:
     from .leveldb_store import LevelDBStore
 
     if not path or path == "/":
-        raise ConfigError(f"A LevelDB URL needs a directory: 'leveldb:///path/to/dir', not {url!r}")
+        raise ConfigError(
+            f"A LevelDB URL needs a directory: 'leveldb:///path/to/dir', not {mask_url(url)!r}"
+        )
     fsync = _fsync_option(options, url)
+    repair = _repair_option(options, url)
+    readonly = _readonly_option(options, url)
     _refuse_unknown(options, url)
-    return LevelDBStore(path, fsync=fsync)
+    return LevelDBStore(path, fsync=fsync, repair=repair, readonly=readonly)
 
 
 def _open_redis(url: str, path: str, options: dict[str, Any]) -> Store:
     _require("redis", "redis")
+    readonly = _readonly_option(options, url)
     module = importlib.import_module("nshash.redis_store")
     store: Store = module.RedisStore.from_url(url, **options)
-    return store
+    return ReadOnlyStore(store) if readonly else store
+
+
+class ReadOnlyStore(Store):
+    """A store's read calls, with every write refused (:class:`~nshash.StoreReadOnlyError`).
+
+    A server store needs nothing more to be read safely while others write (Redis serves
+    every reader); the file stores have their own read-only mode, which also avoids locking.
+    """
+
+    def __init__(self, inner: Store) -> None:
+        self.inner = inner
+        self.url = inner.url
+        self.readonly = True
+
+    def assign(
+        self,
+        doc: DocPrint,
+        policy: MatchPolicy,
+        doc_id: str | None = None,
+        title: str | None = None,
+    ) -> tuple[Assignment, tuple[int, ...]]:
+        raise StoreReadOnlyError(f"{self.url} is open read-only", url=self.url)
+
+    def assign_many(
+        self,
+        items: Sequence[tuple[DocPrint, str | None, str | None]],
+        policy: MatchPolicy,
+    ) -> list[tuple[Assignment, tuple[int, ...]] | NSHashError]:
+        raise StoreReadOnlyError(f"{self.url} is open read-only", url=self.url)
+
+    def lookup(self, doc: DocPrint, policy: MatchPolicy) -> int | None:
+        return self.inner.lookup(doc, policy)
+
+    def explain(self, doc: DocPrint, policy: MatchPolicy) -> Explanation:
+        return self.inner.explain(doc, policy)
+
+    def resolve(self, similar_id: int) -> int:
+        return self.inner.resolve(similar_id)
+
+    def document(self, doc_id: str) -> DocumentRecord | None:
+        return self.inner.document(doc_id)
+
+    def group(self, similar_id: int) -> Group | None:
+        return self.inner.group(similar_id)
+
+    def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
+        return self.inner.groups(min_size, limit)
+
+    def stats(self) -> StoreStats:
+        return self.inner.stats()
+
+    def ping(self) -> None:
+        self.inner.ping()
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 #: Scheme -> opener. Adding a backend means one module and one row here.
@@ -239,10 +376,12 @@ def open_store(url: str, **options: Any) -> Store:
         url: ``memory://``, ``memory:///path/file.pkl``, ``leveldb:///path/dir`` or
             ``redis://host:port/db?prefix=NAME``.
         **options: backend options; they override the URL's query options.
+            ``readonly=True`` opens for reading only (see the module docstring).
 
     Raises:
         ConfigError: the scheme is unknown, an option is invalid, or the backend's package is
             not installed.
+        StoreNotFoundError: opened ``readonly`` and there is no such store.
         StoreError: the store cannot be opened.
 
     Example:

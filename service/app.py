@@ -16,12 +16,14 @@ import json
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 from starlette.concurrency import run_in_threadpool
 
 from nshash import __version__
+from nshash.inputs import MAX_DOC_ID_CHARS, MAX_TEXT_CHARS, MAX_TITLE_CHARS
 
 from .deps import Service, require_api_key
 from .errors import install_error_handlers
@@ -58,6 +60,53 @@ def _template(path: str) -> str:
     return re.sub(r"\{(\w+):\w+\}", r"{\1}", path)
 
 
+def state_limits(schema: dict[str, Any], settings: Settings) -> None:
+    """Write the limits this app enforces into its OpenAPI *schema*, so clients can read them.
+
+    The models are shared by every app, the limits are per app (``NSHASH_*``): the batch size,
+    the ``limit`` of ``GET /v1/groups``, the length of compared texts and the metric names.
+    The body size and body time limits apply to every request and are stated in the
+    description and on each route's 413 and 408.
+    """
+    schemas = schema["components"]["schemas"]
+    documents = schemas["BatchRequest"]["properties"]["documents"]
+    documents["maxItems"] = settings.max_batch
+    compare = schemas["CompareRequest"]["properties"]
+    for name in ("a", "b"):
+        compare[name]["maxLength"] = settings.max_compare_chars
+    try:
+        from nshash.similarity import METRICS
+    except ImportError:  # pragma: no cover - the similarity extra is missing: 501 anyway
+        pass
+    else:
+        for option in compare["metrics"].get("anyOf", []):
+            if option.get("type") == "array":
+                option["items"] = {"type": "string", "enum": list(METRICS)}
+    for parameter in schema["paths"]["/v1/groups"]["get"]["parameters"]:
+        if parameter["name"] == "limit":
+            parameter["schema"]["maximum"] = settings.max_groups_limit
+    limits = (
+        f"\n\n**Limits** (this server): bodies up to {settings.max_body_bytes} bytes (else 413"
+        f" `payload_too_large`), sent within {settings.body_timeout:g} s (else 408"
+        f" `request_timeout`); at most {settings.max_batch} documents per batch, compared texts"
+        f" of at most {settings.max_compare_chars} characters, `limit` up to"
+        f" {settings.max_groups_limit}; ids up to {MAX_DOC_ID_CHARS} characters, titles up to"
+        f" {MAX_TITLE_CHARS}, texts up to {MAX_TEXT_CHARS}; no NUL in ids or titles, no lone"
+        " surrogates anywhere (422)."
+    )
+    schema["info"]["description"] = schema["info"].get("description", "") + limits
+    schema["info"]["x-limits"] = {
+        "max_body_bytes": settings.max_body_bytes,
+        "body_timeout_seconds": settings.body_timeout,
+        "max_batch": settings.max_batch,
+        "max_compare_chars": settings.max_compare_chars,
+        "max_groups_limit": settings.max_groups_limit,
+        "max_id_chars": MAX_DOC_ID_CHARS,
+        "max_title_chars": MAX_TITLE_CHARS,
+        "max_text_chars": MAX_TEXT_CHARS,
+    }
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the HTTP service around the store that *settings* names.
 
@@ -88,6 +137,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
+            service.close_workers()
             await run_in_threadpool(service.store.close)
 
     app = FastAPI(
@@ -112,10 +162,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # Each add_middleware wraps the ones before it: the last added runs first. So a request
     # is counted and timed, then its body is limited, then the hot route may answer it.
     hot_route = next(r for r in api.routes if getattr(r, "endpoint", None) is add_document)
+    app.add_middleware(FastAddMiddleware, service=service, route=hot_route, path="/v1/documents")
     app.add_middleware(
-        FastAddMiddleware, service=service, route=hot_route, path="/v1/documents"
+        BodyLimitMiddleware, max_bytes=settings.max_body_bytes, timeout=settings.body_timeout
     )
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     templates = {id(r): _template("/v1" + r.path) for r in api.routes if hasattr(r, "path")}
     templates.update({id(r): _template(r.path) for r in ops.routes if hasattr(r, "path")})
     app.add_middleware(MetricsMiddleware, metrics=service.metrics, templates=templates)
@@ -140,6 +190,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if "#/components/schemas/HTTPValidationError" not in json.dumps(schema["paths"]):
                 for unused in ("HTTPValidationError", "ValidationError"):
                     schemas.pop(unused, None)
+            state_limits(schema, settings)
             app.openapi_schema = schema
         return app.openapi_schema
 

@@ -6,11 +6,16 @@ Routes declare ``service: ServiceDep``; tests can swap it with ``app.dependency_
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
+import multiprocessing
 import secrets
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Annotated, Any, ParamSpec, TypeVar
 
 from fastapi import Depends, Request
@@ -72,7 +77,9 @@ class StoreHolder:
         return NSHash.open(s.store_url, n=s.n, min_length=s.min_length, hashfunc=s.hashfunc)
 
     def open(self) -> None:
-        """Open the store now; an unreachable server store is retried later, not fatal."""
+        """Open the store now (no-op if open); an unreachable server store is retried later."""
+        if self._nsh is not None:
+            return
         try:
             self._nsh = self._open()
         except StoreUnavailableError as exc:
@@ -145,6 +152,46 @@ class Service:
         self.metrics = Metrics(lambda: self.store.current)
         #: Whether library calls run on the event loop rather than in the thread pool.
         self.inline = settings.inline_store_calls()
+        self._compare_pool: ProcessPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+
+    def compare_pool(self) -> ProcessPoolExecutor:
+        """The processes that run comparisons (made on first use).
+
+        A comparison is pure-Python CPU work for up to seconds: in a thread it would hold the
+        GIL and slow every other request of this process, so it runs in its own processes.
+        """
+        with self._pool_lock:
+            if self._compare_pool is None:
+                self._compare_pool = ProcessPoolExecutor(
+                    max_workers=self.settings.compare_workers,
+                    mp_context=multiprocessing.get_context("spawn"),
+                )
+            return self._compare_pool
+
+    async def run_cpu(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Return ``fn(*args, **kwargs)`` computed in :meth:`compare_pool` (off this process).
+
+        *fn*, its arguments and its result must pickle.
+        """
+        loop = asyncio.get_running_loop()
+        pool = self.compare_pool()
+        try:
+            return await loop.run_in_executor(pool, functools.partial(fn, *args, **kwargs))
+        except BrokenProcessPool:
+            # A worker died (killed, out of memory): start afresh for the next request.
+            with self._pool_lock:
+                if self._compare_pool is pool:
+                    self._compare_pool = None
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+
+    def close_workers(self) -> None:
+        """Stop the comparison processes (the app's shutdown)."""
+        with self._pool_lock:
+            pool, self._compare_pool = self._compare_pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     async def nshash(self) -> Dedup:
         """Return the open NSHash (or KeyedDedup when ``NSHASH_METHOD=keyed``).

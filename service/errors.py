@@ -18,6 +18,7 @@ status   code                    when
 422      ``empty_document``      a text has no letter or digit, so it has no fingerprint
 422      ``invalid_argument``    the library refused an argument (e.g. an unknown metric)
 501      ``not_installed``       an optional part is missing (``pip install 'nshash[...]'``)
+408      ``request_timeout``     the body did not arrive within ``NSHASH_BODY_TIMEOUT`` seconds
 501      ``not_supported``       a group route under ``NSHASH_METHOD=keyed`` (no group lists)
 503      ``store_unavailable``   the store cannot be reached or failed
 500      ``internal_error``      a bug; never caused by bad input
@@ -31,6 +32,7 @@ route both use it.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -39,6 +41,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from nshash.errors import ConfigError, EmptyDocumentError, NSHashError, StoreError
 
@@ -50,6 +53,7 @@ __all__ = [
     "content_type_message",
     "install_error_handlers",
     "is_json",
+    "scrub_paths",
     "validation_message",
 ]
 
@@ -130,6 +134,22 @@ def validation_message(errors: Sequence[Mapping[str, Any]]) -> str:
     return "; ".join(parts) or "The request is invalid"
 
 
+#: A file store's URL, whose path is the server's business.
+_FILE_URL = re.compile(r"\b(memory|leveldb)://[^\s'\"]+")
+#: An absolute or relative file path standing on its own (not the path of an http URL).
+_PATH = re.compile(r"(^|[\s'\"(=\[])(\.{0,2}/[^\s'\"),;:\]]*)")
+
+
+def scrub_paths(message: str) -> str:
+    """Return *message* with server file paths replaced by ``<path>``.
+
+    Example:
+        >>> scrub_paths("Cannot write to '/data/n.ldb': IO error: /data/n.ldb/5.log: full")
+        "Cannot write to '<path>': IO error: <path>: full"
+    """
+    return _PATH.sub(r"\1<path>", _FILE_URL.sub(r"\1://<path>", message))
+
+
 def classify(exc: BaseException) -> tuple[int, str, str]:
     """Map an exception to (HTTP status, error code, message): the one mapping of the service.
 
@@ -155,12 +175,15 @@ def classify(exc: BaseException) -> tuple[int, str, str]:
     if isinstance(exc, ConfigError):
         if isinstance(exc.__cause__, ImportError):
             # The library's way of saying an optional package is missing (with the pip line).
-            return 501, "not_installed", str(exc)
-        return 422, "invalid_argument", str(exc)
+            return 501, "not_installed", scrub_paths(str(exc))
+        return 422, "invalid_argument", scrub_paths(str(exc))
     if isinstance(exc, StoreError):
-        return 503, "store_unavailable", f"The store is unavailable: {exc}"
+        # The full message, paths and all, goes to the log (see _handle), not to clients.
+        return 503, "store_unavailable", f"The store is unavailable: {scrub_paths(str(exc))}"
     if isinstance(exc, NSHashError):
-        return 422, "invalid_argument", str(exc)
+        return 422, "invalid_argument", scrub_paths(str(exc))
+    if isinstance(exc, ClientDisconnect):
+        return 499, "client_closed_request", "The client closed the connection"
     if isinstance(exc, StarletteHTTPException):
         if exc.status_code == 400 and exc.__cause__ is not None:
             # FastAPI's answer to a body that json.loads cannot even start on: not UTF-8,
@@ -184,9 +207,7 @@ def is_json(content_type: str | None) -> bool:
 
 def content_type_message(content_type: str | None) -> str:
     """The message for a body sent without a JSON content type."""
-    return (
-        f"The body must be JSON sent with 'Content-Type: application/json', not {content_type!r}"
-    )
+    return f"The body must be JSON sent with 'Content-Type: application/json', not {content_type!r}"
 
 
 async def _handle(request: Request, exc: Exception) -> JSONResponse:
@@ -207,10 +228,10 @@ async def _handle(request: Request, exc: Exception) -> JSONResponse:
         headers.update(exc.headers)
     elif isinstance(exc, StarletteHTTPException) and exc.headers:
         headers.update(exc.headers)
-    if status == 500:
-        logger.error(
-            "Unhandled error on %s %s", request.method, request.url.path, exc_info=exc
-        )
+    if status == 499:
+        logger.info("Client went away on %s %s", request.method, request.url.path)
+    elif status == 500:
+        logger.error("Unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     elif status == 503:
         logger.warning("Store unavailable on %s %s: %s", request.method, request.url.path, exc)
     return error_response(status, code, message, headers or None)

@@ -8,6 +8,9 @@ its whole body anyway, so this costs no extra copy worth measuring.
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .errors import error_response
@@ -18,14 +21,20 @@ __all__ = ["BodyLimitMiddleware", "replay_body"]
 class BodyLimitMiddleware:
     """Pure ASGI middleware answering 413 ``payload_too_large`` for bodies over *max_bytes*.
 
+    It also bounds the time a body may take: a client that declares a body and sends it
+    slower than *timeout* seconds (or never) gets 408 ``request_timeout`` and the connection
+    is closed, so slow or stalled clients cannot hold connections open forever.
+
     Args:
         app: the wrapped ASGI app.
         max_bytes: the largest body accepted, in bytes.
+        timeout: seconds from the start of the request to the last byte of its body.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, timeout: float = 30.0) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.timeout = timeout
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send, size: str) -> None:
         response = error_response(
@@ -54,8 +63,19 @@ class BodyLimitMiddleware:
 
         chunks: list[bytes] = []
         size = 0
+        deadline = time.monotonic() + self.timeout
         while True:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), deadline - time.monotonic())
+            except asyncio.TimeoutError:
+                response = error_response(
+                    408,
+                    "request_timeout",
+                    f"The request body did not arrive within {self.timeout:g} seconds",
+                    headers={"Connection": "close"},
+                )
+                await response(scope, receive, send)
+                return
             if message["type"] != "http.request":
                 # The client went away before sending its whole body: nothing to answer.
                 return

@@ -138,17 +138,34 @@ class MetricsMiddleware:
             await self.app(scope, receive, send)
             return
         status = 500
+        started = gone = False
         start = time.perf_counter()
 
         async def send_status(message: Message) -> None:
-            nonlocal status
+            nonlocal status, started
             if message["type"] == "http.response.start":
                 status = message["status"]
+                started = True
             await send(message)
 
+        async def receive_watch() -> Message:
+            nonlocal gone
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                gone = True
+            return message
+
         try:
-            await self.app(scope, receive, send_status)
+            await self.app(scope, receive_watch, send_status)
+        except OSError:
+            # The client went away while the answer was being sent.
+            if not started:
+                gone = True
+            raise
         finally:
+            if gone and not started:
+                # The client went away before an answer: not a server error (nginx's 499).
+                status = 499
             route: Any = scope.get("route")
             template = self.templates.get(id(route)) or getattr(route, "path", None) or "unmatched"
             method = scope["method"] if scope["method"] in _METHODS else "other"

@@ -52,7 +52,9 @@ __all__ = ["BODY_MODELS", "api", "error_responses", "json_body", "ops"]
 _DESCRIPTIONS = {
     401: "The API key is missing or wrong (only when `NSHASH_API_KEY` is set).",
     404: "Not found.",
-    413: "The body is over `NSHASH_MAX_BODY_BYTES`, or the batch over `NSHASH_MAX_BATCH`.",
+    408: "The body did not arrive within `NSHASH_BODY_TIMEOUT` seconds.",
+    413: "The body is over `NSHASH_MAX_BODY_BYTES`, the batch over `NSHASH_MAX_BATCH`, or a"
+    " compared text over `NSHASH_MAX_COMPARE_CHARS`.",
     422: "The body is not valid JSON, a field is missing or has the wrong type, or the text"
     " has no letter or digit.",
     501: "An optional part is not installed (`not_installed`), or the configured method does"
@@ -64,10 +66,13 @@ _DESCRIPTIONS = {
 MAX_SIMILAR_ID = 2**63 - 1
 
 
-def _json(model: BaseModel) -> Response:
+def _json(model: BaseModel, exclude_unset: bool = False) -> Response:
     """Answer *model* as JSON, serialized once by pydantic (the route's response_model
-    documents it; FastAPI would otherwise validate it a second time)."""
-    return Response(model.model_dump_json(), media_type="application/json")
+    documents it; FastAPI would otherwise validate it a second time). With *exclude_unset*,
+    optional fields left at their default are left out."""
+    return Response(
+        model.model_dump_json(exclude_unset=exclude_unset), media_type="application/json"
+    )
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -102,9 +107,7 @@ async def json_body(request: Request, model: type[M]) -> M:
         return model.model_validate_json(body)
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_input=False)
-        raise RequestValidationError(
-            [{**e, "loc": ("body", *e["loc"])} for e in errors]
-        ) from None
+        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in errors]) from None
 
 
 def json_body_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -124,7 +127,7 @@ ops = APIRouter(tags=["operations"])
 @api.post(
     "/documents",
     response_model=AddResponse,
-    responses=error_responses(413, 422, 503),
+    responses=error_responses(408, 413, 422, 503),
     summary="Add a document",
     openapi_extra=json_body_schema(DocumentIn),
 )
@@ -145,7 +148,7 @@ async def add_document(request: Request, service: ServiceDep) -> Response:
 @api.post(
     "/documents/batch",
     response_model=BatchResponse,
-    responses=error_responses(413, 422, 503),
+    responses=error_responses(408, 413, 422, 503),
     summary="Add several documents",
 )
 async def add_batch(batch: BatchRequest, service: ServiceDep) -> BatchResponse:
@@ -206,7 +209,7 @@ def _add_batch(documents: list[Any], nsh: Dedup, metrics: Metrics) -> BatchRespo
 @api.post(
     "/query",
     response_model=QueryResponse,
-    responses=error_responses(413, 422, 503),
+    responses=error_responses(408, 413, 422, 501, 503),
     summary="Look a text up without adding it",
     openapi_extra=json_body_schema(QueryRequest),
 )
@@ -214,8 +217,15 @@ async def query(request: Request, service: ServiceDep) -> Response:
     """Return the group the text would join, or `null` for a new story; writes nothing."""
     body = await json_body(request, QueryRequest)
     nsh = await service.nshash()
+    if body.explain:
+        explain = getattr(nsh, "explain", None)
+        if explain is None:
+            raise ApiError(501, "not_supported", "explain needs NSHASH_METHOD=nshash")
+        why = await service.caller_for(body.text)(explain, body.text)
+        out = QueryResponse(similar_id=why.similar_id, explanation=why.to_dict())
+        return _json(out)
     similar_id = await service.caller_for(body.text)(nsh.query, body.text)
-    return _json(QueryResponse(similar_id=similar_id))
+    return _json(QueryResponse(similar_id=similar_id), exclude_unset=True)
 
 
 @api.get(
@@ -307,7 +317,7 @@ async def get_group(
 @api.post(
     "/compare",
     response_model=CompareResponse,
-    responses=error_responses(413, 422, 501),
+    responses=error_responses(408, 413, 422, 501),
     summary="Compare two texts",
 )
 async def compare(body: CompareRequest, service: ServiceDep) -> CompareResponse:
@@ -333,7 +343,17 @@ async def compare(body: CompareRequest, service: ServiceDep) -> CompareResponse:
             "not_installed",
             f"The similarity measures need: pip install 'nshash[similarity]' ({exc})",
         ) from exc
-    scores = await run_in_threadpool(similarity.compare, body.a, body.b, metrics=body.metrics)
+    if body.metrics is not None:
+        # Checked here, so a bad name costs no trip to a worker process.
+        unknown = [m for m in body.metrics if m not in similarity.METRICS]
+        if unknown:
+            raise ApiError(
+                422,
+                "invalid_argument",
+                f"Unknown metric(s) {unknown!r:.200}; choose from {', '.join(similarity.METRICS)}",
+            )
+    # CPU-heavy, seconds for long texts: in other processes, so this one keeps answering.
+    scores = await service.run_cpu(similarity.compare, body.a, body.b, metrics=body.metrics)
     return CompareResponse(scores=scores)
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
+from nshash.inputs import MAX_DOC_ID_CHARS, MAX_TEXT_CHARS, MAX_TITLE_CHARS
 from nshash.results import AddResult, DocumentRecord, Group
 
 __all__ = [
@@ -32,15 +34,32 @@ __all__ = [
 _TEXT = "央视网消息：今天的《大国工匠》，我们来看航天三江江北公司数控车工阎敏。"
 _TEXT_REPOST = "【新华网】央视网消息：今天的《大国工匠》，我们来看航天三江江北公司数控车工阎敏"
 
-#: Longest accepted document id, in characters.
-MAX_ID_LENGTH = 1024
+#: Longest accepted document id, in characters (the library's limit).
+MAX_ID_LENGTH = MAX_DOC_ID_CHARS
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _readable(value: str | None) -> str | None:
+    """*value* with any lone surrogate replaced by U+FFFD, so it can be sent as JSON.
+
+    The library refuses them on the way in; a store written before it did may still hold
+    one, and a read must not fail on it.
+    """
+    if value is None or value.isascii():
+        return value
+    return _SURROGATE.sub("\ufffd", value)
 
 
 def _examples(*examples: dict[str, Any]) -> ConfigDict:
     return ConfigDict(json_schema_extra={"examples": list(examples)})
 
 
-DocId = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH)]
+#: No NUL character (``nshash.inputs`` refuses it in ids and titles).
+NO_NUL = "^[^\\x00]*$"
+
+DocId = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH, pattern=NO_NUL)]
 
 
 # -- errors --------------------------------------------------------------------------------
@@ -84,7 +103,11 @@ class DocumentIn(BaseModel):
         },
     )
 
-    text: str = Field(min_length=1, description="The article text.")
+    text: str = Field(
+        min_length=1,
+        max_length=MAX_TEXT_CHARS,
+        description="The article text; it needs a letter or digit (else 422 `empty_document`).",
+    )
     id: DocId | None = Field(
         default=None,
         description=(
@@ -92,7 +115,12 @@ class DocumentIn(BaseModel):
             " the first answer, so retries are safe; `GET /v1/documents/{id}` finds it."
         ),
     )
-    title: str | None = Field(default=None, description="Shown with the id in group listings.")
+    title: str | None = Field(
+        default=None,
+        max_length=MAX_TITLE_CHARS,
+        pattern=NO_NUL,
+        description="Shown with the id in group listings (no NUL characters).",
+    )
     url: str | None = Field(
         default=None,
         description="Where the article was found. Accepted and checked to be a string, but not"
@@ -141,8 +169,17 @@ _BatchItems = Annotated[
     WithJsonSchema(
         {
             "type": "array",
-            "items": {"$ref": "#/components/schemas/DocumentIn"},
-            "description": "The documents, at most `NSHASH_MAX_BATCH` (default 1000).",
+            "items": {
+                "anyOf": [
+                    {"$ref": "#/components/schemas/DocumentIn"},
+                    {
+                        "description": "Any other value is refused alone: its entry in"
+                        " `results` is an error, and the other documents still go in."
+                    },
+                ]
+            },
+            "description": "The documents (each a `DocumentIn`), at most `NSHASH_MAX_BATCH`"
+            " (default 1000).",
         }
     ),
 ]
@@ -269,7 +306,7 @@ class DocumentResponse(BaseModel):
             similar_id=record.similar_id,
             duplicate=record.duplicate,
             merged_from=list(record.merged_from),
-            title=record.title,
+            title=_readable(record.title),
             fingerprints=[f"{fp:016x}" for fp in record.fingerprints],
         )
 
@@ -280,7 +317,63 @@ class QueryRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"text": _TEXT}]})
 
-    text: str = Field(min_length=1, description="The article text.")
+    text: str = Field(
+        min_length=1,
+        max_length=MAX_TEXT_CHARS,
+        description="The article text; it needs a letter or digit (else 422 `empty_document`).",
+    )
+    explain: bool = Field(
+        default=False,
+        strict=True,
+        description="Also say why: the anchors, boilerplate and candidates.",
+    )
+
+
+_CANDIDATE = {
+    "similar_id": 42,
+    "anchors": ["21d29d1315c26835", "4170ee074865873d"],
+    "shared": 31,
+    "document_values": 40,
+    "group_values": 57,
+    "score": 0.775,
+    "verdict": "joined",
+}
+
+
+class CandidateOut(BaseModel):
+    """A group one of the text's anchors hit, and how the boilerplate guard judged it."""
+
+    model_config = _examples(_CANDIDATE)
+
+    similar_id: int = Field(description="The group's canonical id.")
+    anchors: list[str] = Field(description="The text's anchors that hit it (16 hex digits).")
+    shared: int = Field(description="Sketch values the text and the group share.")
+    document_values: int = Field(description="The text's sketch values compared.")
+    group_values: int = Field(description="The group's sketch values compared.")
+    score: float = Field(description="shared / the smaller of the two (0 under min_overlap).")
+    verdict: str = Field(description="joined, merged, not best or refused.")
+
+
+class ExplanationOut(BaseModel):
+    """Why a text gets its answer."""
+
+    model_config = _examples(
+        {
+            "similar_id": 42,
+            "reason": "matched",
+            "theta": 0.5,
+            "anchors": ["21d29d1315c26835", "4170ee074865873d", "f457fb7c6a1b36e0"],
+            "boilerplate": ["c2d8474cb7715616"],
+            "candidates": [_CANDIDATE],
+        }
+    )
+
+    similar_id: int | None = Field(description="The answer: a group id, or null.")
+    reason: str = Field(description="exact, matched, new (every candidate refused) or nothing.")
+    theta: float = Field(description="The score a candidate must reach.")
+    anchors: list[str] = Field(description="The anchors looked up (16 hex digits).")
+    boilerplate: list[str] = Field(description="Anchor candidates set aside as boilerplate.")
+    candidates: list[CandidateOut] = Field(description="Every group an anchor hit, best first.")
 
 
 class QueryResponse(BaseModel):
@@ -289,6 +382,9 @@ class QueryResponse(BaseModel):
     model_config = _examples({"similar_id": 42}, {"similar_id": None})
 
     similar_id: int | None = Field(description="The group id, or null for a new story.")
+    explanation: ExplanationOut | None = Field(
+        default=None, description="Only with explain: why (see ExplanationOut)."
+    )
 
 
 # -- groups --------------------------------------------------------------------------------
@@ -324,7 +420,10 @@ class GroupResponse(BaseModel):
         return cls(
             similar_id=group.similar_id,
             size=group.size,
-            members=[MemberOut(id=m.doc_id, title=m.title) for m in group.members],
+            members=[
+                MemberOut(id=_readable(m.doc_id) or "", title=_readable(m.title))
+                for m in group.members
+            ],
         )
 
 
@@ -361,6 +460,7 @@ class CompareRequest(BaseModel):
     b: str = Field(description="The second text.")
     metrics: list[str] | None = Field(
         default=None,
+        min_length=1,
         description="Which measures to compute (see `nshash.similarity.METRICS`); all by default.",
     )
 

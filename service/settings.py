@@ -55,16 +55,29 @@ class Settings(BaseSettings):
     api_key: SecretStr | None = None
     #: The largest request body accepted, in bytes; larger bodies get 413.
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    #: Seconds a client has to send a request body, from its first byte to its last; a
+    #: client that declares a body and sends it slower (or never) gets 408 and is closed.
+    body_timeout: float = Field(default=30.0, gt=0, le=30.0)
+    #: Seconds a kept-alive connection may stay idle between requests (``nshash serve``).
+    idle_timeout: float = Field(default=5.0, gt=0, le=300.0)
+    #: The most connections (and requests in progress) one worker process holds at once,
+    #: counting the one just accepted; past it new requests get 503 at once (``nshash
+    #: serve`` passes it to uvicorn's ``limit_concurrency``).
+    max_connections: int = Field(default=1000, ge=1)
+    #: Processes that run ``POST /v1/compare`` (CPU-heavy), so the event loop keeps
+    #: answering other routes while comparisons run.
+    compare_workers: int = Field(default=2, ge=1, le=64)
     #: The most documents one ``POST /v1/documents/batch`` may carry; more get 413.
     max_batch: int = Field(default=1000, ge=1)
     #: The longest text ``POST /v1/compare`` accepts, in characters; longer gets 413 (some
-    #: measures, such as Levenshtein, grow with the product of both lengths).
-    max_compare_chars: int = Field(default=100_000, ge=1)
+    #: measures, such as Levenshtein, grow with the product of both lengths: two texts of
+    #: 50,000 characters take about half a second of CPU).
+    max_compare_chars: int = Field(default=50_000, ge=1)
     #: The largest ``limit`` accepted by ``GET /v1/groups``.
     max_groups_limit: int = Field(default=1000, ge=1)
-    #: Anchors per document (the n longest sentences).
-    n: int = Field(default=5, ge=1)
-    #: The shortest sentence key that may be an anchor, in characters.
+    #: Anchors per document (shingles of the smallest hashes).
+    n: int = Field(default=16, ge=1)
+    #: The shortest sentence key the first release's sentence fingerprints consider.
     min_length: int = Field(default=10, ge=1)
     #: The fingerprint function: ``farmhash`` (default) or ``md5`` (the original release's).
     hashfunc: Literal["farmhash", "md5"] = "farmhash"

@@ -367,3 +367,18 @@ class TestMain:
         assert row["system"] == "onegroup" and row["largest_group"] == 4
         assert row["precision"] == pytest.approx(1 / 6)
         assert row["ratio_vs_seed"] is None
+
+    def test_orders(self, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """--orders K scores file order and K-1 shuffles, with the F1 spread over them."""
+        code = main(["--sets", "zh", "--systems", "nshash", "--repeat", "1", "--orders", "3",
+                     "--json", "--data-dir", str(data_dir)])  # fmt: skip
+        assert code == 0
+        rows = json.loads(capsys.readouterr().out)["sets"]["zh"]["orders"]
+        assert [r["order"] for r in rows] == [0, 1, 2, "spread"]
+        assert all(r["f1"] == 1.0 for r in rows[:3]) and rows[3]["f1"] == 0.0
+
+    def test_shuffles_are_fixed(self) -> None:
+        """An order is a fixed permutation: seed 0 is file order, others repeat exactly."""
+        assert evaluate.shuffled(5, 0) == [0, 1, 2, 3, 4]
+        assert evaluate.shuffled(50, 1) == evaluate.shuffled(50, 1) != list(range(50))
+        assert sorted(evaluate.shuffled(50, 2)) == list(range(50))

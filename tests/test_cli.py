@@ -47,6 +47,15 @@ def run(capsys: pytest.CaptureFixture[str]) -> Run:
     return _run
 
 
+def main_output(args: list[str]) -> str:
+    """The stdout of ``nshash ARGS`` run in a child process (exit status 0 asserted)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "nshash", *args], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def story(doc_id: str) -> str:
     """The story of an example article: its id without the copy number (``zh-metro-3``)."""
     return doc_id.rsplit("-", 1)[0]
@@ -114,7 +123,7 @@ class TestDedupJsonl:
         assert all(line.startswith("{") for line in out.splitlines())
         assert "30 documents" in err
         assert "11 groups (8 with more than one document), 19 duplicates" in err
-        assert "0 bad records skipped" in err
+        assert "; 0 bad records\n" in err
         assert "docs/s" in err
         assert "largest groups" in err
         assert "江城地铁5号线今日开通运营" in err  # the largest story's first title
@@ -153,11 +162,11 @@ class TestDedupJsonl:
         path = tmp_path / "mixed.jsonl"
         rows = [{"id": "a", "content": body}, {"id": "b", "text": body}, {"id": "c", "body": body}]
         path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-        code, out, err = run("dedup", path)
+        code, out, err = run("dedup", path, "--on-error", "skip")
         assert code == 0
         assert [json.loads(x)["id"] for x in out.splitlines()] == ["a", "b"]
         assert "line 3: no 'content' or 'text' field" in err
-        code, out, err = run("dedup", path, "--text-field", "body")
+        code, out, err = run("dedup", path, "--text-field", "body", "--on-error", "skip")
         assert [json.loads(x)["id"] for x in out.splitlines()] == ["c"]
         assert "line 1: no 'body' field" in err
 
@@ -199,7 +208,8 @@ class TestDedupOtherFormats:
         code, out, _ = run("dedup", path)
         assert code == 0
         rows = list(csv.reader(io.StringIO(out)))
-        assert rows[0] == self.HEADER + ["similar_id", "duplicate"]
+        assert rows[0] == self.HEADER + ["similar_id", "duplicate", "error"]
+        assert all(r[6] == "" for r in rows[1:])
         assert [r[:4] for r in rows[1:]] == [list(d.values()) for d in self.example_rows()]
         jsonl = [json.loads(x) for x in run("dedup", ARTICLES)[1].splitlines()]
         assert [r[4] for r in rows[1:]] == [str(r["similar_id"]) for r in jsonl]
@@ -217,8 +227,8 @@ class TestDedupOtherFormats:
         assert code == 0
         data = (tmp_path / "out.csv").read_bytes()
         assert data == (
-            b"similar_id,content,duplicate\r\n"
-            b"1,Snow closed the mountain pass for the second day.,false\r\n"
+            b"similar_id,content,duplicate,error\r\n"
+            b"1,Snow closed the mountain pass for the second day.,false,\r\n"
         )
 
     def test_txt_folder(self, run: Run, tmp_path: Path) -> None:
@@ -321,9 +331,57 @@ class TestBadRecords:
         path.write_bytes(data)
         return path
 
+    def test_write_keeps_lines_aligned(self, run: Run, tmp_path: Path) -> None:
+        """By default a bad record is written with similar_id null and its error, in place."""
+        path = self.bad_file(tmp_path)
+        code, out, err = run("dedup", path)
+        assert code == 0
+        lines = out.splitlines()
+        assert len(lines) == len(path.read_bytes().splitlines()) == 9
+        records = [json.loads(x) for x in lines]
+        assert [r["similar_id"] is None for r in records] == [False] + [True] * 7 + [False]
+        assert records[1] == {
+            "similar_id": None,
+            "duplicate": None,
+            "error": "line 2: not valid JSON (Expecting property name enclosed in double quotes:"
+            " line 1 column 2 (char 1))",
+        }
+        assert records[3] == {
+            "id": "m",
+            "title": "no text",
+            "similar_id": None,
+            "duplicate": None,
+            "error": "line 4: no 'content' or 'text' field",
+        }
+        assert lines[3].startswith(json.dumps({"id": "m", "title": "no text"})[:-1] + ", ")
+        assert "error" not in records[0] and records[8]["similar_id"] == records[0]["similar_id"]
+        assert f"bad record {path} line 8: the line is not valid UTF-8" in err
+        assert "7 bad records written with an error" in err
+
+    def test_no_usable_record_fails(self, run: Run, tmp_path: Path) -> None:
+        """A file in which no record has the text field is an error (exit 1), not a success."""
+        path = tmp_path / "body.jsonl"
+        path.write_text("".join(json.dumps({"id": i, "body": "x"}) + "\n" for i in range(300)))
+        code, out, err = run("dedup", path)
+        assert code == 1
+        assert err.splitlines()[-1] == (
+            f"Error: none of the 100 records read from {path} could be used (stopped there);"
+            f" the first: {path} line 1: no 'content' or 'text' field"
+        )
+        assert len(out.splitlines()) == 100
+
+    def test_missing_fields_warn(self, run: Run) -> None:
+        """A misspelt --id-field or --title-field gets a warning, once each."""
+        code, _, err = run("dedup", ARTICLES, "--id-field", "idd", "--title-field", "headline")
+        assert code == 0
+        assert err.count("warning: ") == 2
+        assert "warning: the first 30 records have no 'idd' field (--id-field)" in err
+        assert "warning: the first 30 records have no 'headline' field (--title-field)" in err
+        assert "warning" not in run("dedup", ARTICLES)[2]
+
     def test_skip_reports_each_with_line_number(self, run: Run, tmp_path: Path) -> None:
         """Each bad line is named with its number and reason; the good ones are written."""
-        code, out, err = run("dedup", self.bad_file(tmp_path))
+        code, out, err = run("dedup", self.bad_file(tmp_path), "--on-error", "skip")
         assert code == 0
         assert [json.loads(x)["id"] for x in out.splitlines()] == ["ok1", "ok2"]
         name = str(tmp_path / "bad.jsonl")
@@ -345,7 +403,9 @@ class TestBadRecords:
             f'{{"id": "b", "similar_id": 9, "title": "t\\udfff", "content": "{text}"}}\n',
             encoding="utf-8",
         )
-        code, out, err = run("dedup", path, "--store", f"memory://{tmp_path}/s.pkl")
+        code, out, err = run(
+            "dedup", path, "--store", f"memory://{tmp_path}/s.pkl", "--on-error", "skip"
+        )
         assert code == 0
         assert "line 1: the 'id' field holds a lone surrogate" in err
         assert out == (
@@ -371,9 +431,17 @@ class TestBadRecords:
             encoding="utf-8",
         )
         code, out, err = run("dedup", path)
-        assert code == 0 and len(out.splitlines()) == 2  # header + one row
+        assert code == 0
         assert f"{path} row 3: the text has no letters or digits" in err
         assert f"{path} row 4: the row has 4 fields, the header 2" in err
+        rows = list(csv.reader(io.StringIO(out)))
+        assert rows[0] == ["id", "content", "similar_id", "duplicate", "error"]
+        assert rows[2:] == [
+            ["b", "   ", "", "", "row 3: the text has no letters or digits"],
+            ["c", "too", "", "", "row 4: the row has 4 fields, the header 2"],
+        ]
+        code, out, err = run("dedup", path, "--on-error", "skip")
+        assert code == 0 and len(out.splitlines()) == 2  # header + one row
 
     def test_csv_without_text_column(self, run: Run, tmp_path: Path) -> None:
         """A CSV with no text column is an error (exit 1) naming the columns it has."""
@@ -388,7 +456,14 @@ class TestBadRecords:
         (tmp_path / "a.txt").write_text("Lanterns lit the old bridge for the festival.", "utf-8")
         (tmp_path / "b.txt").write_text("\n\n", "utf-8")
         code, out, err = run("dedup", tmp_path)
-        assert code == 0 and len(out.splitlines()) == 1
+        assert code == 0 and len(out.splitlines()) == 2
+        assert json.loads(out.splitlines()[1]) == {
+            "id": "b.txt",
+            "title": None,
+            "similar_id": None,
+            "duplicate": None,
+            "error": f"{tmp_path / 'b.txt'}: the text has no letters or digits",
+        }
         assert f"{tmp_path / 'b.txt'}: the text has no letters or digits" in err
 
     def test_truncated_gzip(self, run: Run, tmp_path: Path) -> None:
@@ -538,11 +613,27 @@ class TestSavedStore:
 
     def test_groups_empty_store(self, run: Run, tmp_path: Path) -> None:
         """An empty store lists no group and says so on stderr."""
+        NSHash.open(f"memory://{tmp_path}/empty.pkl").close()
         code, out, err = run("groups", "--store", f"memory://{tmp_path}/empty.pkl")
         assert code == 0 and out == "" and "no group" in err
 
+    @pytest.mark.parametrize("command", ["groups", "stats", "query"])
+    @pytest.mark.parametrize("scheme", ["memory", "leveldb"])
+    def test_missing_store(self, run: Run, tmp_path: Path, command: str, scheme: str) -> None:
+        """A read command on a store that does not exist fails (exit 1) and creates nothing."""
+        if scheme == "leveldb":
+            pytest.importorskip("plyvel")
+        url = f"{scheme}://{tmp_path}/typo/news.db"
+        args = [command, "--store", url] + ([str(ARTICLES)] if command == "query" else [])
+        code, out, err = run(*args)
+        assert (code, out) == (1, "")
+        assert err.startswith(f"Error: There is no {'memory' if scheme == 'memory' else 'LevelDB'}")
+        assert err.count("\n") == 1 and "reading never creates one" in err
+        assert list(tmp_path.iterdir()) == []
+
     def test_groups_bad_limits(self, run: Run, tmp_path: Path) -> None:
         """--top 0 is refused with the library's error, exit 1."""
+        NSHash.open(f"memory://{tmp_path}/e.pkl").close()
         code, _, err = run("groups", "--store", f"memory://{tmp_path}/e.pkl", "--top", "0")
         assert code == 1 and err.startswith("Error: limit must be a positive integer")
 
@@ -594,6 +685,43 @@ class TestCompare:
     def test_both_stdin(self, run: Run) -> None:
         """A and B cannot both be stdin."""
         assert run("compare", "-", "-")[0] == 2
+
+    def test_help_lists_metrics(self, run: Run) -> None:
+        """compare --help names every measure, as the toolkit defines them."""
+        from nshash.cli import METRIC_NAMES
+        from nshash.similarity import METRICS
+
+        assert METRIC_NAMES == METRICS
+        code, out, _ = run("compare", "--help")
+        assert code == 0 and all(name in " ".join(out.split()) for name in METRICS)
+
+    def test_english_without_jieba(self, tmp_path: Path) -> None:
+        """English texts are compared with every measure when jieba is not installed."""
+        a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+        a.write_text("The cat sat on the mat, the cat purred.", "utf-8")
+        b.write_text("A cat sat on the red mat!", "utf-8")
+        child = (
+            "import sys; sys.modules['jieba'] = None\n"
+            "from nshash.cli import main; sys.exit(main(sys.argv[1:]))"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", child, "compare", str(a), str(b), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        scores = json.loads(done.stdout)
+        assert list(scores) == [
+            "cosine",
+            "tfidf_cosine",
+            "simhash",
+            "euclidean",
+            "common_words",
+            "levenshtein",
+        ]
+        with_jieba = json.loads(main_output(["compare", str(a), str(b), "--json"]))
+        assert scores == pytest.approx(with_jieba)
 
     def test_missing_toolkit(
         self, run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

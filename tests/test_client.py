@@ -224,7 +224,7 @@ class TestExample:
             [*script, "--api-key", "wrong"], capture_output=True, text=True, timeout=120, env=env
         )
         assert wrong.returncode == 1 and wrong.stdout == ""
-        assert wrong.stderr.startswith("Error: The nshash service answered 401 unauthorized")
+        assert wrong.stderr.startswith("Error: the service answered HTTP 401 unauthorized")
         assert len(wrong.stderr.splitlines()) == 1
 
 

@@ -102,6 +102,18 @@ LONG = [
 ]
 
 
+#: A long article to cut and copy (written for these tests).
+ZH_ARTICLE = (
+    "江城地铁五号线今天上午正式开通运营，线路全长二十八公里，共设车站二十二座。"
+    "首班列车早上六点从南湖站发车，沿途经过老城区、高新区和江北新区。"
+    "市交通部门介绍，新线开通后，江北居民进城的时间将从一个多小时缩短到四十分钟。"
+    "为方便市民出行，开通首月全线实行半价优惠，老人和学生凭证件免费乘车。"
+    "运营公司表示，高峰时段列车间隔为四分钟，平峰时段为七分钟，末班车晚上十一点发出。"
+    "开通首日，不少市民专程赶来体验，车站内秩序井然，志愿者在各个出入口引导乘客。"
+    "据悉，五号线二期工程已经开工建设，预计三年后通车，届时将与机场快线实现换乘。"
+)
+
+
 class TestFingerprinter:
     def test_keys_longest_first(self) -> None:
         """Keys come longest first, short sentences dropped, ties in text order."""
@@ -115,17 +127,53 @@ class TestFingerprinter:
         b = f.prepare("江城地铁５号线 今天上午正式開通運營,全長二十八公里.\n首班列車早上六點發車!")
         assert a == b
 
-    def test_farmhash_fingerprint64_of_the_key(self) -> None:
-        """Anchors are farmhash.fingerprint64 of the normalized key (stable across versions)."""
-        doc = Fingerprinter().prepare(LONG[0] + "。")
-        assert doc.sentences == (farmhash.fingerprint64(LONG[0]),)
-        assert doc.sentences == (4239728606243706974,)
+    def test_anchors_are_farmhash_of_shingles(self) -> None:
+        """Anchors are farmhash.fingerprint64 of shingles of the stream (stable across versions)."""
+        text = "。".join(LONG) + "。"
+        doc = Fingerprinter().prepare(text)
+        stream = "".join(LONG)
+        shingles = {stream[i:j] for i in range(len(stream)) for j in (i + 8,)}
+        by_hash = {farmhash.fingerprint64(s): s for s in shingles if len(s) == 8}
+        assert len(doc.sentences) == 16 + 8
+        assert all(h in by_hash for h in doc.sentences)
+        assert doc.exact == farmhash.fingerprint64(stream)
+
+    def test_short_text_is_its_own_anchor(self) -> None:
+        """A text lighter than one shingle has its whole key as the one anchor."""
+        doc = Fingerprinter().prepare("短句。")
+        assert doc.sentences == (farmhash.fingerprint64("短句"),) == (doc.exact,)
+        assert len(doc.sketch) == 1
 
     def test_md5(self) -> None:
         """md5 stays available: the first 8 bytes of the digest, big-endian."""
-        doc = Fingerprinter(hashfunc="md5").prepare(LONG[0] + "。")
-        digest = hashlib.md5(LONG[0].encode()).digest()[:8]
+        doc = Fingerprinter(hashfunc="md5").prepare("短句。")
+        digest = hashlib.md5("短句".encode()).digest()[:8]
         assert doc.sentences == (int.from_bytes(digest, "big"),)
+
+    def test_line_breaks_do_not_change_fingerprints(self) -> None:
+        """A copy re-wrapped at any width fingerprints like the original."""
+        text = "".join(LONG)
+        f = Fingerprinter()
+        for width in (7, 13, 30):
+            wrapped = "\n".join(text[i : i + width] for i in range(0, len(text), width))
+            assert f.prepare(wrapped) == f.prepare(text)
+
+    def test_truncated_copy_keeps_anchors(self) -> None:
+        """A third of the text still holds some of the whole text's anchors and its sketch."""
+        f = Fingerprinter()
+        whole = f.prepare(ZH_ARTICLE)
+        part = f.prepare(ZH_ARTICLE[: len(ZH_ARTICLE) // 3])
+        assert set(part.sentences) & set(whole.sentences)
+        assert set(part.sketch) <= set(whole.sketch)
+
+    def test_sketch_is_sorted_and_cut(self) -> None:
+        """The sketch is ascending; past sketch_size values the limit is the first dropped."""
+        f = Fingerprinter(sketch_size=4)
+        whole = Fingerprinter().prepare(ZH_ARTICLE)
+        cut = f.prepare(ZH_ARTICLE)
+        assert list(whole.sketch) == sorted(whole.sketch) and len(whole.sketch) > 4
+        assert cut.sketch == whole.sketch[:4] and cut.limit == whole.sketch[4]
+        assert all(v < 2**53 for v in whole.sketch)
 
     def test_short_text_keyed_whole(self) -> None:
         """With no sentence long enough, the whole text is the one key."""
@@ -160,6 +208,8 @@ class TestFingerprinter:
             {"n": True},
             {"delimiters": ""},
             {"html": "yes"},
+            {"sketch_rate": 6},
+            {"shingle": 0},
         ],
     )
     def test_bad_configuration(self, kwargs: dict[str, object]) -> None:
@@ -167,13 +217,12 @@ class TestFingerprinter:
         with pytest.raises(ConfigError):
             Fingerprinter(**kwargs)  # type: ignore[arg-type]
 
-    def test_long_sentences_weigh_more(self) -> None:
-        """A sentence adds sketch elements in proportion to its length."""
-        f = Fingerprinter(sketch_unit=32)
-        short = f.prepare("这是一个不太长的句子用来测试。")
-        long_ = f.prepare("这是一个很长很长的句子" * 10 + "。")
-        assert len(short.sketch) == 2
-        assert len(long_.sketch) == 2 + 2 * (100 // 32)
+    def test_sketch_follows_length(self) -> None:
+        """A text four times as long has about four times the sketch values."""
+        f = Fingerprinter()
+        quarter = f.prepare(ZH_ARTICLE[: len(ZH_ARTICLE) // 4])
+        whole = f.prepare(ZH_ARTICLE)
+        assert 2 * len(quarter.sketch) < len(whole.sketch)
 
     def test_html_keys_like_plain_text(self) -> None:
         """A copy stored with its markup and entities fingerprints like the plain text."""

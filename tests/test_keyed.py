@@ -613,8 +613,8 @@ class TestCLI:
             outputs.append(capsys.readouterr().out)
         assert outputs[0] == outputs[1]
         ids = [json.loads(line).get("similar_id") for line in outputs[0].splitlines()]
-        assert ids[:6] == [1, 2, 1, 3, 2, 4]  # the empty text is skipped, not written
-        assert len(ids) == 6 * 40 and set(ids) == {1, 2, 3, 4}
+        assert ids[:7] == [1, 2, 1, 3, 2, None, 4]  # the empty text is written with null
+        assert len(ids) == 7 * 40 and set(ids) == {1, 2, 3, 4, None}
 
     def test_unknown_method_is_usage_error(self, tmp_path: Path) -> None:
         """An unknown --method is bad usage (exit 2)."""

@@ -331,10 +331,12 @@ class TestKeyLayout:
         types = {k: client.type(k).decode() for k in keys}
         expected = {
             "fp": "hash", "exact": "hash", "common": "set", "parent": "hash", "sizes": "zset",
-            "docs": "hash", "counter": "string", "documents": "string",
+            "docs": "hash", "counter": "string", "documents": "string", "votes": "hash",
         }  # fmt: skip
         for name, kind in expected.items():
             assert types.pop(f"{{{prefix}}}:{name}") == kind, name
+        # Only groups whose sketch was cut have a limit; this corpus may have none.
+        assert types.pop(f"{{{prefix}}}:limits", "hash") == "hash"
         assert types and all(
             (k.split(":", 1)[1][:2], t) in {("s:", "set"), ("m:", "list")} for k, t in types.items()
         )

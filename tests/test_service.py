@@ -709,7 +709,7 @@ class TestLifecycle:
         url = f"memory://{tmp_path}/nshash.pkl"
         with make_client(store_url=url) as c:
             c.post("/v1/documents", json={"text": FLOOD_TEXT, "id": "a"})
-        assert (tmp_path / "nshash.pkl").exists()
+        assert (tmp_path / "nshash.pkl.journal").stat().st_size > 0
         with make_client(store_url=url) as c:
             assert c.get("/v1/documents/a").json()["similar_id"] == 1
             assert c.post("/v1/documents", json={"text": BATTERY_TEXT}).json()["similar_id"] == 2
@@ -739,7 +739,7 @@ class TestLifecycle:
         monkeypatch.delenv("NSHASH_STORE_URL", raising=False)
         with TestClient(create_app()) as c:
             c.post("/v1/documents", json={"text": FLOOD_TEXT})
-        assert (tmp_path / "data" / "nshash.pkl").exists()
+        assert (tmp_path / "data" / "nshash.pkl.journal").stat().st_size > 0
 
     def test_bad_store_url_stops_startup(self) -> None:
         """An unknown store scheme is a configuration error at start-up, not a 503 later."""
@@ -973,5 +973,6 @@ class TestContainer:
         service, redis = compose["services"]["nshash"], compose["services"]["redis"]
         assert service["environment"]["NSHASH_STORE_URL"].startswith("redis://redis:6379/")
         assert service["depends_on"]["redis"]["condition"] == "service_healthy"
-        assert "nshash_service.app:create_app" in service["command"]
+        # nshash serve: TCP_NODELAY on the socket its workers share (plain uvicorn lacks it).
+        assert service["command"][:2] == ["nshash", "serve"] and "--workers" in service["command"]
         assert redis["image"].startswith("redis:7")

@@ -347,13 +347,17 @@ class TestDocId:
         assert same_stats(nsh.stats(), before)
         assert nsh.query(ZH_MARATHON) is None
 
-    def test_replay_after_merge_answers_canonical_id(self, nsh: NSHash) -> None:
-        """A doc_id replayed after its group merged answers the canonical id."""
+    def test_replay_after_merge_answers_first_id(self, nsh: NSHash) -> None:
+        """A doc_id replayed after its group merged answers its first id, the canonical beside."""
         nsh.add(EN_RAIL, doc_id="r")
         b = nsh.add(EN_TURTLES, doc_id="t")
         nsh.add(EN_RAIL + "\n" + EN_TURTLES)
         again = nsh.add(EN_TURTLES, doc_id="t")
-        assert again.replayed and again.similar_id == 1 and b.similar_id == 2
+        assert b.similar_id == 2 and b.canonical_id is None
+        assert again.replayed and (again.similar_id, again.duplicate) == (2, b.duplicate)
+        assert again.canonical_id == 1 == nsh.resolve(2)
+        plain = nsh.add(EN_RAIL, doc_id="r")
+        assert plain.replayed and plain.similar_id == 1 and plain.canonical_id is None
 
     def test_document_record(self, nsh: NSHash) -> None:
         """document(doc_id) returns the stored answer with its title, or None if unknown."""

@@ -65,12 +65,12 @@ class TestOpenMemory:
         assert list(tmp_path.iterdir()) == []
 
     def test_absolute_path(self, tmp_path: Path) -> None:
-        """memory:///abs/file.pkl writes the snapshot at that absolute path."""
+        """memory:///abs/file.pkl keeps its journal (and snapshot) at that absolute path."""
         path = tmp_path / "sub" / "news.pkl"
         with NSHash.open(f"memory://{path}") as nsh:
             nsh.add(EN_RAIL)
             assert isinstance(nsh.store, MemoryStore)
-        assert path.is_file()
+        assert (tmp_path / "sub" / "news.pkl.journal").is_file()
         with NSHash.open(f"memory://{path}") as nsh:
             assert nsh.stats().documents == 1
 
@@ -79,6 +79,7 @@ class TestOpenMemory:
         monkeypatch.chdir(tmp_path)
         with NSHash.open("memory://state/news.pkl") as nsh:
             nsh.add(ZH_WATER)
+            nsh.store.save()  # type: ignore[attr-defined]
         assert (tmp_path / "state" / "news.pkl").is_file()
 
     def test_keyword_options_override_query(self, tmp_path: Path) -> None:

@@ -1,0 +1,100 @@
+"""The one check of what callers hand the library: texts, document ids and titles.
+
+Every way in (``NSHash.add``, ``add_many``, ``query``, ``document``, the keyed method, the
+HTTP routes through them, the command line) runs these checks, so no store can hold a value
+that cannot be read back or sent as JSON:
+
+==========  =============================================================================
+value       refused (:class:`~nshash.ConfigError`)
+==========  =============================================================================
+text        not a str; a lone surrogate (not Unicode text: no encoder takes it); more than
+            :data:`MAX_TEXT_CHARS` characters
+doc_id      not a str, empty; a lone surrogate; NUL; more than :data:`MAX_DOC_ID_CHARS`
+title       not a str or None; a lone surrogate; NUL; more than :data:`MAX_TITLE_CHARS`
+==========  =============================================================================
+
+A NUL is refused in ids and titles, which stores keep and hand back to clients (many tools
+cut a string at NUL), and allowed in texts, which no store keeps: only their fingerprints
+are kept, and fingerprinting drops control characters.
+"""
+
+from __future__ import annotations
+
+from .errors import ConfigError
+
+__all__ = [
+    "MAX_DOC_ID_CHARS",
+    "MAX_TEXT_CHARS",
+    "MAX_TITLE_CHARS",
+    "check_doc_id",
+    "check_text",
+    "check_title",
+]
+
+#: The longest text accepted, in characters (about 10 MB of Latin text).
+MAX_TEXT_CHARS = 10_000_000
+#: The longest document id accepted, in characters.
+MAX_DOC_ID_CHARS = 1024
+#: The longest title accepted, in characters.
+MAX_TITLE_CHARS = 2048
+
+
+def _unicode(value: str, what: str) -> None:
+    """Refuse a str holding a lone surrogate (the ASCII case, nearly every id, is free)."""
+    if value.isascii():
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ConfigError(
+            f"{what} must be valid Unicode text: it has a lone surrogate at position {exc.start}"
+        ) from None
+
+
+def check_text(text: object) -> str:
+    """Return *text* if the library can work on it.
+
+    Raises:
+        ConfigError: see the module docstring.
+    """
+    if not isinstance(text, str):
+        raise ConfigError(f"text must be a str, not {type(text).__name__}")
+    if len(text) > MAX_TEXT_CHARS:
+        raise ConfigError(f"text has {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
+    _unicode(text, "text")
+    return text
+
+
+def _short(value: str, what: str, limit: int) -> str:
+    if len(value) > limit:
+        raise ConfigError(f"{what} has {len(value)} characters; the limit is {limit}")
+    if "\x00" in value:
+        raise ConfigError(f"{what} must not contain NUL characters")
+    _unicode(value, what)
+    return value
+
+
+def check_doc_id(doc_id: object) -> str | None:
+    """Return *doc_id* (None allowed: no id) if a store can keep it and give it back.
+
+    Raises:
+        ConfigError: see the module docstring.
+    """
+    if doc_id is None:
+        return None
+    if not isinstance(doc_id, str) or not doc_id:
+        raise ConfigError(f"doc_id must be a non-empty str, not {doc_id!r:.80}")
+    return _short(doc_id, "doc_id", MAX_DOC_ID_CHARS)
+
+
+def check_title(title: object) -> str | None:
+    """Return *title* (None allowed) if a store can keep it and give it back.
+
+    Raises:
+        ConfigError: see the module docstring.
+    """
+    if title is None:
+        return None
+    if not isinstance(title, str):
+        raise ConfigError(f"title must be a str, not {type(title).__name__}")
+    return _short(title, "title", MAX_TITLE_CHARS)

@@ -1,0 +1,667 @@
+"""A full disk and failed writes: an add is durable and returns, or raises and leaves no trace.
+
+Two ways to fill a disk:
+
+* a real one: a 2 MB tmpfs mounted for the test (only as root, as under CI; skipped when
+  the mount is refused), filled by a file, with a writer process that is SIGKILLed at the end;
+* an injected one, everywhere: the journal's ``write`` comes up short or fails with ENOSPC,
+  its ``fsync`` fails, or LevelDB's batch write fails.
+
+After each, every acknowledged add is present after a reopen, no id is handed out twice, and
+the store opens.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import shutil
+import subprocess
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nshash import NSHash, StoreError, durable
+from nshash.memory_store import MemoryStore
+from tests.test_durability import kill, read_line, spawn
+from tests.test_store_contract import story_versions, synthetic_story
+
+# -- a real full disk --------------------------------------------------------------------------
+
+#: Adds documents until three adds have failed (the disk is full), then frees the space,
+#: resends the failed documents (as the README advises) and adds thirty more. Every answer is
+#: printed once ``add`` returned; then it waits to be killed.
+FULL_WRITER = textwrap.dedent(
+    """
+    import json, os, sys, time
+    from nshash import NSHash, StoreError
+    from tests.test_store_contract import story_versions
+
+    url, filler = sys.argv[1], os.environ["FILLER"]
+    nsh = NSHash.open(url)
+    print("ready", flush=True)
+
+    def add(i):
+        story, version = divmod(i, 3)
+        r = nsh.add(story_versions(story)[version], doc_id=f"d{i}")
+        print(json.dumps(["ok", f"d{i}", r.similar_id, r.duplicate, r.replayed]), flush=True)
+
+    failed, i = [], 0
+    while len(failed) < 3 and i < 20000:
+        try:
+            add(i)
+        except StoreError as exc:
+            failed.append(i)
+            print(json.dumps(["err", f"d{i}", str(exc)[:300]]), flush=True)
+        i += 1
+    os.unlink(filler)
+    print("freed", flush=True)
+    for j in failed:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                add(j)
+                break
+            except StoreError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+    for k in range(i, i + 30):
+        add(k)
+    print("done", flush=True)
+    time.sleep(120)
+    """
+)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 2 MB tmpfs, mounted for this test only (root only; skipped if the mount is refused)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root (the injected-failure tests run instead)")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def fill(disk: Path, leave: int) -> Path:
+    """Fill *disk* with one file until about *leave* bytes stay free; return the file."""
+    filler = disk / "filler"
+    st = os.statvfs(disk)
+    free = st.f_bavail * st.f_frsize
+    with open(filler, "wb") as fh:
+        fh.write(b"\0" * max(0, free - leave))
+    return filler
+
+
+@pytest.mark.slow
+class TestRealFullDisk:
+    """A store on a 2 MB tmpfs that fills up, empties again, and whose writer is SIGKILLed."""
+
+    @pytest.mark.parametrize(
+        "backend,fsync",
+        [("memory", "always"), ("memory", "everysec"), ("leveldb", "always"), ("leveldb", "no")],
+    )
+    def test_full_disk_then_sigkill_loses_nothing_acknowledged(
+        self, small_disk: Path, backend: str, fsync: str
+    ) -> None:
+        """Failed adds raise and leave no trace; resent, they are new (not replays); after
+        SIGKILL every acknowledged add is there, no id was handed out twice, the store opens."""
+        if backend == "leveldb":
+            pytest.importorskip("plyvel")
+            url = f"leveldb://{small_disk}/store.ldb?fsync={fsync}"
+        else:
+            url = f"memory://{small_disk}/store.pkl?fsync={fsync}"
+        filler = fill(small_disk, leave=96 * 1024)
+        os.environ["FILLER"] = str(filler)
+        try:
+            proc = spawn(FULL_WRITER, url)
+        finally:
+            del os.environ["FILLER"]
+        watchdog = threading.Timer(90, proc.kill)
+        watchdog.start()
+        lines: list[Any] = []
+        try:
+            assert read_line(proc) == "ready"
+            while True:
+                line = read_line(proc)
+                if line == "done":
+                    break
+                if line != "freed":
+                    lines.append(json.loads(line))
+        finally:
+            kill(proc)
+            watchdog.cancel()
+        errors = [entry for entry in lines if entry[0] == "err"]
+        acked = [entry for entry in lines if entry[0] == "ok"]
+        assert len(errors) == 3, "a full disk must make add raise"
+        assert "No space left" in errors[0][2] or "short write" in errors[0][2]
+        failed = {doc_id for _err, doc_id, _msg in errors}
+        resent = [a for a in acked if a[1] in failed]
+        assert len(resent) == 3 and not any(a[4] for a in resent), (
+            "a failed add left a trace: resending it answered replayed"
+        )
+        if backend == "memory":
+            journal = (small_disk / "store.pkl.journal").read_bytes()
+            assert journal.endswith(b"\n"), "a torn fragment stayed in the journal"
+            assert all(json.loads(line) for line in journal.split(b"\n")[:-1])
+
+        with NSHash.open(url) as nsh:
+            for _ok, doc_id, similar_id, _dup, _replayed in acked:
+                record = nsh.document(doc_id)
+                assert record is not None, f"acknowledged {doc_id} was lost"
+                assert record.similar_id == nsh.resolve(similar_id)
+            new_ids = [a[2] for a in acked if not a[3] and not a[4]]
+            assert len(new_ids) == len(set(new_ids)), "an id was handed out twice"
+            by_story: dict[int, set[int]] = {}
+            for _ok, doc_id, similar_id, _dup, _replayed in acked:
+                by_story.setdefault(int(doc_id[1:]) // 3, set()).add(nsh.resolve(similar_id))
+            assert all(len(ids) == 1 for ids in by_story.values())
+            newest = max(a[2] for a in acked)
+            fresh = nsh.add("\n".join(synthetic_story(90_000)))
+            assert not fresh.duplicate and fresh.similar_id > newest
+
+
+# -- injected failures -------------------------------------------------------------------------
+
+
+class FlakyDisk:
+    """Stands in for the journal's ``write`` and ``fsync`` calls (see ``nshash.durable``).
+
+    ``mode`` is ``"ok"`` (the real calls), ``"short"`` (write takes half, then ENOSPC),
+    ``"enospc"`` (write fails at once) or ``"fsync"`` (fsync fails with EIO).
+    """
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.mode = "ok"
+        self.real_write, self.real_fsync = os.write, os.fsync
+        monkeypatch.setattr(durable, "_write", self.write)
+        monkeypatch.setattr(durable, "_fsync", self.fsync)
+
+    def write(self, fd: int, data: Any) -> int:
+        if self.mode == "short":
+            half = max(1, len(data) // 2)
+            self.mode = "enospc"
+            return self.real_write(fd, bytes(data[:half]))
+        if self.mode == "enospc":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return self.real_write(fd, data)
+
+    def fsync(self, fd: int) -> None:
+        if self.mode == "fsync":
+            raise OSError(errno.EIO, "Input/output error")
+        self.real_fsync(fd)
+
+
+@pytest.fixture
+def disk(monkeypatch: pytest.MonkeyPatch) -> FlakyDisk:
+    return FlakyDisk(monkeypatch)
+
+
+def crash_image(path: Path, into: Path) -> Path:
+    """Copy a memory store's files as a crash would leave them (no close, no snapshot)."""
+    into.mkdir()
+    for suffix in ("", ".journal"):
+        src = Path(str(path) + suffix)
+        if src.exists():
+            shutil.copy(src, str(into / path.name) + suffix)
+    return into / path.name
+
+
+def doc(i: int) -> str:
+    story, version = divmod(i, 3)
+    return story_versions(story)[version]
+
+
+class TestMemoryStoreShortWrites:
+    """The journal of a memory store with a path, on a disk that refuses writes."""
+
+    @pytest.mark.parametrize("mode", ["short", "enospc"])
+    @pytest.mark.parametrize("fsync", ["always", "everysec"])
+    def test_failed_add_leaves_no_trace(
+        self, tmp_path: Path, disk: FlakyDisk, mode: str, fsync: str
+    ) -> None:
+        """A short or failed write raises StoreError, the journal is as it was, the tables
+        too; resending the document later adds it afresh (not a replay)."""
+        path = tmp_path / "s.pkl"
+        nsh = NSHash.open(f"memory://{path}?fsync={fsync}")
+        acked = {f"d{i}": nsh.add(doc(i), doc_id=f"d{i}").similar_id for i in range(4)}
+        journal = Path(str(path) + ".journal")
+        before, stats = journal.read_bytes(), nsh.stats()
+        disk.mode = mode
+        with pytest.raises(StoreError, match="No space left"):
+            nsh.add(doc(4), doc_id="d4")
+        assert journal.read_bytes() == before, "half a line stayed in the journal"
+        assert nsh.document("d4") is None and nsh.stats() == stats
+        with pytest.raises(StoreError):
+            nsh.add(doc(6), doc_id="d6")  # a new story: its id must not be used up
+        disk.mode = "ok"
+        retry = nsh.add(doc(4), doc_id="d4")
+        assert not retry.replayed
+        acked["d4"] = retry.similar_id
+        fresh = nsh.add(doc(6), doc_id="d6")
+        assert fresh.similar_id == stats.last_id + 1, "a failed add used up an id"
+        acked["d6"] = fresh.similar_id
+        image = crash_image(path, tmp_path / "crash")
+        with NSHash.open(f"memory://{image}") as again:
+            for doc_id, sid in acked.items():
+                record = again.document(doc_id)
+                assert record is not None and record.similar_id == again.resolve(sid)
+        nsh.close()
+
+    def test_failed_fsync_leaves_no_trace(self, tmp_path: Path, disk: FlakyDisk) -> None:
+        """Under fsync=always a failed fsync is an error, and the line is taken back."""
+        path = tmp_path / "f.pkl"
+        with NSHash.open(f"memory://{path}?fsync=always") as nsh:
+            nsh.add(doc(0), doc_id="d0")
+            journal = Path(str(path) + ".journal")
+            before = journal.read_bytes()
+            disk.mode = "fsync"
+            with pytest.raises(StoreError, match="Input/output error"):
+                nsh.add(doc(3), doc_id="d3")
+            assert journal.read_bytes() == before
+            assert nsh.document("d3") is None
+            disk.mode = "ok"
+            assert not nsh.add(doc(3), doc_id="d3").replayed
+
+    def test_failed_merge_is_rolled_back(self, tmp_path: Path, disk: FlakyDisk) -> None:
+        """An add that would merge two groups, failing, leaves both groups as they were."""
+        path = tmp_path / "m.pkl"
+        with NSHash.open(f"memory://{path}") as nsh:
+            a = synthetic_story(1)
+            b = synthetic_story(2)
+            first = nsh.add("\n".join(a), doc_id="a")
+            second = nsh.add("\n".join(b), doc_id="b")
+            both = "\n".join(a + b)
+            groups_before = nsh.groups(min_size=1)
+            disk.mode = "enospc"
+            with pytest.raises(StoreError):
+                nsh.add(both, doc_id="ab")
+            disk.mode = "ok"
+            assert nsh.groups(min_size=1) == groups_before
+            assert nsh.resolve(second.similar_id) == second.similar_id
+            assert nsh.resolve(first.similar_id) == first.similar_id
+            assert nsh.stats().documents == 2
+
+    def test_uncut_fragment_stops_writes_and_is_dropped_on_open(
+        self, tmp_path: Path, disk: FlakyDisk, monkeypatch: pytest.MonkeyPatch, caplog: Any
+    ) -> None:
+        """If the torn fragment cannot even be cut off, the journal refuses later writes (so
+        nothing follows the fragment); reopening drops it as a torn last line, with a warning."""
+        path = tmp_path / "t.pkl"
+        nsh = NSHash.open(f"memory://{path}")
+        nsh.add(doc(0), doc_id="d0")
+
+        def no_truncate(fd: int, size: int) -> None:
+            raise OSError(errno.EIO, "Input/output error")
+
+        disk.mode = "short"
+        monkeypatch.setattr(os, "ftruncate", no_truncate)
+        with pytest.raises(StoreError):
+            nsh.add(doc(1), doc_id="d1")
+        monkeypatch.undo()  # the disk works again; the journal still refuses
+        with pytest.raises(StoreError, match="refuses writes until the store is reopened"):
+            nsh.add(doc(2), doc_id="d2")
+        with pytest.raises(StoreError):
+            nsh.store.ping()
+        image = crash_image(path, tmp_path / "crash")
+        assert not Path(str(image) + ".journal").read_bytes().endswith(b"\n")
+        with caplog.at_level(logging.WARNING, logger="nshash"):
+            again = MemoryStore(image)
+        assert "torn line" in caplog.text
+        assert again.document("d0") is not None and again.document("d1") is None
+        again.close()
+        nsh.store._journal.broken = None  # type: ignore[attr-defined]
+        nsh.close()
+
+    def test_readiness_follows_the_disk(self, tmp_path: Path, disk: FlakyDisk) -> None:
+        """ping() raises after a failed write while the disk still refuses, and passes once
+        it takes writes again (``/readyz`` answers from it)."""
+        with NSHash.open(f"memory://{tmp_path}/r.pkl") as nsh:
+            nsh.store.ping()
+            disk.mode = "enospc"
+            with pytest.raises(StoreError):
+                nsh.add(doc(0))
+            with pytest.raises(StoreError, match="cannot write"):
+                nsh.store.ping()
+            disk.mode = "ok"
+            nsh.store.ping()
+            nsh.add(doc(0))
+
+    def test_keyed_journal_short_write(self, tmp_path: Path, disk: FlakyDisk) -> None:
+        """The keyed method's memory journal also cuts a short record off and raises."""
+        pytest.importorskip("rbloom")
+        from nshash import KeyedDedup
+
+        path = tmp_path / "k.db"
+        kd = KeyedDedup.open(f"memory://{path}")
+        kd.add(doc(0), doc_id="d0")
+        journal = Path(str(path) + ".journal")
+        before = journal.read_bytes()
+        disk.mode = "short"
+        with pytest.raises(StoreError):
+            kd.add(doc(3), doc_id="d3")
+        assert journal.read_bytes() == before
+        disk.mode = "ok"
+        kd.close()
+
+
+class _FailingBatchDB:
+    """Wraps a plyvel DB; while ``failing``, every batch write fails like a full disk."""
+
+    def __init__(self, db: Any) -> None:
+        self.db = db
+        self.failing = True
+
+    def write_batch(self, **kwargs: Any) -> Any:
+        batch = self.db.write_batch(**kwargs)
+        if not self.failing:
+            return batch
+        import plyvel
+
+        class Batch:
+            def put(self, key: bytes, value: bytes) -> None:
+                batch.put(key, value)
+
+            def delete(self, key: bytes) -> None:
+                batch.delete(key)
+
+            def write(self) -> None:
+                raise plyvel.IOError(b"IO error: 000005.log: No space left on device")
+
+        return Batch()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.db, name)
+
+
+class TestLevelDBWriteFailure:
+    """After a write error a LevelDB store refuses writes until it has reopened and verified."""
+
+    def test_refuses_writes_until_reopened_and_verified(self, tmp_path: Path) -> None:
+        """The failed add raises; later adds are refused (not silently lost) until the store
+        has reopened its directory; then ids go on from the counter, none twice."""
+        pytest.importorskip("plyvel")
+        url = f"leveldb://{tmp_path}/db?fsync=always"
+        with NSHash.open(url) as nsh:
+            first = nsh.add(doc(0), doc_id="d0")
+            store: Any = nsh.store
+            store._db = _FailingBatchDB(store._db)
+            with pytest.raises(StoreError, match="No space left"):
+                nsh.add(doc(3), doc_id="d3")
+            store._db.failing = False  # space is back, but the log may hold half a record
+            with pytest.raises(StoreError, match="refuses writes until it is reopened"):
+                nsh.add(doc(3), doc_id="d3")
+            with pytest.raises(StoreError):
+                store.ping()
+            assert nsh.document("d0") is not None  # reads still work
+            time.sleep(1.1)
+            store.ping()  # reopened and verified
+            again = nsh.add(doc(3), doc_id="d3")
+            assert not again.replayed and again.similar_id == first.similar_id + 1
+        with NSHash.open(url) as nsh:
+            assert nsh.document("d3") is not None and nsh.stats().last_id == 2
+
+
+class TestKeyedLevelDBWriteFailure:
+    """The keyed method's LevelDB tables refuse writes after a failed one, until reopened."""
+
+    def test_refuses_writes_until_reopened(self, tmp_path: Path) -> None:
+        """A failed batch raises StoreError; later writes are refused; a reopen accepts them."""
+        plyvel = pytest.importorskip("plyvel")
+        pytest.importorskip("rbloom")
+        from nshash import KeyedDedup
+
+        url = f"leveldb://{tmp_path}/k.ldb"
+        kd = KeyedDedup.open(url)
+        kd.add(doc(0), doc_id="d0")
+        kv: Any = kd._backend._kv  # type: ignore[attr-defined]
+        real = kv._ns
+
+        class Failing:
+            def write_batch(self, **kwargs: Any) -> Any:
+                raise plyvel.IOError(b"IO error: 000003.log: No space left on device")
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(real, name)
+
+        kv._ns = Failing()
+        with pytest.raises(StoreError, match="No space left"):
+            kd.add(doc(3), doc_id="d3")
+        kv._ns = real
+        with pytest.raises(StoreError, match="refuses writes until it is reopened"):
+            kd.add(doc(3), doc_id="d3")
+        kd.close()
+        with KeyedDedup.open(url) as again:
+            assert not again.add(doc(3), doc_id="d3").replayed
+            assert again.document("d0") is not None
+
+
+# -- damaged files ---------------------------------------------------------------------------
+
+#: Journal lines that a store never writes; each must be StoreCorruptError, never a raw
+#: TypeError, KeyError or RecursionError, and never accepted.
+BAD_LINES = {
+    "nan-seq": b"[NaN,[]]",
+    "huge-seq": b"[1e999,[]]",
+    "float-seq": b"[7.5,[]]",
+    "negative-seq": b"[-3,[]]",
+    "not-a-pair": b'{"seq":1}',
+    "short": b"[9]",
+    "ops-not-list": b"[9,7]",
+    "negative-group": b'[9,[["n",-1,[]]]]',
+    "float-group": b'[9,[["n",2.5,[]]]]',
+    "bool-group": b'[9,[["n",true,[]]]]',
+    "unknown-group": b'[9,[["f",12,999]]]',
+    "sketch-of-nothing": b'[9,[["s",77,[1,2]]]]',
+    "merge-upwards": b'[9,[["g",2,1]]]',
+    "member-not-str": b'[9,[["m",1,5,true,[],null,[]]]]',
+    "huge-fingerprint": b'[9,[["c",[18446744073709551616]]]]',
+    "unknown-op": b'[9,[["zz",1]]]',
+    "deep": b"[9,[" + b"[" * 100_000 + b"]" * 100_000 + b"]]",
+    "not-utf8": b"[9,[\xff]]",
+}
+
+
+def journal_with(tmp_path: Path, bad: bytes, *, at: int) -> Path:
+    """A crash image of a store with three documents, *bad* inserted as journal line *at*."""
+    path = tmp_path / "src" / "j.pkl"
+    nsh = NSHash.open(f"memory://{path}")
+    for i in range(4):
+        nsh.add(doc(i), doc_id=f"d{i}")
+    image = crash_image(path, tmp_path / "img")
+    nsh.close()
+    journal = Path(str(image) + ".journal")
+    lines = journal.read_bytes().split(b"\n")[:-1]
+    lines.insert(at - 1, bad)
+    journal.write_bytes(b"\n".join(lines) + b"\n")
+    return image
+
+
+class TestDamagedJournal:
+    """Damage in a journal is an error naming the file and line; repair keeps what is before."""
+
+    @pytest.mark.parametrize("name", sorted(BAD_LINES))
+    def test_bad_line_is_store_corrupt_error(self, tmp_path: Path, name: str) -> None:
+        """Each crafted line gives StoreCorruptError naming the journal and its line."""
+        from nshash import StoreCorruptError
+
+        image = journal_with(tmp_path, BAD_LINES[name], at=3)
+        with pytest.raises(StoreCorruptError, match=r"j\.pkl\.journal' line 3") as info:
+            MemoryStore(image)
+        assert "nshash repair" in str(info.value)
+
+    def test_damaged_last_whole_line_is_not_a_torn_line(self, tmp_path: Path) -> None:
+        """A complete last line (it ends in a newline) that is damaged is damage, not a crash."""
+        from nshash import StoreCorruptError
+
+        image = journal_with(tmp_path, b'[99,[["zz"]]]', at=5)
+        with pytest.raises(StoreCorruptError, match="line 5"):
+            MemoryStore(image)
+
+    def test_torn_last_line_is_dropped_with_a_warning(self, tmp_path: Path, caplog: Any) -> None:
+        """A last line without its newline (a write cut short) is dropped and cut off."""
+        image = journal_with(tmp_path, b"", at=5)
+        journal = Path(str(image) + ".journal")
+        journal.write_bytes(journal.read_bytes()[:-1] + b'[5,[["f",1')
+        with caplog.at_level(logging.WARNING, logger="nshash"):
+            store = MemoryStore(image)
+        assert "torn line" in caplog.text
+        assert store.stats().documents == 4
+        store.close()
+
+    def test_repair_keeps_every_line_before_the_damage(self, tmp_path: Path) -> None:
+        """repair=True keeps lines 1-2, drops line 3 and after, sets the damaged journal aside,
+        and the store then opens normally with ids going on from what it kept."""
+        image = journal_with(tmp_path, b"[NaN,[]]", at=3)
+        store = MemoryStore(image, repair=True)
+        assert store.repaired is not None and "line 3" in store.repaired
+        assert "2 line(s) after" in store.repaired
+        assert [store.document(f"d{i}") is not None for i in range(4)] == [
+            True,
+            True,
+            False,
+            False,
+        ]
+        store.close()
+        assert Path(str(image) + ".journal.damaged").exists()
+        with NSHash.open(f"memory://{image}") as nsh:
+            assert nsh.stats().documents == 2
+            assert nsh.add(doc(3), doc_id="d3").similar_id == nsh.stats().last_id
+
+    def test_repair_command(self, tmp_path: Path, capsys: Any) -> None:
+        """``nshash repair --store URL`` repairs, says what it dropped and exits 0; a store
+        that needs nothing says so."""
+        from nshash.cli import main
+
+        image = journal_with(tmp_path, b"[1e999,[]]", at=4)
+        url = f"memory://{image}"
+        assert main(["stats", "--store", url]) == 1
+        assert "line 4" in capsys.readouterr().err
+        assert main(["repair", "--store", url]) == 0
+        out = capsys.readouterr().out
+        assert "line 4" in out and "3 documents" in out
+        assert main(["repair", "--store", url]) == 0
+        assert "nothing to repair" in capsys.readouterr().out
+        assert main(["stats", "--store", url]) == 0
+
+
+def tampered_snapshot(tmp_path: Path, change: Any) -> Path:
+    """A real snapshot of two documents, passed through *change* (which edits the dict)."""
+    import pickle
+
+    path = tmp_path / "snap.pkl"
+    with NSHash.open(f"memory://{path}") as nsh:
+        nsh.add(doc(0), doc_id="d0")
+        nsh.add(doc(3), doc_id="d3")
+    data = pickle.loads(path.read_bytes())
+    change(data)
+    path.write_bytes(pickle.dumps(data))
+    return path
+
+
+def _set(key: str, value: Any) -> Any:
+    return lambda data: data.__setitem__(key, value)
+
+
+def _first(table: str, value: Any) -> Any:
+    def change(data: dict[str, Any]) -> None:
+        key = next(iter(data[table]))
+        data[table][key] = value
+
+    return change
+
+
+BAD_SNAPSHOTS = {
+    "nan-counter": _set("counter", float("nan")),
+    "inf-counter": _set("counter", float("inf")),
+    "negative-counter": _set("counter", -4),
+    "float-seq": _set("seq", 1.5),
+    "negative-group": _first("fp", -5),
+    "float-group": _first("fp", 2.5),
+    "group-past-counter": _first("fp", 10**6),
+    "parent-cycle": _set("parent", {1: 2, 2: 1}),
+    "missing-table": lambda data: data.pop("docs"),
+    "doc-record-short": _first("docs", (1, False)),
+    "sketch-not-set": _first("sketch", [1, 2]),
+    "member-without-record": _first("members", ["nobody"]),
+    "table-not-dict": _set("fp", [1, 2]),
+    "deep": _set("common", [[[[[[[[[[1]]]]]]]]]]),
+}
+
+
+class TestDamagedSnapshot:
+    """A snapshot is checked table by table on open: shapes, ids, counts."""
+
+    @pytest.mark.parametrize("name", sorted(BAD_SNAPSHOTS))
+    def test_bad_snapshot_is_store_corrupt_error(self, tmp_path: Path, name: str) -> None:
+        """Each crafted snapshot gives StoreCorruptError naming the file, nothing else."""
+        from nshash import StoreCorruptError
+
+        path = tampered_snapshot(tmp_path, BAD_SNAPSHOTS[name])
+        with pytest.raises(StoreCorruptError, match="snap.pkl"):
+            MemoryStore(path)
+
+    def test_deeply_nested_pickle(self, tmp_path: Path) -> None:
+        """A pickle nested past the recursion limit is StoreCorruptError, not RecursionError."""
+        from nshash import StoreCorruptError
+
+        path = tmp_path / "deep.pkl"
+        path.write_bytes(b"\x80\x04" + b"]" * 200_000 + b".")
+        with pytest.raises(StoreCorruptError):
+            MemoryStore(path)
+
+
+class TestLevelDBReads:
+    """LevelDB values are checked when read."""
+
+    def test_bad_document_record(self, tmp_path: Path) -> None:
+        """A record with a negative or float id, or NaN, is StoreCorruptError."""
+        pytest.importorskip("plyvel")
+        from nshash import StoreCorruptError
+
+        with NSHash.open(f"leveldb://{tmp_path}/db") as nsh:
+            nsh.add(doc(0), doc_id="d0")
+            db: Any = nsh.store._db  # type: ignore[attr-defined]
+            for bad in (b"[-1,false,[],null,[]]", b"[1.5,false,[],null,[]]", b"[NaN,0,[],0,[]]"):
+                db.put(b"dd0", bad)
+                with pytest.raises(StoreCorruptError, match="d0"):
+                    nsh.document("d0")
+
+    def test_counter_behind_a_group_is_refused_then_repaired(self, tmp_path: Path) -> None:
+        """An id counter behind the groups would hand ids out twice: refused on open, and
+        repair counts the tables again."""
+        plyvel = pytest.importorskip("plyvel")
+        from nshash import StoreCorruptError, open_store
+
+        path = tmp_path / "db"
+        with NSHash.open(f"leveldb://{path}") as nsh:
+            for i in (0, 3, 6):
+                nsh.add(doc(i))
+        db = plyvel.DB(str(path))
+        db.put(b"\x00counter", (1).to_bytes(8, "big"))
+        db.close()
+        with pytest.raises(StoreCorruptError, match="id counter"):
+            open_store(f"leveldb://{path}")
+        with open_store(f"leveldb://{path}", repair=True) as store:
+            assert store.stats().last_id == 3
+            assert "counter 1 -> 3" in (store.repaired or "")  # type: ignore[attr-defined]
+        with NSHash.open(f"leveldb://{path}") as nsh:
+            assert nsh.add(doc(9)).similar_id == 4
