@@ -9,18 +9,22 @@ mostly in it. Needs ``pip install 'nshash[parquet]'`` (pyarrow).
   the text column (``content``, else ``text``, or ``--text-field``), its id from the id column
   (a string or an integer column) and its title from the title column when they exist.
 * Writing keeps every input column, its type and its values, and the file's schema metadata,
-  and adds ``similar_id`` (int64, null where ``query`` finds no group) and ``duplicate``
-  (bool) after them; a column of that name already there is replaced in place. Rows are
+  and adds ``similar_id`` (int64, null where ``query`` finds no group), ``duplicate`` (bool)
+  and ``error`` (string, null but for rows that could not be used) after them, as CSV does
+  (``query --explain``: ``explanation``, a JSON object as text, instead of ``duplicate``); a
+  column of that name already there is replaced in place. Rows are
   written in input order, in row groups of up to :data:`WRITE_GROUP_ROWS` rows or
   :data:`WRITE_GROUP_BYTES` bytes, so the output does not depend on ``--jobs``. The
   compression is the input's.
 
-A row whose text is null is a bad record (reported, and left out of the output like a bad
-JSONL line). A text column that is not a string column is a configuration error.
+A row whose text is null is a bad record: reported, and written with null answers and the
+reason in ``error`` (or left out with ``--on-error skip``), like a bad JSONL line. A text
+column that is not a string column is a configuration error.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,8 +59,13 @@ READ_BATCH_ROWS = 2048
 WRITE_GROUP_ROWS = 65_536
 WRITE_GROUP_BYTES = 32 << 20
 
-#: The types of the columns the commands add.
-ADDED_TYPES = {"similar_id": pa.int64(), "duplicate": pa.bool_()}
+#: The types of the columns the commands add (``explanation``, a JSON object, as its text).
+ADDED_TYPES = {
+    "similar_id": pa.int64(),
+    "duplicate": pa.bool_(),
+    "explanation": pa.string(),
+    "error": pa.string(),
+}
 
 #: Codec names in the file's metadata -> what :class:`pyarrow.parquet.ParquetWriter` takes.
 _CODECS = {"UNCOMPRESSED": "none", "LZ4_RAW": "lz4"}
@@ -274,7 +283,7 @@ class ParquetWriter:
     Args:
         out: a binary stream (not a terminal).
         source: the input, whose schema and compression the output keeps.
-        added: the column names added, in order (see :data:`ADDED_TYPES`).
+        added: the column names added, in order (see :data:`ADDED_TYPES`); ``error`` follows.
 
     Raises:
         ConfigError: *out* is a terminal.
@@ -285,7 +294,7 @@ class ParquetWriter:
         if isatty is not None and isatty():
             raise ConfigError("Parquet output is binary, not for a terminal: give -o FILE.parquet")
         schema = source.schema
-        self.added = tuple(added)
+        self.added = (*added, "error")
         fields: list[Any] = list(schema)
         #: For each output column: the input column it copies, or the added column it is.
         self._plan: list[tuple[bool, int]] = []
@@ -310,6 +319,13 @@ class ParquetWriter:
 
     def write(self, item: Item, prepared: Prepared | None, values: Sequence[object]) -> None:
         """Take one row: the input row of *item* plus *values* for the added columns."""
+        self._take(item, (*values, None))
+
+    def write_bad(self, item: Item, message: str, values: Sequence[object]) -> None:
+        """Take a row that could not be used: *values* (nulls) and *message* in ``error``."""
+        self._take(item, (*values, message))
+
+    def _take(self, item: Item, values: Sequence[object]) -> None:
         assert isinstance(item, ParquetItem) and item.chunk is not None
         if item.chunk is not self._chunk:
             self._emit()
@@ -332,7 +348,12 @@ class ParquetWriter:
         for is_added, index in self._plan:
             if is_added:
                 name = self.added[index]
-                arrays.append(pa.array(self._values[index], ADDED_TYPES[name]))
+                values = self._values[index]
+                if name == "explanation":
+                    values = [
+                        None if v is None else json.dumps(v, ensure_ascii=False) for v in values
+                    ]
+                arrays.append(pa.array(values, ADDED_TYPES[name]))
             else:
                 arrays.append(batch.column(index))
         out = pa.RecordBatch.from_arrays(arrays, schema=self.schema)

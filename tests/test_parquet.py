@@ -90,7 +90,8 @@ class TestRoundTrip:
         assert code == 0, err
         assert out == ""
         result = pq.read_table(target)
-        assert result.column_names == [*table.column_names, "similar_id", "duplicate"]
+        assert result.column_names == [*table.column_names, "similar_id", "duplicate", "error"]
+        assert result.column("error").null_count == table.num_rows
         assert result.select(table.column_names).equals(table)
         assert result.schema.metadata == table.schema.metadata
         assert result.schema.field("similar_id").type == pa.int64()
@@ -151,7 +152,7 @@ class TestRoundTrip:
         pq.write_table(pa.Table.from_pylist(rows), source)
         assert run("query", source, "--store", store, "-o", target, "-q")[0] == 0
         result = pq.read_table(target)
-        assert result.column_names == ["text", "similar_id"]
+        assert result.column_names == ["text", "similar_id", "error"]
         assert result.column("similar_id").to_pylist() == [1, None]
 
     def test_empty_file(self, run: Run, tmp_path: Path) -> None:
@@ -161,7 +162,7 @@ class TestRoundTrip:
         assert run("dedup", source, "-o", target, "-q")[0] == 0
         result = pq.read_table(target)
         assert result.num_rows == 0
-        assert result.column_names == ["content", "similar_id", "duplicate"]
+        assert result.column_names == ["content", "similar_id", "duplicate", "error"]
 
 
 class TestStreamingAndJobs:
@@ -186,19 +187,31 @@ class TestStreamingAndJobs:
             target = tmp_path / f"out-{jobs}.parquet"
             code, _, err = run("dedup", source, "--jobs", jobs, "-o", target)
             assert code == 0
-            reports = [line for line in err.splitlines() if line.startswith("skipped")]
+            reports = [line for line in err.splitlines() if line.startswith("bad record")]
             outputs.append((target.read_bytes(), reports))
         assert outputs[0] == outputs[1]
         bad = [n for n in range(len(rows)) if n % 97 == 0]
         assert len(outputs[0][1]) == len(bad)
         assert f"row {bad[1] + 1}: the 'content' column is null" in outputs[0][1][1]
         result = pq.read_table(tmp_path / "out-1.parquet")
-        assert result.num_rows == len(rows) - len(bad)
+        assert result.select(["id", "content", "copy"]).to_pylist() == rows  # row N is row N
+        errors = result.column("error").to_pylist()
+        assert [n for n, e in enumerate(errors) if e is not None] == bad
+        assert all(result.column("similar_id")[n].as_py() is None for n in bad)
         meta = pq.ParquetFile(tmp_path / "out-1.parquet").metadata
         sizes = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
-        assert sizes == [296, 297, 297]  # three read batches of 100 each, less the bad rows
-        kept = [r for n, r in enumerate(rows) if n not in set(bad)]
-        assert result.select(["id", "content", "copy"]).to_pylist() == kept
+        assert sizes == [300, 300, 300]  # three read batches of 100 rows each
+
+    def test_skip_leaves_bad_rows_out(self, run: Run, tmp_path: Path) -> None:
+        """With --on-error skip a row without text is reported and left out."""
+        rows = [{"text": a["content"]} for a in articles()[:3]]
+        rows.insert(1, {"text": None})
+        source, target = tmp_path / "in.parquet", tmp_path / "out.parquet"
+        pq.write_table(pa.Table.from_pylist(rows), source)
+        code, _, err = run("dedup", source, "-o", target, "--on-error", "skip")
+        assert code == 0 and "row 2: the 'text' column is null" in err
+        result = pq.read_table(target)
+        assert result.column("text").to_pylist() == [r["text"] for r in rows if r["text"]]
 
 
 class TestPartFiles:
