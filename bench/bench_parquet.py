@@ -6,7 +6,8 @@ a unique ``url``, a ``site``, a ``published`` timestamp, a ``score`` and a list 
 in row groups of 65,536 rows. Then it runs the command line on each (``python -m nshash dedup
 FILE -o OUT.parquet``, a subprocess) and reports wall time, docs/s and the peak resident
 memory of that process (``ru_maxrss``, through a small launcher), and checks the output:
-every row, every input column plus ``similar_id`` and ``duplicate``, one group per story.
+every row, every input column plus ``similar_id``, ``duplicate`` and ``error`` (all null), one
+group per story.
 
 The file has no ``id`` column, so no document is stored by name: the store keeps one entry
 per story and what grows with the file, if anything, is the reading and writing. The baseline,
@@ -120,7 +121,10 @@ def check_output(source: Path, out: Path, stories: int) -> None:
     """Every row and column is there, and there is one group per story."""
     src, dst = pq.ParquetFile(source), pq.ParquetFile(out)
     assert dst.metadata.num_rows == src.metadata.num_rows, "rows lost"
-    assert dst.schema_arrow.names == [*src.schema_arrow.names, "similar_id", "duplicate"]
+    added = ["similar_id", "duplicate", "error"]
+    assert dst.schema_arrow.names == [*src.schema_arrow.names, *added]
+    errors = pq.read_table(out, columns=["error"]).column(0)
+    assert errors.null_count == len(errors), "rows with an error"
     ids = pq.read_table(out, columns=["similar_id"]).column(0)
     groups = len(pa.compute.unique(ids))
     assert groups == stories, f"{groups} groups for {stories} stories"

@@ -62,6 +62,7 @@ __all__ = [
     "explain",
     "finish_explanation",
     "judged",
+    "kinship",
     "lookup",
     "resolve",
 ]
@@ -88,6 +89,9 @@ class MatchPolicy:
         sketch_cap: a group's sketch keeps at most this many values (the smallest).
         merge_theta: a document that matches several groups joins the best one, and merges
             the others into it only where it matches them this strongly.
+        merge_guard: ... and only where the two groups themselves share this much of the
+            smaller one's sketch: a digest page quoting two whole stories matches both
+            strongly, but the stories share nothing, so they stay apart.
         votes: how many distinct groups must have been kept apart on a hash before it is
             common (boilerplate).
     """
@@ -97,12 +101,14 @@ class MatchPolicy:
     min_overlap: int = 3
     sketch_cap: int = 256
     merge_theta: float = 0.6
+    merge_guard: float = 0.25
     votes: int = 4
 
     def __post_init__(self) -> None:
         _count("n", self.n)
         _ratio("theta", self.theta)
         _ratio("merge_theta", self.merge_theta)
+        _ratio("merge_guard", self.merge_guard)
         _count("min_overlap", self.min_overlap)
         _count("sketch_cap", self.sketch_cap)
         _count("votes", self.votes, 2)
@@ -228,17 +234,36 @@ def judged(
     return Candidate(gid, hits, shared, mine, theirs, score)
 
 
-def _choose(scores: dict[int, float], policy: MatchPolicy) -> list[int]:
+def kinship(tables: Tables, a: int, b: int) -> float:
+    """How much of the smaller of two groups' sketches the other holds (common values and
+    values past either limit left out)."""
+    values_a, limit_a = tables.group_sketch(a)
+    values_b, limit_b = tables.group_sketch(b)
+    limit = min(limit_a, limit_b)
+    mine = tables.live_set(v for v in values_a if v < limit)
+    theirs = tables.live_set(v for v in values_b if v < limit)
+    smaller = min(len(mine), len(theirs))
+    return len(mine & theirs) / smaller if smaller else 0.0
+
+
+def _choose(tables: Tables, scores: dict[int, float], policy: MatchPolicy) -> list[int]:
     """The accepted groups to join: the best match, plus any other that matches strongly.
 
     A document that half-matches two stories (one sentence from each) must not glue them
-    together; it joins the better one. Groups merge only on strong evidence for each.
+    together; it joins the better one. Groups merge only on strong evidence for each, and
+    only when the groups are alike themselves (``merge_guard``): a digest of two stories
+    matches both, yet the stories stay apart.
     """
     accepted = {g: s for g, s in scores.items() if s >= policy.theta}
     if len(accepted) <= 1:
         return list(accepted)
     best = max(accepted, key=lambda g: (accepted[g], -g))
-    return sorted({best} | {g for g, s in accepted.items() if s >= policy.merge_theta})
+    merge = {
+        g
+        for g, s in accepted.items()
+        if g != best and s >= policy.merge_theta and kinship(tables, best, g) >= policy.merge_guard
+    }
+    return sorted({best} | merge)
 
 
 def _judge(
@@ -253,7 +278,7 @@ def _judge(
         candidate, common = _verify(tables, doc, live, gid, hits, policy)
         candidates.append(candidate)
         shared.append(common)
-    return candidates, shared, _choose({c.similar_id: c.score for c in candidates}, policy)
+    return candidates, shared, _choose(tables, {c.similar_id: c.score for c in candidates}, policy)
 
 
 def _vote(tables: Tables, hs: Iterable[int], groups: tuple[int, int], policy: MatchPolicy) -> None:
@@ -272,14 +297,15 @@ def _vote(tables: Tables, hs: Iterable[int], groups: tuple[int, int], policy: Ma
 
 
 def finish_explanation(
-    similar_id: int | None,
+    chosen: list[int],
     anchors: tuple[int, ...],
     boilerplate: tuple[int, ...],
     candidates: list[Candidate],
     policy: MatchPolicy,
 ) -> Explanation:
-    """An explanation of a query's candidates: verdicts given, best first."""
-    chosen = _choose({c.similar_id: c.score for c in candidates}, policy)
+    """An explanation of a query's candidates, given the groups it would join (the one to
+    join first): verdicts given, best first."""
+    similar_id = chosen[0] if chosen else None
     for c in candidates:
         if c.similar_id in chosen:
             c.verdict = "joined" if c.similar_id == chosen[0] else "merged"
@@ -301,9 +327,7 @@ def explain(tables: Tables, doc: DocPrint, policy: MatchPolicy) -> Explanation:
     live = set(tables.not_common(doc.sentences))
     boilerplate = tuple(h for h in doc.sentences if h not in live)
     candidates, _, chosen = _judge(tables, doc, anchors, policy)
-    return finish_explanation(
-        min(chosen) if chosen else None, anchors, boilerplate, candidates, policy
-    )
+    return finish_explanation(chosen, anchors, boilerplate, candidates, policy)
 
 
 def lookup(tables: Tables, doc: DocPrint, policy: MatchPolicy) -> int | None:

@@ -27,7 +27,7 @@ _HASHDBS = {"memory": ("memory", ".hashdb.pkl"), "leveldb": ("leveldb", ".hashdb
 #: Options of :class:`~nshash.Fingerprinter` and :class:`~nshash.MatchPolicy` that NSHash
 #: passes through (besides ``n``, ``min_length``, ``hashfunc`` and ``delimiters``).
 _TEXT_OPTIONS = ("max_sentences", "shingle", "sketch_rate", "sketch_size", "html")
-_POLICY_OPTIONS = ("theta", "min_overlap", "sketch_cap", "merge_theta", "votes")
+_POLICY_OPTIONS = ("theta", "min_overlap", "sketch_cap", "merge_theta", "merge_guard", "votes")
 
 
 _check_doc_id = check_doc_id
@@ -56,8 +56,8 @@ class NSHash:
         store: an open :class:`~nshash.Store` to use instead of ``name``/``hashdb``.
         **options: more tuning: ``delimiters``, ``max_sentences``, ``shingle``,
             ``sketch_rate``, ``sketch_size``, ``html`` (see :class:`~nshash.Fingerprinter`);
-            ``theta``, ``min_overlap``, ``sketch_cap``, ``merge_theta``, ``votes`` (see
-            :class:`~nshash.MatchPolicy`).
+            ``theta``, ``min_overlap``, ``sketch_cap``, ``merge_theta``, ``merge_guard``,
+            ``votes`` (see :class:`~nshash.MatchPolicy`).
 
     Raises:
         ConfigError: an unknown ``hashdb``, ``hashfunc`` or option.

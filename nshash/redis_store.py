@@ -330,9 +330,31 @@ local function vote(hs, g1, g2, need)
   end
 end
 
--- _choose: the best accepted group, plus any other accepted one scoring merge_theta or more;
--- sorted, so the first is the canonical id.
-local function choose(order, scores, theta, merge_theta)
+-- kinship: how much of the smaller of two groups' live sketches (below both limits) the
+-- other holds.
+local function kinship(a, b)
+  local limit = math.min(limit_of(a), limit_of(b))
+  local sa = below(BASE .. 's:' .. gs(a), limit)
+  local sb = below(BASE .. 's:' .. gs(b), limit)
+  local fa, fb = smis(K_COMMON, sa), smis(K_COMMON, sb)
+  local mine, na, nb, both = {}, 0, 0, 0
+  for i, v in ipairs(sa) do
+    if fa[i] == 0 then mine[v] = true; na = na + 1 end
+  end
+  for i, v in ipairs(sb) do
+    if fb[i] == 0 then
+      nb = nb + 1
+      if mine[v] then both = both + 1 end
+    end
+  end
+  local smaller = math.min(na, nb)
+  if smaller == 0 then return 0 end
+  return both / smaller
+end
+
+-- _choose: the best accepted group, plus any other accepted one scoring merge_theta or more
+-- whose kinship with the best reaches merge_guard; sorted, so the first is the canonical id.
+local function choose(order, scores, theta, merge_theta, merge_guard)
   local accepted = {}
   for _, g in ipairs(order) do
     if scores[g] >= theta then accepted[#accepted + 1] = g end
@@ -344,16 +366,18 @@ local function choose(order, scores, theta, merge_theta)
   end
   local chosen = {}
   for _, g in ipairs(accepted) do
-    if g == best or scores[g] >= merge_theta then chosen[#chosen + 1] = g end
+    if g == best or (scores[g] >= merge_theta and kinship(best, g) >= merge_guard) then
+      chosen[#chosen + 1] = g
+    end
   end
   table.sort(chosen)
   return chosen
 end
 
--- ARGV[i] is "theta:merge_theta".
+-- ARGV[i] is "theta:merge_theta:merge_guard".
 local function thresholds(i)
-  local theta, merge_theta = string.match(ARGV[i], '^([^:]+):(.+)$')
-  return tonumber(theta), tonumber(merge_theta)
+  local theta, merge_theta, guard = string.match(ARGV[i], '^([^:]+):([^:]+):(.+)$')
+  return tonumber(theta), tonumber(merge_theta), tonumber(guard)
 end
 
 local function parse_record(rec)
@@ -372,7 +396,7 @@ local function title_of(rec)
 end
 """
 
-# ARGV: base, n, theta:merge_theta, min_overlap, sketch_cap, votes, exact, hashes,
+# ARGV: base, n, theta:merge_theta:merge_guard, min_overlap, sketch_cap, votes, exact, hashes,
 # anchor count, sketch limit, doc ('-' | '+id'), title ('-' | '+title'). Returns one string,
 # cheap to parse: "root duplicate sequence anchor,positions merged,ids", or "R root record"
 # when the doc id was seen before.
@@ -381,7 +405,7 @@ _LUA_ASSIGN = (
     + _LUA_COMMON
     + r"""
 local n = tonumber(ARGV[2])
-local theta, merge_theta = thresholds(3)
+local theta, merge_theta, merge_guard = thresholds(3)
 local min_overlap, cap = tonumber(ARGV[4]), tonumber(ARGV[5])
 local need = tonumber(ARGV[6])
 local exact = ARGV[7]
@@ -417,7 +441,7 @@ else
     scores[g] = score
     shared_of[g] = shared
   end
-  local accepted = choose(order, scores, theta, merge_theta)
+  local accepted = choose(order, scores, theta, merge_theta, merge_guard)
   if #accepted > 0 then
     root = accepted[1]
     local rsk, rmem, rz = BASE .. 's:' .. gs(root), BASE .. 'm:' .. gs(root), zm(root)
@@ -524,10 +548,10 @@ local function group_reply(g)
 end
 
 if op == 'lookup' then
-  -- ARGV: base, op, n, theta:merge_theta, min_overlap, exact, hashes, anchor count, limit,
+  -- ARGV: base, op, n, theta:merge_theta:merge_guard, min_overlap, exact, hashes, count, limit,
   -- and "1" to explain: then the reply lists every candidate.
   local n, min_overlap = tonumber(ARGV[3]), tonumber(ARGV[5])
-  local theta, merge_theta = thresholds(4)
+  local theta, merge_theta, merge_guard = thresholds(4)
   local explain = ARGV[10] == '1'
   local ex = redis.call('HGET', K_EXACT, ARGV[6])
   if ex then
@@ -552,9 +576,11 @@ if op == 'lookup' then
     out[#out + 1] = table.concat({gs(g), table.concat(hits[g], ','), tostring(#shared),
       tostring(mine), tostring(gsize)}, ' ')
   end
-  local chosen = choose(order, scores, theta, merge_theta)
+  local chosen = choose(order, scores, theta, merge_theta, merge_guard)
   if explain then
-    out[2] = chosen[1] or 0
+    local ids = {}
+    for i, g in ipairs(chosen) do ids[i] = gs(g) end
+    out[2] = table.concat(ids, ',')
     return out
   end
   return chosen[1] or 0
@@ -892,7 +918,7 @@ class RedisStore(Store):
             raise ConfigError(f"policy must be a MatchPolicy, not {policy!r}")
         args = [
             str(policy.n).encode(),
-            f"{float(policy.theta)!r}:{float(policy.merge_theta)!r}".encode(),
+            f"{float(policy.theta)!r}:{float(policy.merge_theta)!r}:{float(policy.merge_guard)!r}".encode(),
             str(policy.min_overlap).encode(),
             str(policy.sketch_cap).encode(),
             str(policy.votes).encode(),
@@ -1099,7 +1125,8 @@ class RedisStore(Store):
         reply = self._read(b"lookup", *args[:3], *self._doc_args(doc), b"1")
         if reply[0] == b"exact":
             return Explanation(int(reply[1]), "exact", theta=policy.theta)
-        chosen, anchors, boilerplate, rows = int(reply[1]), reply[2], reply[3], reply[4:]
+        chosen = [int(g) for g in reply[1].split(b",") if g]
+        anchors, boilerplate, rows = reply[2], reply[3], reply[4:]
         candidates = []
         for row in rows:
             gid, hits, shared, mine, theirs = row.split(b" ")
@@ -1114,7 +1141,7 @@ class RedisStore(Store):
                 )
             )
         return finish_explanation(
-            chosen or None,
+            chosen,
             tuple(_unsigned(h) for h in anchors.split(b",") if h),
             tuple(_unsigned(h) for h in boilerplate.split(b",") if h),
             candidates,

@@ -10,6 +10,7 @@ import asyncio
 import functools
 import logging
 import multiprocessing
+import os
 import secrets
 import threading
 import time
@@ -166,6 +167,7 @@ class Service:
                 self._compare_pool = ProcessPoolExecutor(
                     max_workers=self.settings.compare_workers,
                     mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_background_priority,
                 )
             return self._compare_pool
 
@@ -219,6 +221,15 @@ class Service:
         if len(text) <= INLINE_MAX_CHARS:
             return self.call
         return run_in_threadpool
+
+
+def _background_priority() -> None:
+    """Lower the priority of a comparison process: on a busy machine the processes that
+    answer requests get the CPU first, so short routes stay fast while compares run."""
+    try:
+        os.nice(10)
+    except OSError:  # pragma: no cover - not permitted here: run at normal priority
+        pass
 
 
 # ``async def`` on purpose: a plain ``def`` dependency is run in the thread pool, a hand-off

@@ -127,9 +127,13 @@ def start_cluster(directory: Path, nodes: int = 3, timeout: float = 20.0) -> lis
         RedisServer(
             Path(directory) / f"node{i}",
             extra_args=[
-                "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
                 # An explicit bus port: the default (port + 10000) may not exist or be free.
-                "--cluster-port", str(free_port()),
+                "--cluster-port",
+                str(free_port()),
             ],  # fmt: skip
         )
         for i in range(nodes)

@@ -571,6 +571,7 @@ def tampered_snapshot(tmp_path: Path, change: Any) -> Path:
     with NSHash.open(f"memory://{path}") as nsh:
         nsh.add(doc(0), doc_id="d0")
         nsh.add(doc(3), doc_id="d3")
+        nsh.store.save()  # type: ignore[attr-defined]  # close() leaves a small journal
     data = pickle.loads(path.read_bytes())
     change(data)
     path.write_bytes(pickle.dumps(data))

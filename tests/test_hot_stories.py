@@ -139,10 +139,11 @@ class TestCraftedDocuments:
 
 class TestFragmentsHeal:
     def test_a_copy_matching_two_fragments_merges_them(self, store_url: str) -> None:
-        """Two halves of a story start two groups; the whole text merges them, old ids resolve."""
+        """Two overlapping parts of a story start two groups (each holds too little of the
+        other); the whole text merges them, and the old ids resolve to the survivor."""
         rng = random.Random(3)
-        story = _story(rng, 6)
-        first, second = _text(story[:3]), _text(story[3:])
+        story = _story(rng, 8)
+        first, second = _text(story[:4]), _text(story[2:7])
         with NSHash.open(store_url) as nsh:
             a = nsh.add(first).similar_id
             b = nsh.add(second).similar_id
@@ -150,6 +151,17 @@ class TestFragmentsHeal:
             whole = nsh.add(_text(story))
             assert whole.similar_id == min(a, b) and whole.merged_from == (max(a, b),)
             assert nsh.resolve(b) == nsh.resolve(a) == a
+
+    def test_a_digest_of_two_stories_merges_nothing(self, store_url: str) -> None:
+        """A page quoting two whole stories matches both, yet the stories stay apart."""
+        rng = random.Random(12)
+        one, two = _story(rng, 3), _story(rng, 3)
+        with NSHash.open(store_url) as nsh:
+            a = nsh.add(_text(one)).similar_id
+            b = nsh.add(_text(two)).similar_id
+            digest = nsh.add(_text(one) + "\n\n" + _text(two))
+            assert digest.similar_id in (a, b) and digest.merged_from == ()
+            assert nsh.resolve(a) == a and nsh.resolve(b) == b
 
 
 class TestExplain:

@@ -72,12 +72,17 @@ def synthetic_corpus(seed: int = 7) -> list[tuple[str, str]]:
             edited[i] = edited[i][:j] + "变" + edited[i][j + 1 :]
             publish(f"s{s}-{r + 1}", edited)
     rng.shuffle(docs)
-    # Two stories that reach the store apart, then a document quoting both in full: a bridge
-    # (one quoting half of each joins the better match and merges nothing).
+    # Two overlapping fragments of one story reach the store apart (each holds too little of
+    # the other), then the whole text bridges and merges them; a digest quoting two unrelated
+    # stories in full merges nothing, and one quoting half of each joins the better match.
+    story = [_sentence(rng) for _ in range(8)]
+    docs.append(("bridge-left", "。".join(story[:5]) + "。"))
+    docs.append(("bridge-right", "。".join(story[3:]) + "。"))
+    docs.append(("bridge", "。".join(story) + "。"))
     left, right = [_sentence(rng) for _ in range(4)], [_sentence(rng) for _ in range(4)]
-    docs.append(("bridge-left", "。".join(left) + "。"))
-    docs.append(("bridge-right", "。".join(right) + "。"))
-    docs.append(("bridge", "。".join(left + right) + "。"))
+    docs.append(("digest-left", "。".join(left) + "。"))
+    docs.append(("digest-right", "。".join(right) + "。"))
+    docs.append(("digest", "。".join(left + right) + "。"))
     docs.append(("bridge-more", "。".join(left[2:] + right[2:]) + "。"))
     # Exact repeats (no doc id and with one), a short text, and a re-sent doc id.
     docs.append(("", docs[0][1]))
@@ -246,15 +251,53 @@ def _make_certs(directory: Path) -> dict[str, Path]:
     def run(*args: str) -> None:
         subprocess.run(["openssl", *args], check=True, capture_output=True)
 
-    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=nshash-ca",
-        "-keyout", str(paths["ca-key"]), "-out", str(paths["ca"]))
+    run(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=nshash-ca",
+        "-keyout",
+        str(paths["ca-key"]),
+        "-out",
+        str(paths["ca"]),
+    )
     csr = directory / "server.csr"
-    run("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
-        "-keyout", str(paths["key"]), "-out", str(csr))
+    run(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        str(paths["key"]),
+        "-out",
+        str(csr),
+    )
     ext = directory / "ext.cnf"
     ext.write_text("subjectAltName=IP:127.0.0.1\n")
-    run("x509", "-req", "-in", str(csr), "-CA", str(paths["ca"]), "-CAkey", str(paths["ca-key"]),
-        "-CAcreateserial", "-days", "1", "-extfile", str(ext), "-out", str(paths["cert"]))
+    run(
+        "x509",
+        "-req",
+        "-in",
+        str(csr),
+        "-CA",
+        str(paths["ca"]),
+        "-CAkey",
+        str(paths["ca-key"]),
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        str(ext),
+        "-out",
+        str(paths["cert"]),
+    )
     return paths  # fmt: skip
 
 
@@ -330,12 +373,13 @@ class TestKeyLayout:
         assert keys and all(k.startswith(f"{{{prefix}}}:") for k in keys)
         types = {k: client.type(k).decode() for k in keys}
         expected = {
-            "fp": "hash", "exact": "hash", "common": "set", "parent": "hash", "sizes": "zset",
+            "fp": "hash", "exact": "hash", "common": "set", "sizes": "zset",
             "docs": "hash", "counter": "string", "documents": "string", "votes": "hash",
         }  # fmt: skip
         for name, kind in expected.items():
             assert types.pop(f"{{{prefix}}}:{name}") == kind, name
-        # Only groups whose sketch was cut have a limit; this corpus may have none.
+        # Only merged groups have a parent and only cut sketches a limit: maybe none here.
+        assert types.pop(f"{{{prefix}}}:parent", "hash") == "hash"
         assert types.pop(f"{{{prefix}}}:limits", "hash") == "hash"
         assert types and all(
             (k.split(":", 1)[1][:2], t) in {("s:", "set"), ("m:", "list")} for k, t in types.items()

@@ -125,9 +125,7 @@ class TestAddDocument:
         assert again == {**first, "replayed": True}
         group = client.get(f"/v1/groups/{first['similar_id']}").json()
         assert group["size"] == 1
-        assert client.post("/v1/query", json={"text": BATTERY_TEXT}).json() == {
-            "similar_id": None
-        }
+        assert client.post("/v1/query", json={"text": BATTERY_TEXT}).json() == {"similar_id": None}
 
     def test_merge_reports_merged_ids(self, client: TestClient) -> None:
         """A document bridging two groups merges them and says which id went away."""
@@ -556,9 +554,12 @@ class TestAuth:
     def test_right_key(self, secured: TestClient) -> None:
         """The right key opens every /v1 route."""
         headers = {"Authorization": "Bearer s3cret"}
-        assert secured.post("/v1/documents", json={"text": FLOOD_TEXT}, headers=headers).json()[
-            "similar_id"
-        ] == 1
+        assert (
+            secured.post("/v1/documents", json={"text": FLOOD_TEXT}, headers=headers).json()[
+                "similar_id"
+            ]
+            == 1
+        )
         assert secured.get("/v1/groups/1", headers=headers).status_code == 200
 
     def test_every_v1_route_is_protected(self, secured: TestClient) -> None:
@@ -773,9 +774,10 @@ class TestStoreCalls:
     def test_both_modes_answer_alike(self, mode: str) -> None:
         """Every store route gives the same answers whichever way the store is called."""
         with make_client(store_calls=mode) as c:
-            assert c.post("/v1/documents", json={"text": FLOOD_TEXT, "id": "a"}).json()[
-                "similar_id"
-            ] == 1
+            assert (
+                c.post("/v1/documents", json={"text": FLOOD_TEXT, "id": "a"}).json()["similar_id"]
+                == 1
+            )
             assert c.post("/v1/query", json={"text": FLOOD_REPOST}).json() == {"similar_id": 1}
             assert c.get("/v1/documents/a").json()["similar_id"] == 1
             assert c.get("/v1/groups/1").json()["size"] == 1

@@ -191,7 +191,9 @@ class TestKnownValues:
         seed = "1" if os.environ.get("PYTHONHASHSEED") != "1" else "2"
         done = subprocess.run(
             [sys.executable, "-c", code, CHINESE + ENGLISH],
-            capture_output=True, text=True, timeout=120,
+            capture_output=True,
+            text=True,
+            timeout=120,
             env={**os.environ, "PYTHONHASHSEED": seed},
         )
         assert done.returncode == 0, done.stderr
@@ -291,7 +293,12 @@ class TestMetrics:
         """Without metrics, compare reports every measure in METRICS order."""
         assert list(compare("a b", "b c")) == list(METRICS)
         assert METRICS == (
-            "cosine", "tfidf_cosine", "simhash", "euclidean", "common_words", "levenshtein"
+            "cosine",
+            "tfidf_cosine",
+            "simhash",
+            "euclidean",
+            "common_words",
+            "levenshtein",
         )
 
     def test_subset_in_order(self) -> None:

@@ -254,8 +254,10 @@ class TestDetector:
     def test_same_page_other_path(self) -> None:
         """The not-found page for another path and another moment is a soft 404."""
         verdict = Soft404Detector().is_soft404(
-            not_found_page("/x1").decode(), not_found_page("/admin").decode(),
-            baseline_path="/x1", candidate_path="/admin",
+            not_found_page("/x1").decode(),
+            not_found_page("/admin").decode(),
+            baseline_path="/x1",
+            candidate_path="/admin",
         )
         assert verdict.is_404
         assert verdict.score == 1.0
@@ -282,8 +284,9 @@ class TestDetector:
         """On short plain-text pages a few words are everything: the ratio decides."""
         detector = Soft404Detector()
         assert not detector.is_soft404("Not found: /x1", "Hello there", baseline_path="/x1").is_404
-        assert detector.is_soft404("Not found: /x1", "Not found: /y2",
-                                   baseline_path="/x1", candidate_path="/y2").is_404
+        assert detector.is_soft404(
+            "Not found: /x1", "Not found: /y2", baseline_path="/x1", candidate_path="/y2"
+        ).is_404
 
     def test_long_real_page(self) -> None:
         """A long real page scores low against the not-found page."""
@@ -402,8 +405,9 @@ class TestSiteProbe:
 
 
 class TestExample:
-    def test_main_labels_every_path(self, site: str, scan_example: ModuleType,
-                                    capsys: pytest.CaptureFixture[str]) -> None:
+    def test_main_labels_every_path(
+        self, site: str, scan_example: ModuleType, capsys: pytest.CaptureFixture[str]
+    ) -> None:
         """The example script prints the right label for every probed path and exits 0."""
         assert scan_example.main([site, *EXPECTED]) == 0
         assert parse_scan(capsys.readouterr().out) == EXPECTED
@@ -413,19 +417,23 @@ class TestExample:
         paths = ["/contact", "/admin", "/private", "/admin.php", "/articles/mill"]
         done = subprocess.run(
             [sys.executable, str(ROOT / "example" / "soft404_scan.py"), site, *paths],
-            capture_output=True, text=True, timeout=120,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert done.returncode == 0, done.stderr
         assert parse_scan(done.stdout) == {p: EXPECTED[p] for p in paths}
 
-    def test_bad_base_url(self, scan_example: ModuleType,
-                          capsys: pytest.CaptureFixture[str]) -> None:
+    def test_bad_base_url(
+        self, scan_example: ModuleType, capsys: pytest.CaptureFixture[str]
+    ) -> None:
         """A base URL that is not http(s) exits 2 with an error on stderr."""
         assert scan_example.main(["ftp://example.org", "/x"]) == 2
         assert capsys.readouterr().err.startswith("Error: ")
 
-    def test_unreachable_site(self, scan_example: ModuleType,
-                              capsys: pytest.CaptureFixture[str]) -> None:
+    def test_unreachable_site(
+        self, scan_example: ModuleType, capsys: pytest.CaptureFixture[str]
+    ) -> None:
         """When the site cannot be reached every path is reported as an error, exit 1."""
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))

@@ -281,16 +281,25 @@ class TestGrouping:
         assert record is not None and record.fingerprints == result.fingerprints
 
 
+#: One long article in five parts, and two overlapping fragments of it, each holding too little
+#: of the other to join it: the whole text bridges them (a third of each is shared).
+LONG_PARTS = [EN_RAIL, EN_TURTLES, EN_BAKERY, EN_CHESS, EN_ORCHARD]
+FRAGMENT_A = "\n".join(LONG_PARTS[:3])
+FRAGMENT_B = "\n".join(LONG_PARTS[2:])
+WHOLE = "\n".join(LONG_PARTS)
+
+
 class TestMerge:
-    """A document that bridges two groups merges them; the smallest id stays canonical."""
+    """A document that bridges two fragments of one story merges them; the smallest id stays
+    canonical. A document quoting two unrelated stories in full merges nothing."""
 
     def test_bridge_merges_groups(self, nsh: NSHash) -> None:
         """The old id resolves to the canonical one and its members move there."""
-        a = nsh.add(EN_RAIL, doc_id="rail").similar_id
-        b = nsh.add(EN_TURTLES, doc_id="turtles").similar_id
-        nsh.add(EN_TURTLES_REPOST, doc_id="turtles-2")
+        a = nsh.add(FRAGMENT_A, doc_id="a").similar_id
+        b = nsh.add(FRAGMENT_B, doc_id="b").similar_id
+        nsh.add(FRAGMENT_B + "\nShared by our readers.", doc_id="b-2")
         assert a < b
-        bridge = nsh.add(EN_RAIL + "\n" + EN_TURTLES, doc_id="bridge")
+        bridge = nsh.add(WHOLE, doc_id="bridge")
         assert bridge.similar_id == a
         assert bridge.merged_from == (b,)
         assert bridge.duplicate
@@ -298,24 +307,32 @@ class TestMerge:
         merged = nsh.group(b)
         assert merged is not None and merged.similar_id == a
         assert merged.size == 4
-        assert sorted(merged.doc_ids) == ["bridge", "rail", "turtles", "turtles-2"]
+        assert sorted(merged.doc_ids) == ["a", "b", "b-2", "bridge"]
         assert nsh.group(a) == merged
-        turtles = nsh.document("turtles")
-        assert turtles is not None and turtles.similar_id == a
+        second = nsh.document("b")
+        assert second is not None and second.similar_id == a
         stats = nsh.stats()
         assert (stats.groups, stats.documents, stats.last_id) == (1, 4, 2)
         assert [g.similar_id for g in nsh.groups(min_size=1)] == [a]
 
     def test_merged_group_keeps_growing(self, nsh: NSHash) -> None:
-        """After a merge, reposts of either story and of the bridge join the canonical id."""
-        a = nsh.add(ZH_WATER).similar_id
-        b = nsh.add(ZH_ORCHID).similar_id
-        nsh.add(ZH_ORCHID + "\n" + ZH_WATER)
-        assert nsh.add(ZH_WATER_REPOST).similar_id == a
-        assert nsh.add(ZH_ORCHID.replace("十天", "两周")).similar_id == a
-        assert nsh.query(ZH_ORCHID) == a
+        """After a merge, copies of either fragment and of the bridge join the canonical id."""
+        a = nsh.add(FRAGMENT_A).similar_id
+        b = nsh.add(FRAGMENT_B).similar_id
+        nsh.add(WHOLE)
+        assert nsh.add(FRAGMENT_B.replace("turtles", "sea turtles")).similar_id == a
+        assert nsh.add(FRAGMENT_A + "\nMore at eleven.").similar_id == a
+        assert nsh.query(FRAGMENT_B) == a
         assert nsh.resolve(b) == a
         assert nsh.add(ZH_LIBRARY).similar_id == 3
+
+    def test_digest_of_two_stories_merges_nothing(self, nsh: NSHash) -> None:
+        """A page quoting two unrelated stories in full joins one of them; both stay apart."""
+        a = nsh.add(EN_RAIL).similar_id
+        b = nsh.add(EN_TURTLES).similar_id
+        digest = nsh.add(EN_RAIL + "\n" + EN_TURTLES)
+        assert digest.similar_id in (a, b) and digest.merged_from == ()
+        assert nsh.resolve(b) == b and nsh.query(EN_TURTLES_REPOST) == b
 
 
 class TestDocId:
@@ -349,14 +366,14 @@ class TestDocId:
 
     def test_replay_after_merge_answers_first_id(self, nsh: NSHash) -> None:
         """A doc_id replayed after its group merged answers its first id, the canonical beside."""
-        nsh.add(EN_RAIL, doc_id="r")
-        b = nsh.add(EN_TURTLES, doc_id="t")
-        nsh.add(EN_RAIL + "\n" + EN_TURTLES)
-        again = nsh.add(EN_TURTLES, doc_id="t")
+        nsh.add(FRAGMENT_A, doc_id="r")
+        b = nsh.add(FRAGMENT_B, doc_id="t")
+        nsh.add(WHOLE)
+        again = nsh.add(FRAGMENT_B, doc_id="t")
         assert b.similar_id == 2 and b.canonical_id is None
         assert again.replayed and (again.similar_id, again.duplicate) == (2, b.duplicate)
         assert again.canonical_id == 1 == nsh.resolve(2)
-        plain = nsh.add(EN_RAIL, doc_id="r")
+        plain = nsh.add(FRAGMENT_A, doc_id="r")
         assert plain.replayed and plain.similar_id == 1 and plain.canonical_id is None
 
     def test_document_record(self, nsh: NSHash) -> None:
