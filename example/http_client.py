@@ -2,7 +2,9 @@
 
 What a crawler does: post each article as it arrives (``POST /v1/documents``, or many at
 once with ``POST /v1/documents/batch``), keep the ``similar_id`` it gets back, and ask for
-the largest groups (``GET /v1/groups``). Uses only the standard library on the client side.
+the largest groups (``GET /v1/groups``). It talks to the service through
+:class:`nshash.client.Client` (``pip install 'nshash[client]'``), which retries a failed
+request when that is safe: every article is sent with its id, so a resend changes nothing.
 
 Without ``--url`` the script starts the service itself, in this process, on a free loopback
 port with an in-memory store (``memory://``), so it runs with no server and writes nothing;
@@ -26,67 +28,15 @@ import socket
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from nshash import EmptyDocumentError, NSHashError, StoreUnavailableError
+from nshash.client import Client, ServiceError
+
 HERE = Path(__file__).resolve().parent
-
-
-class ServiceError(Exception):
-    """The service answered with an error: its status, code and message."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(f"HTTP {status} {code}: {message}")
-        self.status = status
-        self.code = code
-
-
-class Client:
-    """A tiny JSON client of the nshash HTTP API.
-
-    Args:
-        url: the service's base URL, such as ``http://127.0.0.1:8000``.
-        api_key: the key, when the service sets ``NSHASH_API_KEY``.
-    """
-
-    def __init__(self, url: str, api_key: str | None = None) -> None:
-        self.url = url.rstrip("/")
-        self.headers = {"Content-Type": "application/json"}
-        if api_key:
-            self.headers["Authorization"] = f"Bearer {api_key}"
-
-    def call(self, method: str, path: str, body: Any = None) -> Any:
-        """Send one request and return the decoded JSON answer.
-
-        Raises:
-            ServiceError: the service answered 4xx or 5xx (its JSON error, decoded).
-        """
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(
-            self.url + path, data=data, method=method, headers=self.headers
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                return json.load(response)
-        except urllib.error.HTTPError as exc:
-            error = json.load(exc).get("error", {})
-            raise ServiceError(exc.code, error.get("code", "?"), error.get("message", "")) from None
-
-    def add(self, text: str, doc_id: str | None = None, title: str | None = None) -> Any:
-        """Add one document; returns ``{similar_id, duplicate, merged_from, ...}``."""
-        return self.call("POST", "/v1/documents", {"text": text, "id": doc_id, "title": title})
-
-    def add_batch(self, documents: list[dict[str, Any]]) -> Any:
-        """Add documents in one request; returns one entry per document, in order."""
-        return self.call("POST", "/v1/documents/batch", {"documents": documents})
-
-    def groups(self, min_size: int = 2, limit: int = 10) -> Any:
-        """The largest groups first."""
-        return self.call("GET", f"/v1/groups?min_size={min_size}&limit={limit}")["groups"]
 
 
 @contextmanager
@@ -134,27 +84,36 @@ def read_articles(path: Path) -> list[dict[str, Any]]:
 
 
 def run(client: Client, documents: list[dict[str, Any]], batch: bool, top: int) -> None:
-    """Send the documents, then print the hot stories."""
+    """Send the documents, then print the hot stories.
+
+    Raises:
+        ServiceError: the service refused a request for a reason other than the document
+            (a wrong API key, for one).
+        StoreUnavailableError: the service cannot be reached, after the client's retries.
+    """
     if batch:
-        results = client.add_batch(documents)["results"]
-        for doc, result in zip(documents, results, strict=True):
-            if "error" in result:
-                print(f"  {doc['id']:<16} error {result['error']['code']}")
+        results = client.add_many(documents)
     else:
+        results = []
         for doc in documents:
             try:
-                result = client.add(doc["text"], doc["id"], doc["title"])
+                results.append(client.add(doc["text"], doc["id"], title=doc["title"]))
+            except EmptyDocumentError as exc:  # this article only
+                results.append(exc)
             except ServiceError as exc:
                 if exc.status not in (413, 422):  # not this document's fault: stop here
                     raise
-                print(f"  {doc['id']:<16} {exc}")
-                continue
-            mark = "repost of" if result["duplicate"] else "new story"
-            print(f"  {doc['id']:<16} {mark:<9} {result['similar_id']}")
+                results.append(exc)
+    for doc, result in zip(documents, results, strict=True):
+        if isinstance(result, NSHashError):
+            print(f"  {doc['id']:<16} error: {result}")
+            continue
+        mark = "repost of" if result.duplicate else "new story"
+        print(f"  {doc['id']:<16} {mark:<9} {result.similar_id}")
     print(f"\nHot stories ({len(documents)} articles sent):")
     for group in client.groups(min_size=2, limit=top):
-        titles = [m["title"] or m["id"] for m in group["members"]]
-        print(f"  #{group['similar_id']:<4} {group['size']} copies: {titles[0]}")
+        titles = [m.title or m.doc_id for m in group.members]
+        print(f"  #{group.similar_id:<4} {group.size} copies: {titles[0]}")
 
 
 def main() -> None:
@@ -169,15 +128,16 @@ def main() -> None:
     documents = read_articles(args.file)
     try:
         if args.url:
-            run(Client(args.url, args.api_key), documents, args.batch, args.top)
+            with Client(args.url, api_key=args.api_key) as client:
+                run(client, documents, args.batch, args.top)
             return
-        with local_service() as url:
-            run(Client(url), documents, args.batch, args.top)
+        with local_service() as url, Client(url) as client:
+            run(client, documents, args.batch, args.top)
     except ServiceError as exc:
         hint = " (pass the service's key with --api-key)" if exc.status == 401 else ""
-        sys.exit(f"Error: the service answered {exc}{hint}")
-    except urllib.error.URLError as exc:
-        sys.exit(f"Error: cannot reach {args.url}: {exc.reason}")
+        sys.exit(f"Error: the service answered HTTP {exc.status} {exc.code}: {exc.message}{hint}")
+    except StoreUnavailableError as exc:  # unreachable, after the client's retries
+        sys.exit(f"Error: {exc}")
 
 
 if __name__ == "__main__":

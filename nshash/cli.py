@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
     from .keyed import KeyedDedup
+    from .parquet import ParquetWriter
 
 __all__ = ["main"]
 
@@ -585,7 +586,7 @@ def _run(
     source: Source,
     workers: Workers,
     nsh: NSHash | KeyedDedup,
-    writer: JsonlWriter | CsvWriter,
+    writer: JsonlWriter | CsvWriter | ParquetWriter,
     mode: str,
     on_error: str,
     show_progress: bool,
@@ -777,11 +778,16 @@ def _records_run(
         else NSHash.open(store_url, readonly=mode == "query", **NSHASH_OPTIONS) as nsh,
     ):
         out, must_close = open_output(args.output)
-        writer: JsonlWriter | CsvWriter
+        writer: JsonlWriter | CsvWriter | ParquetWriter
         try:
             if source.format == "csv":
                 assert source.header is not None
                 writer = CsvWriter(out, source.header, added, source.newline)
+            elif source.format == "parquet":
+                from .parquet import ParquetSource, ParquetWriter
+
+                assert isinstance(source, ParquetSource)
+                writer = ParquetWriter(out, source, added)
             else:
                 writer = JsonlWriter(out, added)
             try:
@@ -791,8 +797,10 @@ def _records_run(
             finally:
                 if isinstance(writer, CsvWriter):
                     writer.detach()
-                else:
+                elif isinstance(writer, JsonlWriter):
                     writer.flush()
+                else:
+                    writer.close()
         finally:
             if must_close:
                 out.close()
@@ -1110,7 +1118,8 @@ def _add_record_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--format",
         choices=FORMATS,
-        help="input format (default: from the name: .jsonl[.gz], .csv[.gz], a folder/.txt)",
+        help="input format (default: from the name: .jsonl[.gz], .csv[.gz], a folder/.txt,"
+        " .parquet)",
     )
     p.add_argument(
         "--text-field",
@@ -1184,12 +1193,14 @@ def build_parser() -> argparse.ArgumentParser:
         "dedup",
         help="give every article of a file its similar_id",
         description="Write every record of INPUT with its similar_id and duplicate flag, in"
-        " input order (JSONL in, JSONL out; CSV in, CSV out; .txt files in, JSONL out).",
+        " input order (JSONL in, JSONL out; CSV in, CSV out; Parquet in, Parquet out; .txt files"
+        " in, JSONL out).",
     )
     p.add_argument(
         "input",
         metavar="INPUT",
-        help="a .jsonl[.gz] or .csv file, a folder of .txt files, or - for JSONL on stdin",
+        help="a .jsonl[.gz], .csv or .parquet file, a folder of .txt files, or - for JSONL on"
+        " stdin",
     )
     p.add_argument(
         "--store",
@@ -1223,7 +1234,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "input",
         metavar="FILE",
-        help="a .jsonl[.gz], .csv or .txt file, a folder, or - for JSONL on stdin",
+        help="a .jsonl[.gz], .csv, .parquet or .txt file, a folder, or - for JSONL on stdin",
     )
     p.add_argument("--store", metavar="URL", help=_STORE_HELP_SAVED)
     p.add_argument(

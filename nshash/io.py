@@ -1,6 +1,6 @@
 """Article files for the command line: readers, the fingerprinting step, and writers.
 
-Three input formats, picked from the name or given explicitly:
+Four input formats, picked from the name or given explicitly:
 
 * ``jsonl``: one JSON object a line (``.jsonl``, ``.json``, ``.ndjson``, also gzipped as
   ``.gz``, or ``-`` for stdin). Lines are kept as bytes: the output line is the input line,
@@ -9,6 +9,10 @@ Three input formats, picked from the name or given explicitly:
   as a spreadsheet shows them: the header is row 1, the first article row 2.
 * ``txt``: a folder of ``.txt`` files (searched recursively, sorted by path) or one ``.txt``
   file. The id is the file's path relative to the folder, the title its first non-blank line.
+* ``parquet``: a Parquet file (``.parquet``, ``.pq``) or a folder of part files so named, as
+  Spark writes it, read in batches by
+  :mod:`nshash.parquet` (``pip install 'nshash[parquet]'``), written back as Parquet with
+  every input column and the two added ones.
 
 **Encodings.** Output is always UTF-8. Input is read as ``encoding`` says; the default,
 ``auto``, reads UTF-8 (with or without a byte-order mark) and, when the input is not UTF-8,
@@ -60,7 +64,7 @@ __all__ = [
 ]
 
 #: The input formats :func:`open_source` reads.
-FORMATS = ("jsonl", "csv", "txt")
+FORMATS = ("jsonl", "csv", "txt", "parquet")
 
 #: The text fields tried, in order, when no ``--text-field`` is given: raw corpora usually
 #: name the article body ``content``, repost sets and many exports ``text``.
@@ -70,6 +74,7 @@ DEFAULT_TEXT_FIELDS = ("content", "text")
 TXT_TITLE_MAX = 200
 
 _JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
+_PARQUET_SUFFIXES = (".parquet", ".pq")
 
 #: What ``--encoding auto`` may detect besides UTF-8, as (name shown, codec used to read).
 ENCODINGS = (("utf-16", "utf-16"), ("gbk", "gb18030"), ("big5", "big5hkscs"))
@@ -242,7 +247,7 @@ def detect_format(name: str, given: str | None = None) -> str:
 
     Args:
         name: a file or folder path, or ``-`` for stdin (JSONL unless *given* says otherwise).
-        given: ``jsonl``, ``csv`` or ``txt``, or None to guess.
+        given: ``jsonl``, ``csv``, ``txt`` or ``parquet``, or None to guess.
 
     Raises:
         ConfigError: *given* is unknown, or the format cannot be told from *name*.
@@ -253,9 +258,11 @@ def detect_format(name: str, given: str | None = None) -> str:
         return given
     if name == "-":
         return "jsonl"
+    lower = name.lower().rstrip("/")
+    if lower.endswith(_PARQUET_SUFFIXES):  # a file, or a folder of part files (Spark's)
+        return "parquet"
     if os.path.isdir(name):
         return "txt"
-    lower = name.lower()
     if lower.endswith(".gz"):
         lower = lower[:-3]
     if lower.endswith(_JSONL_SUFFIXES):
@@ -265,7 +272,7 @@ def detect_format(name: str, given: str | None = None) -> str:
     if lower.endswith(".txt"):
         return "txt"
     raise ConfigError(
-        f"Cannot tell the format of {name!r} from its name; use --format jsonl, csv or txt"
+        f"Cannot tell the format of {name!r} from its name; use --format jsonl, csv, txt or parquet"
     )
 
 
@@ -519,6 +526,8 @@ def open_source(name: str, format: str, fields: Fields, encoding: str = "auto") 
     """
     if format == "txt":
         return _open_txt(name)
+    if format == "parquet":
+        return _open_parquet(name, fields)
     closers: list[Callable[[], object]] = []
     size: int | None = None
     position: Callable[[], int] | None = None
@@ -660,6 +669,14 @@ def _csv_items(
         doc_id = row[id_col] if id_col is not None and row[id_col] else None
         title = row[title_col] if title_col is not None and row[title_col] else None
         yield Item(where, ("row", row[text_col], doc_id, title), row)
+
+
+def _open_parquet(name: str, fields: Fields) -> Source:
+    try:
+        from .parquet import open_parquet  # pyarrow loads only for Parquet input
+    except ImportError as exc:
+        raise ConfigError(str(exc)) from None
+    return open_parquet(name, fields)
 
 
 class CsvError(NSHashError):

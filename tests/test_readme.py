@@ -142,11 +142,18 @@ def python_examples() -> list[Example]:
     return out
 
 
+#: The service address the Python client example talks to (a fresh ``nshash serve`` here).
+CLIENT_EXAMPLE_SERVICE = "127.0.0.1:8000"
+
+
 @pytest.mark.parametrize("example", python_examples(), ids=str)
-def test_python(example: Example, tmp_path: Path) -> None:
+def test_python(example: Example, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """A Python example runs and prints what its comments say."""
+    code = localize(example.code, tmp_path)
+    if CLIENT_EXAMPLE_SERVICE in code:
+        code = code.replace(CLIENT_EXAMPLE_SERVICE, request.getfixturevalue("client_service"))
     done = subprocess.run(
-        [sys.executable, "-c", localize(example.code, tmp_path)],
+        [sys.executable, "-c", code],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -265,9 +272,19 @@ def test_sh(example: Example, workdir: Path) -> None:
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``nshash serve`` on a free port with an in-memory store; yields its host:port."""
-    pytest.importorskip("uvicorn")
     if shutil.which("curl") is None:
         pytest.skip("curl is not installed")
+    yield from _serve(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def client_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Another ``nshash serve``, for the Python client example (the curl ones count ids)."""
+    yield from _serve(tmp_path_factory)
+
+
+def _serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    pytest.importorskip("uvicorn")
     import httpx
 
     port = free_port()

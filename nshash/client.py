@@ -1,0 +1,511 @@
+"""A client of the nshash HTTP service: :class:`Client` (sync) and :class:`AsyncClient`.
+
+Both speak the ``/v1`` API of the service (``nshash serve``) and answer with the library's own
+types (:class:`~nshash.AddResult`, :class:`~nshash.Group`, :class:`~nshash.DocumentRecord`),
+so code written against :class:`~nshash.NSHash` reads the same against a shared service. Needs
+``pip install 'nshash[client]'`` (httpx).
+
+**Retries.** A request that fails on the way (connection refused or reset, a timeout, a lost
+response) or that the service answers with 502, 503 or 504 is sent again, up to ``retries``
+more times, after an exponential, jittered pause. That is safe only where a resend changes
+nothing: reads (``query``, ``document``, ``groups``) always; an add only when the document
+has an id, since the service answers a known id with its first answer and stores nothing new.
+An add without an id is resent only when the first attempt certainly never reached the
+service (the connection could not be made). Give ids and every failure is retried.
+
+Errors, all under :class:`~nshash.NSHashError`::
+
+    NSHashError
+    ├── EmptyDocumentError         the service refused a text with no letter or digit
+    ├── ServiceError               any other error answer: its status, code and message
+    └── StoreError
+        └── StoreUnavailableError  unreachable, or 502/503/504, after the last retry
+
+Example:
+    >>> from nshash.client import Client
+    >>> with Client("http://127.0.0.1:8000") as client:  # doctest: +SKIP
+    ...     client.add("The river flooded the lower town...", doc_id="a1").similar_id
+    1
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+try:
+    import httpx
+except ImportError as exc:  # pragma: no cover - the extra is installed under test
+    raise ImportError(
+        f"nshash.client needs httpx, which cannot be imported ({exc}): pip install 'nshash[client]'"
+    ) from exc
+
+from .core import Document
+from .errors import ConfigError, EmptyDocumentError, NSHashError, StoreUnavailableError
+from .results import AddResult, DocumentRecord, Group, Member
+from .store import mask_url
+
+__all__ = ["AsyncClient", "Client", "ServiceError"]
+
+#: Statuses that mean "try again later": the service (or a proxy before it) could not reach
+#: its store or is restarting.
+RETRY_STATUSES = frozenset({502, 503, 504})
+
+#: Documents per ``POST /v1/documents/batch`` request (the service's default limit is 1000).
+DEFAULT_BATCH_SIZE = 500
+
+
+class ServiceError(NSHashError):
+    """The service answered with an error (other than an empty document or an outage).
+
+    Attributes:
+        status: the HTTP status.
+        code: the service's stable error code (``invalid_request``, ``unauthorized``, ...).
+        message: the service's one-sentence message.
+    """
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(f"The nshash service answered {status} {code}: {message}")
+        #: The HTTP status.
+        self.status = status
+        #: The stable error code.
+        self.code = code
+        #: The message, for people.
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One API request: what to send, whether a resend is harmless, and what 404 means."""
+
+    method: str
+    path: str
+    body: Any = None
+    params: dict[str, Any] | None = None
+    #: A resend changes nothing (a read, or an add with an id).
+    safe: bool = True
+    #: A 404 with one of these codes answers None instead of raising.
+    missing: tuple[str, ...] = ()
+
+
+def _check_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"A service URL is http://host:port or https://..., not {url!r}")
+    return url.rstrip("/")
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    headers = {"Accept": "application/json", "User-Agent": "nshash-client"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def _quote_id(doc_id: str) -> str:
+    # A "/" or a dot segment in an id must not change the path httpx sends.
+    return quote(doc_id, safe="").replace(".", "%2E")
+
+
+def _document_body(doc: Document) -> dict[str, Any]:
+    if isinstance(doc, str):
+        return {"text": doc}
+    if isinstance(doc, dict):
+        return {k: v for k, v in doc.items() if v is not None}
+    raise ConfigError(f"A document is a str or a dict, not {type(doc).__name__}")
+
+
+def _add_call(text: str, doc_id: str | None, title: str | None, url: str | None) -> _Call:
+    body: dict[str, Any] = {"text": text}
+    for key, value in (("id", doc_id), ("title", title), ("url", url)):
+        if value is not None:
+            body[key] = value
+    return _Call("POST", "/v1/documents", body, safe=doc_id is not None)
+
+
+def _batch_calls(documents: Iterable[Document], size: int) -> list[_Call]:
+    bodies = [_document_body(doc) for doc in documents]
+    calls = []
+    for start in range(0, len(bodies), size):
+        chunk = bodies[start : start + size]
+        safe = all(isinstance(b.get("id"), str) and b["id"] for b in chunk)
+        calls.append(_Call("POST", "/v1/documents/batch", {"documents": chunk}, safe=safe))
+    return calls
+
+
+def _add_result(data: dict[str, Any]) -> AddResult:
+    return AddResult(
+        similar_id=int(data["similar_id"]),
+        duplicate=bool(data["duplicate"]),
+        merged_from=tuple(int(i) for i in data.get("merged_from", ())),
+        fingerprints=(),  # the service does not send them; GET /v1/documents/{id} does
+        doc_id=data.get("id"),
+        replayed=bool(data.get("replayed", False)),
+    )
+
+
+def _item_error(status: int, error: dict[str, Any]) -> NSHashError:
+    code = str(error.get("code", "unknown"))
+    message = str(error.get("message", ""))
+    if code == "empty_document":
+        return EmptyDocumentError(message)
+    return ServiceError(status, code, message)
+
+
+def _batch_results(data: dict[str, Any]) -> list[AddResult | NSHashError]:
+    out: list[AddResult | NSHashError] = []
+    for entry in data["results"]:
+        if "error" in entry:
+            out.append(_item_error(422, entry["error"]))
+        else:
+            out.append(_add_result(entry))
+    return out
+
+
+def _group(data: dict[str, Any]) -> Group:
+    members = tuple(Member(m["id"], m.get("title")) for m in data.get("members", ()))
+    return Group(int(data["similar_id"]), int(data["size"]), members)
+
+
+def _record(data: dict[str, Any]) -> DocumentRecord:
+    return DocumentRecord(
+        doc_id=data["id"],
+        similar_id=int(data["similar_id"]),
+        duplicate=bool(data["duplicate"]),
+        merged_from=tuple(int(i) for i in data.get("merged_from", ())),
+        title=data.get("title"),
+        fingerprints=tuple(int(f, 16) for f in data.get("fingerprints", ())),
+    )
+
+
+class _Base:
+    """What both clients share: settings, the retry schedule and the answer decoding."""
+
+    def __init__(
+        self,
+        url: str,
+        api_key: str | None,
+        timeout: float,
+        retries: int,
+        backoff: float,
+        max_backoff: float,
+        batch_size: int,
+    ) -> None:
+        if retries < 0:
+            raise ConfigError(f"retries must be 0 or more, not {retries!r}")
+        if batch_size < 1:
+            raise ConfigError(f"batch_size must be 1 or more, not {batch_size!r}")
+        #: The service's base URL, without a trailing slash.
+        self.url = _check_url(url)
+        self.timeout = timeout
+        #: How many times a failed request is sent again (when that is safe).
+        self.retries = retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.batch_size = batch_size
+        self._headers = _headers(api_key)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({mask_url(self.url)!r})"
+
+    def _retry(self, call: _Call, attempt: int, error: httpx.TransportError | None) -> bool:
+        """Whether to send *call* again after its *attempt*-th try failed."""
+        if attempt >= self.retries:
+            return False
+        if call.safe:
+            return True
+        # Without an id a resend could add the document twice: only when it never left.
+        return isinstance(error, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout)
+
+    def _pause(self, attempt: int, response: httpx.Response | None) -> float:
+        """Seconds to wait before retry number *attempt* + 1 (full jitter, capped)."""
+        delay: float = min(self.max_backoff, self.backoff * (2**attempt)) * random.uniform(0.5, 1)
+        after: str | None = response.headers.get("Retry-After") if response is not None else None
+        if after is not None and after.isdigit():
+            delay = max(delay, min(float(after), self.max_backoff))
+        return delay
+
+    def _unreachable(self, error: httpx.TransportError) -> StoreUnavailableError:
+        reason = str(error) or type(error).__name__
+        return StoreUnavailableError(
+            f"The nshash service at {mask_url(self.url)} cannot be reached"
+            f" ({type(error).__name__}: {reason})",
+            url=mask_url(self.url),
+        )
+
+    def _decode(self, call: _Call, response: httpx.Response) -> Any:
+        """Return the JSON answer of *response*, None for a missing item, or raise."""
+        status = response.status_code
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        if 200 <= status < 300:
+            if data is None:
+                raise ServiceError(status, "invalid_response", "the answer is not JSON")
+            return data
+        error = data.get("error") if isinstance(data, dict) else None
+        if not isinstance(error, dict):
+            error = {"code": f"http_{status}", "message": response.text[:200]}
+        if status == 404 and error.get("code") in call.missing:
+            return None
+        if status in RETRY_STATUSES:
+            raise StoreUnavailableError(
+                f"The nshash service at {mask_url(self.url)} answered {status}"
+                f" {error.get('code')}: {error.get('message')}",
+                url=mask_url(self.url),
+            )
+        raise _item_error(status, error)
+
+    # -- the calls, as data -------------------------------------------------------------
+    @staticmethod
+    def _query_call(text: str) -> _Call:
+        return _Call("POST", "/v1/query", {"text": text})
+
+    @staticmethod
+    def _document_call(doc_id: str) -> _Call:
+        if not isinstance(doc_id, str) or not doc_id:
+            raise ConfigError(f"doc_id must be a non-empty str, not {doc_id!r}")
+        return _Call("GET", f"/v1/documents/{_quote_id(doc_id)}", missing=("document_not_found",))
+
+    @staticmethod
+    def _group_call(similar_id: int) -> _Call:
+        return _Call("GET", f"/v1/groups/{int(similar_id)}", missing=("group_not_found",))
+
+    @staticmethod
+    def _groups_call(min_size: int, limit: int) -> _Call:
+        return _Call("GET", "/v1/groups", params={"min_size": min_size, "limit": limit})
+
+
+class Client(_Base):
+    """A blocking client of the nshash HTTP service, safe to share between threads.
+
+    Args:
+        url: the service's base URL, such as ``http://127.0.0.1:8000``.
+        api_key: the key, when the service sets ``NSHASH_API_KEY``.
+        timeout: seconds for each attempt (connect, read and write alike).
+        retries: how many times a failed request may be sent again (see the module docstring).
+        backoff: the first pause between attempts, in seconds; it doubles each time.
+        max_backoff: the longest pause, in seconds.
+        batch_size: documents per batch request in :meth:`add_many`.
+        transport: an httpx transport to send through (default: a real connection pool).
+
+    Raises:
+        ConfigError: the URL is not ``http(s)://host...``, or a number is out of range.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 10.0,
+        retries: int = 3,
+        backoff: float = 0.1,
+        max_backoff: float = 2.0,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        super().__init__(url, api_key, timeout, retries, backoff, max_backoff, batch_size)
+        self._http = httpx.Client(
+            base_url=self.url, headers=self._headers, timeout=timeout, transport=transport
+        )
+
+    def _send(self, call: _Call) -> Any:
+        attempt = 0
+        while True:
+            try:
+                response = self._http.request(
+                    call.method, call.path, json=call.body, params=call.params
+                )
+            except httpx.TransportError as exc:
+                if not self._retry(call, attempt, exc):
+                    raise self._unreachable(exc) from exc
+                time.sleep(self._pause(attempt, None))
+                attempt += 1
+                continue
+            if response.status_code in RETRY_STATUSES and self._retry(call, attempt, None):
+                time.sleep(self._pause(attempt, response))
+                attempt += 1
+                continue
+            return self._decode(call, response)
+
+    def add(
+        self,
+        text: str,
+        doc_id: str | None = None,
+        *,
+        title: str | None = None,
+        url: str | None = None,
+    ) -> AddResult:
+        """Add one document and return its group (``fingerprints`` is empty: not sent).
+
+        Raises:
+            EmptyDocumentError: the text has no letter or digit.
+            ServiceError: the service refused the request (401, 413, 422).
+            StoreUnavailableError: the service or its store cannot be reached.
+        """
+        return _add_result(self._send(_add_call(text, doc_id, title, url)))
+
+    def add_many(self, documents: Iterable[Document]) -> list[AddResult | NSHashError]:
+        """Add documents in order, ``batch_size`` per request; a bad item yields its error."""
+        out: list[AddResult | NSHashError] = []
+        for call in _batch_calls(documents, self.batch_size):
+            out.extend(_batch_results(self._send(call)))
+        return out
+
+    def query(self, text: str) -> int | None:
+        """Return the ``similar_id`` the text would get, or None for a new story; adds nothing."""
+        similar_id = self._send(self._query_call(text))["similar_id"]
+        return None if similar_id is None else int(similar_id)
+
+    def document(self, doc_id: str) -> DocumentRecord | None:
+        """Return what the service keeps about a document added with *doc_id*, or None."""
+        data = self._send(self._document_call(doc_id))
+        return None if data is None else _record(data)
+
+    def group(self, similar_id: int) -> Group | None:
+        """Return a group (merged ids answer with their canonical group), or None."""
+        data = self._send(self._group_call(similar_id))
+        return None if data is None else _group(data)
+
+    def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
+        """Return the largest groups first: the hot stories."""
+        data = self._send(self._groups_call(min_size, limit))
+        return [_group(g) for g in data["groups"]]
+
+    def ping(self) -> None:
+        """Check that the service and its store answer (``GET /readyz``).
+
+        Raises:
+            StoreUnavailableError: they do not, after the retries.
+        """
+        self._send(_Call("GET", "/readyz"))
+
+    def close(self) -> None:
+        """Close the connections."""
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class AsyncClient(_Base):
+    """The asyncio client of the nshash HTTP service: :class:`Client`'s calls, awaited.
+
+    Many tasks may share one client; each call is one request (or one per ``batch_size``
+    documents), retried as the module docstring says. Takes the arguments of :class:`Client`,
+    with an ``httpx.AsyncBaseTransport`` as ``transport``.
+
+    Example:
+        >>> async def main() -> None:  # doctest: +SKIP
+        ...     async with AsyncClient("http://127.0.0.1:8000") as client:
+        ...         results = await asyncio.gather(*(client.add(t, doc_id=i) for i, t in docs))
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 10.0,
+        retries: int = 3,
+        backoff: float = 0.1,
+        max_backoff: float = 2.0,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        super().__init__(url, api_key, timeout, retries, backoff, max_backoff, batch_size)
+        self._http = httpx.AsyncClient(
+            base_url=self.url, headers=self._headers, timeout=timeout, transport=transport
+        )
+
+    async def _send(self, call: _Call) -> Any:
+        attempt = 0
+        while True:
+            try:
+                response = await self._http.request(
+                    call.method, call.path, json=call.body, params=call.params
+                )
+            except httpx.TransportError as exc:
+                if not self._retry(call, attempt, exc):
+                    raise self._unreachable(exc) from exc
+                await asyncio.sleep(self._pause(attempt, None))
+                attempt += 1
+                continue
+            if response.status_code in RETRY_STATUSES and self._retry(call, attempt, None):
+                await asyncio.sleep(self._pause(attempt, response))
+                attempt += 1
+                continue
+            return self._decode(call, response)
+
+    async def add(
+        self,
+        text: str,
+        doc_id: str | None = None,
+        *,
+        title: str | None = None,
+        url: str | None = None,
+    ) -> AddResult:
+        """Add one document and return its group (see :meth:`Client.add`)."""
+        return _add_result(await self._send(_add_call(text, doc_id, title, url)))
+
+    async def add_many(self, documents: Iterable[Document]) -> list[AddResult | NSHashError]:
+        """Add documents in order, ``batch_size`` per request; a bad item yields its error."""
+        out: list[AddResult | NSHashError] = []
+        for call in _batch_calls(documents, self.batch_size):
+            out.extend(_batch_results(await self._send(call)))
+        return out
+
+    async def query(self, text: str) -> int | None:
+        """Return the ``similar_id`` the text would get, or None; adds nothing."""
+        similar_id = (await self._send(self._query_call(text)))["similar_id"]
+        return None if similar_id is None else int(similar_id)
+
+    async def document(self, doc_id: str) -> DocumentRecord | None:
+        """Return what the service keeps about a document added with *doc_id*, or None."""
+        data = await self._send(self._document_call(doc_id))
+        return None if data is None else _record(data)
+
+    async def group(self, similar_id: int) -> Group | None:
+        """Return a group (merged ids answer with their canonical group), or None."""
+        data = await self._send(self._group_call(similar_id))
+        return None if data is None else _group(data)
+
+    async def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
+        """Return the largest groups first: the hot stories."""
+        data = await self._send(self._groups_call(min_size, limit))
+        return [_group(g) for g in data["groups"]]
+
+    async def ping(self) -> None:
+        """Check that the service and its store answer (``GET /readyz``)."""
+        await self._send(_Call("GET", "/readyz"))
+
+    async def aclose(self) -> None:
+        """Close the connections."""
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
