@@ -383,6 +383,9 @@ class _Progress:
     """The progress bar of a run: bytes of the input read (with a total and an ETA) when the
     input is a file, else records (with a total for a folder of ``.txt`` files)."""
 
+    #: Seconds between redraws at the least (a quick run may end before the first one).
+    MININTERVAL = 0.25
+
     def __init__(self, source: Source, show: bool) -> None:
         self.source = source
         self.docs = 0
@@ -397,7 +400,12 @@ class _Progress:
 
             monitor_interval = 0
 
-        common = {"file": sys.stderr, "dynamic_ncols": True, "leave": False, "mininterval": 0.25}
+        common = {
+            "file": sys.stderr,
+            "dynamic_ncols": True,
+            "leave": False,
+            "mininterval": self.MININTERVAL,
+        }
         self.by_bytes = source.size is not None and source.bytes_read() is not None
         if self.by_bytes:
             self.bar = _Bar(

@@ -129,8 +129,13 @@ class TestEncodings:
 class TestProgress:
     """The progress bar counts the bytes read, so it has a total, a percentage and an ETA."""
 
-    def test_bytes_total_and_eta(self, run: Run, tmp_path: Path) -> None:
+    def test_bytes_total_and_eta(
+        self, run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         """On a file the bar shows the file's size as its total and the documents done."""
+        from nshash import cli
+
+        monkeypatch.setattr(cli._Progress, "MININTERVAL", 0)  # a quick run still draws frames
         lines = ARTICLES.read_text("utf-8").splitlines()
         path = tmp_path / "many.jsonl"
         with path.open("w", encoding="utf-8") as fh:
