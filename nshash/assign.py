@@ -125,8 +125,9 @@ def combine_sketch(
     script mirrors it).
     """
     bound = min(limit, more_limit)
-    joined = {v for v in values if v < bound}
-    joined.update(v for v in more if v < bound)
+    # A side whose own limit is the bound holds only values below it already.
+    joined = set(values) if limit <= bound else {v for v in values if v < bound}
+    joined.update(more if more_limit <= bound else (v for v in more if v < bound))
     if len(joined) > cap:
         ordered = sorted(joined)
         bound = ordered[cap]
