@@ -247,7 +247,8 @@ class TestFingerprinter:
         try:
             doc = f.prepare(text)
         except EmptyDocumentError:
-            assert normalize_key(text) == ""
+            # U+A66E stands for sentence ends while keying (documented): it counts as a break.
+            assert normalize_key(text.replace("\ua66e", "")) == ""
             return
         assert doc.sentences and doc.sketch
         assert all(0 <= h < 2**64 for h in (*doc.sentences, *doc.sketch, doc.exact))
