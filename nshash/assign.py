@@ -271,7 +271,7 @@ def _judge(
     tables: Tables, doc: DocPrint, anchors: tuple[int, ...], policy: MatchPolicy
 ) -> tuple[list[Candidate], list[set[int]], list[int]]:
     """Verify every candidate group; returns the candidates, their shared values and the
-    groups to join (best first, then in id order)."""
+    groups to join, in id order (the document goes to the first, the rest merge into it)."""
     live = tables.live_set(doc.sketch)
     candidates: list[Candidate] = []
     shared: list[set[int]] = []
