@@ -293,7 +293,7 @@ class NSHash:
         return self.store.stats()
 
     def close(self) -> None:
-        """Close the store (a memory store with a path writes its snapshot)."""
+        """Close the store (a memory store with a path flushes its journal, writes no snapshot)."""
         self.store.close()
 
     def __enter__(self) -> NSHash:
