@@ -36,7 +36,7 @@ Stores
 ------
 The same URLs as :func:`nshash.open_store`, each backend keeping its own tables under its own
 namespace (an nshash store and a keyed one can share a LevelDB directory or a Redis prefix).
-The in-process backends sit on a tiny key-value layer (:class:`_KV`: ``get``, an atomic
+The in-process backends sit on a tiny key-value layer (:class:`~nshash.kv.KV`: ``get``, an atomic
 ``write`` of a batch, a prefix ``scan``); Redis has its own two Lua scripts.
 
 ================================  ===========================================================
@@ -112,20 +112,17 @@ import math
 import re
 import struct
 import threading
-import time
-import zlib
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from types import TracebackType
-from typing import Any, BinaryIO
+from typing import Any
 
 import farmhash
 
 from .bloom import LocalBloom, bit_positions, bloom_params
-from .durable import Journal, lock_path, replace_snapshot
 from .errors import (
     ConfigError,
     EmptyDocumentError,
@@ -133,13 +130,13 @@ from .errors import (
     StoreClosedError,
     StoreCorruptError,
     StoreError,
-    StoreLockedError,
-    StoreUnavailableError,
 )
 from .inputs import check_doc_id, check_text, check_title
+from .kv import KV, open_kv
 from .normalize import normalize_key, normalize_text
 from .results import AddResult, DocumentRecord, StoreStats
-from .store import _fsync_option, _refuse_unknown, mask_url, parse_url
+from .scripts import lua_script
+from .store import parse_url
 from .tokenize import CJK_CHARS
 
 __all__ = [
@@ -374,260 +371,14 @@ def _parse_record_json(doc_id: str, raw: bytes) -> DocumentRecord:
         raise StoreCorruptError(f"The record of doc_id {doc_id!r} is unreadable: {exc}") from exc
 
 
-# -- the key-value layer of the in-process backends --------------------------------------------
-class _KV(ABC):
-    """A minimal key-value store: what the in-process backends need, nothing more."""
-
-    url: str = ""
-    #: Whether what is written survives the process (a saved filter is worth writing).
-    persistent: bool = False
-
-    @abstractmethod
-    def get(self, key: bytes) -> bytes | None:
-        """The value of *key*, or None."""
-
-    @abstractmethod
-    def write(self, puts: dict[bytes, bytes]) -> None:
-        """Set every pair, all or none, durably per the fsync policy."""
-
-    @abstractmethod
-    def scan(self, prefix: bytes) -> Iterator[bytes]:
-        """Yield every key that starts with *prefix*."""
-
-    @abstractmethod
-    def close(self) -> None:
-        """Flush and release (idempotent)."""
-
-
-def _encode_pairs(puts: dict[bytes, bytes]) -> bytes:
-    parts: list[bytes] = []
-    for key, value in puts.items():
-        parts += (struct.pack(">II", len(key), len(value)), key, value)
-    return b"".join(parts)
-
-
-def _decode_pairs(payload: bytes, into: dict[bytes, bytes]) -> None:
-    off, end = 0, len(payload)
-    while off < end:
-        klen, vlen = struct.unpack_from(">II", payload, off)
-        off += 8
-        into[payload[off : off + klen]] = payload[off + klen : off + klen + vlen]
-        off += klen + vlen
-    if off != end:
-        raise StoreCorruptError("A keyed journal or snapshot record has a cut pair")
-
-
-def _frame(payload: bytes) -> bytes:
-    return struct.pack(">II", len(payload), zlib.crc32(payload)) + payload
-
-
-_SNAPSHOT_MAGIC = b"NSHASH-KEYED-1\n"
-
-#: No journal record is this large (one is one document's keys and vector): a header that
-#: claims more means the file is not a keyed journal (an nshash journal starts with "[").
-_MAX_RECORD = 64 << 20
-
-
-class _MemoryKV(_KV):
-    """A dict; with a path, a journal of framed records and a snapshot (module docstring)."""
-
-    def __init__(self, path: str | None, fsync: str) -> None:
-        self.data: dict[bytes, bytes] = {}
-        self._path = path
-        self._fsync = fsync
-        self._journal: Journal | None = None
-        self._lockfile: BinaryIO | None = None
-        self._last_sync = time.monotonic()
-        self.persistent = path is not None
-        self.url = f"memory://{path}" if path else "memory://"
-        if path is not None:
-            self._open_files(path)
-
-    def _open_files(self, path: str) -> None:
-        self._lockfile = lock_path(path, "keyed store", self.url)
-        try:
-            self._load(path)
-            replayed = self._replay(path + ".journal")
-            self._journal = Journal(path + ".journal", self.url)
-            if replayed:
-                self._snapshot()
-        except BaseException:
-            self._release()
-            raise
-
-    def _load(self, path: str) -> None:
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read()
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            raise StoreError(f"Cannot read snapshot {path!r}: {exc}", url=self.url) from exc
-        if not data.startswith(_SNAPSHOT_MAGIC):
-            raise StoreCorruptError(f"{path!r} is not a keyed snapshot", url=self.url)
-        body = data[len(_SNAPSHOT_MAGIC) :]
-        if len(body) < 8:
-            raise StoreCorruptError(f"Snapshot {path!r} is cut short", url=self.url)
-        size, crc = struct.unpack_from(">II", body)
-        payload = body[8 : 8 + size]
-        if len(payload) != size or zlib.crc32(payload) != crc:
-            raise StoreCorruptError(f"Snapshot {path!r} fails its checksum", url=self.url)
-        _decode_pairs(payload, self.data)
-
-    def _replay(self, journal: str) -> int:
-        try:
-            with open(journal, "rb") as fh:
-                data = fh.read()
-        except FileNotFoundError:
-            return 0
-        off, count = 0, 0
-        while off < len(data):
-            if len(data) - off < 8:
-                return count + 1  # a torn header: never acknowledged; compaction drops it
-            size, crc = struct.unpack_from(">II", data, off)
-            if size > _MAX_RECORD:  # no write makes such a record: another store's file
-                raise StoreCorruptError(f"{journal!r} is not a keyed journal", url=self.url)
-            payload = data[off + 8 : off + 8 + size]
-            if len(payload) < size:
-                return count + 1  # a torn last record
-            if zlib.crc32(payload) != crc:
-                if off + 8 + size == len(data):
-                    return count + 1
-                raise StoreCorruptError(
-                    f"Journal {journal!r} has a damaged record at byte {off}", url=self.url
-                )
-            _decode_pairs(payload, self.data)
-            off += 8 + size
-            count += 1
-        return count
-
-    def _snapshot(self) -> None:
-        assert self._path is not None
-
-        def write(fh: BinaryIO) -> None:
-            fh.write(_SNAPSHOT_MAGIC)
-            fh.write(_frame(_encode_pairs(self.data)))
-
-        replace_snapshot(self._path, write, self._journal, self.url)
-
-    def get(self, key: bytes) -> bytes | None:
-        return self.data.get(key)
-
-    def write(self, puts: dict[bytes, bytes]) -> None:
-        if self._journal is not None:
-            now = time.monotonic()
-            sync = self._fsync == "always" or (
-                self._fsync == "everysec" and now - self._last_sync >= 1.0
-            )
-            # A record the disk did not take whole is cut off again (see durable.Journal).
-            self._journal.append(_frame(_encode_pairs(puts)), sync=sync)
-            if sync:
-                self._last_sync = now
-        self.data.update(puts)
-
-    def scan(self, prefix: bytes) -> Iterator[bytes]:
-        return (k for k in list(self.data) if k.startswith(prefix))
-
-    def _release(self) -> None:
-        for fh in (self._journal, self._lockfile):
-            if fh is not None:
-                fh.close()
-        self._journal = self._lockfile = None
-
-    def close(self) -> None:
-        if self._path is None:
-            return
-        try:
-            if self._journal is not None:
-                self._snapshot()
-        finally:
-            self._release()
-
-
-class _LevelKV(_KV):
-    """LevelDB through plyvel, every key under the prefix ``keyed\\x00``."""
-
-    persistent = True
-
-    def __init__(self, path: str, fsync: str) -> None:
-        self._plyvel = importlib.import_module("plyvel")
-        self.url = f"leveldb://{path}"
-        self._fsync = fsync
-        self._last_sync = time.monotonic()
-        #: Why writes are refused (a write failed) until the directory is reopened.
-        self.failed: str | None = None
-        try:
-            self._db = self._plyvel.DB(path, create_if_missing=True)
-        except self._plyvel.IOError as exc:
-            reason = self._reason(exc)
-            if reason.startswith("IO error: lock "):
-                raise StoreLockedError(
-                    f"LevelDB {path!r} is open in another process", url=self.url
-                ) from exc
-            raise StoreError(f"Cannot open LevelDB {path!r}: {reason}", url=self.url) from exc
-        except (self._plyvel.Error, OSError) as exc:
-            raise StoreError(f"Cannot open LevelDB {path!r}: {exc}", url=self.url) from exc
-        self._ns = self._db.prefixed_db(b"keyed\x00")
-
-    @staticmethod
-    def _reason(exc: Exception) -> str:
-        arg = exc.args[0] if exc.args else exc
-        return arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)
-
-    def _fail(self, exc: Exception) -> StoreError:
-        return StoreError(f"LevelDB {self.url!r} failed: {self._reason(exc)}", url=self.url)
-
-    def get(self, key: bytes) -> bytes | None:
-        try:
-            value: bytes | None = self._ns.get(key)
-        except self._plyvel.Error as exc:
-            raise self._fail(exc) from exc
-        return value
-
-    def write(self, puts: dict[bytes, bytes]) -> None:
-        if self.failed is not None:
-            # After a failed write LevelDB's log may hold half a record, and records after
-            # it could be dropped when the directory is next opened: reopen first.
-            raise StoreError(
-                f"LevelDB {self.url!r} refuses writes until it is reopened: {self.failed}",
-                url=self.url,
-            )
-        now = time.monotonic()
-        sync = self._fsync == "always" or (
-            self._fsync == "everysec" and now - self._last_sync >= 1.0
-        )
-        try:
-            with self._ns.write_batch(transaction=True, sync=sync) as batch:
-                for key, value in puts.items():
-                    batch.put(key, value)
-        except self._plyvel.Error as exc:
-            self.failed = self._reason(exc)
-            raise self._fail(exc) from exc
-        if sync:
-            self._last_sync = now
-
-    def scan(self, prefix: bytes) -> Iterator[bytes]:
-        try:
-            yield from self._ns.iterator(prefix=prefix, include_value=False)
-        except self._plyvel.Error as exc:
-            raise self._fail(exc) from exc
-
-    def close(self) -> None:
-        if not self._db.closed:
-            if self._fsync != "no":
-                with contextlib.suppress(self._plyvel.Error):
-                    self._ns.put(b"m:closed", b"1", sync=True)
-            self._db.close()
-
-
 _FORMAT = b"1"
 _META_NAMES = ("counter", "documents", "keys")
 
 
 class _LocalBackend(_Backend):
-    """The keyed tables on a :class:`_KV`, behind one lock, with in-process Bloom filters."""
+    """The keyed tables on a :class:`~nshash.kv.KV`, behind one lock, with local Bloom filters."""
 
-    def __init__(self, kv: _KV, expected_items: int, fp_rate: float, max_candidates: int) -> None:
+    def __init__(self, kv: KV, expected_items: int, fp_rate: float, max_candidates: int) -> None:
         self._kv = kv
         self.url = kv.url
         self._lock = threading.RLock()
@@ -819,100 +570,6 @@ _REDIS_KEYS = (
     "documents",
 )
 
-# KEYS: bloom c h t n (1-4), idx c h t n (5-8), vec (9), docs (10).
-# ARGV: doc_id ('' for none), hashes per key k, max_candidates, then per kind: the key hash
-# ('' when the key does not exist) and its k bit positions.
-# Reply: {1, record} for a known doc_id; else {0, then per kind: bloom hit (0/1), entry
-# ('' when none), then number, value pairs of the candidates' vectors}.
-_LUA_READ = r"""#!lua flags=no-writes
-local doc_id, k, maxc = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-if doc_id ~= '' then
-  local rec = redis.call('HGET', KEYS[10], doc_id)
-  if rec then return {1, rec} end
-end
-local out, seen, nums, a = {0}, {}, {}, 4
-for kind = 1, 4 do
-  local h, hit, entry = ARGV[a], 0, ''
-  if h ~= '' then
-    hit = 1
-    for i = 1, k do
-      if redis.call('GETBIT', KEYS[kind], ARGV[a + i]) == 0 then
-        hit = 0
-        break
-      end
-    end
-    if hit == 1 then
-      entry = redis.call('HGET', KEYS[4 + kind], h) or ''
-      local c = 0
-      for n in string.gmatch(entry, '(%d+):%d+') do
-        c = c + 1
-        if c > maxc then break end
-        if not seen[n] then
-          seen[n] = true
-          nums[#nums + 1] = n
-        end
-      end
-    end
-  end
-  out[#out + 1] = hit
-  out[#out + 1] = entry
-  a = a + 1 + k
-end
-if #nums > 0 then
-  local vecs = redis.call('HMGET', KEYS[9], unpack(nums))
-  for i = 1, #nums do
-    out[#out + 1] = nums[i]
-    out[#out + 1] = vecs[i]
-  end
-end
-return out
-"""
-
-# KEYS: as above, then counter (11), documents (12).
-# ARGV: doc_id, record tail ("dup keys" then "\n" and "+title" or "-"), similar_id ('0' for
-# a new one), packed vector, k, max_candidates, then per kind: the key hash, the entry size
-# seen by the read, and k bit positions.
-# Reply: {'R', record} for a known doc_id, {'C'} when an entry changed since the read,
-# else {'A', similar_id}.
-_LUA_WRITE = r"""
-local doc_id, tail, sid, vec = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local k, maxc = tonumber(ARGV[5]), tonumber(ARGV[6])
-if doc_id ~= '' then
-  local rec = redis.call('HGET', KEYS[10], doc_id)
-  if rec then return {'R', rec} end
-end
-local a = 7
-for kind = 1, 4 do
-  local h = ARGV[a]
-  if h ~= '' and redis.call('HSTRLEN', KEYS[4 + kind], h) ~= tonumber(ARGV[a + 1]) then
-    return {'C'}
-  end
-  a = a + 2 + k
-end
-if sid == '0' then sid = string.format('%d', redis.call('INCR', KEYS[11])) end
-local num = string.format('%d', redis.call('INCR', KEYS[12]))
-a = 7
-for kind = 1, 4 do
-  local h = ARGV[a]
-  if h ~= '' then
-    for i = 1, k do redis.call('SETBIT', KEYS[kind], ARGV[a + 1 + i], 1) end
-    local entry = redis.call('HGET', KEYS[4 + kind], h)
-    if not entry then
-      redis.call('HSET', KEYS[4 + kind], h, num .. ':' .. sid)
-    else
-      local _, commas = string.gsub(entry, ',', ',')
-      if commas + 1 < maxc then
-        redis.call('HSET', KEYS[4 + kind], h, entry .. ',' .. num .. ':' .. sid)
-      end
-    end
-  end
-  a = a + 2 + k
-end
-redis.call('HSET', KEYS[9], num, sid .. ' ' .. vec)
-if doc_id ~= '' then redis.call('HSET', KEYS[10], doc_id, sid .. ' ' .. tail) end
-return {'A', sid}
-"""
-
 
 class _RedisBackend(_Backend):
     """The keyed tables in Redis under ``{P}:keyed:``, read and written by two Lua scripts."""
@@ -937,12 +594,11 @@ class _RedisBackend(_Backend):
         self._store = redis_store.RedisStore.from_url(url, **options)
         self._client = self._store._client
         self.url = self._store.url
-        self._closed = False
         tag = "{" + self._store.prefix + "}:keyed:"
         self._keys = [tag + name for name in _REDIS_KEYS]
         self._meta_key = tag + "meta"
-        self._read_script = self._client.register_script(_LUA_READ)
-        self._write_script = self._client.register_script(_LUA_WRITE)
+        self._read_script = self._client.register_script(lua_script("keyed_read"))
+        self._write_script = self._client.register_script(lua_script("keyed_write"))
         bits, hashes = bloom_params(expected_items, fp_rate)
         with self._errors():
             self._client.hsetnx(self._meta_key, "bits", bits)
@@ -951,18 +607,10 @@ class _RedisBackend(_Backend):
             stored = self._client.hmget(self._meta_key, "bits", "hashes", "max_candidates")
         self.bits, self.hashes, self.max_candidates = (int(v) for v in stored)
 
-    @contextlib.contextmanager
-    def _errors(self) -> Iterator[None]:
-        if self._closed:
-            raise StoreClosedError(f"{self.url} is closed", url=self.url)
-        try:
-            yield
-        except self._redis.RedisError as exc:
-            if isinstance(exc, (self._redis.ConnectionError, self._redis.TimeoutError)):
-                raise StoreUnavailableError(
-                    f"Redis at {self.url!r} is unavailable: {exc}", url=self.url
-                ) from exc
-            raise StoreError(f"Redis at {self.url!r} failed: {exc}", url=self.url) from exc
+    def _errors(self) -> contextlib.AbstractContextManager[None]:
+        """Redis errors as the store's typed errors, translated as the nshash store does."""
+        errors: contextlib.AbstractContextManager[None] = self._store._errors()
+        return errors
 
     def settle(self, settings: dict[str, Any]) -> None:
         with self._errors():
@@ -1098,43 +746,17 @@ class _RedisBackend(_Backend):
             self._client.ping()
 
     def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._store.close()
+        self._store.close()
 
 
 # -- opening -------------------------------------------------------------------------------
 def _open_backend(
     url: str, options: dict[str, Any], expected_items: int, fp_rate: float, max_candidates: int
 ) -> _Backend:
-    scheme, path, query = parse_url(url)
+    scheme, _, _ = parse_url(url)
     if scheme in ("redis", "rediss", "unix"):
         return _RedisBackend(url, options, expected_items, fp_rate, max_candidates)
-    query.update(options)
-    kv: _KV
-    if scheme == "memory":
-        fsync = _fsync_option(query, url)
-        _refuse_unknown(query, url)
-        kv = _MemoryKV(path or None, fsync)
-    elif scheme == "leveldb":
-        try:
-            importlib.import_module("plyvel")
-        except ImportError as exc:
-            raise ConfigError(
-                "This store needs the 'plyvel' package: pip install 'nshash[leveldb]'"
-            ) from exc
-        if not path or path == "/":
-            raise ConfigError(
-                f"A LevelDB URL needs a directory: 'leveldb:///path/to/dir', not {mask_url(url)!r}"
-            )
-        fsync = _fsync_option(query, url)
-        _refuse_unknown(query, url)
-        kv = _LevelKV(path, fsync)
-    else:
-        raise ConfigError(
-            f"Unknown store scheme {scheme!r} in {mask_url(url)!r}; "
-            "use one of ['leveldb', 'memory', 'redis', 'rediss', 'unix']"
-        )
+    kv = open_kv(url, options, "keyed")
     return _LocalBackend(kv, expected_items, fp_rate, max_candidates)
 
 
