@@ -45,6 +45,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -86,28 +87,38 @@ class System(Protocol):
         ...
 
 
-class NSHashSystem:
-    """nshash on the memory store; ids are resolved at the end since groups merge."""
+class MethodSystem:
+    """One of nshash's methods on the memory store; ids are resolved at the end (groups merge).
 
-    def __init__(self, url: str = "memory://", **options: Any) -> None:
-        from nshash import EmptyDocumentError, NSHash
+    Args:
+        method: ``"nshash"`` (:class:`nshash.NSHash`), ``"keyed"``
+            (:class:`nshash.KeyedDedup`) or ``"simhash"`` (:class:`nshash.SimhashDedup`).
+        url: the store.
+        **options: the method's options.
+    """
 
-        self.nsh = NSHash.open(url, **options)
-        self._empty = EmptyDocumentError
-        #: Documents nshash refused as empty (each gets a group of its own).
+    def __init__(self, method: str = "nshash", url: str = "memory://", **options: Any) -> None:
+        import nshash
+
+        if method == "keyed":
+            options.setdefault("expected_items", 100_000)
+        cls = {"nshash": nshash.NSHash, "keyed": nshash.KeyedDedup, "simhash": nshash.SimhashDedup}
+        self.method = cls[method].open(url, **options)
+        self._empty = nshash.EmptyDocumentError
+        #: Documents the method refused as empty (each gets a group of its own).
         self.empty = 0
 
     def add(self, text: str) -> Hashable:
         """Add *text*; an empty document gets a unique negative label."""
         try:
-            return self.nsh.add(text).similar_id
+            return self.method.add(text).similar_id
         except self._empty:
             self.empty += 1
             return -self.empty
 
     def finish(self, labels: list[Hashable]) -> list[Hashable]:
         """Resolve every id to its canonical id after all merges."""
-        resolve = self.nsh.resolve
+        resolve = self.method.resolve
         cache: dict[int, int] = {}
         out: list[Hashable] = []
         for label in labels:
@@ -117,41 +128,19 @@ class NSHashSystem:
                 out.append(cache[label])
             else:
                 out.append(label)
-        self.nsh.close()
+        self.method.close()
         return out
 
 
-class KeyedSystem:
-    """The keyed (four-key, seed 001) method on the memory store; its ids never merge."""
-
-    def __init__(self, url: str = "memory://", **options: Any) -> None:
-        from nshash import EmptyDocumentError
-        from nshash.keyed import KeyedDedup
-
-        options.setdefault("expected_items", 100_000)
-        self.kd = KeyedDedup.open(url, **options)
-        self._empty = EmptyDocumentError
-        #: Documents refused as empty (each gets a group of its own).
-        self.empty = 0
-
-    def add(self, text: str) -> Hashable:
-        """Add *text*; an empty document gets a unique negative label."""
-        try:
-            return self.kd.add(text).similar_id
-        except self._empty:
-            self.empty += 1
-            return -self.empty
-
-    def finish(self, labels: list[Hashable]) -> list[Hashable]:
-        """The labels as given: the keyed method never merges groups."""
-        self.kd.close()
-        return labels
+#: nshash on the memory store.
+NSHashSystem = partial(MethodSystem, "nshash")
 
 
 #: System name -> factory. Add a system by adding an entry.
 SYSTEMS: dict[str, Callable[[], System]] = {
     "nshash": NSHashSystem,
-    "keyed": KeyedSystem,
+    "keyed": partial(MethodSystem, "keyed"),
+    "simhash-method": partial(MethodSystem, "simhash"),
     "seed": SeedNSHash,
     "minhash": MinHashBaseline,
     "simhash": SimhashBaseline,

@@ -41,17 +41,23 @@ from .store import Store, open_store
 
 if TYPE_CHECKING:
     from .keyed import KeyedDedup
+    from .simhash_dedup import SimhashDedup
 
     __version__: str
 
 
 def __getattr__(name: str) -> Any:
-    """Import :class:`KeyedDedup` and look ``__version__`` up on first use: ``import nshash``
-    stays quick without them (the command line's startup is a fixed cost of every run)."""
+    """Import :class:`KeyedDedup` and :class:`SimhashDedup` and look ``__version__`` up on
+    first use: ``import nshash`` stays quick without them (the command line's startup is a
+    fixed cost of every run)."""
     if name == "KeyedDedup":
         from .keyed import KeyedDedup
 
         return KeyedDedup
+    if name == "SimhashDedup":
+        from .simhash_dedup import SimhashDedup
+
+        return SimhashDedup
     if name == "__version__":
         from importlib.metadata import PackageNotFoundError, version
 
@@ -80,6 +86,7 @@ __all__ = [
     "Member",
     "NSHash",
     "NSHashError",
+    "SimhashDedup",
     "Store",
     "StoreClosedError",
     "StoreCorruptError",

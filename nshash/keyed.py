@@ -132,7 +132,7 @@ from .errors import (
     StoreError,
 )
 from .inputs import check_doc_id, check_text, check_title
-from .kv import KV, open_kv
+from .kv import KV, check_settings, open_kv
 from .normalize import normalize_key, normalize_text
 from .results import AddResult, DocumentRecord, StoreStats
 from .scripts import lua_script
@@ -349,20 +349,6 @@ def _record_json(sid: int, duplicate: bool, title: str | None, keys: Sequence[in
     return json.dumps([sid, duplicate, title, list(keys)], ensure_ascii=False).encode("utf-8")
 
 
-def _compare_settings(url: str, stored: bytes, settings: dict[str, Any]) -> None:
-    try:
-        before = json.loads(stored)
-    except ValueError as exc:
-        raise StoreCorruptError(f"The keyed settings in {url!r} are unreadable") from exc
-    changed = sorted(k for k in settings if before.get(k) != settings[k])
-    if changed:
-        theirs = {k: before.get(k) for k in changed}
-        raise ConfigError(
-            f"The keyed tables in {url!r} were built with {theirs!r}; open them with the same"
-            " settings (they define the keys and terms)"
-        )
-
-
 def _parse_record_json(doc_id: str, raw: bytes) -> DocumentRecord:
     try:
         sid, duplicate, title, keys = json.loads(raw)
@@ -448,7 +434,7 @@ class _LocalBackend(_Backend):
             if stored is None:
                 self._kv.write({b"m:settings": json.dumps(settings, sort_keys=True).encode()})
             else:
-                _compare_settings(self.url, stored, settings)
+                check_settings(self.url, stored, settings, "keyed")
 
     def lock(self) -> contextlib.AbstractContextManager[Any]:
         return self._lock
@@ -616,7 +602,7 @@ class _RedisBackend(_Backend):
         with self._errors():
             self._client.hsetnx(self._meta_key, "settings", json.dumps(settings, sort_keys=True))
             stored = self._client.hget(self._meta_key, "settings")
-        _compare_settings(self.url, stored, settings)
+        check_settings(self.url, stored, settings, "keyed")
 
     def lock(self) -> contextlib.AbstractContextManager[Any]:
         return contextlib.nullcontext()

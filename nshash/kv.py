@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 import struct
 import time
 import zlib
@@ -36,7 +37,7 @@ from .durable import Journal, lock_path, replace_snapshot
 from .errors import ConfigError, StoreCorruptError, StoreError, StoreLockedError
 from .store import _fsync_option, _refuse_unknown, mask_url, parse_url
 
-__all__ = ["KV", "LevelKV", "MemoryKV", "open_kv"]
+__all__ = ["KV", "LevelKV", "MemoryKV", "check_settings", "open_kv"]
 
 
 class KV(ABC):
@@ -83,7 +84,6 @@ def _decode_pairs(payload: bytes, into: dict[bytes, bytes]) -> None:
 
 def _frame(payload: bytes) -> bytes:
     return struct.pack(">II", len(payload), zlib.crc32(payload)) + payload
-
 
 
 #: No journal record is this large (one is one document's keys and vector): a header that
@@ -283,6 +283,29 @@ class LevelKV(KV):
                 with contextlib.suppress(self._plyvel.Error):
                     self._ns.put(b"m:closed", b"1", sync=True)
             self._db.close()
+
+
+def check_settings(url: str, stored: bytes, settings: dict[str, Any], method: str) -> None:
+    """Refuse to go on when *stored* (JSON) holds other values of *settings* than given.
+
+    The settings a method's keys and fingerprints depend on are written by the first opener;
+    a later opener with other ones would file documents under keys nobody looks up.
+
+    Raises:
+        StoreCorruptError: *stored* is not JSON.
+        ConfigError: a setting differs.
+    """
+    try:
+        before = json.loads(stored)
+    except ValueError as exc:
+        raise StoreCorruptError(f"The {method} settings in {url!r} are unreadable") from exc
+    changed = sorted(k for k in settings if before.get(k) != settings[k])
+    if changed:
+        theirs = {k: before.get(k) for k in changed}
+        raise ConfigError(
+            f"The {method} tables in {url!r} were built with {theirs!r}; open them with the"
+            " same settings (they define the keys)"
+        )
 
 
 def open_kv(url: str, options: dict[str, Any], method: str) -> KV:

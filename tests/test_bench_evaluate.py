@@ -322,7 +322,7 @@ class TestMain:
         assert code == 0
         report = json.loads(capsys.readouterr().out)
         zh = {row["system"]: row for row in report["sets"]["zh"]["rows"]}
-        assert set(zh) == {"nshash", "keyed", "seed", "minhash", "simhash"}
+        assert set(zh) == {"nshash", "keyed", "simhash-method", "seed", "minhash", "simhash"}
         assert zh["seed"]["ratio_vs_seed"] == 1.0
         assert zh["nshash"]["true_pairs"] == 1
         assert zh["nshash"]["f1"] == 1.0
