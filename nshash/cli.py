@@ -67,6 +67,10 @@ if TYPE_CHECKING:
 
     from .keyed import KeyedDedup
     from .parquet import ParquetWriter
+    from .simhash_dedup import SimhashDedup
+
+    #: What ``dedup --method`` opens.
+    Method = NSHash | KeyedDedup | SimhashDedup
 
 __all__ = ["main"]
 
@@ -553,47 +557,68 @@ class _FieldCheck:
             )
 
 
-class _KeyedPreparer(Preparer):
-    """The preparer of ``dedup --method keyed``: the keyed method's keys and term vector go in
-    the fingerprint slots of a :data:`~nshash.io.Prepared` tuple (keys, vector, (0, 0))."""
+class _MethodPreparer(Preparer):
+    """The preparer of ``dedup --method keyed|simhash``: what the method's ``prepare`` makes goes
+    in the fingerprint slots of a :data:`~nshash.io.Prepared` tuple: the keyed method's keys
+    and term vector, or the simhash method's index keys and fingerprint, then ``(0, 0)``."""
 
-    def __init__(self, fields: Fields, added: Sequence[str], encoding: str = "auto") -> None:
+    def __init__(
+        self, fields: Fields, added: Sequence[str], encoding: str = "auto", method: str = "keyed"
+    ) -> None:
         super().__init__(fields, added, encoding=encoding)
-        from .keyed import KeyMaker  # --method keyed only: keep the usual startup quick
+        self.method = method
+        # Imported here, for these methods only: keep the usual startup quick.
+        if method == "keyed":
+            from .keyed import KeyMaker
 
-        self.keymaker = KeyMaker()
+            self._keymaker = KeyMaker()
+        else:
+            from .simhash_dedup import prepare
+
+            self._simhash = prepare
+
+    def _prepare(self, text: str, title: str | None) -> tuple[Any, Any]:
+        if self.method == "keyed":
+            keyed = self._keymaker.prepare(text, title)
+            return keyed.keys, keyed.vector
+        doc = self._simhash(text)
+        return doc.keys, (doc.fingerprint,)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_KeyedPreparer, (self.fields, self.added, self.encoding))
+        return (_MethodPreparer, (self.fields, self.added, self.encoding, self.method))
 
     def _fingerprint(
         self, text: str, doc_id: str | None, title: str | None, head: bytes | None
     ) -> Prepared:
         try:
             check_doc_id(doc_id)
-            doc = self.keymaker.prepare(text, title)
+            first, second = self._prepare(text, title)
         except EmptyDocumentError:
             raise _BadRecordError("the text has no letters or digits") from None
         except NSHashError as exc:  # an id or title the stores refuse (nshash.inputs)
             raise _BadRecordError(str(exc)) from None
-        return (doc_id, title, doc.keys, doc.vector, (0, 0), head)
+        return (doc_id, title, first, second, (0, 0), head)
 
 
-def _adder(nsh: NSHash | KeyedDedup) -> Callable[[Prepared], AddResult]:
-    """The add call of either method, fed what its preparer made."""
-    if not isinstance(nsh, NSHash):
-        from .keyed import KeyedDoc
+def _adder(nsh: Method) -> Callable[[Prepared], AddResult]:
+    """The add call of the method, fed what its preparer made."""
+    if isinstance(nsh, NSHash):
+        plain = nsh
+        return lambda r: plain.add_prepared(DocPrint(r[2], r[3], *r[4]), r[0], title=r[1])
+    from .keyed import KeyedDedup, KeyedDoc
+    from .simhash_dedup import SimhashDoc
 
+    if isinstance(nsh, KeyedDedup):
         keyed = nsh
         return lambda r: keyed.add_prepared(KeyedDoc(r[2], r[3]), r[0], title=r[1])
-    plain = nsh
-    return lambda r: plain.add_prepared(DocPrint(r[2], r[3], *r[4]), r[0], title=r[1])
+    sim = nsh
+    return lambda r: sim.add_prepared(SimhashDoc(r[3][0], r[2]), r[0], title=r[1])
 
 
 def _run(
     source: Source,
     workers: Workers,
-    nsh: NSHash | KeyedDedup,
+    nsh: Method,
     writer: JsonlWriter | CsvWriter | ParquetWriter,
     mode: str,
     on_error: str,
@@ -772,18 +797,18 @@ def _records_run(
     added: tuple[str, ...],
 ) -> int:
     """Run ``dedup`` or ``query`` once the input's format is known (see :func:`_records`)."""
-    keyed = getattr(args, "method", "nshash") == "keyed"
+    method = getattr(args, "method", "nshash")
     preparer = (
-        _KeyedPreparer(_fields(args), added, args.encoding)
-        if keyed
-        else Preparer(_fields(args), added, NSHASH_OPTIONS, args.encoding)
+        Preparer(_fields(args), added, NSHASH_OPTIONS, args.encoding)
+        if method == "nshash"
+        else _MethodPreparer(_fields(args), added, args.encoding, method)
     )
     with (
         open_source(args.input, fmt, preparer.fields, args.encoding) as source,
         Workers(args.jobs, preparer) as workers,
-        _open_keyed(store_url)
-        if keyed
-        else NSHash.open(store_url, readonly=mode == "query", **NSHASH_OPTIONS) as nsh,
+        NSHash.open(store_url, readonly=mode == "query", **NSHASH_OPTIONS)
+        if method == "nshash"
+        else _open_method(store_url, method) as nsh,
     ):
         out, must_close = open_output(args.output)
         writer: JsonlWriter | CsvWriter | ParquetWriter
@@ -819,11 +844,15 @@ def _records_run(
     return 0
 
 
-def _open_keyed(store_url: str) -> KeyedDedup:
-    """Open the keyed method's store (imported here: only ``--method keyed`` needs it)."""
-    from .keyed import KeyedDedup
+def _open_method(store_url: str, method: str) -> KeyedDedup | SimhashDedup:
+    """Open the keyed or simhash method's tables (imported here: only ``--method`` needs it)."""
+    if method == "keyed":
+        from .keyed import KeyedDedup
 
-    return KeyedDedup.open(store_url)
+        return KeyedDedup.open(store_url)
+    from .simhash_dedup import SimhashDedup
+
+    return SimhashDedup.open(store_url)
 
 
 def _store_url(args: argparse.Namespace, *, saved: bool) -> str:
@@ -1218,10 +1247,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--method",
-        choices=("nshash", "keyed"),
+        choices=("nshash", "keyed", "simhash"),
         default="nshash",
-        help="nshash's sentence anchors (default), or the keyed method: content, head, tail"
-        " and title keys confirmed by cosine (needs nshash[keyed]; its own store tables)",
+        help="nshash's sentence anchors (default); the keyed method: content, head, tail"
+        " and title keys confirmed by cosine (needs nshash[keyed]); or simhash: one 64-bit"
+        " simhash a document, Hamming distance <= 3 (seed 002). Each keeps its own tables",
     )
     _add_record_options(p)
     p.set_defaults(func=_cmd_dedup, parser=p)

@@ -77,7 +77,7 @@ from .scripts import lua_script
 from .simprint import DEFAULT_K, TOP, index_keys, index_layout, simprint
 from .store import parse_url
 
-__all__ = ["SimhashDedup", "SimhashDoc"]
+__all__ = ["SimhashDedup", "SimhashDoc", "prepare"]
 
 _U64 = struct.Struct(">Q")
 _PAIR = struct.Struct(">QQ")
@@ -91,6 +91,17 @@ class SimhashDoc:
 
     fingerprint: int
     keys: tuple[int, ...]
+
+
+def prepare(text: str, k: int = DEFAULT_K, blocks: int | None = None, top: int = TOP) -> SimhashDoc:
+    """The fingerprint of *text* and its index keys for *k* and *blocks* (no store needed).
+
+    Raises:
+        ConfigError: *text* is not a str, or an option is out of range.
+        EmptyDocumentError: *text* has no letter or digit.
+    """
+    fp = simprint(check_text(text), top=top)
+    return SimhashDoc(fp, tuple(index_keys(fp, k, blocks)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -529,8 +540,7 @@ class SimhashDedup:
             ConfigError: *text* is not a str.
             EmptyDocumentError: *text* has no letter or digit.
         """
-        fp = simprint(check_text(text), top=self.top)
-        return SimhashDoc(fp, tuple(index_keys(fp, self.k, self.blocks)))
+        return prepare(text, self.k, self.blocks, self.top)
 
     def add(self, text: str, doc_id: str | None = None, *, title: str | None = None) -> AddResult:
         """Add one document and return its group.

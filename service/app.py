@@ -45,10 +45,11 @@ reposts of one story share it.
   shows one, even by an id that was merged into another.
 * `POST /v1/compare` scores two texts with the similarity measures.
 
-`NSHASH_METHOD` picks the method: `nshash` (default, anchor sentences) or `keyed` (the
+`NSHASH_METHOD` picks the method: `nshash` (default, anchor sentences), `keyed` (the
 four-key method: content, head, tail and title keys behind Bloom filters, confirmed by
-cosine). Under `keyed` the document, batch and query routes answer alike, and the group
-routes answer 501 `not_supported`, since that method keeps no group listings.
+cosine) or `simhash` (seed 002: one 64-bit simhash a document, Hamming distance <= 3). Under
+`keyed` and `simhash` the document, batch and query routes answer alike, and the group
+routes answer 501 `not_supported`, since those methods keep no group listings.
 
 Every error answers `{"error": {"code": "...", "message": "..."}}` with a 4xx status, or 503
 while the store cannot be reached. Settings come from `NSHASH_*` environment variables.

@@ -23,7 +23,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
-from nshash import KeyedDedup, NSHash, StoreUnavailableError
+from nshash import KeyedDedup, NSHash, SimhashDedup, StoreUnavailableError
 
 from .errors import ApiError
 from .metrics import Metrics
@@ -44,10 +44,11 @@ logger = logging.getLogger("nshash.service")
 P = ParamSpec("P")
 T = TypeVar("T")
 
-#: The object the routes call: an :class:`~nshash.NSHash`, or a :class:`~nshash.KeyedDedup`
-#: when ``NSHASH_METHOD=keyed``. Both answer ``add``, ``add_many``, ``query``, ``document``
-#: and ``stats`` alike; only NSHash lists groups.
-Dedup = NSHash | KeyedDedup
+#: The object the routes call: an :class:`~nshash.NSHash`, a :class:`~nshash.KeyedDedup`
+#: (``NSHASH_METHOD=keyed``) or a :class:`~nshash.SimhashDedup` (``NSHASH_METHOD=simhash``).
+#: All answer ``add``, ``add_many``, ``query``, ``document`` and ``stats`` alike; only NSHash
+#: lists groups.
+Dedup = NSHash | KeyedDedup | SimhashDedup
 
 
 class StoreHolder:
@@ -75,6 +76,8 @@ class StoreHolder:
         s = self.settings
         if s.method == "keyed":
             return KeyedDedup.open(s.store_url, hashfunc=s.hashfunc)
+        if s.method == "simhash":
+            return SimhashDedup.open(s.store_url)
         return NSHash.open(s.store_url, n=s.n, min_length=s.min_length, hashfunc=s.hashfunc)
 
     def open(self) -> None:

@@ -19,7 +19,7 @@ status   code                    when
 422      ``invalid_argument``    the library refused an argument (e.g. an unknown metric)
 501      ``not_installed``       an optional part is missing (``pip install 'nshash[...]'``)
 408      ``request_timeout``     the body did not arrive within ``NSHASH_BODY_TIMEOUT`` seconds
-501      ``not_supported``       a group route under ``NSHASH_METHOD=keyed`` (no group lists)
+501      ``not_supported``       a group route under ``NSHASH_METHOD=keyed|simhash``
 503      ``store_unavailable``   the store cannot be reached or failed
 500      ``internal_error``      a bug; never caused by bad input
 =======  ======================  =========================================================

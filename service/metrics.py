@@ -29,7 +29,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from nshash import KeyedDedup, NSHash, NSHashError
+from nshash import KeyedDedup, NSHash, NSHashError, SimhashDedup
 from nshash.results import AddResult
 
 __all__ = ["Metrics", "MetricsMiddleware"]
@@ -45,7 +45,7 @@ _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0
 class _StoreCollector(Collector):
     """Reads the store's counts at scrape time; yields nothing while the store is down."""
 
-    def __init__(self, get_nshash: Callable[[], NSHash | KeyedDedup | None]) -> None:
+    def __init__(self, get_nshash: Callable[[], NSHash | KeyedDedup | SimhashDedup | None]) -> None:
         self._get_nshash = get_nshash
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
@@ -73,7 +73,7 @@ class Metrics:
             opened); the store gauges are read through it at scrape time.
     """
 
-    def __init__(self, get_nshash: Callable[[], NSHash | KeyedDedup | None]) -> None:
+    def __init__(self, get_nshash: Callable[[], NSHash | KeyedDedup | SimhashDedup | None]) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter(
             "nshash_http_requests",

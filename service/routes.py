@@ -58,7 +58,8 @@ _DESCRIPTIONS = {
     422: "The body is not valid JSON, a field is missing or has the wrong type, or the text"
     " has no letter or digit.",
     501: "An optional part is not installed (`not_installed`), or the configured method does"
-    " not offer the route (`not_supported`: `NSHASH_METHOD=keyed` keeps no group listings).",
+    " not offer the route (`not_supported`: `NSHASH_METHOD=keyed` and `simhash` keep no group"
+    " listings).",
     503: "The store cannot be reached.",
 }
 
@@ -250,7 +251,7 @@ async def _grouping(service: Service) -> NSHash:
     """Return the open NSHash, or refuse a group route when the method keeps no groups.
 
     Raises:
-        ApiError: 501 ``not_supported`` under ``NSHASH_METHOD=keyed``.
+        ApiError: 501 ``not_supported`` under ``NSHASH_METHOD=keyed`` or ``simhash``.
         StoreUnavailableError: the store could not be opened yet (503).
     """
     method = service.settings.method
@@ -281,7 +282,8 @@ async def list_groups(
 ) -> GroupsResponse:
     """Return the largest groups first (the hot stories), with their members' ids and titles.
 
-    Under `NSHASH_METHOD=keyed` this answers 501 `not_supported`: that method keeps no groups.
+    Under `NSHASH_METHOD=keyed` or `simhash` this answers 501 `not_supported`: those methods keep
+    no groups.
     """
     most = service.settings.max_groups_limit
     if limit > most:

@@ -44,12 +44,13 @@ class Settings(BaseSettings):
     store_url: str = DEFAULT_STORE_URL
     #: The dedup method: ``nshash`` (default; anchor sentences, groups that merge) or
     #: ``keyed`` (:class:`nshash.KeyedDedup`: content, head, tail and title keys behind Bloom
-    #: filters, confirmed by cosine). Both answer the document and query routes alike; the
-    #: keyed method keeps no group listings, so ``GET /v1/groups`` and
+    #: filters, confirmed by cosine) or ``simhash`` (:class:`nshash.SimhashDedup`: seed 002's
+    #: 64-bit simhash, Hamming distance <= 3). All answer the document and query routes alike;
+    #: the keyed and simhash methods keep no group listings, so ``GET /v1/groups`` and
     #: ``GET /v1/groups/{similar_id}`` answer 501 ``not_supported``. It ignores ``n`` and
     #: ``min_length``. Documents added under one method are not seen by the other: give each
     #: method its own store URL (a memory snapshot of the other method is refused).
-    method: Literal["nshash", "keyed"] = "nshash"
+    method: Literal["nshash", "keyed", "simhash"] = "nshash"
     #: When set, every ``/v1`` route needs ``Authorization: Bearer <api_key>`` (else 401).
     #: ``/healthz``, ``/readyz``, ``/metrics`` and the docs stay open.
     api_key: SecretStr | None = None

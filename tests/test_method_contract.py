@@ -10,9 +10,11 @@ everything, a closed one refuses calls. The method-specific behaviour is in ``te
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,6 +29,7 @@ from nshash import (
     StoreClosedError,
     StoreLockedError,
 )
+from nshash.cli import main
 
 METHODS: dict[str, Callable[..., Any]] = {
     "nshash": NSHash.open,
@@ -192,3 +195,81 @@ class TestLifecycle:
             pytest.skip("only file stores admit one opener")
         with METHODS[method](store_url), pytest.raises(StoreLockedError):
             METHODS[method](store_url)
+
+
+class TestCommandLine:
+    """``nshash dedup --method M`` for every method, in this process and in worker processes."""
+
+    @pytest.mark.parametrize("jobs", ["1", "2"])
+    def test_dedup_writes_each_methods_ids(
+        self, method: str, jobs: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        src = tmp_path / "in.jsonl"
+        texts = [STORY, OTHER, REPOST, "?!", THIRD]
+        src.write_text(
+            "".join(json.dumps({"id": str(i), "text": t}) + "\n" for i, t in enumerate(texts))
+        )
+        store = f"leveldb://{tmp_path}/store.ldb"
+        assert (
+            main(["dedup", str(src), "--method", method, "--store", store, "-j", jobs, "-q"]) == 0
+        )
+        out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert [r.get("similar_id") for r in out] == [1, 2, 1, None, 3]
+        assert [r.get("duplicate") for r in out] == [False, False, True, None, False]
+        # The tables are the method's own: the same store opened by the method has them.
+        with METHODS[method](store) as dedup:
+            assert dedup.stats().documents == 4
+            assert dedup.query(REPOST) == 1
+
+
+class TestService:
+    """The HTTP service under ``NSHASH_METHOD`` for every method (FastAPI's test client)."""
+
+    @pytest.fixture
+    def client(self, method: str, tmp_path: Path) -> Iterator[Any]:
+        import warnings
+
+        pytest.importorskip("fastapi")
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Using `httpx` with")
+            from fastapi.testclient import TestClient
+        from service import Settings, create_app
+
+        settings = Settings(store_url=f"leveldb://{tmp_path}/svc.ldb", method=method)
+        with TestClient(create_app(settings)) as c:
+            yield c
+
+    def test_documents_queries_and_batches(self, method: str, client: Any) -> None:
+        first = client.post("/v1/documents", json={"text": STORY, "id": "a"})
+        assert first.status_code == 200, first.text
+        assert first.json()["similar_id"] == 1 and first.json()["duplicate"] is False
+        repost = client.post("/v1/documents", json={"text": REPOST, "id": "b"}).json()
+        assert (repost["similar_id"], repost["duplicate"]) == (1, True)
+        assert client.post("/v1/query", json={"text": REPOST}).json()["similar_id"] == 1
+        assert client.post("/v1/query", json={"text": THIRD}).json()["similar_id"] is None
+        assert client.get("/v1/documents/b").json()["similar_id"] == 1
+        assert client.get("/v1/documents/zz").status_code == 404
+        batch = client.post(
+            "/v1/documents/batch",
+            json={"documents": [{"text": OTHER}, {"text": " ... "}, {"text": STORY, "id": "a"}]},
+        ).json()
+        assert (batch["added"], batch["failed"]) == (2, 1)
+        assert batch["results"][0]["similar_id"] == 2
+        assert batch["results"][1]["error"]["code"] == "empty_document"
+        assert batch["results"][2]["replayed"] is True
+
+    def test_bad_input_is_a_4xx_with_a_json_body(self, client: Any) -> None:
+        for body in ({"text": 3}, {"text": "?!"}, {"nope": "x"}):
+            response = client.post("/v1/documents", json=body)
+            assert response.status_code == 422, (body, response.text)
+            assert response.json()["error"]["code"]
+
+    def test_group_routes_need_a_method_with_groups(self, method: str, client: Any) -> None:
+        client.post("/v1/documents", json={"text": STORY})
+        client.post("/v1/documents", json={"text": REPOST})
+        listed = client.get("/v1/groups")
+        if method == "nshash":
+            assert listed.status_code == 200 and listed.json()["groups"][0]["size"] == 2
+        else:
+            assert listed.status_code == 501
+            assert listed.json()["error"]["code"] == "not_supported"

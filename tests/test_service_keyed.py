@@ -60,9 +60,9 @@ class TestSetting:
         assert Settings(store_url="memory://").method == "keyed"
 
     def test_unknown_method_refused(self) -> None:
-        """A method other than nshash or keyed is a configuration error."""
+        """A method other than nshash, keyed or simhash is a configuration error."""
         with pytest.raises(ValidationError):
-            Settings(store_url="memory://", method="simhash")  # type: ignore[arg-type]
+            Settings(store_url="memory://", method="minhash")  # type: ignore[arg-type]
 
     def test_other_methods_snapshot_refused(self, tmp_path: Path) -> None:
         """A journaled memory store written by nshash does not open as a keyed store."""
