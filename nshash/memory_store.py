@@ -655,7 +655,7 @@ def _check_snapshot(data: dict[str, Any]) -> tuple[Any, ...]:
 
 def _time(value: Any) -> int:
     """*value* if it is a time this store writes (whole epoch seconds), else ValueError."""
-    if type(value) is not int or not -(1 << 53) < value < 1 << 53:
+    if type(value) is not int or not 0 <= value < 1 << 53:
         raise ValueError(f"{value!r:.40} is not a time")
     return int(value)
 
