@@ -29,11 +29,14 @@ from .fingerprint import DocPrint, Fingerprinter, split_sentences
 from .kernel import kernel_info
 from .normalize import normalize_key, normalize_text
 from .results import (
+    Activity,
     AddResult,
     Candidate,
+    DocMeta,
     DocumentRecord,
     Explanation,
     Group,
+    HotGroup,
     Member,
     StoreStats,
 )
@@ -71,9 +74,11 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Activity",
     "AddResult",
     "Candidate",
     "ConfigError",
+    "DocMeta",
     "DocPrint",
     "Document",
     "DocumentRecord",
@@ -81,6 +86,7 @@ __all__ = [
     "Explanation",
     "Fingerprinter",
     "Group",
+    "HotGroup",
     "KeyedDedup",
     "MatchPolicy",
     "Member",

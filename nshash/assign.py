@@ -15,6 +15,8 @@ size      canonical id -> document count         every new document
 members   canonical id -> doc ids in order       every new document that has a doc_id
 docs      doc id -> the answer given for it      every new document that has a doc_id
 counter   last id handed out                     a group is made
+activity  canonical id -> first/last seen and    every new document given a DocMeta (merges
+          documents per hour; doc id -> DocMeta  move a group's hours to the canonical id)
 ========  =====================================  ===========================================
 
 **Candidates.** A document's anchors (the shingles of its smallest hashes, see
@@ -52,7 +54,7 @@ from typing import Protocol
 
 from .errors import ConfigError
 from .fingerprint import NO_LIMIT, DocPrint
-from .results import Assignment, Candidate, DocumentRecord, Explanation
+from .results import Assignment, Candidate, DocMeta, DocumentRecord, Explanation
 
 __all__ = [
     "MatchPolicy",
@@ -173,10 +175,15 @@ class Tables(Protocol):
         ...
 
     def merge_into(self, root: int, gid: int, cap: int) -> None:
-        """Make *gid* resolve to *root*; its sketch, size and members move to *root*."""
+        """Make *gid* resolve to *root*; its sketch, size, members and activity (first and
+        last seen, documents per hour) move to *root*."""
         ...
 
     def add_member(self, gid: int, record: DocumentRecord | None) -> None: ...
+    def note(self, gid: int, doc_id: str | None, meta: DocMeta) -> None:
+        """Count a new document of group *gid* in the hour of ``meta.added``, widen the
+        group's first and last seen, and keep *meta* for *doc_id* (when there is one)."""
+        ...
 
 
 def resolve(tables: Tables, gid: int) -> int:
@@ -346,10 +353,13 @@ def assign(
     policy: MatchPolicy,
     doc_id: str | None = None,
     title: str | None = None,
+    meta: DocMeta | None = None,
 ) -> tuple[Assignment, tuple[int, ...]]:
     """Place *doc* in a group, writing through *tables*; returns the answer and the anchors.
 
-    The caller makes this atomic (a lock, a LevelDB write batch, a Redis Lua script).
+    With *meta*, the document's time (and url and site) are recorded too (:meth:`Tables.note`);
+    a replayed ``doc_id`` records nothing. The caller makes this atomic (a lock, a LevelDB
+    write batch, a Redis Lua script).
     """
     if doc_id is not None:
         seen = tables.get_doc(doc_id)
@@ -394,4 +404,6 @@ def assign(
     if doc_id is not None:
         record = DocumentRecord(doc_id, root, duplicate, merged, title, anchors)
     tables.add_member(root, record)
+    if meta is not None:
+        tables.note(root, doc_id, meta)
     return Assignment(root, duplicate, merged), anchors

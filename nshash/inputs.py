@@ -87,8 +87,10 @@ def check_doc_id(doc_id: object) -> str | None:
     return _short(doc_id, "doc_id", MAX_DOC_ID_CHARS)
 
 
-def check_title(title: object) -> str | None:
+def check_title(title: object, what: str = "title") -> str | None:
     """Return *title* (None allowed) if a store can keep it and give it back.
+
+    The same rules hold for a document's ``url`` and ``site`` (*what* names the field).
 
     Raises:
         ConfigError: see the module docstring.
@@ -96,5 +98,5 @@ def check_title(title: object) -> str | None:
     if title is None:
         return None
     if not isinstance(title, str):
-        raise ConfigError(f"title must be a str, not {type(title).__name__}")
-    return _short(title, "title", MAX_TITLE_CHARS)
+        raise ConfigError(f"{what} must be a str, not {type(title).__name__}")
+    return _short(title, what, MAX_TITLE_CHARS)

@@ -45,7 +45,15 @@ key                          value
 ``m`` + group id + seq       a member's ``doc_id`` (UTF-8); ``seq`` is a store-wide arrival
                              number, so a group's members list in arrival order
 ``d`` + doc_id (UTF-8)       JSON ``[similar_id, duplicate, merged_from, title, fingerprints]``
+``h`` + hour + group id      documents of the (canonical) group added in that hour (hours
+                             since the epoch): a window is one range scan
+``a`` + group id + hour      the same count, keyed by group, so a merge finds its hours
+``t`` + group id             the group's first and last seen (epoch seconds)
+``u`` + doc_id (UTF-8)       JSON ``[added, url, site]`` of a document added with a DocMeta
 ===========================  ============================================================
+
+The ``h``/``a``/``t``/``u`` tables (activity) are an addition to format 2: a directory
+written before them opens with no activity.
 
 Members get one key each: adding a document writes one small key, never a growing list. A
 merge moves the merged group's member keys and sketch to the canonical id. :meth:`stats`
@@ -67,7 +75,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -84,7 +92,17 @@ from .errors import (
     StoreReadOnlyError,
 )
 from .fingerprint import NO_LIMIT, DocPrint
-from .results import Assignment, DocumentRecord, Explanation, Group, Member, StoreStats
+from .results import (
+    HOUR,
+    Activity,
+    Assignment,
+    DocMeta,
+    DocumentRecord,
+    Explanation,
+    Group,
+    Member,
+    StoreStats,
+)
 from .store import FSYNC_POLICIES, Store
 
 __all__ = ["LevelDBStore"]
@@ -104,6 +122,10 @@ _SKETCH = b"s"
 _SIZE = b"z"
 _MEMBER = b"m"
 _DOC = b"d"
+_HOUR = b"h"
+_GROUP_HOUR = b"a"
+_SEEN = b"t"
+_DOC_META = b"u"
 
 _COUNTERS = ("counter", "documents", "groups", "fingerprints", "common", "mseq")
 
@@ -358,6 +380,42 @@ class _Overlay:
             # The arrival number stays, so the merged members interleave in arrival order.
             self.put(new + key[len(old) :], doc_id)
             self.delete(key)
+        seen = self.get_seen(gid)
+        if seen is not None:
+            self.delete(_SEEN + _enc(gid))
+            self._widen(root, *seen)
+        old = _GROUP_HOUR + _enc(gid)
+        for key, value in list(self.scan(old)):
+            (hour,) = _dec(key[len(old) :])
+            self.delete(key)
+            self.delete(_HOUR + _enc(hour, gid))
+            self._count_hour(root, hour, _one(value))
+
+    def get_seen(self, gid: int) -> tuple[int, int] | None:
+        value = self.get(_SEEN + _enc(gid))
+        if value is None:
+            return None
+        first, last = _dec(value)
+        return first, last
+
+    def _widen(self, gid: int, first: int, last: int) -> None:
+        seen = self.get_seen(gid)
+        if seen is not None:
+            first, last = min(first, seen[0]), max(last, seen[1])
+        self.put(_SEEN + _enc(gid), _enc(first, last))
+
+    def _count_hour(self, gid: int, hour: int, n: int) -> None:
+        key = _GROUP_HOUR + _enc(gid, hour)
+        total = (self.get_int(key) or 0) + n
+        self.put(key, _enc(total))
+        self.put(_HOUR + _enc(hour, gid), _enc(total))
+
+    def note(self, gid: int, doc_id: str | None, meta: DocMeta) -> None:
+        self._widen(gid, meta.added, meta.added)
+        self._count_hour(gid, meta.added // HOUR, 1)
+        if doc_id is not None:
+            value = json.dumps([meta.added, meta.url, meta.site], separators=(",", ":"))
+            self.put(_DOC_META + doc_id.encode("utf-8"), value.encode("utf-8"))
 
     def add_member(self, gid: int, record: DocumentRecord | None) -> None:
         self.put(_SIZE + _enc(gid), _enc(self.get_size(gid) + 1))
@@ -773,13 +831,14 @@ class LevelDBStore(Store):
         policy: MatchPolicy,
         doc_id: str | None = None,
         title: str | None = None,
+        meta: DocMeta | None = None,
     ) -> tuple[Assignment, tuple[int, ...]]:
         with self._open_db():
             if self.readonly:
                 raise StoreReadOnlyError(f"{self.url} is open read-only", url=self.url)
             self._check_writable()
             overlay = self._reader()
-            result = assign(overlay, doc, policy, doc_id, title)
+            result = assign(overlay, doc, policy, doc_id, title, meta)
             self._commit(overlay)
             return result
 
@@ -839,6 +898,57 @@ class LevelDBStore(Store):
             )
             reader = self._reader()
             return [self._group(reader, -neg) for _size, neg in top]
+
+    def hot(self, first_hour: int, last_hour: int, limit: int = 30) -> list[tuple[int, int]]:
+        with self._open_db():
+            if last_hour < first_hour or last_hour < 0:
+                return []
+            start = _HOUR + _enc(max(first_hour, 0), 0)
+            stop = _HOUR + _enc(last_hour + 1, 0)
+            counts: dict[int, int] = {}
+            get = counts.get
+            for key, value in self._db.iterator(start=start, stop=stop):
+                gid = _one(key[9:])
+                counts[gid] = get(gid, 0) + _one(value)
+            top = heapq.nlargest(limit, counts.items(), key=lambda kv: (kv[1], -kv[0]))
+            return [(g, n) for g, n in top]
+
+    def activity(self, similar_id: int) -> Activity | None:
+        with self._open_db():
+            if not 0 < similar_id <= self._meta["counter"]:
+                return None
+            reader = self._reader()
+            gid = resolve(reader, similar_id)
+            seen = reader.get_seen(gid)
+            if seen is None:
+                return None
+            prefix = _GROUP_HOUR + _enc(gid)
+            hours = tuple(
+                (_one(key[9:]) * HOUR, _one(value)) for key, value in reader.scan(prefix)
+            )
+            return Activity(gid, seen[0], seen[1], hours)
+
+    def doc_meta(self, doc_ids: Sequence[str]) -> list[DocMeta | None]:
+        with self._open_db():
+            out: list[DocMeta | None] = []
+            for doc_id in doc_ids:
+                raw = self._db.get(_DOC_META + doc_id.encode("utf-8"))
+                if raw is None:
+                    out.append(None)
+                    continue
+                try:
+                    added, url, site = json.loads(raw, parse_constant=_refuse_constant)
+                    if type(added) is not int or not all(
+                        v is None or type(v) is str for v in (url, site)
+                    ):
+                        raise ValueError("a field has the wrong type")
+                except (ValueError, TypeError, RecursionError) as exc:
+                    raise StoreCorruptError(
+                        f"The metadata of doc_id {doc_id!r:.80} is unreadable: {exc}",
+                        url=self.url,
+                    ) from exc
+                out.append(DocMeta(added, url, site))
+            return out
 
     def stats(self) -> StoreStats:
         with self._open_db():

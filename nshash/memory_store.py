@@ -35,7 +35,7 @@ import os
 import pickle
 import re
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, BinaryIO
 
 from .assign import MatchPolicy, assign, combine_sketch, explain, lookup, resolve
@@ -49,7 +49,17 @@ from .errors import (
     StoreReadOnlyError,
 )
 from .fingerprint import NO_LIMIT, DocPrint
-from .results import Assignment, DocumentRecord, Explanation, Group, Member, StoreStats
+from .results import (
+    HOUR,
+    Activity,
+    Assignment,
+    DocMeta,
+    DocumentRecord,
+    Explanation,
+    Group,
+    Member,
+    StoreStats,
+)
 from .store import FSYNC_POLICIES, Store
 
 __all__ = ["MemoryStore"]
@@ -57,7 +67,9 @@ __all__ = ["MemoryStore"]
 logger = logging.getLogger("nshash")
 
 #: 2: shingle anchors, sketch limits and votes (the first release's format 1 cannot be read:
-#: its anchors were whole sentences, so its groups would never match again).
+#: its anchors were whole sentences, so its groups would never match again). The activity
+#: tables (``seen``, ``hours``, ``meta``) are optional keys of format 2: a snapshot written
+#: before them loads with no activity.
 _SNAPSHOT_FORMAT = 2
 _MISSING: Any = object()
 
@@ -167,6 +179,14 @@ class _Tables:
         self.docs: dict[str, tuple[int, bool, tuple[int, ...], str | None, tuple[int, ...]]] = {}
         self.counter = 0
         self.documents = 0
+        #: Activity (documents added with a DocMeta): canonical id -> (first, last) seen,
+        #: canonical id -> {hour: documents}, and the same counts by hour: hour -> {id: n},
+        #: so ranking a window reads only the hours in it.
+        self.seen: dict[int, tuple[int, int]] = {}
+        self.hours: dict[int, dict[int, int]] = {}
+        self.buckets: dict[int, dict[int, int]] = {}
+        #: doc id -> (added, url, site).
+        self.meta: dict[str, tuple[int, str | None, str | None]] = {}
         #: Ops applied since the last journal write; None when nothing journals them.
         self.log: list[list[Any]] | None = None
         #: While a change is in progress, how to take back each of its writes; see rollback.
@@ -315,8 +335,79 @@ class _Tables:
         moved = self.members.pop(gid, None)
         if moved:
             self.members.setdefault(root, []).extend(moved)
+        self._merge_activity(root, gid)
         if self.log is not None:
             self.log.append(["g", root, gid, cap])
+
+    def _keep_activity(self, gids: tuple[int, ...], hours: Iterable[int]) -> None:
+        """Record how to put back the activity of *gids* in *hours* (the caller checked undo)."""
+        assert self.undo is not None
+        seen = {g: self.seen.get(g) for g in gids}
+        mine = {g: dict(self.hours[g]) if g in self.hours else None for g in gids}
+        cells = {(h, g): self.buckets.get(h, {}).get(g) for h in hours for g in gids}
+
+        def undo() -> None:
+            for g, value in seen.items():
+                if value is None:
+                    self.seen.pop(g, None)
+                else:
+                    self.seen[g] = value
+            for g, hs in mine.items():
+                if hs is None:
+                    self.hours.pop(g, None)
+                else:
+                    self.hours[g] = hs
+            for (h, g), n in cells.items():
+                bucket = self.buckets.setdefault(h, {})
+                if n is None:
+                    bucket.pop(g, None)
+                else:
+                    bucket[g] = n
+                if not bucket:
+                    del self.buckets[h]
+
+        self.undo.append(undo)
+
+    def _merge_activity(self, root: int, gid: int) -> None:
+        """Move *gid*'s first/last seen and hourly counts to *root*."""
+        hours = self.hours.get(gid)
+        if self.undo is not None and (hours or gid in self.seen):
+            self._keep_activity((root, gid), list(hours or ()))
+        seen = self.seen.pop(gid, None)
+        if seen is not None:
+            mine = self.seen.get(root)
+            if mine is not None:
+                seen = (min(mine[0], seen[0]), max(mine[1], seen[1]))
+            self.seen[root] = seen
+        hours = self.hours.pop(gid, None)
+        if hours:
+            into = self.hours.setdefault(root, {})
+            for h, n in hours.items():
+                into[h] = into.get(h, 0) + n
+                bucket = self.buckets[h]
+                del bucket[gid]
+                bucket[root] = bucket.get(root, 0) + n
+
+    def note(self, gid: int, doc_id: str | None, meta: DocMeta) -> None:
+        added = meta.added
+        hour = added // HOUR
+        if self.undo is not None:
+            self._keep_activity((gid,), (hour,))
+            if doc_id is not None:
+                self._restore(self.meta, doc_id)
+        seen = self.seen.get(gid)
+        if seen is None:
+            self.seen[gid] = (added, added)
+        else:
+            self.seen[gid] = (min(seen[0], added), max(seen[1], added))
+        hours = self.hours.setdefault(gid, {})
+        hours[hour] = hours.get(hour, 0) + 1
+        bucket = self.buckets.setdefault(hour, {})
+        bucket[gid] = bucket.get(gid, 0) + 1
+        if doc_id is not None:
+            self.meta[doc_id] = (added, meta.url, meta.site)
+        if self.log is not None:
+            self.log.append(["t", gid, added, doc_id, meta.url, meta.site])
 
     def add_member(self, gid: int, record: DocumentRecord | None) -> None:
         if self.undo is not None:
@@ -399,6 +490,12 @@ class _Tables:
                 tuple(_u64s(fps)),
             )
             self.add_member(gid, record)
+        elif kind == "t" and len(args) == 5:
+            gid, added, doc_id, url, site = args
+            meta = DocMeta(
+                _time(added), _text(url, "url", optional=True), _text(site, "site", optional=True)
+            )
+            self.note(self._live(gid), _text(doc_id, "doc_id", optional=True), meta)
         else:
             raise ValueError(f"unknown journal operation {op!r:.60}")
 
@@ -425,6 +522,9 @@ class _Tables:
             "docs": self.docs,
             "counter": self.counter,
             "documents": self.documents,
+            "seen": self.seen,
+            "hours": self.hours,
+            "meta": self.meta,
         }
 
     def load(self, data: Any) -> None:
@@ -457,6 +557,14 @@ class _Tables:
             self.votes,
             self.limit,
         ) = tables
+        try:
+            self.seen, self.hours, self.meta = _check_activity(data, self.size)
+        except _DAMAGE as exc:
+            raise StoreCorruptError(f"The snapshot is damaged: {_reason(exc)}") from exc
+        self.buckets = {}
+        for gid, hours in self.hours.items():
+            for h, n in hours.items():
+                self.buckets.setdefault(h, {})[gid] = n
 
 
 def _reason(exc: BaseException) -> str:
@@ -543,6 +651,41 @@ def _check_snapshot(data: dict[str, Any]) -> tuple[Any, ...]:
         group(gid)
         _limit(value)
     return fp, exact, common, parent, sketch, size, members, docs, counter, documents, votes, limit
+
+
+def _time(value: Any) -> int:
+    """*value* if it is a time this store writes (whole epoch seconds), else ValueError."""
+    if type(value) is not int or not 0 <= value < 1 << 53:
+        raise ValueError(f"{value!r:.40} is not a time")
+    return int(value)
+
+
+def _check_activity(data: dict[str, Any], size: dict[int, int]) -> tuple[Any, Any, Any]:
+    """The activity tables of a snapshot (absent in older format-2 snapshots), each checked:
+    only canonical groups have activity, counts are positive, times whole seconds."""
+    seen, hours, meta = data.get("seen", {}), data.get("hours", {}), data.get("meta", {})
+    if type(seen) is not dict or type(hours) is not dict or type(meta) is not dict:
+        raise ValueError("an activity table is not a dict")
+    for gid, span in seen.items():
+        if gid not in size or type(span) is not tuple or len(span) != 2:
+            raise ValueError(f"the first and last seen of group {gid!r:.40} are wrong")
+        if _time(span[0]) > _time(span[1]):
+            raise ValueError(f"group {gid} was first seen after it was last seen")
+    for gid, counts in hours.items():
+        if gid not in size or type(counts) is not dict:
+            raise ValueError(f"the hours of group {gid!r:.40} are wrong")
+        for h, n in counts.items():
+            _time(h)
+            if _count(n, "hour count") < 1:
+                raise ValueError(f"group {gid} counts no document in hour {h}")
+    for doc_id, rec in meta.items():
+        _text(doc_id, "doc_id")
+        if type(rec) is not tuple or len(rec) != 3:
+            raise ValueError(f"the metadata of {doc_id!r:.60} is not 3 fields")
+        _time(rec[0])
+        _text(rec[1], "url", optional=True)
+        _text(rec[2], "site", optional=True)
+    return seen, hours, meta
 
 
 class MemoryStore(Store):
@@ -853,6 +996,7 @@ class MemoryStore(Store):
         policy: MatchPolicy,
         doc_id: str | None = None,
         title: str | None = None,
+        meta: DocMeta | None = None,
     ) -> tuple[Assignment, tuple[int, ...]]:
         with self._lock:
             self._check()
@@ -862,7 +1006,7 @@ class MemoryStore(Store):
             # line is written; if that fails, every change is taken back: no trace is left.
             t.undo = []
             try:
-                result = assign(t, doc, policy, doc_id, title)
+                result = assign(t, doc, policy, doc_id, title, meta)
                 self._write_journal()
             except BaseException:
                 t.rollback()
@@ -934,6 +1078,53 @@ class MemoryStore(Store):
                 common_fingerprints=len(t.common),
                 last_id=t.counter,
             )
+
+    def hot(self, first_hour: int, last_hour: int, limit: int = 30) -> list[tuple[int, int]]:
+        with self._lock:
+            self._check()
+            buckets = self._t.buckets
+            # Only the hours in the window are read; a window wider than the hours recorded
+            # walks the recorded ones instead.
+            if last_hour - first_hour + 1 > len(buckets):
+                hours: Iterable[int] = [h for h in buckets if first_hour <= h <= last_hour]
+            else:
+                hours = range(first_hour, last_hour + 1)
+            counts: dict[int, int] = {}
+            for h in hours:
+                bucket = buckets.get(h)
+                if not bucket:
+                    continue
+                if not counts:
+                    counts = dict(bucket)
+                    continue
+                get = counts.get
+                for gid, n in bucket.items():
+                    counts[gid] = get(gid, 0) + n
+            top = heapq.nlargest(limit, counts.items(), key=lambda kv: (kv[1], -kv[0]))
+            return [(g, n) for g, n in top]
+
+    def activity(self, similar_id: int) -> Activity | None:
+        with self._lock:
+            self._check()
+            t = self._t
+            if not 0 < similar_id <= t.counter:
+                return None
+            gid = resolve(t, similar_id)
+            seen = t.seen.get(gid)
+            if seen is None:
+                return None
+            hours = tuple((h * HOUR, n) for h, n in sorted(t.hours.get(gid, {}).items()))
+            return Activity(gid, seen[0], seen[1], hours)
+
+    def doc_meta(self, doc_ids: Sequence[str]) -> list[DocMeta | None]:
+        with self._lock:
+            self._check()
+            meta = self._t.meta
+            out: list[DocMeta | None] = []
+            for d in doc_ids:
+                rec = meta.get(d)
+                out.append(None if rec is None else DocMeta(*rec))
+            return out
 
     def ping(self) -> None:
         """Raise StoreError while the store cannot write: its last journal write failed and

@@ -39,6 +39,12 @@ key                type     holds
 ``{P}:s:<id>``     set      the sketch (sampled shingle hashes) of canonical group ``id``
 ``{P}:limits``     hash     group id -> its sketch's limit, for groups whose sketch was cut
 ``{P}:m:<id>``     list     doc ids of canonical group ``id``, in arrival order
+``{P}:hh:<hour>``  zset     canonical group id (zero-padded) -> its documents added in that
+                            hour (hours since the epoch); a window is one ``ZUNION``
+``{P}:ha:<id>``    hash     hour -> documents of canonical group ``id`` (a merge moves them)
+``{P}:hours``      zset     every hour that has a ``hh`` key (score and member: the hour)
+``{P}:seen``       hash     canonical group id -> ``"first last"`` seen (epoch seconds)
+``{P}:meta``       hash     doc id -> JSON ``[added, url, site]`` (documents given a DocMeta)
 =================  =======  ==================================================================
 
 Failures: a connection that cannot be made or answered within the timeouts (1 s each by
@@ -52,6 +58,7 @@ a message. Needs Redis 7.0 or newer (``SMISMEMBER``, ``SINTERCARD``, script flag
 from __future__ import annotations
 
 import hashlib
+import json
 import ssl
 import struct
 from collections.abc import Iterator, Sequence
@@ -74,7 +81,17 @@ from .errors import (
     StoreUnavailableError,
 )
 from .fingerprint import DocPrint
-from .results import Assignment, DocumentRecord, Explanation, Group, Member, StoreStats
+from .results import (
+    HOUR,
+    Activity,
+    Assignment,
+    DocMeta,
+    DocumentRecord,
+    Explanation,
+    Group,
+    Member,
+    StoreStats,
+)
 from .store import Store, mask_url
 
 __all__ = ["RedisStore"]
@@ -152,6 +169,38 @@ local function resolve(g)
     p = redis.call('HGET', K_PARENT, g)
   end
   return tonumber(g)
+end
+
+-- Activity: widen a group's first/last seen, and move a merged group's hours to its root.
+local K_SEEN = BASE .. 'seen'
+local function widen(g, f, l)
+  local s = redis.call('HGET', K_SEEN, gs(g))
+  if s then
+    local a, b = string.match(s, '^(%d+) (%d+)$')
+    f, l = math.min(f, tonumber(a)), math.max(l, tonumber(b))
+  end
+  redis.call('HSET', K_SEEN, gs(g), string.format('%d %d', f, l))
+end
+
+local function move_activity(g, root)
+  local ga = BASE .. 'ha:' .. gs(g)
+  local hs = redis.call('HGETALL', ga)
+  if #hs > 0 then
+    local ra = BASE .. 'ha:' .. gs(root)
+    for i = 1, #hs, 2 do
+      local hk = BASE .. 'hh:' .. hs[i]
+      redis.call('ZREM', hk, zm(g))
+      redis.call('ZINCRBY', hk, hs[i + 1], zm(root))
+      redis.call('HINCRBY', ra, hs[i], hs[i + 1])
+    end
+    redis.call('DEL', ga)
+  end
+  local sg = redis.call('HGET', K_SEEN, gs(g))
+  if sg then
+    redis.call('HDEL', K_SEEN, gs(g))
+    local f, l = string.match(sg, '^(%d+) (%d+)$')
+    widen(root, tonumber(f), tonumber(l))
+  end
 end
 
 -- The document's hashes: ARGV[s] is a JSON array of its sentences then its sketch, ARGV[s + 1]
@@ -397,7 +446,8 @@ end
 """
 
 # ARGV: base, n, theta:merge_theta:merge_guard, min_overlap, sketch_cap, votes, exact, hashes,
-# anchor count, sketch limit, doc ('-' | '+id'), title ('-' | '+title'). Returns one string,
+# anchor count, sketch limit, doc ('-' | '+id'), title ('-' | '+title'), activity ('-' |
+# 'added hour') and the doc's JSON metadata (kept with a doc id). Returns one string,
 # cheap to parse: "root duplicate sequence anchor,positions merged,ids", or "R root record"
 # when the doc id was seen before.
 _LUA_ASSIGN = (
@@ -467,6 +517,7 @@ else
         push('RPUSH', rmem, moved)
         redis.call('DEL', gmem)
       end
+      move_activity(g, root)
     end
     local lr = limit_of(root)
     local bound = math.min(lr, doc_limit)
@@ -519,6 +570,14 @@ if doc_id then
   local rec = table.concat({gs(root), tostring(dup), gs(seq), title and '1' or '0',
     table.concat(ms, ','), table.concat(anchors, ',')}, ' ') .. '\n' .. (title or '')
   redis.call('HSET', K_DOCS, doc_id, rec)
+end
+if ARGV[13] ~= '-' then
+  local added, hour = string.match(ARGV[13], '^(%d+) (%d+)$')
+  widen(root, tonumber(added), tonumber(added))
+  redis.call('HINCRBY', BASE .. 'ha:' .. gs(root), hour, 1)
+  redis.call('ZINCRBY', BASE .. 'hh:' .. hour, 1, zm(root))
+  redis.call('ZADD', BASE .. 'hours', hour, hour)
+  if doc_id then redis.call('HSET', BASE .. 'meta', doc_id, ARGV[14]) end
 end
 for i = 1, #merged do merged[i] = gs(merged[i]) end
 return table.concat({gs(root), tostring(dup), gs(seq), table.concat(aidx, ','),
@@ -608,6 +667,56 @@ elseif op == 'groups' then
   local out = {}
   for i = 1, #top do out[i] = group_reply(tonumber(top[i])) end
   return out
+elseif op == 'activity' then
+  local g = tonumber(ARGV[3])
+  local last = tonumber(redis.call('GET', K_COUNTER) or '0')
+  if g < 1 or g > last then return false end
+  local r = resolve(gs(g))
+  local seen = redis.call('HGET', K_SEEN, gs(r))
+  if not seen then return false end
+  return {r, seen, redis.call('HGETALL', BASE .. 'ha:' .. gs(r))}
+elseif op == 'metas' then
+  if #ARGV < 3 then return {} end
+  return redis.call('HMGET', BASE .. 'meta', unpack(ARGV, 3))
+elseif op == 'hot' then
+  -- ARGV: base, op, first hour, last hour, limit. Returns id, count pairs, most first, ties
+  -- by smaller id (members are zero-padded, so ZUNION orders ties by id).
+  local limit = tonumber(ARGV[5])
+  local hs = redis.call('ZRANGE', BASE .. 'hours', ARGV[3], ARGV[4], 'BYSCORE')
+  if #hs == 0 then return {} end
+  local keys = {}
+  for i, h in ipairs(hs) do keys[i] = BASE .. 'hh:' .. h end
+  local all
+  if #keys <= CHUNK then
+    keys[#keys + 1] = 'WITHSCORES'
+    all = redis.call('ZUNION', #keys - 1, unpack(keys))
+  else
+    local acc, items = {}, {}
+    for _, k in ipairs(keys) do
+      local part = redis.call('ZRANGE', k, 0, -1, 'WITHSCORES')
+      for i = 1, #part, 2 do acc[part[i]] = (acc[part[i]] or 0) + tonumber(part[i + 1]) end
+    end
+    for m, c in pairs(acc) do items[#items + 1] = {m, c} end
+    table.sort(items, function(a, b)
+      if a[2] ~= b[2] then return a[2] < b[2] end
+      return a[1] < b[1]
+    end)
+    all = {}
+    for _, it in ipairs(items) do all[#all + 1] = it[1]; all[#all + 1] = it[2] end
+  end
+  local out, i = {}, #all / 2
+  while i >= 1 and #out < 2 * limit do
+    local score = tonumber(all[2 * i])
+    local j = i
+    while j > 1 and tonumber(all[2 * (j - 1)]) == score do j = j - 1 end
+    for k = j, i do
+      if #out >= 2 * limit then break end
+      out[#out + 1] = all[2 * k - 1]
+      out[#out + 1] = tostring(score)
+    end
+    i = j - 1
+  end
+  return out
 elseif op == 'stats' then
   return {
     tonumber(redis.call('GET', K_DOCUMENTS) or '0'),
@@ -695,6 +804,17 @@ def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
         seen.add(id(current))
         current = current.__cause__ or current.__context__
     return False
+
+
+def _meta_args(meta: DocMeta | None) -> tuple[bytes, bytes]:
+    """The assignment script's activity arguments: ``"added hour"`` and the JSON kept."""
+    if meta is None:
+        return _bulk(b"-"), _bulk(b"-")
+    added = int(meta.added)
+    if not 0 <= added < 1 << 53:
+        raise ConfigError(f"A document's time must be in [0, 2**53) seconds, not {added!r}")
+    kept = json.dumps([added, meta.url, meta.site], separators=(",", ":")).encode("utf-8")
+    return _bulk(b"%d %d" % (added, added // HOUR)), _bulk(kept)
 
 
 def _parse_record(doc_id: str, raw: bytes) -> DocumentRecord:
@@ -923,10 +1043,10 @@ class RedisStore(Store):
             str(policy.sketch_cap).encode(),
             str(policy.votes).encode(),
         ]
-        # EVALSHA sha numkeys KEYS... base policy... then the document's six arguments.
+        # EVALSHA sha numkeys KEYS... base policy... then the document's eight arguments.
         fixed = [b"EVALSHA", self._assign_sha, str(len(self._keys)).encode(), *self._keys]
         fixed += [self._base, *args]
-        head = b"*%d\r\n" % (len(fixed) + 6) + b"".join(_bulk(a) for a in fixed)
+        head = b"*%d\r\n" % (len(fixed) + 8) + b"".join(_bulk(a) for a in fixed)
         self._policy_cache = (policy, args, head)
         return args, head
 
@@ -942,7 +1062,12 @@ class RedisStore(Store):
             raise ConfigError(f"Not a document fingerprint: {doc!r} ({exc})") from None
 
     def _pack_assign(
-        self, doc: DocPrint, policy: MatchPolicy, doc_id: str | None, title: str | None
+        self,
+        doc: DocPrint,
+        policy: MatchPolicy,
+        doc_id: str | None,
+        title: str | None,
+        meta: DocMeta | None = None,
     ) -> bytes:
         """One EVALSHA of the assignment script, as RESP bytes ready to send."""
         if doc_id is not None and (not isinstance(doc_id, str) or not doc_id):
@@ -959,6 +1084,7 @@ class RedisStore(Store):
                 _bulk(limit),
                 _bulk(b"-" if doc_id is None else b"+" + doc_id.encode("utf-8")),
                 _bulk(b"-" if title is None else b"+" + title.encode("utf-8")),
+                *_meta_args(meta),
             )
         )
 
@@ -1057,9 +1183,10 @@ class RedisStore(Store):
         policy: MatchPolicy,
         doc_id: str | None = None,
         title: str | None = None,
+        meta: DocMeta | None = None,
     ) -> tuple[Assignment, tuple[int, ...]]:
         self._check()
-        command = self._pack_assign(doc, policy, doc_id, title)
+        command = self._pack_assign(doc, policy, doc_id, title, meta)
         with self._errors():
             reply = self._run_assign([command])[0]
         if isinstance(reply, Exception):
@@ -1070,6 +1197,7 @@ class RedisStore(Store):
         self,
         items: Sequence[tuple[DocPrint, str | None, str | None]],
         policy: MatchPolicy,
+        metas: Sequence[DocMeta | None] | None = None,
     ) -> list[tuple[Assignment, tuple[int, ...]] | NSHashError]:
         """Place documents in order, pipelined: one round trip per :data:`PIPELINE_CHUNK`.
 
@@ -1081,7 +1209,8 @@ class RedisStore(Store):
         self._check()
         out: list[tuple[Assignment, tuple[int, ...]] | NSHashError | None] = [None] * len(items)
         for start in range(0, len(items), PIPELINE_CHUNK):
-            self._assign_chunk(items, policy, start, min(start + PIPELINE_CHUNK, len(items)), out)
+            stop = min(start + PIPELINE_CHUNK, len(items))
+            self._assign_chunk(items, policy, start, stop, out, metas)
         return [r for r in out if r is not None]
 
     def _assign_chunk(
@@ -1091,13 +1220,15 @@ class RedisStore(Store):
         start: int,
         stop: int,
         out: list[tuple[Assignment, tuple[int, ...]] | NSHashError | None],
+        metas: Sequence[DocMeta | None] | None = None,
     ) -> None:
         sent: list[int] = []
         commands: list[bytes] = []
         for i in range(start, stop):
             doc, doc_id, title = items[i]
+            meta = metas[i] if metas is not None else None
             try:
-                commands.append(self._pack_assign(doc, policy, doc_id, title))
+                commands.append(self._pack_assign(doc, policy, doc_id, title, meta))
             except NSHashError as exc:
                 out[i] = exc
                 continue
@@ -1176,6 +1307,36 @@ class RedisStore(Store):
     def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
         reply = self._read(b"groups", str(int(min_size)).encode(), str(int(limit)).encode())
         return [_decode_group(g) for g in reply]
+
+    def hot(self, first_hour: int, last_hour: int, limit: int = 30) -> list[tuple[int, int]]:
+        if last_hour < first_hour:
+            return []
+        reply = self._read(b"hot", b"%d" % first_hour, b"%d" % last_hour, b"%d" % limit)
+        return [(int(reply[i]), int(float(reply[i + 1]))) for i in range(0, len(reply), 2)]
+
+    def activity(self, similar_id: int) -> Activity | None:
+        reply = self._read(b"activity", str(int(similar_id)).encode())
+        if reply is None:
+            return None
+        gid, seen, flat = reply
+        first, last = (int(v) for v in seen.split())
+        hours = sorted(
+            (int(flat[i]) * HOUR, int(flat[i + 1])) for i in range(0, len(flat), 2)
+        )
+        return Activity(int(gid), first, last, tuple(hours))
+
+    def doc_meta(self, doc_ids: Sequence[str]) -> list[DocMeta | None]:
+        if not doc_ids:
+            return []
+        reply = self._read(b"metas", *(d.encode("utf-8") for d in doc_ids))
+        out: list[DocMeta | None] = []
+        for raw in reply:
+            if raw is None:
+                out.append(None)
+                continue
+            added, url, site = json.loads(raw)
+            out.append(DocMeta(int(added), url, site))
+        return out
 
     def stats(self) -> StoreStats:
         documents, groups, fps, common, last = self._read(b"stats")

@@ -5,12 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 __all__ = [
+    "HOUR",
+    "Activity",
     "AddResult",
     "Assignment",
     "Candidate",
+    "DocMeta",
     "DocumentRecord",
     "Explanation",
     "Group",
+    "HotGroup",
     "Member",
     "StoreStats",
 ]
@@ -202,3 +206,69 @@ class StoreStats:
     common_fingerprints: int
     last_id: int
     extra: dict[str, object] = field(default_factory=dict)
+
+
+#: The width of an activity bucket, in seconds: a store counts each group's documents per hour.
+HOUR = 3600
+
+
+@dataclass(frozen=True, slots=True)
+class DocMeta:
+    """What a store keeps about a document besides its group, when activity is tracked.
+
+    Attributes:
+        added: when the document was added (or published, when that was given), in whole
+            seconds since the epoch (UTC).
+        url: where it was found, if given.
+        site: the site that carried it: the given one, else the host of ``url``.
+    """
+
+    added: int
+    url: str | None = None
+    site: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Activity:
+    """When a group's documents came in (documents added while activity was tracked).
+
+    Attributes:
+        similar_id: the group's canonical id.
+        first_seen: the earliest ``added`` time of its documents (epoch seconds).
+        last_seen: the latest one.
+        hours: ``(hour, count)`` pairs in ascending order, ``hour`` being the start of the
+            hour in epoch seconds; hours without a document are left out.
+    """
+
+    similar_id: int
+    first_seen: int
+    last_seen: int
+    hours: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def documents(self) -> int:
+        """How many of the group's documents were tracked."""
+        return sum(c for _h, c in self.hours)
+
+
+@dataclass(frozen=True, slots=True)
+class HotGroup:
+    """A group ranked by the documents it got in a time window: a hot story.
+
+    Attributes:
+        similar_id: the group's canonical id.
+        recent: its documents added in the window (the ranking key).
+        size: all its documents.
+        first_seen: its first document's time (epoch seconds), None if never tracked.
+        last_seen: its latest document's time.
+        title: the headline: the first title among its members (None without one).
+        sites: the distinct sites of its members, in order of first appearance.
+    """
+
+    similar_id: int
+    recent: int
+    size: int
+    first_seen: int | None = None
+    last_seen: int | None = None
+    title: str | None = None
+    sites: tuple[str, ...] = ()

@@ -34,7 +34,15 @@ from urllib.parse import parse_qsl, urlsplit
 from .assign import MatchPolicy
 from .errors import ConfigError, NSHashError, StoreClosedError, StoreReadOnlyError
 from .fingerprint import DocPrint
-from .results import Assignment, DocumentRecord, Explanation, Group, StoreStats
+from .results import (
+    Activity,
+    Assignment,
+    DocMeta,
+    DocumentRecord,
+    Explanation,
+    Group,
+    StoreStats,
+)
 
 __all__ = [
     "FSYNC_POLICIES",
@@ -69,23 +77,32 @@ class Store(ABC):
         policy: MatchPolicy,
         doc_id: str | None = None,
         title: str | None = None,
+        meta: DocMeta | None = None,
     ) -> tuple[Assignment, tuple[int, ...]]:
-        """Place one document atomically; returns the answer and the anchors used."""
+        """Place one document atomically; returns the answer and the anchors used.
+
+        With *meta*, its time, url and site are recorded in the same atomic step (see
+        :meth:`hot`, :meth:`activity` and :meth:`doc_meta`).
+        """
 
     def assign_many(
         self,
         items: Sequence[tuple[DocPrint, str | None, str | None]],
         policy: MatchPolicy,
+        metas: Sequence[DocMeta | None] | None = None,
     ) -> list[tuple[Assignment, tuple[int, ...]] | NSHashError]:
         """Place documents in order; a failing item yields its exception, the rest go on.
+
+        *metas*, when given, holds one :class:`~nshash.DocMeta` (or None) per item.
 
         Raises:
             StoreClosedError: the store is closed (that is no item's failure).
         """
         out: list[tuple[Assignment, tuple[int, ...]] | NSHashError] = []
-        for doc, doc_id, title in items:
+        for i, (doc, doc_id, title) in enumerate(items):
             try:
-                out.append(self.assign(doc, policy, doc_id, title))
+                meta = metas[i] if metas is not None else None
+                out.append(self.assign(doc, policy, doc_id, title, meta))
             except StoreClosedError:
                 raise
             except NSHashError as exc:
@@ -119,6 +136,28 @@ class Store(ABC):
     @abstractmethod
     def stats(self) -> StoreStats:
         """Return counts over the whole store."""
+
+    @abstractmethod
+    def hot(self, first_hour: int, last_hour: int, limit: int = 30) -> list[tuple[int, int]]:
+        """Rank groups by their documents in the hours *first_hour* .. *last_hour*.
+
+        Hours are counted since the epoch (``time // 3600``), both ends included. Only
+        documents added with a :class:`~nshash.DocMeta` count. The work is proportional to
+        the groups active in those hours, never to the whole store.
+
+        Returns:
+            Up to *limit* ``(canonical id, documents)`` pairs, most documents first, ties by
+            smaller id.
+        """
+
+    @abstractmethod
+    def activity(self, similar_id: int) -> Activity | None:
+        """Return when the group *similar_id* resolves to got its documents, or None when
+        none of them was tracked."""
+
+    @abstractmethod
+    def doc_meta(self, doc_ids: Sequence[str]) -> list[DocMeta | None]:
+        """Return the :class:`~nshash.DocMeta` kept for each of *doc_ids* (None where none)."""
 
     def ping(self) -> None:  # noqa: B027 - a no-op is right for in-process stores
         """Raise a :class:`~nshash.StoreError` unless the store can serve requests."""
@@ -314,6 +353,7 @@ class ReadOnlyStore(Store):
         policy: MatchPolicy,
         doc_id: str | None = None,
         title: str | None = None,
+        meta: DocMeta | None = None,
     ) -> tuple[Assignment, tuple[int, ...]]:
         raise StoreReadOnlyError(f"{self.url} is open read-only", url=self.url)
 
@@ -321,6 +361,7 @@ class ReadOnlyStore(Store):
         self,
         items: Sequence[tuple[DocPrint, str | None, str | None]],
         policy: MatchPolicy,
+        metas: Sequence[DocMeta | None] | None = None,
     ) -> list[tuple[Assignment, tuple[int, ...]] | NSHashError]:
         raise StoreReadOnlyError(f"{self.url} is open read-only", url=self.url)
 
@@ -344,6 +385,15 @@ class ReadOnlyStore(Store):
 
     def stats(self) -> StoreStats:
         return self.inner.stats()
+
+    def hot(self, first_hour: int, last_hour: int, limit: int = 30) -> list[tuple[int, int]]:
+        return self.inner.hot(first_hour, last_hour, limit)
+
+    def activity(self, similar_id: int) -> Activity | None:
+        return self.inner.activity(similar_id)
+
+    def doc_meta(self, doc_ids: Sequence[str]) -> list[DocMeta | None]:
+        return self.inner.doc_meta(doc_ids)
 
     def ping(self) -> None:
         self.inner.ping()

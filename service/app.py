@@ -12,14 +12,23 @@ work.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI
+from fastapi.openapi.docs import (
+    get_redoc_html,
+    get_swagger_ui_html,
+    get_swagger_ui_oauth2_redirect_html,
+)
 from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
 from nshash import __version__
@@ -30,10 +39,16 @@ from .errors import install_error_handlers
 from .fastpath import FastAddMiddleware
 from .limits import BodyLimitMiddleware
 from .metrics import MetricsMiddleware
+from .pages import pages
 from .routes import BODY_MODELS, add_document, api, error_responses, ops
 from .settings import Settings
 
-__all__ = ["create_app"]
+__all__ = ["DOCS_ASSETS", "create_app", "install_docs"]
+
+#: Where Swagger UI and ReDoc come from: the files shipped in the ``fastapi-offline`` package
+#: (``swagger-ui-bundle.js``, ``swagger-ui.css``, ``redoc.standalone.js``, ``favicon.png``),
+#: served by this app at ``/docs-assets``, so ``/docs`` works on a machine with no internet.
+DOCS_ASSETS = "/docs-assets"
 
 _DESCRIPTION = """\
 Near-duplicate detection for crawled articles: every document gets a `similar_id`, and
@@ -108,6 +123,62 @@ def state_limits(schema: dict[str, Any], settings: Settings) -> None:
     }
 
 
+def _docs_files() -> str | None:
+    try:
+        spec = importlib.util.find_spec("fastapi_offline")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or spec.origin is None:
+        return None
+    static = Path(spec.origin).parent / "static"
+    return str(static) if (static / "swagger-ui-bundle.js").is_file() else None
+
+
+def install_docs(app: FastAPI) -> None:
+    """Serve ``/docs`` (Swagger UI) and ``/redoc`` from local files, as the FastAPI docs on
+    self-hosting the docs' static files describe. Without the files (``fastapi-offline``,
+    part of the ``service`` extra) both pages answer 501 saying what to install."""
+    static = _docs_files()
+    title = f"{app.title} - API docs"
+    if static is not None:
+        app.mount(DOCS_ASSETS, StaticFiles(directory=static), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger_ui() -> HTMLResponse:
+        if static is None:
+            return HTMLResponse(_NO_DOCS, status_code=501)
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title=title,
+            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{DOCS_ASSETS}/favicon.png",
+            oauth2_redirect_url="/docs/oauth2-redirect",
+        )
+
+    @app.get("/docs/oauth2-redirect", include_in_schema=False)
+    async def swagger_ui_redirect() -> HTMLResponse:
+        return get_swagger_ui_oauth2_redirect_html()
+
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc() -> HTMLResponse:
+        if static is None:
+            return HTMLResponse(_NO_DOCS, status_code=501)
+        return get_redoc_html(
+            openapi_url="/openapi.json",
+            title=title,
+            redoc_js_url=f"{DOCS_ASSETS}/redoc.standalone.js",
+            redoc_favicon_url=f"{DOCS_ASSETS}/favicon.png",
+            with_google_fonts=False,
+        )
+
+
+_NO_DOCS = (
+    "<!doctype html><title>nshash</title><p>The API docs need the Swagger UI files:"
+    " pip install 'nshash[service]' (the fastapi-offline package)."
+)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the HTTP service around the store that *settings* names.
 
@@ -147,8 +218,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Near-duplicate detection for crawled articles.",
         description=_DESCRIPTION,
         lifespan=lifespan,
+        # Served below from local files: the defaults load Swagger UI from a public CDN.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.service = service
+    install_docs(app)
 
     install_error_handlers(app)
     secured = settings.api_key is not None
@@ -159,6 +234,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         responses=error_responses(401) if secured else {},
     )
     app.include_router(ops)
+    app.include_router(pages)
 
     # Each add_middleware wraps the ones before it: the last added runs first. So a request
     # is counted and timed, then its body is limited, then the hot route may answer it.

@@ -78,7 +78,9 @@ class StoreHolder:
             return KeyedDedup.open(s.store_url, hashfunc=s.hashfunc)
         if s.method == "simhash":
             return SimhashDedup.open(s.store_url)
-        return NSHash.open(s.store_url, n=s.n, min_length=s.min_length, hashfunc=s.hashfunc)
+        return NSHash.open(
+            s.store_url, n=s.n, min_length=s.min_length, hashfunc=s.hashfunc, track=s.track
+        )
 
     def open(self) -> None:
         """Open the store now (no-op if open); an unreachable server store is retried later."""

@@ -20,7 +20,7 @@ import secrets
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from nshash import NSHashError
+from nshash import NSHash, NSHashError
 
 from .deps import Service
 from .errors import classify, error_response
@@ -104,9 +104,10 @@ class FastAddMiddleware:
         scope["route"] = self.route
         nsh = self.service.store.current
         self.handled += 1
+        more = doc.meta_kwargs() if isinstance(nsh, NSHash) else {}
         try:
             result = await self.service.caller_for(doc.text)(
-                nsh.add, doc.text, doc.id, title=doc.title
+                nsh.add, doc.text, doc.id, title=doc.title, **more
             )
         except NSHashError as exc:
             status, code, text = classify(exc)

@@ -23,6 +23,8 @@ from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from nshash import NSHash, NSHashError, StoreError
+from nshash.core import parse_window
+from nshash.results import HOUR
 
 from .deps import Dedup, Service, ServiceDep
 from .errors import ApiError, classify, content_type_message, is_json
@@ -42,9 +44,12 @@ from .schemas import (
     GroupResponse,
     GroupsResponse,
     HealthResponse,
+    HotGroupOut,
+    HotGroupsResponse,
     QueryRequest,
     QueryResponse,
     ReadyResponse,
+    iso,
 )
 
 __all__ = ["BODY_MODELS", "api", "error_responses", "json_body", "ops"]
@@ -137,11 +142,15 @@ async def add_document(request: Request, service: ServiceDep) -> Response:
 
     Reposts of one story get the same `similar_id`. With an `id` seen before, the answer is
     the first one (`replayed: true`) and nothing changes, so a crawler may retry freely.
-    The `url` is accepted but not stored.
+    With `NSHASH_TRACK` on (the default) the `url`, `site` and time (`published_at`, else
+    now) are kept and the story's copies are counted per hour (`GET /v1/groups?since=24h`).
     """
     doc = await json_body(request, DocumentIn)
     nsh = await service.nshash()
-    result = await service.caller_for(doc.text)(nsh.add, doc.text, doc.id, title=doc.title)
+    more = doc.meta_kwargs() if isinstance(nsh, NSHash) else {}
+    result = await service.caller_for(doc.text)(
+        nsh.add, doc.text, doc.id, title=doc.title, **more
+    )
     service.metrics.record_add(result)
     return _json(AddResponse.of(result))
 
@@ -187,7 +196,10 @@ def _add_batch(documents: list[Any], nsh: Dedup, metrics: Metrics) -> BatchRespo
                 index=index, error=ErrorDetail(code=code, message=message)
             )
             continue
-        valid.append({"text": doc.text, "id": doc.id, "title": doc.title})
+        item = {"text": doc.text, "id": doc.id, "title": doc.title}
+        if isinstance(nsh, NSHash):
+            item.update(doc.meta_kwargs())
+        valid.append(item)
         slots.append(index)
     outcomes = nsh.add_many(valid) if valid else []
     for outcome in outcomes:
@@ -268,29 +280,61 @@ async def _grouping(service: Service) -> NSHash:
 
 @api.get(
     "/groups",
-    response_model=GroupsResponse,
+    response_model=GroupsResponse | HotGroupsResponse,
     responses=error_responses(422, 501, 503),
-    summary="List the largest groups",
+    summary="List the largest groups, or the hot stories of a time window",
 )
 async def list_groups(
     service: ServiceDep,
-    min_size: Annotated[int, Query(ge=1, description="The smallest group size listed.")] = 2,
+    min_size: Annotated[
+        int,
+        Query(
+            ge=1,
+            description="The smallest group size listed; with `since`, the fewest documents in"
+            " the window.",
+        ),
+    ] = 2,
     limit: Annotated[
         int,
         Query(ge=1, description="How many groups at most (up to `NSHASH_MAX_GROUPS_LIMIT`)."),
     ] = 30,
-) -> GroupsResponse:
-    """Return the largest groups first (the hot stories), with their members' ids and titles.
+    since: Annotated[
+        str | None,
+        Query(
+            max_length=32,
+            description="A window such as `24h`, `90m` or `7d`: rank the groups by their"
+            " documents added (or published) in it, counted by whole hours.",
+        ),
+    ] = None,
+) -> Response:
+    """Return the largest groups first, with their members' ids and titles; or, with `since`,
+    the hot stories: the groups with the most documents in that window, with their copy
+    counts, first and last seen, headline and sites (a `HotGroupsResponse`).
 
-    Under `NSHASH_METHOD=keyed` or `simhash` this answers 501 `not_supported`: those methods keep
+    The ranking reads per-hour counts, never every document, so it stays fast on large
+    stores; documents added while `NSHASH_TRACK` was off do not count. Under
+    `NSHASH_METHOD=keyed` or `simhash` this answers 501 `not_supported`: those methods keep
     no groups.
     """
     most = service.settings.max_groups_limit
     if limit > most:
         raise ApiError(422, "invalid_request", f"'limit' must be at most {most}, not {limit!r}")
     nsh = await _grouping(service)
-    groups = await service.call(nsh.groups, min_size, limit)
-    return GroupsResponse(groups=[GroupResponse.of(g) for g in groups])
+    if since is None:
+        groups = await service.call(nsh.groups, min_size, limit)
+        return _json(GroupsResponse(groups=[GroupResponse.of(g) for g in groups]))
+    seconds = parse_window(since)
+    end = nsh.clock()
+    hot = await service.call(nsh.hot, seconds, limit, now=end, min_count=min_size)
+    start = max(0, int((end - seconds) // HOUR) * HOUR)
+    return _json(
+        HotGroupsResponse(
+            since=since,
+            start=iso(start) or "",
+            end=iso(int(end)) or "",
+            groups=[HotGroupOut.of(h) for h in hot],
+        )
+    )
 
 
 @api.get(

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from nshash.inputs import MAX_DOC_ID_CHARS, MAX_TEXT_CHARS, MAX_TITLE_CHARS
-from nshash.results import AddResult, DocumentRecord, Group
+from nshash.results import AddResult, DocumentRecord, Group, HotGroup
 
 __all__ = [
     "AddResponse",
@@ -25,6 +26,8 @@ __all__ = [
     "GroupResponse",
     "GroupsResponse",
     "HealthResponse",
+    "HotGroupOut",
+    "HotGroupsResponse",
     "MemberOut",
     "QueryRequest",
     "QueryResponse",
@@ -123,9 +126,27 @@ class DocumentIn(BaseModel):
     )
     url: str | None = Field(
         default=None,
-        description="Where the article was found. Accepted and checked to be a string, but not"
-        " stored yet: it is not returned by any route.",
+        max_length=MAX_TITLE_CHARS,
+        pattern=NO_NUL,
+        description="Where the article was found; kept with the `id` (unless `NSHASH_TRACK` is"
+        " off) and shown on the hot-stories page.",
     )
+    site: str | None = Field(
+        default=None,
+        max_length=MAX_TITLE_CHARS,
+        pattern=NO_NUL,
+        description="The site that carried it; by default the host of `url`.",
+    )
+    published_at: datetime | None = Field(
+        default=None,
+        description="When it was published (ISO 8601, or epoch seconds); by default the time it"
+        " is added. It decides which hour the document counts in for `GET /v1/groups?since=`.",
+    )
+
+    def meta_kwargs(self) -> dict[str, Any]:
+        """The activity arguments of ``NSHash.add`` that were given (none for a plain add)."""
+        given = {"url": self.url, "site": self.site, "published_at": self.published_at}
+        return {k: v for k, v in given.items() if v is not None}
 
 
 class AddResponse(BaseModel):
@@ -440,6 +461,68 @@ class GroupsResponse(BaseModel):
     )
 
     groups: list[GroupResponse]
+
+
+def iso(seconds: int | None) -> str | None:
+    """Epoch seconds as an ISO 8601 UTC time (``2024-05-03T12:30:00Z``)."""
+    if seconds is None:
+        return None
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class HotGroupOut(BaseModel):
+    """A story ranked by its copies in the window."""
+
+    model_config = _examples(
+        {
+            "similar_id": 42,
+            "recent": 12,
+            "size": 15,
+            "first_seen": "2024-05-02T09:00:00Z",
+            "last_seen": "2024-05-03T11:58:00Z",
+            "title": "大国工匠：阎敏",
+            "sites": ["news.example.com", "portal.example.net"],
+        }
+    )
+
+    similar_id: int = Field(description="The group's canonical id.", ge=1)
+    recent: int = Field(description="Its documents added in the window.", ge=0)
+    size: int = Field(description="All its documents.", ge=0)
+    first_seen: str | None = Field(description="Its first document's time (UTC).")
+    last_seen: str | None = Field(description="Its latest document's time (UTC).")
+    title: str | None = Field(description="The first title among its members.")
+    sites: list[str] = Field(description="The distinct sites of its members, first seen first.")
+
+    @classmethod
+    def of(cls, hot: HotGroup) -> HotGroupOut:
+        """Build the response from the library's hot group."""
+        return cls(
+            similar_id=hot.similar_id,
+            recent=hot.recent,
+            size=hot.size,
+            first_seen=iso(hot.first_seen),
+            last_seen=iso(hot.last_seen),
+            title=_readable(hot.title),
+            sites=[_readable(s) or "" for s in hot.sites],
+        )
+
+
+class HotGroupsResponse(BaseModel):
+    """The stories with the most copies in a time window, most first."""
+
+    model_config = _examples(
+        {
+            "since": "24h",
+            "start": "2024-05-02T12:00:00Z",
+            "end": "2024-05-03T12:30:00Z",
+            "groups": [HotGroupOut.model_config["json_schema_extra"]["examples"][0]],  # type: ignore[index]
+        }
+    )
+
+    since: str = Field(description="The window asked for.")
+    start: str = Field(description="The window's start, widened to a whole hour (UTC).")
+    end: str = Field(description="The window's end: now (UTC).")
+    groups: list[HotGroupOut]
 
 
 # -- compare -------------------------------------------------------------------------------

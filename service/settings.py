@@ -89,6 +89,9 @@ class Settings(BaseSettings):
     #: ``memory://`` stores unless they fsync on every write, ``thread`` for the others.
     #: Batches and ``/v1/compare`` always run in the thread pool.
     store_calls: Literal["auto", "thread", "inline"] = "auto"
+    #: Keep each document's time, url and site and count each story's copies per hour, for
+    #: ``GET /v1/groups?since=24h`` and the hot-stories page at ``/`` (``nshash`` method only).
+    track: bool = True
     #: Seconds between attempts to reach a store that was down when the service started.
     reconnect_interval: float = Field(default=1.0, ge=0)
 

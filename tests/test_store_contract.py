@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from nshash import NSHash, StoreClosedError, StoreStats
+from nshash import ConfigError, DocMeta, NSHash, StoreClosedError, StoreStats
 
 # -- sample articles (original text) -----------------------------------------------------
 
@@ -585,3 +585,154 @@ class TestClosed:
             nsh.add(ZH_ORCHID)
         with pytest.raises(StoreClosedError):
             nsh.stats()
+
+
+# -- activity: document metadata and hot stories over a time window (issue 16) -------------
+
+#: A fixed "now" for the activity tests: 2024-05-03 12:30 UTC.
+NOW = 1_714_739_400
+HOUR = 3600
+
+
+class Clock:
+    """A settable clock: the time a document gets when added without ``published_at``."""
+
+    def __init__(self, now: float = NOW) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def tracked(store_url: str) -> Iterator[tuple[NSHash, Clock]]:
+    """An NSHash that tracks activity on a fresh store of each backend, with its clock."""
+    clock = Clock()
+    with NSHash.open(store_url, track=True, clock=clock) as opened:
+        yield opened, clock
+
+
+class TestActivity:
+    """With ``track=True`` a store keeps each document's time, url and site, each group's
+    first and last seen and its documents per hour, and ranks groups over a window."""
+
+    def test_metadata_is_kept(self, tracked: tuple[NSHash, Clock]) -> None:
+        """url, site (the url's host unless given) and the added time come back per doc id."""
+        nsh, clock = tracked
+        nsh.add(EN_RAIL, doc_id="r1", url="https://www.Harbour.example/rail/1")
+        clock.now = NOW + 60
+        nsh.add(EN_RAIL_REPOST, doc_id="r2", url="https://b.example/x", site="Courier")
+        nsh.add(EN_TURTLES, doc_id="t1", published_at=NOW - 2 * HOUR)
+        nsh.add(EN_BAKERY)  # no doc id: counted, no metadata kept
+        a, b, c, missing = nsh.doc_meta(["r1", "r2", "t1", "nope"])
+        assert a == DocMeta(NOW, "https://www.Harbour.example/rail/1", "harbour.example")
+        assert b == DocMeta(NOW + 60, "https://b.example/x", "Courier")
+        assert c == DocMeta(NOW - 2 * HOUR, None, None)
+        assert missing is None
+        rail = nsh.activity(nsh.document("r1").similar_id)  # type: ignore[union-attr]
+        assert rail is not None
+        assert (rail.first_seen, rail.last_seen, rail.documents) == (NOW, NOW + 60, 2)
+        assert rail.hours == ((NOW // HOUR * HOUR, 2),)
+
+    def test_hot_ranks_by_documents_in_window(self, tracked: tuple[NSHash, Clock]) -> None:
+        """Groups rank by their documents in the window, most first, ties by smaller id; a
+        big old story does not outrank a small recent one."""
+        nsh, _clock = tracked
+        old = [nsh.add(t, published_at=NOW - 3 * 86400).similar_id for t in story_versions(1)]
+        recent = [nsh.add(t, published_at=NOW - 3600).similar_id for t in story_versions(2)[:2]]
+        one = nsh.add(EN_CHESS, doc_id="chess").similar_id
+        tie = nsh.add(EN_ORCHARD).similar_id
+        assert len(set(old)) == 1 and len(set(recent)) == 1
+        hot = nsh.hot("24h", now=NOW)
+        assert [(h.similar_id, h.recent) for h in hot] == [(recent[0], 2), (one, 1), (tie, 1)]
+        assert hot[0].size == 2 and hot[0].first_seen == NOW - 3600
+        week = nsh.hot("7d", now=NOW, limit=2)
+        assert [(h.similar_id, h.recent) for h in week] == [(old[0], 3), (recent[0], 2)]
+        assert [h.similar_id for h in nsh.hot("24h", now=NOW, min_count=2)] == [recent[0]]
+        assert nsh.hot("1h", now=NOW - 10 * 86400) == []
+
+    def test_hot_headline_and_sites(self, tracked: tuple[NSHash, Clock]) -> None:
+        """A hot group carries its first title and the distinct sites of its members."""
+        nsh, _clock = tracked
+        nsh.add(EN_RAIL, doc_id="r1", url="https://a.example/1")
+        nsh.add(EN_RAIL_REPOST, doc_id="r2", title="Night trains return", url="https://b.example/2")
+        nsh.add(EN_RAIL, doc_id="r3", url="https://a.example/3")
+        (top,) = nsh.hot("1h", now=NOW)
+        assert (top.recent, top.size, top.title) == (3, 3, "Night trains return")
+        assert top.sites == ("a.example", "b.example")
+
+    def test_merge_moves_activity(self, tracked: tuple[NSHash, Clock]) -> None:
+        """When groups merge, the merged group's hours and first/last seen move to the
+        canonical id, so the window ranking counts them once, under it."""
+        nsh, clock = tracked
+        a = nsh.add(FRAGMENT_A, doc_id="a", published_at=NOW - 5 * HOUR).similar_id
+        b = nsh.add(FRAGMENT_B, doc_id="b").similar_id
+        clock.now = NOW + 10
+        nsh.add(FRAGMENT_B + "\nShared by our readers.", doc_id="b-2")
+        assert nsh.add(WHOLE, doc_id="bridge").merged_from == (b,)
+        assert [(h.similar_id, h.recent) for h in nsh.hot("24h", now=NOW + 10)] == [(a, 4)]
+        assert [(h.similar_id, h.recent) for h in nsh.hot("1h", now=NOW + 10)] == [(a, 3)]
+        act = nsh.activity(b)
+        assert act is not None and act.similar_id == a
+        assert (act.first_seen, act.last_seen) == (NOW - 5 * HOUR, NOW + 10)
+        assert act.hours == ((NOW // HOUR * HOUR - 5 * HOUR, 1), (NOW // HOUR * HOUR, 3))
+
+    def test_replay_counts_once(self, tracked: tuple[NSHash, Clock]) -> None:
+        """A doc id sent again changes neither its metadata nor the counts."""
+        nsh, clock = tracked
+        nsh.add(EN_RAIL, doc_id="r1", url="https://a.example/1")
+        clock.now = NOW + 5
+        assert nsh.add(EN_RAIL, doc_id="r1", url="https://other.example/").replayed
+        assert nsh.doc_meta(["r1"]) == [DocMeta(NOW, "https://a.example/1", "a.example")]
+        assert [h.recent for h in nsh.hot("1h", now=NOW + 5)] == [1]
+
+    def test_batch_is_tracked(self, tracked: tuple[NSHash, Clock]) -> None:
+        """add_many records each item's url, site and time like add."""
+        nsh, _clock = tracked
+        nsh.add_many(
+            [
+                {"text": EN_RAIL, "id": "r1", "url": "https://a.example/1"},
+                {"text": EN_RAIL_REPOST, "id": "r2", "published_at": NOW - 30},
+                EN_RAIL,
+            ]
+        )
+        assert nsh.doc_meta(["r1", "r2"]) == [
+            DocMeta(NOW, "https://a.example/1", "a.example"),
+            DocMeta(NOW - 30, None, None),
+        ]
+        assert [h.recent for h in nsh.hot("1h", now=NOW)] == [3]
+
+    def test_untracked_keeps_nothing(self, nsh: NSHash) -> None:
+        """Without ``track`` nothing is recorded: no ranking, no metadata."""
+        sid = nsh.add(EN_RAIL, doc_id="r1", url="https://a.example/1").similar_id
+        assert nsh.hot("24h") == []
+        assert nsh.activity(sid) is None
+        assert nsh.doc_meta(["r1"]) == [None]
+
+    def test_activity_survives_reopen(self, store_url: str) -> None:
+        """Metadata, hours and first/last seen are durable like the rest of the store."""
+        if store_url == "memory://":
+            pytest.skip("memory:// without a path keeps nothing across a reopen")
+        with NSHash.open(store_url, track=True, clock=Clock()) as nsh:
+            for text in story_versions(3):
+                nsh.add(text, doc_id=str(len(text)), url="https://a.example/x")
+            before = nsh.hot("1h", now=NOW)
+            sid = before[0].similar_id
+            activity = nsh.activity(sid)
+        with NSHash.open(store_url, track=True, clock=Clock()) as again:
+            assert again.hot("1h", now=NOW) == before
+            assert again.activity(sid) == activity
+
+    def test_bad_arguments(self, tracked: tuple[NSHash, Clock]) -> None:
+        """Bad windows, times and urls raise ConfigError."""
+        nsh, _clock = tracked
+        for window in ("", "24x", "-1h", 0, "1000y"):
+            with pytest.raises(ConfigError):
+                nsh.hot(window)  # type: ignore[arg-type]
+        with pytest.raises(ConfigError, match="published_at"):
+            nsh.add(EN_RAIL, published_at=-5)
+        with pytest.raises(ConfigError, match="published_at"):
+            nsh.add(EN_RAIL, published_at="yesterday")  # type: ignore[arg-type]
+        with pytest.raises(ConfigError, match="url"):
+            nsh.add(EN_RAIL, url=42)  # type: ignore[arg-type]
+        assert nsh.stats().documents == 0

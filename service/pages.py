@@ -1,0 +1,461 @@
+"""The hot-stories pages: server-rendered HTML for the people who watch a crawl.
+
+=====================  ==========================================================================
+page                   shows
+=====================  ==========================================================================
+``GET /``              the stories with the most copies in a window (``?since=24h``, ``1h``,
+                       ``7d``...): headline, copies in the window and in all, sites, first and
+                       last seen, and a small chart of copies per hour
+``GET /stories/{id}``  one story: its chart over its whole life and every copy, with links
+``GET /check``         a form to paste a text; ``POST /check`` says which story it belongs to and
+                       why (the store's explanation), with the matched passages highlighted
+``GET /login``         the API key form (only when ``NSHASH_API_KEY`` is set)
+=====================  ==========================================================================
+
+Everything is rendered here (Jinja2 templates in ``templates/``, charts as inline SVG); the
+pages load nothing from anywhere else, and the only script is the optional auto-refresh.
+
+**The API key.** When ``NSHASH_API_KEY`` is set, the pages need it as the API does. A browser
+cannot send an ``Authorization`` header by itself, so the pages also take the key from the
+``nshash_key`` cookie, which the login form (``/login``) sets (HttpOnly, SameSite=Strict, so
+other sites can neither read it nor make the browser send it with their forms). A link may
+carry the key once as ``?key=...``: the page then sets the cookie and redirects to the same
+address without it, so the key does not stay in the address bar or the history. The
+``/v1`` API still takes only the header.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+import jinja2
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from markupsafe import Markup
+
+from nshash import EmptyDocumentError, NSHash, NSHashError
+from nshash.core import parse_window
+from nshash.fingerprint import HASHFUNCS, shingle_hashes, split_sentences
+from nshash.results import HOUR, Activity, Explanation
+
+from .deps import Service, ServiceDep
+from .errors import classify
+
+__all__ = ["COOKIE", "WINDOWS", "highlight", "pages"]
+
+#: The cookie that carries the API key for the pages.
+COOKIE = "nshash_key"
+
+#: The windows offered on the front page.
+WINDOWS = ("1h", "6h", "24h", "7d", "30d", "365d")
+
+#: The longest text the check form takes, in characters.
+MAX_CHECK_CHARS = 200_000
+
+pages = APIRouter(include_in_schema=False)
+
+_TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+
+@lru_cache(maxsize=1)
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(_TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters["when"] = when
+    return env
+
+
+def when(seconds: int | None) -> str:
+    """Epoch seconds as ``2024-05-03 12:30 UTC`` (an empty string for None)."""
+    if seconds is None:
+        return ""
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _render(name: str, status: int = 200, **context: Any) -> HTMLResponse:
+    html = _env().get_template(name).render(**context)
+    return HTMLResponse(html, status_code=status)
+
+
+# -- the API key -----------------------------------------------------------------------------
+def _key_matches(given: str | None, service: Service) -> bool:
+    key = service.settings.api_key
+    if key is None:
+        return True
+    if not given:
+        return False
+    return secrets.compare_digest(given.encode(), key.get_secret_value().encode())
+
+
+def _set_cookie(response: Response, value: str) -> None:
+    response.set_cookie(COOKIE, value, httponly=True, samesite="strict", path="/")
+
+
+def _guard(request: Request, service: Service) -> Response | None:
+    """None when the request may see the pages; else the response to send instead (the login
+    form, or a redirect that trades ``?key=`` for the cookie)."""
+    if service.settings.api_key is None:
+        return None
+    header = request.headers.get("authorization", "")
+    scheme, _, bearer = header.partition(" ")
+    if scheme.lower() == "bearer" and _key_matches(bearer, service):
+        return None
+    if _key_matches(request.cookies.get(COOKIE), service):
+        return None
+    given = request.query_params.get("key")
+    target = _local(request.url.path, request.query_params.items())
+    if given is not None and _key_matches(given, service):
+        response = RedirectResponse(target, status_code=303)
+        _set_cookie(response, given)
+        return response
+    wrong = given is not None
+    return _render("login.html", 401, next=target, wrong=wrong, nav=False)
+
+
+def _local(path: str, query: Any = ()) -> str:
+    """A same-site address: *path* with *query* less any ``key``."""
+    rest = [(k, v) for k, v in query if k != "key"]
+    return path + ("?" + urlencode(rest) if rest else "")
+
+
+def _safe_next(value: str | None) -> str:
+    """*value* if it is an address on this site, else ``/`` (no open redirects)."""
+    if value and value.startswith("/") and not value.startswith("//") and "\\" not in value:
+        return value
+    return "/"
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """The fields of a url-encoded form body (the first value of each)."""
+    body = (await request.body()).decode("utf-8", "replace")
+    return {k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()}
+
+
+@pages.get("/login")
+async def login_form(request: Request, service: ServiceDep) -> Response:
+    """The API key form."""
+    target = _safe_next(request.query_params.get("next"))
+    return _render("login.html", next=target, wrong=False, nav=False)
+
+
+@pages.post("/login")
+async def login(request: Request, service: ServiceDep) -> Response:
+    """Check the key; on success set the cookie and go where the user was going."""
+    form = await _form(request)
+    target = _safe_next(form.get("next"))
+    key = form.get("key", "")
+    if service.settings.api_key is None or not _key_matches(key, service):
+        wrong = service.settings.api_key is not None
+        return _render("login.html", 401 if wrong else 200, next=target, wrong=wrong, nav=False)
+    response = RedirectResponse(target, status_code=303)
+    _set_cookie(response, key)
+    return response
+
+
+@pages.get("/logout")
+async def logout() -> Response:
+    """Forget the key cookie."""
+    response = RedirectResponse("/login", status_code=303)
+    response.delete_cookie(COOKIE, path="/")
+    return response
+
+
+# -- charts ----------------------------------------------------------------------------------
+def spark(counts: list[int], width: int = 120, height: int = 24) -> Markup:
+    """A bar per count, as a small inline SVG (the front page's per-story chart)."""
+    top = max(counts, default=0) or 1
+    n = max(len(counts), 1)
+    bar = width / n
+    rects = []
+    for i, c in enumerate(counts):
+        if c:
+            h = max(1.0, height * c / top)
+            rects.append(
+                f'<rect x="{i * bar:.2f}" y="{height - h:.2f}" width="{max(bar - 0.5, 0.5):.2f}"'
+                f' height="{h:.2f}"/>'
+            )
+    return Markup(
+        f'<svg class="spark" role="img" width="{width}" height="{height}"'
+        f' viewBox="0 0 {width} {height}"><title>copies per hour</title>{"".join(rects)}</svg>'
+    )
+
+
+def chart(activity: Activity | None, width: int = 640, height: int = 140) -> Markup:
+    """Copies per hour (per day for a story older than ten days) over a story's life, as an
+    inline SVG with its scale written on it."""
+    if activity is None or not activity.hours:
+        return Markup('<p class="muted">No times recorded for this story.</p>')
+    first = activity.hours[0][0]
+    last = activity.hours[-1][0]
+    step = HOUR if last - first <= 10 * 86400 else 86400
+    start = first - first % step
+    slots = (last - start) // step + 1
+    counts = [0] * slots
+    for hour, n in activity.hours:
+        counts[(hour - start) // step] += n
+    top = max(counts)
+    pad_left, pad_bottom = 34, 18
+    inner_w, inner_h = width - pad_left, height - pad_bottom - 6
+    bar = inner_w / slots
+    parts = []
+    for i, c in enumerate(counts):
+        if c:
+            h = max(1.0, inner_h * c / top)
+            parts.append(
+                f'<rect x="{pad_left + i * bar:.2f}" y="{6 + inner_h - h:.2f}"'
+                f' width="{max(bar - 1, 1):.2f}" height="{h:.2f}"><title>{when(start + i * step)}:'
+                f" {c}</title></rect>"
+            )
+    unit = "hour" if step == HOUR else "day"
+    labels = (
+        f'<text x="{pad_left - 4}" y="14" text-anchor="end">{top}</text>'
+        f'<text x="{pad_left - 4}" y="{6 + inner_h}" text-anchor="end">0</text>'
+        f'<text x="{pad_left}" y="{height - 4}">{Markup.escape(when(start))}</text>'
+        f'<text x="{width}" y="{height - 4}" text-anchor="end">'
+        f"{Markup.escape(when(start + (slots - 1) * step))}</text>"
+    )
+    axis = (
+        f'<line x1="{pad_left}" y1="{6 + inner_h}" x2="{width}" y2="{6 + inner_h}"'
+        ' class="axis"/>'
+    )
+    return Markup(
+        f'<svg class="chart" role="img" width="{width}" height="{height}"'
+        f' viewBox="0 0 {width} {height}"><title>copies per {unit}</title>{axis}'
+        f'{"".join(parts)}{labels}</svg><p class="muted">copies per {unit}</p>'
+    )
+
+
+def _window_counts(activity: Activity | None, first_hour: int, last_hour: int) -> list[int]:
+    counts = [0] * (last_hour - first_hour + 1)
+    if activity is not None:
+        for hour, n in activity.hours:
+            h = hour // HOUR
+            if first_hour <= h <= last_hour:
+                counts[h - first_hour] += n
+    return counts
+
+
+# -- the front page --------------------------------------------------------------------------
+async def _nshash(service: Service) -> NSHash | None:
+    nsh = await service.nshash()
+    return nsh if isinstance(nsh, NSHash) else None
+
+
+def _int(value: str | None, default: int, least: int, most: int) -> int:
+    try:
+        return min(max(int(value or default), least), most)
+    except ValueError:
+        return default
+
+
+@pages.get("/")
+async def hot_page(request: Request, service: ServiceDep) -> Response:
+    """The hot stories of a window."""
+    denied = _guard(request, service)
+    if denied is not None:
+        return denied
+    nsh = await _nshash(service)
+    if nsh is None:
+        return _render("message.html", 501, title="Not available", message=_KEYED, nav=True)
+    since = request.query_params.get("since") or "24h"
+    try:
+        seconds = parse_window(since)
+    except NSHashError as exc:
+        return _render("message.html", 422, title="Bad window", message=str(exc), nav=True)
+    limit = _int(request.query_params.get("limit"), 30, 1, service.settings.max_groups_limit)
+    least = _int(request.query_params.get("min"), 2, 1, 1 << 30)
+    refresh = _int(request.query_params.get("refresh"), 0, 0, 3600)
+    end = nsh.clock()
+    last_hour = int(end // HOUR)
+    first_hour = max(0, int((end - seconds) // HOUR))
+    hot = await service.call(nsh.hot, seconds, limit, now=end, min_count=least)
+    rows = []
+    # A chart of at most a week of hours per story; longer windows show their last week.
+    shown_from = max(first_hour, last_hour - 7 * 24 + 1)
+    for rank, story in enumerate(hot, 1):
+        activity = await service.call(nsh.activity, story.similar_id)
+        rows.append(
+            {
+                "rank": rank,
+                "story": story,
+                "spark": spark(_window_counts(activity, shown_from, last_hour)),
+            }
+        )
+    return _render(
+        "hot.html",
+        rows=rows,
+        since=since,
+        windows=WINDOWS,
+        start=first_hour * HOUR,
+        end=int(end),
+        least=least,
+        refresh=refresh,
+        tracking=nsh.track,
+        nav=True,
+    )
+
+
+_KEYED = "The hot-stories pages need NSHASH_METHOD=nshash: the keyed method keeps no groups."
+
+
+@pages.get("/stories/{similar_id}")
+async def story_page(similar_id: str, request: Request, service: ServiceDep) -> Response:
+    """One story and its copies."""
+    denied = _guard(request, service)
+    if denied is not None:
+        return denied
+    nsh = await _nshash(service)
+    if nsh is None:
+        return _render("message.html", 501, title="Not available", message=_KEYED, nav=True)
+    if not similar_id.isdigit() or not 0 < int(similar_id) < 2**63:
+        return _render(
+            "message.html", 404, title="No such story", message=f"No story {similar_id!r}", nav=True
+        )
+    group = await service.call(nsh.group, int(similar_id))
+    if group is None:
+        return _render(
+            "message.html", 404, title="No such story", message=f"No story {similar_id}", nav=True
+        )
+    if group.similar_id != int(similar_id):
+        return RedirectResponse(f"/stories/{group.similar_id}", status_code=307)
+    activity = await service.call(nsh.activity, group.similar_id)
+    metas = await service.call(nsh.store.doc_meta, group.doc_ids)
+    copies = [{"member": m, "meta": meta} for m, meta in zip(group.members, metas, strict=True)]
+    title = next((m.title for m in group.members if m.title), None)
+    sites = list(dict.fromkeys(meta.site for meta in metas if meta is not None and meta.site))
+    return _render(
+        "story.html",
+        group=group,
+        title=title,
+        copies=copies,
+        sites=sites,
+        activity=activity,
+        chart=chart(activity),
+        nav=True,
+    )
+
+
+# -- the check form --------------------------------------------------------------------------
+def highlight(
+    nsh: NSHash, text: str, hits: set[int], boilerplate: set[int]
+) -> list[tuple[str, str]]:
+    """Cut *text* into pieces, each marked ``"hit"`` (a sentence holding an anchor that found
+    the story), ``"boilerplate"`` (one holding an anchor known to be boilerplate) or ``""``.
+
+    Anchors are hashes of short windows of the text's letters and digits (see
+    :mod:`nshash.fingerprint`); this recomputes every window's hash, sentence by sentence, to
+    find where each anchor is. A window that spans two sentences marks both.
+    """
+    fp = nsh.fingerprinter
+    sentences = split_sentences(text, fp.delimiters)
+    keys = []
+    for s in sentences:
+        try:
+            keys.append("".join(fp.sentence_keys(s)))
+        except (EmptyDocumentError, NSHashError):
+            keys.append("")
+    stream = "".join(keys)
+    marks = [""] * len(sentences)
+    found = shingle_hashes(stream, fp.shingle) if stream else None
+    if found is not None and (hits or boilerplate):
+        hash_ = HASHFUNCS[fp.hashfunc]
+        owner = []
+        for i, k in enumerate(keys):
+            owner.extend([i] * len(k))
+        for start, end in enumerate(found[1].tolist()):
+            h = hash_(stream[start:end])
+            mark = "hit" if h in hits else "boilerplate" if h in boilerplate else ""
+            if mark:
+                for i in range(owner[start], owner[end - 1] + 1):
+                    if marks[i] != "hit":
+                        marks[i] = mark
+    pieces: list[tuple[str, str]] = []
+    at = 0
+    for sentence, mark in zip(sentences, marks, strict=True):
+        where = text.find(sentence, at)
+        if where < 0:  # cannot happen: the sentences are slices of the text, in order
+            continue
+        if where > at:
+            pieces.append((text[at:where], ""))
+        pieces.append((sentence, mark))
+        at = where + len(sentence)
+    if at < len(text):
+        pieces.append((text[at:], ""))
+    return pieces
+
+
+def _reason(why: Explanation) -> str:
+    if why.reason == "exact":
+        return "The same text (its letters and digits) was added before, so it is that story."
+    if why.reason == "matched":
+        best = why.candidates[0]
+        return (
+            f"It shares {best.shared} of the {min(best.document_values, best.group_values)}"
+            f" sampled passages compared with the story (score {best.score:.2f}, at least"
+            f" {why.theta:.2f} is needed), found through {len(best.anchors)} of its anchors."
+        )
+    if why.reason == "new":
+        return (
+            "Some of its passages were seen before, but no story shares enough of the text"
+            f" (every score is below {why.theta:.2f}): it would start a new story."
+        )
+    return "None of its passages was seen before: it would start a new story."
+
+
+@pages.get("/check")
+async def check_form(request: Request, service: ServiceDep) -> Response:
+    """The paste form."""
+    denied = _guard(request, service)
+    if denied is not None:
+        return denied
+    return _render("check.html", text="", result=None, error=None, nav=True)
+
+
+@pages.post("/check")
+async def check(request: Request, service: ServiceDep) -> Response:
+    """Which story a pasted text belongs to, and why; writes nothing."""
+    denied = _guard(request, service)
+    if denied is not None:
+        return denied
+    nsh = await _nshash(service)
+    if nsh is None:
+        return _render("message.html", 501, title="Not available", message=_KEYED, nav=True)
+    text = (await _form(request)).get("text", "")
+    if len(text) > MAX_CHECK_CHARS:
+        message = f"The text has {len(text)} characters; this form takes {MAX_CHECK_CHARS}"
+        return _render("message.html", 413, title="Too long", message=message, nav=True)
+    try:
+        why = await service.caller_for(text)(nsh.explain, text)
+    except NSHashError as exc:
+        status, _code, message = classify(exc)
+        return _render("check.html", status, text=text, result=None, error=message, nav=True)
+    story = None
+    if why.similar_id is not None:
+        story = await service.call(nsh.group, why.similar_id)
+    joined = next((c for c in why.candidates if c.verdict == "joined"), None)
+    hits = set(joined.anchors) if joined is not None else set()
+    if why.reason == "exact":
+        pieces = [(text, "hit")]
+    else:
+        pieces = highlight(nsh, text, hits, set(why.boilerplate))
+    title = None
+    if story is not None:
+        title = next((m.title for m in story.members if m.title), None)
+    result = {
+        "why": why,
+        "story": story,
+        "title": title,
+        "reason": _reason(why),
+        "pieces": pieces,
+        "matched": sum(1 for _p, mark in pieces if mark == "hit"),
+    }
+    return _render("check.html", text=text, result=result, error=None, nav=True)
+
