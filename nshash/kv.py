@@ -5,11 +5,12 @@ A :class:`KV` is what such tables need and nothing more: ``get``, an atomic and 
 each here:
 
 ``MemoryKV``
-    a dict; with a path, every batch is appended to ``PATH.journal`` as one framed record
-    (lengths and a CRC32; a torn last record is dropped on open) before ``write`` returns,
-    and folded into the snapshot ``PATH`` (temp file, fsync, rename) on open and close.
-    ``PATH.lock`` admits one process. The files start with the method's magic line
-    (``NSHASH-KEYED-1``, ``NSHASH-SIMHASH-1``), so one method never reads another's file.
+    a dict; with a path, kept durable by :class:`nshash.durable.JournaledFile`, the same
+    journal and snapshot as the nshash memory store: every batch is one journal line
+    before ``write`` returns (a torn last line is dropped on open, a line the disk refused
+    leaves no trace), the snapshot ``PATH`` is rewritten once the journal outgrows it, and
+    ``PATH.lock`` admits one process. The method's name is in every journal op and in the
+    snapshot, so one method never reads another's files.
 ``LevelKV``
     LevelDB through plyvel under the key prefix ``METHOD\\x00``, each batch one
     ``write_batch(transaction=True)``.
@@ -26,14 +27,14 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
-import struct
+import threading
 import time
-import zlib
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
-from typing import Any, BinaryIO
+from base64 import b64decode, b64encode
+from collections.abc import Callable, Iterator
+from typing import Any
 
-from .durable import Journal, lock_path, replace_snapshot
+from .durable import JournaledFile
 from .errors import ConfigError, StoreCorruptError, StoreError, StoreLockedError
 from .store import _fsync_option, _refuse_unknown, mask_url, parse_url
 
@@ -64,149 +65,131 @@ class KV(ABC):
         """Flush and release (idempotent)."""
 
 
-def _encode_pairs(puts: dict[bytes, bytes]) -> bytes:
-    parts: list[bytes] = []
-    for key, value in puts.items():
-        parts += (struct.pack(">II", len(key), len(value)), key, value)
-    return b"".join(parts)
+_MISSING: Any = object()
 
 
-def _decode_pairs(payload: bytes, into: dict[bytes, bytes]) -> None:
-    off, end = 0, len(payload)
-    while off < end:
-        klen, vlen = struct.unpack_from(">II", payload, off)
-        off += 8
-        into[payload[off : off + klen]] = payload[off + klen : off + klen + vlen]
-        off += klen + vlen
-    if off != end:
-        raise StoreCorruptError("A journal or snapshot record has a cut pair")
+class _KVState:
+    """The :class:`~nshash.durable.State` of a :class:`MemoryKV`: a dict of bytes.
+
+    A write is journaled as the op ``[METHOD, key, value]`` (key and value in base64), so a
+    journal of one method, or of the nshash store, never replays into another's tables.
+    """
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+        self.data: dict[bytes, bytes] = {}
+        self.log: list[Any] | None = None
+        self.undo: list[Callable[[], None]] | None = None
+
+    def put(self, key: bytes, value: bytes) -> None:
+        data = self.data
+        if self.undo is not None:
+            old = data.get(key, _MISSING)
+            if old is _MISSING:
+                self.undo.append(lambda: data.__delitem__(key))
+            else:
+                self.undo.append(lambda: data.__setitem__(key, old))
+        data[key] = value
+        if self.log is not None:
+            self.log.append([self.method, b64encode(key).decode(), b64encode(value).decode()])
+
+    def apply(self, op: Any) -> None:
+        if not isinstance(op, list) or len(op) != 3 or op[0] != self.method:
+            raise ValueError(f"{op!r:.60} is not a write of the {self.method} tables")
+        if type(op[1]) is not str or type(op[2]) is not str:
+            raise ValueError(f"{op!r:.60} is not a key and a value")
+        self.put(b64decode(op[1], validate=True), b64decode(op[2], validate=True))
+
+    def rollback(self) -> None:
+        undo, self.undo = self.undo or [], []
+        for step in reversed(undo):
+            step()
+        if self.log is not None:
+            self.log = []
+
+    def dump(self) -> dict[str, Any]:
+        return {"format": f"{self.method}-kv-1", "pairs": self.data}
+
+    def load(self, data: Any) -> None:
+        if data.get("format") != f"{self.method}-kv-1":
+            raise ValueError(f"it holds {data.get('format')!r}, not the {self.method} tables")
+        pairs = data["pairs"]
+        if type(pairs) is not dict or any(
+            type(k) is not bytes or type(v) is not bytes for k, v in pairs.items()
+        ):
+            raise ValueError("its pairs are not bytes")
+        self.data = pairs
 
 
-def _frame(payload: bytes) -> bytes:
-    return struct.pack(">II", len(payload), zlib.crc32(payload)) + payload
-
-
-#: No journal record is this large (one is one document's keys and vector): a header that
-#: claims more means the file is not such a journal (an nshash journal starts with "[").
-_MAX_RECORD = 64 << 20
+#: How the files of the first release's keyed memory store began (a binary format).
+_OLD_MAGIC = b"NSHASH-KEYED-1\n"
 
 
 class MemoryKV(KV):
-    """A dict; with a path, a journal of framed records and a snapshot (module docstring)."""
+    """A dict; with a path, kept by :class:`~nshash.durable.JournaledFile` (module docstring)."""
 
     def __init__(self, path: str | None, fsync: str, method: str) -> None:
-        self.data: dict[bytes, bytes] = {}
         self.method = method
-        self._magic = b"NSHASH-" + method.upper().encode() + b"-1\n"
-        self._path = path
-        self._fsync = fsync
-        self._journal: Journal | None = None
-        self._lockfile: BinaryIO | None = None
-        self._last_sync = time.monotonic()
         self.persistent = path is not None
         self.url = f"memory://{path}" if path else "memory://"
+        self._lock = threading.RLock()
+        self._state = _KVState(method)
+        self._file: JournaledFile | None = None
         if path is not None:
-            self._open_files(path)
-
-    def _open_files(self, path: str) -> None:
-        self._lockfile = lock_path(path, f"{self.method} store", self.url)
-        try:
-            self._load(path)
-            replayed = self._replay(path + ".journal")
-            self._journal = Journal(path + ".journal", self.url)
-            if replayed:
-                self._snapshot()
-        except BaseException:
-            self._release()
-            raise
-
-    def _load(self, path: str) -> None:
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read()
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            raise StoreError(f"Cannot read snapshot {path!r}: {exc}", url=self.url) from exc
-        if not data.startswith(self._magic):
-            raise StoreCorruptError(f"{path!r} is not a {self.method} snapshot", url=self.url)
-        body = data[len(self._magic) :]
-        if len(body) < 8:
-            raise StoreCorruptError(f"Snapshot {path!r} is cut short", url=self.url)
-        size, crc = struct.unpack_from(">II", body)
-        payload = body[8 : 8 + size]
-        if len(payload) != size or zlib.crc32(payload) != crc:
-            raise StoreCorruptError(f"Snapshot {path!r} fails its checksum", url=self.url)
-        _decode_pairs(payload, self.data)
-
-    def _replay(self, journal: str) -> int:
-        try:
-            with open(journal, "rb") as fh:
-                data = fh.read()
-        except FileNotFoundError:
-            return 0
-        off, count = 0, 0
-        while off < len(data):
-            if len(data) - off < 8:
-                return count + 1  # a torn header: never acknowledged; compaction drops it
-            size, crc = struct.unpack_from(">II", data, off)
-            if size > _MAX_RECORD:  # no write makes such a record: another store's file
-                raise StoreCorruptError(f"{journal!r} is not a {self.method} journal", url=self.url)
-            payload = data[off + 8 : off + 8 + size]
-            if len(payload) < size:
-                return count + 1  # a torn last record
-            if zlib.crc32(payload) != crc:
-                if off + 8 + size == len(data):
-                    return count + 1
+            try:
+                with open(path, "rb") as fh:
+                    old = fh.read(len(_OLD_MAGIC)) == _OLD_MAGIC
+            except OSError:
+                old = False
+            if old:
                 raise StoreCorruptError(
-                    f"Journal {journal!r} has a damaged record at byte {off}", url=self.url
+                    f"{path!r} holds keyed tables of the first release's format; this version"
+                    " cannot read them: add the documents again to a new path",
+                    url=self.url,
                 )
-            _decode_pairs(payload, self.data)
-            off += 8 + size
-            count += 1
-        return count
+            self._file = JournaledFile(
+                path,
+                lambda: _KVState(method),
+                url=self.url,
+                what=f"{method} store",
+                fsync=fsync,
+                lock=self._lock,
+            )
 
-    def _snapshot(self) -> None:
-        assert self._path is not None
-
-        def write(fh: BinaryIO) -> None:
-            fh.write(self._magic)
-            fh.write(_frame(_encode_pairs(self.data)))
-
-        replace_snapshot(self._path, write, self._journal, self.url)
+    @property
+    def data(self) -> dict[bytes, bytes]:
+        state = self._file.state if self._file is not None else self._state
+        assert isinstance(state, _KVState)
+        return state.data
 
     def get(self, key: bytes) -> bytes | None:
         return self.data.get(key)
 
     def write(self, puts: dict[bytes, bytes]) -> None:
-        if self._journal is not None:
-            now = time.monotonic()
-            sync = self._fsync == "always" or (
-                self._fsync == "everysec" and now - self._last_sync >= 1.0
-            )
-            # A record the disk did not take whole is cut off again (see durable.Journal).
-            self._journal.append(_frame(_encode_pairs(puts)), sync=sync)
-            if sync:
-                self._last_sync = now
-        self.data.update(puts)
+        with self._lock:
+            if self._file is None:
+                self.data.update(puts)
+                return
+            # One journal line for the batch; a disk that refuses it leaves no trace.
+            with self._file.change() as state:
+                assert isinstance(state, _KVState)
+                for key, value in puts.items():
+                    state.put(key, value)
 
     def scan(self, prefix: bytes) -> Iterator[bytes]:
         return (k for k in list(self.data) if k.startswith(prefix))
 
     def _release(self) -> None:
-        for fh in (self._journal, self._lockfile):
-            if fh is not None:
-                fh.close()
-        self._journal = self._lockfile = None
+        """Let go of the files without syncing (what a crash does)."""
+        if self._file is not None:
+            self._file.release()
 
     def close(self) -> None:
-        if self._path is None:
+        if self._file is None:
             return
-        try:
-            if self._journal is not None:
-                self._snapshot()
-        finally:
-            self._release()
+        with self._lock:
+            self._file.close()
+        self._file.join()
 
 
 class LevelKV(KV):

@@ -1,5 +1,8 @@
 """MemoryStore: the embedded default, dicts in this process, optionally durable on disk.
 
+The files are kept by :class:`nshash.durable.JournaledFile`, the memory backend of every
+method; this module holds nshash's tables and the :class:`~nshash.Store` contract.
+
 Without a path the tables live only as long as the process. With a path, every change is
 journaled before the call that made it returns, so a killed process loses nothing it had
 acknowledged:
@@ -10,8 +13,9 @@ acknowledged:
   about once a second, the default) or ``no`` (when the OS decides). Every policy survives a
   killed process, since each line is handed to the OS before the call returns.
 * ``PATH`` is a snapshot of all tables, written on :meth:`MemoryStore.save` and when a write
-  finds the journal grown past :data:`JOURNAL_SHARE` times the snapshot (and past
-  :data:`JOURNAL_MIN_BYTES`): pickled to ``PATH.tmp``, fsynced, then renamed over ``PATH``.
+  finds the journal grown past :data:`~nshash.durable.JOURNAL_SHARE` times the snapshot (and
+  past :data:`~nshash.durable.JOURNAL_MIN_BYTES`): pickled to ``PATH.tmp``, fsynced, then
+  renamed over ``PATH``.
   Opening and closing alone never rewrite it; the journal is replayed on the next open.
   It is read back with an unpickler that admits only plain containers, numbers and
   strings, so a tampered snapshot cannot run code; still, load only snapshots you wrote.
@@ -29,23 +33,18 @@ open. A snapshot replaced while it is being read is detected and the read is ret
 from __future__ import annotations
 
 import heapq
-import json
 import logging
 import os
-import pickle
-import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, BinaryIO
+from typing import Any
 
 from .assign import MatchPolicy, assign, combine_sketch, explain, lookup, resolve
-from .durable import Journal, lock_path, probe_writable, replace_snapshot
+from .durable import DAMAGE, JournaledFile, count, reason
 from .errors import (
     ConfigError,
     StoreClosedError,
     StoreCorruptError,
-    StoreError,
-    StoreNotFoundError,
     StoreReadOnlyError,
 )
 from .fingerprint import NO_LIMIT, DocPrint
@@ -72,41 +71,8 @@ logger = logging.getLogger("nshash")
 #: before them loads with no activity.
 _SNAPSHOT_FORMAT = 2
 _MISSING: Any = object()
-
-#: its 16.6 MB snapshot in 1.9 s, on a busy 2-core machine).
-JOURNAL_SHARE = 1.0
-
-#: ... and past this size, so a small store is not rewritten every few writes.
-JOURNAL_MIN_BYTES = 16 << 20
-
-#: How every journal line starts (``[seq,``); a torn last line must too.
-_JOURNAL_LINE = re.compile(rb"\[(?:\d|\Z)")
-
-#: Attempts of a read-only open to read a snapshot and journal that a writer is not
-#: replacing at that very moment.
-READ_ATTEMPTS = 20
 _U64 = 1 << 64
 
-#: What a damaged journal line or snapshot may raise while it is read or applied; each
-#: becomes a StoreCorruptError naming the file (and the line).
-_DAMAGE = (
-    ValueError,
-    TypeError,
-    KeyError,
-    IndexError,
-    AttributeError,
-    RecursionError,
-    OverflowError,
-    StoreCorruptError,
-)
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a number this store writes")
-
-
-def _refuse_float(text: str) -> Any:
-    raise ValueError(f"{text} is not an integer")
 
 
 def _gid(value: Any) -> int:
@@ -140,26 +106,6 @@ def _text(value: Any, what: str, optional: bool = False) -> str | None:
     if type(value) is not str:
         raise ValueError(f"{value!r:.40} is not a {what}")
     return str(value)
-
-
-def _parse_line(line: bytes) -> tuple[int, list[Any]]:
-    """One journal line: ``[seq, ops]``; NaN, infinities and floats are refused."""
-    value = json.loads(line, parse_constant=_refuse_constant, parse_float=_refuse_float)
-    if not isinstance(value, list) or len(value) != 2 or not isinstance(value[1], list):
-        raise ValueError("not a [sequence number, operations] pair")
-    seq, ops = value
-    if type(seq) is not int or seq < 1:
-        raise ValueError(f"{seq!r:.40} is not a sequence number")
-    return seq, ops
-
-
-class _PlainUnpickler(pickle.Unpickler):
-    """An unpickler that refuses every global: only dicts, lists, sets, tuples, numbers, str."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        raise StoreCorruptError(
-            f"Snapshot refers to {module}.{name}; only plain containers are allowed"
-        )
 
 
 class _Tables:
@@ -541,8 +487,8 @@ class _Tables:
             )
         try:
             tables = _check_snapshot(data)
-        except _DAMAGE as exc:
-            raise StoreCorruptError(f"The snapshot is damaged: {_reason(exc)}") from exc
+        except DAMAGE as exc:
+            raise StoreCorruptError(f"The snapshot is damaged: {reason(exc)}") from exc
         (
             self.fp,
             self.exact,
@@ -559,32 +505,18 @@ class _Tables:
         ) = tables
         try:
             self.seen, self.hours, self.meta = _check_activity(data, self.size)
-        except _DAMAGE as exc:
-            raise StoreCorruptError(f"The snapshot is damaged: {_reason(exc)}") from exc
+        except DAMAGE as exc:
+            raise StoreCorruptError(f"The snapshot is damaged: {reason(exc)}") from exc
         self.buckets = {}
         for gid, hours in self.hours.items():
             for h, n in hours.items():
                 self.buckets.setdefault(h, {})[gid] = n
 
 
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, KeyError):
-        return f"missing {exc}"
-    if isinstance(exc, RecursionError):
-        return "nested too deeply"
-    return str(exc) or type(exc).__name__
-
-
-def _count(value: Any, what: str) -> int:
-    if type(value) is not int or value < 0:
-        raise ValueError(f"{what} {value!r:.40} is not a count")
-    return int(value)
-
-
 def _check_snapshot(data: dict[str, Any]) -> tuple[Any, ...]:
     """The tables of a snapshot, each checked (see :meth:`_Tables.load`)."""
-    counter = _count(data["counter"], "counter")
-    documents = _count(data["documents"], "documents")
+    counter = count(data["counter"], "counter")
+    documents = count(data["documents"], "documents")
 
     def group(gid: Any) -> int:
         if _gid(gid) > counter:
@@ -618,7 +550,7 @@ def _check_snapshot(data: dict[str, Any]) -> tuple[Any, ...]:
         _u64s(hs)
     for gid, n in size.items():
         group(gid)
-        _count(n, "size")
+        count(n, "size")
     docs = table("docs")
     for doc_id, rec in docs.items():
         _text(doc_id, "doc_id")
@@ -676,7 +608,7 @@ def _check_activity(data: dict[str, Any], size: dict[int, int]) -> tuple[Any, An
             raise ValueError(f"the hours of group {gid!r:.40} are wrong")
         for h, n in counts.items():
             _time(h)
-            if _count(n, "hour count") < 1:
+            if count(n, "hour count") < 1:
                 raise ValueError(f"group {gid} counts no document in hour {h}")
     for doc_id, rec in meta.items():
         _text(doc_id, "doc_id")
@@ -729,257 +661,42 @@ class MemoryStore(Store):
             raise ConfigError("A store opened read-only cannot be repaired")
         self.readonly = readonly
         self._lock = threading.RLock()
-        self._t = _Tables()
         self._closed = False
-        self._fsync = fsync
         self._path = os.fspath(path) if path is not None else None
         self.url = f"memory://{self._path}" if self._path else "memory://"
-        self._journal: Journal | None = None
-        self._lockfile: BinaryIO | None = None
-        self._seq = 0
-        self._dirty = False
-        self._flusher: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._repair = repair
-        #: What opening with ``repair=True`` dropped (None: the files were whole).
-        self.repaired: str | None = None
-        #: Why the last write to disk failed, until one succeeds again (see :meth:`ping`).
-        self._write_error: str | None = None
-        self._snapshot_bytes = 0
+        #: The tables; durable through :attr:`_file` when there is a path.
+        self._tables = _Tables()
+        self._file: JournaledFile | None = None
         if self._path is not None:
-            if readonly:
-                self._read_consistent(self._path)
-            else:
-                self._open_files(self._path)
-
-    # -- durability --------------------------------------------------------------------
-    def _open_files(self, path: str) -> None:
-        self._lockfile = lock_path(path, "memory store", self.url)
-        try:
-            snapshot_seq = self._load_snapshot(path)
-            journal = path + ".journal"
-            _, good_end, damage = self._replay(journal, snapshot_seq)
-            if damage is not None:
-                # repair: keep what was before the damage, move the damaged journal aside.
-                self._write_snapshot(keep_journal=True)
-                os.replace(journal, journal + ".damaged")
-                self.repaired = damage
-                logger.warning("%s; the damaged journal is kept as %s.damaged", damage, journal)
-            elif good_end is not None:
-                os.truncate(journal, good_end)
-            # A plain open rewrites nothing: the journal is folded into the snapshot only once
-            # it has outgrown it (see _maybe_compact).
-            self._journal = Journal(journal, self.url)
-        except OSError as exc:
-            self._release()
-            raise StoreError(f"Cannot open memory store {path!r}: {exc}", url=self.url) from exc
-        except BaseException:
-            self._release()
-            raise
-        self._t.log = []
-        if self._fsync == "everysec":
-            self._flusher = threading.Thread(
-                target=self._flush_loop, name="nshash-journal-fsync", daemon=True
+            self._file = JournaledFile(
+                self._path,
+                _Tables,
+                url=self.url,
+                what="memory store",
+                fsync=fsync,
+                repair=repair,
+                readonly=readonly,
+                lock=self._lock,
             )
-            self._flusher.start()
 
-    def _load_snapshot(self, path: str) -> int:
-        try:
-            with open(path, "rb") as fh:
-                self._snapshot_bytes = os.fstat(fh.fileno()).st_size
-                data = _PlainUnpickler(fh).load()
-        except FileNotFoundError:
-            return 0
-        except StoreCorruptError as exc:
-            raise StoreCorruptError(f"Snapshot {path!r}: {exc}", url=self.url) from exc
-        except Exception as exc:
-            raise StoreCorruptError(
-                f"Cannot read snapshot {path!r}: {_reason(exc)}", url=self.url
-            ) from exc
-        try:
-            self._t.load(data)
-            seq = _count(data.get("seq", 0), "seq")
-        except (StoreCorruptError, ValueError) as exc:
-            raise StoreCorruptError(f"Snapshot {path!r}: {exc}", url=self.url) from exc
-        self._seq = seq
-        return seq
+    @property
+    def _t(self) -> _Tables:
+        state = self._file.state if self._file is not None else self._tables
+        assert isinstance(state, _Tables)
+        return state
 
-    def _replay(self, journal: str, after: int) -> tuple[int, int | None, str | None]:
-        """Apply the journal's lines past sequence number *after*.
-
-        Returns:
-            How many lines were applied; the length to cut the file to when its last line is
-            torn (else None); with ``repair``, what was dropped at the first damaged line.
-
-        Raises:
-            StoreCorruptError: a line other than the last is damaged (and not ``repair``).
-        """
-        try:
-            with open(journal, "rb") as fh:
-                data = fh.read()
-        except FileNotFoundError:
-            return 0, None, None
-        return self._replay_lines(journal, data, after)
-
-    def _replay_lines(
-        self, journal: str, data: bytes, after: int
-    ) -> tuple[int, int | None, str | None]:
-        """:meth:`_replay` of the journal's bytes *data*."""
-        lines = data.split(b"\n")
-        t = self._t
-        replayed = good_end = 0
-        # The last element is b"" after a complete final line; anything else there is a line
-        # cut short by a crash before its write returned: it was never acknowledged.
-        for lineno, line in enumerate(lines[:-1], 1):
-            t.undo = []
-            try:
-                seq, ops = _parse_line(line)
-                if seq > after:
-                    if seq <= self._seq:
-                        raise ValueError(f"sequence number {seq} does not follow {self._seq}")
-                    for op in ops:
-                        t.apply(op)
-            except _DAMAGE as exc:
-                t.rollback()
-                where = f"Journal {journal!r} line {lineno} is damaged ({_reason(exc):.200})"
-                if not self._repair:
-                    raise StoreCorruptError(
-                        f"{where}; 'nshash repair --store URL' keeps every line before it",
-                        url=self.url,
-                    ) from exc
-                dropped = len(lines) - lineno - (0 if lines[-1] else 1)
-                return replayed, None, f"{where}: dropped it and the {dropped} line(s) after it"
-            finally:
-                t.undo = None
-            good_end += len(line) + 1
-            if seq > after:
-                self._seq = seq
-                replayed += 1
-        if lines[-1]:
-            if not _JOURNAL_LINE.match(lines[-1]):  # not the start of one of our lines
-                raise StoreCorruptError(
-                    f"{journal!r} is not an nshash memory journal", url=self.url
-                )
-            logger.warning(
-                "Journal %r ends in a torn line (%d bytes, a write cut short by a crash or a"
-                " full disk, never acknowledged): dropped",
-                journal,
-                len(lines[-1]),
-            )
-            return replayed, good_end, None
-        return replayed, None, None
-
-    def _read_consistent(self, path: str) -> None:
-        """Load the snapshot and the journal's complete lines, as of one moment (read-only).
-
-        A writer compacts by renaming a new snapshot over the old one and then emptying the
-        journal. Reading the old snapshot and then the emptied journal would lose the lines
-        in between, so the snapshot's identity is checked after the journal was read, and
-        the read starts over when it changed.
-        """
-        journal = path + ".journal"
-        for _attempt in range(READ_ATTEMPTS):
-            self._t = _Tables()
-            self._seq = 0
-            before = _identity(path)
-            if before is None and _identity(journal) is None:
-                raise StoreNotFoundError(
-                    f"There is no memory store at {path!r} (reading never creates one)",
-                    url=self.url,
-                )
-            try:
-                after = self._load_snapshot(path) if before is not None else 0
-            except StoreCorruptError:
-                if _identity(path) != before:
-                    continue  # replaced while being read
-                raise
-            try:
-                with open(journal, "rb") as fh:
-                    data = fh.read()
-            except FileNotFoundError:
-                data = b""
-            if _identity(path) != before:
-                continue
-            # Lines past the snapshot only; a torn last line was never acknowledged.
-            self._replay_lines(journal, data, after)
-            return
-        raise StoreError(
-            f"Cannot read {path!r}: its snapshot kept being replaced while it was read",
-            url=self.url,
-        )
-
-    def _maybe_compact(self) -> None:
-        """Fold the journal into a new snapshot once it has grown past its share."""
-        journal = self._journal
-        if journal is None:
-            return
-        size = journal.end
-        if size > JOURNAL_MIN_BYTES and size > JOURNAL_SHARE * self._snapshot_bytes:
-            try:
-                self._write_snapshot()
-            except StoreError as exc:
-                # The journal still holds everything: compaction can wait for space.
-                logger.warning("Cannot compact the journal: %s", exc)
-
-    def _write_journal(self) -> None:
-        """Append this call's ops as one line; raises StoreError (the caller rolls back)."""
-        log = self._t.log
-        if self._journal is None or not log:
-            return
-        seq = self._seq + 1
-        line = json.dumps([seq, log], separators=(",", ":")).encode() + b"\n"
-        try:
-            self._journal.append(line, sync=self._fsync == "always")
-        except StoreError as exc:
-            self._write_error = str(exc)
-            raise
-        self._seq = seq
-        self._t.log = []
-        self._write_error = None
-        if self._fsync != "always":
-            self._dirty = True
-
-    def _flush_loop(self) -> None:
-        while not self._stop.wait(1.0):
-            with self._lock:
-                if self._dirty and self._journal is not None:
-                    try:
-                        self._journal.sync()
-                    except OSError as exc:
-                        self._write_error = f"Cannot fsync the journal: {exc}"
-                        continue
-                    self._dirty = False
-
-    def _write_snapshot(self, keep_journal: bool = False) -> None:
-        assert self._path is not None
-        data = self._t.dump()
-        data["seq"] = self._seq
-
-        def write(fh: BinaryIO) -> None:
-            pickle.dump(data, fh, protocol=pickle.HIGHEST_PROTOCOL)
-
-        replace_snapshot(self._path, write, self._journal, self.url, keep_journal=keep_journal)
-        try:
-            self._snapshot_bytes = os.path.getsize(self._path)
-        except OSError:
-            pass
+    @property
+    def repaired(self) -> str | None:
+        """What opening with ``repair=True`` dropped (None: the files were whole)."""
+        return self._file.repaired if self._file is not None else None
 
     def save(self) -> None:
         """Write a snapshot now and empty the journal (no-op without a path)."""
         with self._lock:
             self._check()
             self._refuse_writes()
-            if self._path is not None:
-                self._write_snapshot()
-
-    def _release(self) -> None:
-        self._stop.set()
-        if self._journal is not None:
-            self._journal.close()
-            self._journal = None
-        if self._lockfile is not None:
-            self._lockfile.close()
-            self._lockfile = None
+            if self._file is not None:
+                self._file.save()
 
     # -- the Store contract ------------------------------------------------------------
     def _check(self) -> None:
@@ -1001,20 +718,13 @@ class MemoryStore(Store):
         with self._lock:
             self._check()
             self._refuse_writes()
-            t = self._t
+            if self._file is None:
+                return assign(self._t, doc, policy, doc_id, title, meta)
             # The tables change first (the algorithm reads its own writes), then the journal
             # line is written; if that fails, every change is taken back: no trace is left.
-            t.undo = []
-            try:
-                result = assign(t, doc, policy, doc_id, title, meta)
-                self._write_journal()
-            except BaseException:
-                t.rollback()
-                raise
-            finally:
-                t.undo = None
-            self._maybe_compact()
-            return result
+            with self._file.change() as t:
+                assert isinstance(t, _Tables)
+                return assign(t, doc, policy, doc_id, title, meta)
 
     def lookup(self, doc: DocPrint, policy: MatchPolicy) -> int | None:
         with self._lock:
@@ -1131,39 +841,20 @@ class MemoryStore(Store):
         the disk still refuses a small probe write next to it."""
         with self._lock:
             self._check()
-            if self._write_error is None or self._path is None:
-                return
-            if self._journal is not None and self._journal.broken is not None:
-                raise StoreError(self._journal.broken, url=self.url)
-            probe_writable(self._path, self._write_error, self.url)
-            self._write_error = None
+            if self._file is not None:
+                self._file.check()
 
     def close(self) -> None:
         """Flush the journal and release the files; closing twice is harmless.
 
-        The snapshot is not rewritten here (see :data:`JOURNAL_SHARE`): the journal holds
-        every write and the next open replays it.
+        The snapshot is not rewritten here (see :data:`~nshash.durable.JOURNAL_SHARE`): the
+        journal holds every write and the next open replays it.
         """
         with self._lock:
             if self._closed:
                 return
-            try:
-                if self._dirty and self._journal is not None:
-                    self._journal.sync()
-                    self._dirty = False
-            except OSError as exc:
-                raise StoreError(f"Cannot sync the journal: {exc}", url=self.url) from exc
-            finally:
-                self._closed = True
-                self._release()
-        if self._flusher is not None:
-            self._flusher.join(timeout=2)
-
-
-def _identity(path: str) -> tuple[int, int, int, int] | None:
-    """Return what tells one version of a file from the next (None when it is missing)."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            self._closed = True
+            if self._file is not None:
+                self._file.close()
+        if self._file is not None:
+            self._file.join()

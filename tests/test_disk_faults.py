@@ -328,7 +328,7 @@ class TestMemoryStoreShortWrites:
         assert "torn line" in caplog.text
         assert again.document("d0") is not None and again.document("d1") is None
         again.close()
-        nsh.store._journal.broken = None  # type: ignore[attr-defined]
+        nsh.store._file.journal.broken = None  # type: ignore[attr-defined]
         nsh.close()
 
     def test_readiness_follows_the_disk(self, tmp_path: Path, disk: FlakyDisk) -> None:

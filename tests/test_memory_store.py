@@ -136,6 +136,30 @@ class TestSnapshot:
             group = again.group(1)
             assert group is not None and group.doc_ids == ["a", "b"]
 
+    @pytest.mark.parametrize("where", [40, -3], ids=["in-the-tables", "in-the-checksum"])
+    def test_a_flipped_byte_is_refused(self, tmp_path: Path, where: int) -> None:
+        """The snapshot carries a CRC32 of its tables: a damaged byte anywhere is found."""
+        path = tmp_path / "s.pkl"
+        with NSHash.open(f"memory://{path}") as nsh:
+            nsh.add(EN_RAIL, doc_id="a")
+            nsh.store.save()  # type: ignore[attr-defined]
+        data = bytearray(path.read_bytes())
+        data[where] ^= 0x01
+        path.write_bytes(bytes(data))
+        with pytest.raises(StoreCorruptError, match="checksum"):
+            MemoryStore(path)
+
+    def test_a_snapshot_without_a_checksum_still_loads(self, tmp_path: Path) -> None:
+        """Snapshots written before the checksum existed (a bare pickle) are read as before."""
+        path = tmp_path / "s.pkl"
+        with NSHash.open(f"memory://{path}") as nsh:
+            sid = nsh.add(EN_RAIL, doc_id="a").similar_id
+            nsh.store.save()  # type: ignore[attr-defined]
+        raw = path.read_bytes()
+        path.write_bytes(raw[: raw.rindex(b"\nnshash-crc32:")])
+        with NSHash.open(f"memory://{path}") as again:
+            assert again.add(EN_RAIL_REPOST).similar_id == sid
+
     def test_no_path_writes_nothing(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """memory:// without a path leaves no file behind."""
         monkeypatch.chdir(tmp_path)

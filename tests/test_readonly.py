@@ -93,9 +93,9 @@ def test_memory_store_compacts_past_its_share(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The snapshot is rewritten once the journal outgrows its share, and nothing is lost."""
-    from nshash import memory_store
+    from nshash import durable
 
-    monkeypatch.setattr(memory_store, "JOURNAL_MIN_BYTES", 2000)
+    monkeypatch.setattr(durable, "JOURNAL_MIN_BYTES", 2000)
     url = store_url("memory", tmp_path)
     fill(url)
     assert (tmp_path / "news.pkl").stat().st_size > 0
@@ -110,8 +110,8 @@ def test_memory_store_compacts_past_its_share(
 WRITER = textwrap.dedent(
     """
     import json, sys
-    from nshash import NSHash, memory_store
-    memory_store.JOURNAL_MIN_BYTES = 20_000
+    from nshash import NSHash, durable
+    durable.JOURNAL_MIN_BYTES = 20_000
     url, path = sys.argv[1], sys.argv[2]
     docs = [json.loads(line) for line in open(path, encoding="utf-8")]
     with NSHash.open(url, fsync="no") as nsh:
