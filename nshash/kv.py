@@ -11,9 +11,10 @@ each here:
     leaves no trace), the snapshot ``PATH`` is rewritten once the journal outgrows it, and
     ``PATH.lock`` admits one process. The method's name is in every journal op and in the
     snapshot, so one method never reads another's files.
-``LevelKV``
+``LevelKV`` (in :mod:`nshash.leveldb_base`)
     LevelDB through plyvel under the key prefix ``METHOD\\x00``, each batch one
-    ``write_batch(transaction=True)``.
+    ``write_batch(transaction=True)``, on the same :class:`~nshash.leveldb_base.LevelDB`
+    host as the nshash LevelDB store.
 
 ``fsync`` (both): ``always`` syncs every write; ``everysec`` (default) syncs a write when a
 second has passed since the last sync, and on close; ``no`` leaves it to the OS. Every write
@@ -24,21 +25,19 @@ reaches the OS before it returns, so a killed process loses nothing.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import json
 import threading
-import time
 from abc import ABC, abstractmethod
 from base64 import b64decode, b64encode
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from .durable import JournaledFile
-from .errors import ConfigError, StoreCorruptError, StoreError, StoreLockedError
+from .errors import ConfigError, StoreCorruptError
 from .store import _fsync_option, _refuse_unknown, mask_url, parse_url
 
-__all__ = ["KV", "LevelKV", "MemoryKV", "check_settings", "open_kv"]
+__all__ = ["KV", "MemoryKV", "check_settings", "open_kv"]
 
 
 class KV(ABC):
@@ -192,82 +191,6 @@ class MemoryKV(KV):
         self._file.join()
 
 
-class LevelKV(KV):
-    """LevelDB through plyvel, every key under the prefix ``METHOD\\x00`` (``keyed\\x00``, ...)."""
-
-    persistent = True
-
-    def __init__(self, path: str, fsync: str, method: str) -> None:
-        self._plyvel = importlib.import_module("plyvel")
-        self.url = f"leveldb://{path}"
-        self._fsync = fsync
-        self._last_sync = time.monotonic()
-        #: Why writes are refused (a write failed) until the directory is reopened.
-        self.failed: str | None = None
-        try:
-            self._db = self._plyvel.DB(path, create_if_missing=True)
-        except self._plyvel.IOError as exc:
-            reason = self._reason(exc)
-            if reason.startswith("IO error: lock "):
-                raise StoreLockedError(
-                    f"LevelDB {path!r} is open in another process", url=self.url
-                ) from exc
-            raise StoreError(f"Cannot open LevelDB {path!r}: {reason}", url=self.url) from exc
-        except (self._plyvel.Error, OSError) as exc:
-            raise StoreError(f"Cannot open LevelDB {path!r}: {exc}", url=self.url) from exc
-        self._ns = self._db.prefixed_db(method.encode() + b"\x00")
-
-    @staticmethod
-    def _reason(exc: Exception) -> str:
-        arg = exc.args[0] if exc.args else exc
-        return arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)
-
-    def _fail(self, exc: Exception) -> StoreError:
-        return StoreError(f"LevelDB {self.url!r} failed: {self._reason(exc)}", url=self.url)
-
-    def get(self, key: bytes) -> bytes | None:
-        try:
-            value: bytes | None = self._ns.get(key)
-        except self._plyvel.Error as exc:
-            raise self._fail(exc) from exc
-        return value
-
-    def write(self, puts: dict[bytes, bytes]) -> None:
-        if self.failed is not None:
-            # After a failed write LevelDB's log may hold half a record, and records after
-            # it could be dropped when the directory is next opened: reopen first.
-            raise StoreError(
-                f"LevelDB {self.url!r} refuses writes until it is reopened: {self.failed}",
-                url=self.url,
-            )
-        now = time.monotonic()
-        sync = self._fsync == "always" or (
-            self._fsync == "everysec" and now - self._last_sync >= 1.0
-        )
-        try:
-            with self._ns.write_batch(transaction=True, sync=sync) as batch:
-                for key, value in puts.items():
-                    batch.put(key, value)
-        except self._plyvel.Error as exc:
-            self.failed = self._reason(exc)
-            raise self._fail(exc) from exc
-        if sync:
-            self._last_sync = now
-
-    def scan(self, prefix: bytes) -> Iterator[bytes]:
-        try:
-            yield from self._ns.iterator(prefix=prefix, include_value=False)
-        except self._plyvel.Error as exc:
-            raise self._fail(exc) from exc
-
-    def close(self) -> None:
-        if not self._db.closed:
-            if self._fsync != "no":
-                with contextlib.suppress(self._plyvel.Error):
-                    self._ns.put(b"m:closed", b"1", sync=True)
-            self._db.close()
-
-
 def check_settings(url: str, stored: bytes, settings: dict[str, Any], method: str) -> None:
     """Refuse to go on when *stored* (JSON) holds other values of *settings* than given.
 
@@ -317,6 +240,8 @@ def open_kv(url: str, options: dict[str, Any], method: str) -> KV:
             )
         fsync = _fsync_option(query, url)
         _refuse_unknown(query, url)
+        from .leveldb_base import LevelKV  # plyvel is optional: imported for LevelDB only
+
         return LevelKV(path, fsync, method)
     raise ConfigError(
         f"Unknown store scheme {scheme!r} in {mask_url(url)!r}; "

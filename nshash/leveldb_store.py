@@ -4,26 +4,17 @@ One process opens a directory at a time (LevelDB's ``LOCK`` file); a second open
 :class:`~nshash.StoreLockedError`. Threads of that process share one store safely: a lock
 serializes every call.
 
-**Read-only opens** (``readonly=True``) work while a writer holds the directory. LevelDB
-itself admits one opener and writes to any directory it opens (its info log, a new
-manifest), so a read-only store never opens the directory: it takes a *checkpoint*, a copy of
-the directory's files in a temporary directory (immutable table files are hard-linked when
-the file system allows, the manifest and write-ahead logs are copied), opens the copy and
-deletes it on close. The copy holds every write the writer acknowledged before the open
-(each is in a table or in the log by then); a torn last log record, a write in flight, is
-dropped as LevelDB drops it after a crash. When the writer creates or deletes files (a
-compaction) during the copy, the copy is taken again. The original directory is only read.
+The directory is kept by :class:`nshash.leveldb_base.LevelDB`, the LevelDB backend of every
+method: the lock, read-only checkpoints (``readonly=True`` works while a writer holds the
+directory), repair, the ``fsync`` policies (``always``, ``everysec`` by default, ``no``) and
+the refusal of writes after a failed one until a reopen has verified the counters. This
+module holds nshash's tables in it.
 
 **Atomicity.** :meth:`LevelDBStore.assign` runs :func:`nshash.assign.assign` over an in-memory
 overlay, so the algorithm reads its own writes, then commits the overlay in one
-``write_batch(transaction=True)``: a document's changes land together or not at all.
-
-**Durability.** Every committed batch is in LevelDB's log before :meth:`~LevelDBStore.assign`
-returns, so a killed process loses nothing it acknowledged. The ``fsync`` policy decides when
-the log also reaches the disk itself (what a power cut needs): ``always`` syncs every write;
-``everysec`` (the default) syncs a write when a second has passed since the last synced one,
-and a background thread (or :meth:`~LevelDBStore.close`) syncs a pending write within about a
-second; ``no`` never syncs and leaves it to the operating system.
+``write_batch(transaction=True)``: a document's changes land together or not at all. Every
+committed batch is in LevelDB's log before it returns, so a killed process loses nothing it
+acknowledged.
 
 **Key layout.** Every key starts with a one-byte table prefix. Integers (ids, counts, sequence
 numbers and the unsigned 64-bit fingerprints) are 8 bytes big-endian, converted only by
@@ -69,12 +60,8 @@ import heapq
 import json
 import logging
 import os
-import shutil
 import struct
-import tempfile
 import threading
-import time
-import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -87,11 +74,11 @@ from .errors import (
     StoreClosedError,
     StoreCorruptError,
     StoreError,
-    StoreLockedError,
-    StoreNotFoundError,
     StoreReadOnlyError,
 )
 from .fingerprint import NO_LIMIT, DocPrint
+from .leveldb_base import LevelDB
+from .leveldb_base import reason as _reason
 from .results import (
     HOUR,
     Activity,
@@ -103,7 +90,7 @@ from .results import (
     Member,
     StoreStats,
 )
-from .store import FSYNC_POLICIES, Store
+from .store import Store
 
 __all__ = ["LevelDBStore"]
 
@@ -129,71 +116,6 @@ _DOC_META = b"u"
 
 _COUNTERS = ("counter", "documents", "groups", "fingerprints", "common", "mseq")
 
-#: Attempts to copy a directory that a writer is not compacting at that very moment.
-CHECKPOINT_ATTEMPTS = 50
-
-
-def _db_files(path: str) -> set[str]:
-    """The names of the files LevelDB needs to open *path* (not its LOCK or info logs)."""
-    return {
-        name
-        for name in os.listdir(path)
-        if name == "CURRENT"
-        or name.startswith("MANIFEST-")
-        or name.endswith((".ldb", ".sst", ".log"))
-    }
-
-
-def _order(name: str) -> int:
-    # What the copy holds must be at least as new as what the manifest names: the manifest
-    # first, then the tables it lists, then the logs (written last, read for the newest writes).
-    if name == "CURRENT" or name.startswith("MANIFEST-"):
-        return 0
-    return 1 if name.endswith((".ldb", ".sst")) else 2
-
-
-def checkpoint(path: str, into: str) -> None:
-    """Copy the LevelDB directory *path* into the empty directory *into*, reading only.
-
-    Safe while a writer has *path* open: the copy is taken again whenever the set of files
-    changed while it was being taken. Table files never change once written, so they are
-    hard-linked where the file system allows (a link changes no byte of the original).
-
-    Raises:
-        StoreNotFoundError: *path* holds no LevelDB database.
-        StoreError: no consistent copy could be taken.
-    """
-    if not os.path.isfile(os.path.join(path, "CURRENT")):
-        raise StoreNotFoundError(
-            f"There is no LevelDB store at {path!r} (reading never creates one)",
-            url=f"leveldb://{path}",
-        )
-    for _attempt in range(CHECKPOINT_ATTEMPTS):
-        try:
-            before = _db_files(path)
-            for name in sorted(before, key=_order):
-                src, dst = os.path.join(path, name), os.path.join(into, name)
-                if _order(name) == 1:
-                    try:
-                        os.link(src, dst)
-                        continue
-                    except OSError as exc:
-                        if isinstance(exc, FileNotFoundError):
-                            raise
-                shutil.copyfile(src, dst)
-            if _db_files(path) == before:
-                return
-        except FileNotFoundError:
-            pass  # a compaction deleted a file under the copy: take it again
-        for name in os.listdir(into):
-            os.unlink(os.path.join(into, name))
-        time.sleep(0.01)
-    raise StoreError(
-        f"Cannot copy LevelDB directory {path!r}: its files kept changing while they were read",
-        url=f"leveldb://{path}",
-    )
-
-
 def _enc(*values: int) -> bytes:
     """Pack unsigned 64-bit integers as 8 bytes each, big-endian (the one place that does)."""
     try:
@@ -207,12 +129,6 @@ def _dec(data: bytes) -> tuple[int, ...]:
     if len(data) % 8:
         raise StoreCorruptError(f"A stored integer field has {len(data)} bytes, not 8 per value")
     return struct.unpack(f">{len(data) // 8}Q", data)
-
-
-def _reason(exc: Exception) -> str:
-    """The text of a plyvel error (plyvel passes LevelDB's status as bytes)."""
-    arg = exc.args[0] if exc.args else exc
-    return arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)
 
 
 def _refuse_constant(name: str) -> None:
@@ -436,28 +352,6 @@ class _Overlay:
         self.put(_DOC + doc_id, json.dumps(value, separators=(",", ":")).encode("utf-8"))
 
 
-class _ClosedDB:
-    """Stands for the database while a reopen after a failed write has not succeeded."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-
-    def __getattr__(self, name: str) -> Any:
-        raise plyvel.IOError(f"the store is not open: {self.reason}".encode())
-
-    def close(self) -> None:
-        pass
-
-
-def _flush_loop(ref: weakref.ref[LevelDBStore], stop: threading.Event) -> None:
-    while not stop.wait(1.0):
-        store = ref()
-        if store is None:
-            return
-        store._flush_pending()
-        del store
-
-
 class LevelDBStore(Store):
     """The tables in a LevelDB directory: one process, large corpora on disk.
 
@@ -496,80 +390,52 @@ class LevelDBStore(Store):
         repair: bool = False,
         readonly: bool = False,
     ) -> None:
-        if fsync not in FSYNC_POLICIES:
-            raise ConfigError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {fsync!r}")
         self._path = os.fspath(path)
         self.url = f"leveldb://{self._path}"
         self.readonly = readonly
-        #: The checkpoint directory a read-only store opened (deleted on close).
-        self._copy: str | None = None
-        self._fsync = fsync
         self._lock = threading.Lock()
         self._closed = False
-        self._dirty = False
-        self._last_sync = 0.0
-        self._stop = threading.Event()
-        self._flusher: threading.Thread | None = None
-        #: Why writes are refused (a write failed), until a reopen has verified the state.
-        self._failed: str | None = None
-        self._next_recovery = 0.0
         #: What opening with ``repair=True`` found and fixed (None: nothing to fix).
         self.repaired: str | None = None
-        if repair and readonly:
-            raise ConfigError(f"{self.url} cannot be repaired through a read-only open")
-        if readonly:
-            self._db = self._open_copy(self._path)
-            try:
+        self._host = LevelDB(
+            self._path,
+            fsync,
+            sync_key=(_META + b"format", _enc(_FORMAT)),
+            readonly=readonly,
+            repair=repair,
+            lock=self._lock,
+        )
+        try:
+            if readonly:
                 self._meta = self._load_meta()
                 self._common = self._load_common()
-            except BaseException:
-                self._db.close()
-                self._drop_copy()
-                raise
-        else:
-            if repair:
-                self._repair_files()
-            self._db, self._meta, self._common = self._open_verified(recount=repair)
-        if fsync == "everysec" and not readonly:
-            # The thread holds only a weak reference, so a store dropped without close() is
-            # still collected (and __del__ releases the directory).
-            self._flusher = threading.Thread(
-                target=_flush_loop,
-                args=(weakref.ref(self), self._stop),
-                name="nshash-leveldb-fsync",
-                daemon=True,
-            )
-            self._flusher.start()
+            else:
+                self._meta, self._common = self._verified(recount=repair)
+        except BaseException:
+            self._host.close()
+            raise
+
+    @property
+    def _db(self) -> Any:
+        """The open ``plyvel.DB`` (a checkpoint's when read-only)."""
+        return self._host.db
+
+    @_db.setter
+    def _db(self, db: Any) -> None:  # tests put a spy or a failing disk in its place
+        self._host.db = db
 
     # -- opening -------------------------------------------------------------------------
-    def _open_verified(self, recount: bool = False) -> tuple[plyvel.DB, dict[str, int], set[int]]:
-        """Open the directory, read its counters and check them against its tables."""
-        db = self._open(self._path)
-        self._db = db
-        try:
+    def _verified(self, recount: bool = False) -> tuple[dict[str, int], set[int]]:
+        """Read the counters of the open directory and check them against its tables."""
+        db = self._db
+        with self._host.errors("Cannot read LevelDB directory"):
             meta = self._load_meta()
             if recount:
                 meta = self._recount(db, meta)
             self._meta = meta
             common = self._load_common()
             self._verify(db, meta)
-        except plyvel.Error as exc:
-            db.close()
-            raise StoreError(
-                f"Cannot read LevelDB directory {self._path!r}: {_reason(exc)}", url=self.url
-            ) from exc
-        except BaseException:
-            db.close()
-            raise
-        return db, meta, common
-
-    def _repair_files(self) -> None:
-        try:
-            plyvel.repair_db(self._path)
-        except (plyvel.Error, OSError) as exc:
-            raise StoreError(
-                f"Cannot repair LevelDB directory {self._path!r}: {_reason(exc)}", url=self.url
-            ) from exc
+        return meta, common
 
     @staticmethod
     def _last_id(db: plyvel.DB, prefix: bytes) -> int:
@@ -625,74 +491,16 @@ class LevelDBStore(Store):
         to the last whole record, and the counters are checked against the tables before a
         write is accepted again. Tried at most once a second; the caller holds the lock.
         """
-        now = time.monotonic()
-        if self._failed is None or now < self._next_recovery:
+        host = self._host
+        if not host.recovery_due():
             return
-        self._next_recovery = now + 1.0
         try:
-            self._db.close()
-        except plyvel.Error:
-            pass
-        try:
-            self._db, self._meta, self._common = self._open_verified()
+            host.reopen()
+            self._meta, self._common = self._verified()
         except StoreError as exc:
-            self._failed = f"{self._failed}; reopening failed too: {exc}"
-            self._db = _ClosedDB(self._failed)
+            host.failed = f"{host.failed}; reopening failed too: {exc}"
             return
-        logger.warning(
-            "LevelDB directory %r reopened and verified after a write failed", self._path
-        )
-        self._failed = None
-        self._dirty = False
-
-    def _open(self, path: str) -> plyvel.DB:
-        try:
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            return plyvel.DB(path, create_if_missing=True)
-        except plyvel.IOError as exc:
-            # LevelDB says "IO error: lock DIR/LOCK: ..." when the lock is taken; other
-            # failures may name the LOCK file too ("IO error: DIR/LOCK: Not a directory").
-            if not _reason(exc).startswith("IO error: lock "):
-                raise self._open_failed(exc) from exc
-            raise StoreLockedError(
-                f"LevelDB directory {path!r} is already open in another process or store "
-                "(LevelDB admits one opener; share state between processes through Redis)",
-                url=self.url,
-            ) from exc
-        except plyvel.CorruptionError as exc:
-            raise StoreCorruptError(
-                f"LevelDB directory {path!r} is damaged: {_reason(exc)}", url=self.url
-            ) from exc
-        except (plyvel.Error, OSError) as exc:
-            raise self._open_failed(exc) from exc
-
-    def _open_copy(self, path: str) -> plyvel.DB:
-        """Open a checkpoint of *path* (a read-only store's view; see the module docstring)."""
-        self._copy = tempfile.mkdtemp(prefix="nshash-leveldb-ro-")
-        try:
-            checkpoint(path, self._copy)
-            return plyvel.DB(self._copy, create_if_missing=False)
-        except plyvel.CorruptionError as exc:
-            self._drop_copy()
-            raise StoreCorruptError(
-                f"LevelDB directory {path!r} is damaged: {_reason(exc)}", url=self.url
-            ) from exc
-        except (plyvel.Error, OSError) as exc:
-            self._drop_copy()
-            raise self._open_failed(exc) from exc
-        except BaseException:
-            self._drop_copy()
-            raise
-
-    def _drop_copy(self) -> None:
-        if self._copy is not None:
-            shutil.rmtree(self._copy, ignore_errors=True)
-            self._copy = None
-
-    def _open_failed(self, exc: Exception) -> StoreError:
-        return StoreError(
-            f"Cannot open LevelDB directory {self._path!r}: {_reason(exc)}", url=self.url
-        )
+        host.recovered()
 
     def _load_meta(self) -> dict[str, int]:
         try:
@@ -744,66 +552,21 @@ class LevelDBStore(Store):
         changed = {k: v for k, v in overlay.meta.items() if v != self._meta[k]}
         if not overlay.pending and not changed:
             return
-        now = time.monotonic()
-        sync = self._fsync == "always" or (
-            self._fsync == "everysec" and now - self._last_sync >= 1.0
-        )
-        try:
-            batch = self._db.write_batch(transaction=True, sync=sync)
-            for key, value in overlay.pending.items():
-                if value is None:
-                    batch.delete(key)
-                else:
-                    batch.put(key, value)
-            for name, count in changed.items():
-                batch.put(_META + name.encode("ascii"), _enc(count))
-            batch.write()
-        except plyvel.Error as exc:
-            self._fail(f"Cannot write to {self._path!r}: {_reason(exc)}")
-            raise StoreError(
-                f"Cannot write to {self._path!r}: {_reason(exc)}; nothing of this call was"
-                " written, and the store refuses writes until it is reopened",
-                url=self.url,
-            ) from exc
+        puts: dict[bytes, bytes | None] = dict(overlay.pending)
+        for name, value in changed.items():
+            puts[_META + name.encode("ascii")] = _enc(value)
+        self._host.write(puts)
         self._meta = overlay.meta
         self._common |= overlay.new_common
-        if sync:
-            self._last_sync = now
-            self._dirty = False
-        elif self._fsync == "everysec":
-            self._dirty = True
-
-    def _fail(self, reason: str) -> None:
-        """Refuse writes from now on: after a failed write LevelDB's log may hold half a
-        record, and writes after it could be dropped on the next open."""
-        if self._failed is None:
-            self._failed = reason
-            self._next_recovery = time.monotonic() + 1.0
 
     def _check_writable(self) -> None:
-        if self._failed is not None:
+        if self._host.failed is not None:
             self._recover()
-        if self._failed is not None:
+        if self._host.failed is not None:
             raise StoreError(
-                f"The store refuses writes until it is reopened and verified: {self._failed}",
+                f"The store refuses writes until it is reopened and verified: {self._host.failed}",
                 url=self.url,
             )
-
-    def _sync_now(self) -> None:
-        """Force LevelDB's log to disk with a small synced write; the caller holds the lock."""
-        self._db.put(_META + b"format", _enc(_FORMAT), sync=True)
-        self._last_sync = time.monotonic()
-        self._dirty = False
-
-    def _flush_pending(self) -> None:
-        """Sync a write left unsynced by the ``everysec`` policy (the flusher thread's job)."""
-        with self._lock:
-            if self._closed or not self._dirty or self._failed is not None:
-                return
-            try:
-                self._sync_now()
-            except plyvel.Error as exc:
-                self._fail(f"Cannot sync {self._path!r}: {_reason(exc)}")
 
     # -- the Store contract ----------------------------------------------------------------
     def _check(self) -> None:
@@ -815,12 +578,8 @@ class LevelDBStore(Store):
         """Hold the lock on an open store; LevelDB failures become :class:`StoreError`."""
         with self._lock:
             self._check()
-            try:
+            with self._host.errors():
                 yield
-            except plyvel.Error as exc:
-                raise StoreError(
-                    f"LevelDB failed in {self._path!r}: {_reason(exc)}", url=self.url
-                ) from exc
 
     def _reader(self) -> _Overlay:
         return _Overlay(self._db, self._meta, self._common)
@@ -973,19 +732,8 @@ class LevelDBStore(Store):
             if self._closed:
                 return
             self._closed = True
-            self._stop.set()
-            try:
-                if self._dirty and self._failed is None:
-                    self._sync_now()
-            except plyvel.Error as exc:
-                raise StoreError(
-                    f"Cannot sync {self._path!r}: {_reason(exc)}", url=self.url
-                ) from exc
-            finally:
-                self._db.close()
-                self._drop_copy()
-        if self._flusher is not None and self._flusher is not threading.current_thread():
-            self._flusher.join(timeout=2)
+            self._host.close()
+        self._host.join()
 
     def __del__(self) -> None:
         # A store dropped without close() still releases the LOCK for a later opener.

@@ -433,7 +433,7 @@ class TestKeyedLevelDBWriteFailure:
         kd = KeyedDedup.open(url)
         kd.add(doc(0), doc_id="d0")
         kv: Any = kd._backend._kv  # type: ignore[attr-defined]
-        real = kv._ns
+        real = kv._host.db
 
         class Failing:
             def write_batch(self, **kwargs: Any) -> Any:
@@ -442,10 +442,10 @@ class TestKeyedLevelDBWriteFailure:
             def __getattr__(self, name: str) -> Any:
                 return getattr(real, name)
 
-        kv._ns = Failing()
+        kv._host.db = Failing()
         with pytest.raises(StoreError, match="No space left"):
             kd.add(doc(3), doc_id="d3")
-        kv._ns = real
+        kv._host.db = real
         with pytest.raises(StoreError, match="refuses writes until it is reopened"):
             kd.add(doc(3), doc_id="d3")
         kd.close()
