@@ -485,9 +485,10 @@ class TestReadOnly:
 
     def test_read_script_cannot_write(self, redis_url: str) -> None:
         """The read-only script is flagged no-writes, so Redis itself refuses a write in it."""
-        from nshash.redis_store import _LUA_READ
+        from nshash.scripts import lua_script
 
-        assert _LUA_READ.startswith("#!lua flags=no-writes\n")
+        assert lua_script("nshash_read").startswith("#!lua flags=no-writes\n")
+        assert lua_script("keyed_read").startswith("#!lua flags=no-writes\n")
         client = _client(redis_url)
         with pytest.raises(redis.ResponseError, match="(?i)write"):
             client.eval("#!lua flags=no-writes\nreturn redis.call('SET', KEYS[1], 'x')", 1, "k")
@@ -669,3 +670,24 @@ class TestCluster:
         finally:
             for server in servers:
                 server.stop()
+
+
+class TestScripts:
+    """Each method's scripts are .lua files of the package; includes expand in place."""
+
+    def test_every_script_loads_and_expands_its_includes(self) -> None:
+        from importlib.resources import files
+
+        from nshash.scripts import lua_script
+
+        names = sorted(
+            p.name[:-4] for p in (files("nshash") / "lua").iterdir() if p.name.endswith(".lua")
+        )
+        assert {"nshash_assign", "nshash_read", "keyed_read", "keyed_write"} <= set(names)
+        assert "simhash_assign" in names
+        for name in names:
+            text = lua_script(name)
+            assert "-- include:" not in text, name
+        common = lua_script("nshash_common")
+        assert common in lua_script("nshash_assign") and common in lua_script("nshash_read")
+        assert lua_script("nshash_assign").startswith("#!lua\n")

@@ -1,0 +1,136 @@
+#!lua
+-- The nshash method's placement of one document, atomic (nshash/redis_store.py).
+-- ARGV: base, n, theta:merge_theta:merge_guard, min_overlap, sketch_cap, votes, exact, hashes,
+-- anchor count, sketch limit, doc ('-' | '+id'), title ('-' | '+title'), activity ('-' |
+-- 'added hour') and the doc's JSON metadata (kept with a doc id). Returns one string,
+-- cheap to parse: "root duplicate sequence anchor,positions merged,ids", or "R root record"
+-- when the doc id was seen before.
+-- include: nshash_common
+local n = tonumber(ARGV[2])
+local theta, merge_theta, merge_guard = thresholds(3)
+local min_overlap, cap = tonumber(ARGV[4]), tonumber(ARGV[5])
+local need = tonumber(ARGV[6])
+local exact = ARGV[7]
+local doc_limit = tonumber(ARGV[10])
+local doc_id, title = nil, nil
+if string.sub(ARGV[11], 1, 1) == '+' then doc_id = string.sub(ARGV[11], 2) end
+if string.sub(ARGV[12], 1, 1) == '+' then title = string.sub(ARGV[12], 2) end
+
+if doc_id then
+  local rec = redis.call('HGET', K_DOCS, doc_id)
+  if rec then
+    local root = parse_record(rec)
+    return 'R ' .. gs(resolve(root)) .. ' ' .. rec
+  end
+end
+
+local ex = redis.call('HGET', K_EXACT, exact)
+local all, ns, flags = hashes(8, not ex)
+local anchors, aidx = select_anchors(all, ns, flags, n)
+local known = {}
+if #anchors > 0 then known = redis.call('HMGET', K_FP, unpack(anchors)) end
+local merged = {}
+local root, dup
+if ex then
+  root = resolve(ex)
+  dup = 1
+else
+  local live = live_sketch(all, ns, flags)
+  local order, hits = candidates(anchors, known)
+  local scores, shared_of = {}, {}
+  for _, g in ipairs(order) do
+    local score, shared = verify(g, live, doc_limit, min_overlap)
+    scores[g] = score
+    shared_of[g] = shared
+  end
+  local accepted = choose(order, scores, theta, merge_theta, merge_guard)
+  if #accepted > 0 then
+    root = accepted[1]
+    local rsk, rmem, rz = BASE .. 's:' .. gs(root), BASE .. 'm:' .. gs(root), zm(root)
+    for i = 2, #accepted do
+      local g = accepted[i]
+      merged[#merged + 1] = g
+      local gsk, gmem, gz = BASE .. 's:' .. gs(g), BASE .. 'm:' .. gs(g), zm(g)
+      redis.call('HSET', K_PARENT, gs(g), gs(root))
+      local lr, lg = limit_of(root), limit_of(g)
+      if redis.call('EXISTS', gsk) == 1 then
+        redis.call('SUNIONSTORE', rsk, rsk, gsk)
+        redis.call('DEL', gsk)
+      end
+      redis.call('HDEL', K_LIMITS, gs(g))
+      settle(root, math.max(lr, lg), math.min(lr, lg), cap)
+      local size = redis.call('ZSCORE', K_SIZES, gz)
+      if size then
+        redis.call('ZREM', K_SIZES, gz)
+        redis.call('ZINCRBY', K_SIZES, size, rz)
+      end
+      local moved = redis.call('LRANGE', gmem, 0, -1)
+      if #moved > 0 then
+        push('RPUSH', rmem, moved)
+        redis.call('DEL', gmem)
+      end
+      move_activity(g, root)
+    end
+    local lr = limit_of(root)
+    local bound = math.min(lr, doc_limit)
+    local add = {}
+    for i = ns + 1, #all do
+      if tonumber(all[i]) < bound then add[#add + 1] = all[i] end
+    end
+    if #add > 0 then push('SADD', rsk, add) end
+    settle(root, lr, bound, cap)
+    dup = 1
+  else
+    root = redis.call('INCR', K_COUNTER)
+    if #all > ns then push('SADD', BASE .. 's:' .. gs(root), all, ns + 1) end
+    settle(root, NO_LIMIT, doc_limit, cap)
+    dup = 0
+  end
+  for _, g in ipairs(order) do
+    if scores[g] < theta then
+      local hs, seen = {}, {}
+      for _, h in ipairs(hits[g]) do
+        if not seen[h] then seen[h] = true; hs[#hs + 1] = h end
+      end
+      for _, h in ipairs(shared_of[g]) do
+        if not seen[h] then seen[h] = true; hs[#hs + 1] = h end
+      end
+      vote(hs, g, root, need)
+    end
+  end
+  redis.call('HSET', K_EXACT, exact, gs(root))
+end
+
+local fresh = {}
+for i = 1, #anchors do
+  if not known[i] then
+    fresh[#fresh + 1] = anchors[i]
+    fresh[#fresh + 1] = gs(root)
+  end
+end
+if #fresh > 0 then redis.call('HSET', K_FP, unpack(fresh)) end
+if dup == 0 then
+  redis.call('ZADD', K_SIZES, -1, zm(root))
+else
+  redis.call('ZINCRBY', K_SIZES, -1, zm(root))
+end
+local seq = redis.call('INCR', K_DOCUMENTS)
+if doc_id then
+  redis.call('RPUSH', BASE .. 'm:' .. gs(root), doc_id)
+  local ms = {}
+  for i, m in ipairs(merged) do ms[i] = gs(m) end
+  local rec = table.concat({gs(root), tostring(dup), gs(seq), title and '1' or '0',
+    table.concat(ms, ','), table.concat(anchors, ',')}, ' ') .. '\n' .. (title or '')
+  redis.call('HSET', K_DOCS, doc_id, rec)
+end
+if ARGV[13] ~= '-' then
+  local added, hour = string.match(ARGV[13], '^(%d+) (%d+)$')
+  widen(root, tonumber(added), tonumber(added))
+  redis.call('HINCRBY', BASE .. 'ha:' .. gs(root), hour, 1)
+  redis.call('ZINCRBY', BASE .. 'hh:' .. hour, 1, zm(root))
+  redis.call('ZADD', BASE .. 'hours', hour, hour)
+  if doc_id then redis.call('HSET', BASE .. 'meta', doc_id, ARGV[14]) end
+end
+for i = 1, #merged do merged[i] = gs(merged[i]) end
+return table.concat({gs(root), tostring(dup), gs(seq), table.concat(aidx, ','),
+  table.concat(merged, ',')}, ' ')

@@ -1,0 +1,318 @@
+-- The nshash method's shared Lua (nshash/redis_store.py): included by nshash_assign.lua
+-- and nshash_read.lua.
+-- Shared by both scripts: table keys, argument splitting, chunked multi-argument calls, resolve
+-- and the boilerplate guard's verification. Mirrors nshash/assign.py step by step.
+local K_FP, K_EXACT, K_COMMON, K_PARENT = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local K_SIZES, K_DOCS, K_COUNTER, K_DOCUMENTS = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local K_VOTES, K_LIMITS = KEYS[9], KEYS[10]
+local BASE = ARGV[1]
+local CHUNK = 4000
+-- nshash.fingerprint.NO_LIMIT: 2^53, exact as a Lua number, above every sketch value.
+local NO_LIMIT = 9007199254740992
+
+local function gs(g) return string.format('%d', g) end
+local function zm(g) return string.format('%015d', g) end
+
+-- SMISMEMBER key items[1..n] (n defaults to all), in chunks (unpack has a stack limit).
+local function smis(key, items, n)
+  n = n or #items
+  if n == 0 then return {} end
+  if n <= CHUNK then return redis.call('SMISMEMBER', key, unpack(items, 1, n)) end
+  local out = {}
+  for i = 1, n, CHUNK do
+    local part = redis.call('SMISMEMBER', key, unpack(items, i, math.min(i + CHUNK - 1, n)))
+    for j = 1, #part do out[#out + 1] = part[j] end
+  end
+  return out
+end
+
+-- cmd key items[first..last], in chunks (unpack has a stack limit)
+local function push(cmd, key, items, first, last)
+  first, last = first or 1, last or #items
+  for i = first, last, CHUNK do
+    redis.call(cmd, key, unpack(items, i, math.min(i + CHUNK - 1, last)))
+  end
+end
+
+local function resolve(g)
+  if type(g) == 'number' then g = gs(g) end
+  local p = redis.call('HGET', K_PARENT, g)
+  while p do
+    g = p
+    p = redis.call('HGET', K_PARENT, g)
+  end
+  return tonumber(g)
+end
+
+-- Activity: widen a group's first/last seen, and move a merged group's hours to its root.
+local K_SEEN = BASE .. 'seen'
+local function widen(g, f, l)
+  local s = redis.call('HGET', K_SEEN, gs(g))
+  if s then
+    local a, b = string.match(s, '^(%d+) (%d+)$')
+    f, l = math.min(f, tonumber(a)), math.max(l, tonumber(b))
+  end
+  redis.call('HSET', K_SEEN, gs(g), string.format('%d %d', f, l))
+end
+
+local function move_activity(g, root)
+  local ga = BASE .. 'ha:' .. gs(g)
+  local hs = redis.call('HGETALL', ga)
+  if #hs > 0 then
+    local ra = BASE .. 'ha:' .. gs(root)
+    for i = 1, #hs, 2 do
+      local hk = BASE .. 'hh:' .. hs[i]
+      redis.call('ZREM', hk, zm(g))
+      redis.call('ZINCRBY', hk, hs[i + 1], zm(root))
+      redis.call('HINCRBY', ra, hs[i], hs[i + 1])
+    end
+    redis.call('DEL', ga)
+  end
+  local sg = redis.call('HGET', K_SEEN, gs(g))
+  if sg then
+    redis.call('HDEL', K_SEEN, gs(g))
+    local f, l = string.match(sg, '^(%d+) (%d+)$')
+    widen(root, tonumber(f), tonumber(l))
+  end
+end
+
+-- The document's hashes: ARGV[s] is a JSON array of its sentences then its sketch, ARGV[s + 1]
+-- the number of sentences (cjson splits in C, several times faster than string.gmatch). One
+-- SMISMEMBER tells which are common: of the sentences only, or of all.
+local function hashes(s, with_sketch)
+  local all, ns = cjson.decode(ARGV[s]), tonumber(ARGV[s + 1])
+  return all, ns, smis(K_COMMON, all, not with_sketch and ns or nil)
+end
+
+-- _select: the first n sentences that are not common, or the first n if all are.
+local function select_anchors(all, ns, flags, n)
+  local anchors, idx = {}, {}
+  for i = 1, ns do
+    if flags[i] == 0 then
+      anchors[#anchors + 1] = all[i]
+      idx[#idx + 1] = i
+      if #anchors == n then break end
+    end
+  end
+  if #anchors == 0 then
+    for i = 1, math.min(n, ns) do
+      anchors[i] = all[i]
+      idx[i] = i
+    end
+  end
+  return anchors, idx
+end
+
+-- The sketch (all[ns + 1..]) without its common hashes.
+local function live_sketch(all, ns, flags)
+  local live = {}
+  for i = ns + 1, #all do
+    if flags[i] == 0 then live[#live + 1] = all[i] end
+  end
+  return live
+end
+
+-- _candidates: canonical group -> the anchors that hit it, in order of first hit.
+local function candidates(anchors, gids)
+  local order, hits = {}, {}
+  for i = 1, #anchors do
+    local g = gids[i]
+    if g then
+      local r = resolve(g)
+      local list = hits[r]
+      if not list then
+        list = {}
+        hits[r] = list
+        order[#order + 1] = r
+      end
+      list[#list + 1] = anchors[i]
+    end
+  end
+  return order, hits
+end
+
+-- A group's sketch limit (group_sketch's second value).
+local function limit_of(g)
+  local v = redis.call('HGET', K_LIMITS, gs(g))
+  if v then return tonumber(v) end
+  return NO_LIMIT
+end
+
+-- The members of set key below bound (sketch values are exact Lua numbers).
+local function below(key, bound)
+  local out = {}
+  for _, v in ipairs(redis.call('SMEMBERS', key)) do
+    if tonumber(v) < bound then out[#out + 1] = v end
+  end
+  return out
+end
+
+-- _verify: the document's live sketch (ascending) against the group's, both cut at the
+-- smaller limit, common values left out of both. Returns the score (0 under min_overlap),
+-- the shared values and the two sizes compared.
+local function verify(g, live, doc_limit, min_overlap)
+  local sk = BASE .. 's:' .. gs(g)
+  local glimit = limit_of(g)
+  local limit = math.min(doc_limit, glimit)
+  local mine = live
+  if limit < doc_limit then
+    mine = {}
+    for _, v in ipairs(live) do
+      if tonumber(v) >= limit then break end
+      mine[#mine + 1] = v
+    end
+  end
+  local gsize
+  if limit >= glimit then
+    gsize = redis.call('SCARD', sk)
+    if gsize > 0 then gsize = gsize - redis.call('SINTERCARD', 2, sk, K_COMMON) end
+  else
+    local theirs = below(sk, limit)
+    gsize = 0
+    for _, f in ipairs(smis(K_COMMON, theirs)) do
+      if f == 0 then gsize = gsize + 1 end
+    end
+  end
+  local shared = {}
+  if #mine > 0 and gsize > 0 then
+    local flags = smis(sk, mine)
+    for i = 1, #mine do
+      if flags[i] == 1 then shared[#shared + 1] = mine[i] end
+    end
+  end
+  local smaller = math.min(#mine, gsize)
+  if smaller == 0 or #shared < math.min(min_overlap, smaller) then
+    return 0, shared, #mine, gsize
+  end
+  return #shared / smaller, shared, #mine, gsize
+end
+
+-- combine_sketch for a group kept in Redis: drop values at or past bound (old is the limit the
+-- set had), then keep the cap smallest; store the new limit.
+local function settle(g, old, bound, cap)
+  local sk = BASE .. 's:' .. gs(g)
+  if bound < old then
+    local drop = {}
+    for _, v in ipairs(redis.call('SMEMBERS', sk)) do
+      if tonumber(v) >= bound then drop[#drop + 1] = v end
+    end
+    if #drop > 0 then push('SREM', sk, drop) end
+  end
+  if redis.call('SCARD', sk) > cap then
+    local values = redis.call('SMEMBERS', sk)
+    local nums = {}
+    for i, v in ipairs(values) do nums[i] = tonumber(v) end
+    table.sort(nums)
+    bound = nums[cap + 1]
+    local drop = {}
+    for i = cap + 1, #nums do drop[#drop + 1] = string.format('%d', nums[i]) end
+    push('SREM', sk, drop)
+  end
+  if bound < NO_LIMIT then
+    redis.call('HSET', K_LIMITS, gs(g), string.format('%d', bound))
+  else
+    redis.call('HDEL', K_LIMITS, gs(g))
+  end
+end
+
+-- _vote: the two groups were kept apart on each hash of hs; a hash seen to keep apart `need`
+-- distinct groups (after merges) becomes common.
+local function vote(hs, g1, g2, need)
+  for _, h in ipairs(hs) do
+    local seen, list = {}, {}
+    local function note(g)
+      if not seen[g] then seen[g] = true; list[#list + 1] = g end
+    end
+    local old = redis.call('HGET', K_VOTES, h)
+    if old then
+      for g in string.gmatch(old, '%d+') do note(tonumber(g)) end
+    end
+    note(g1)
+    note(g2)
+    local done = false
+    if #list >= need then
+      local roots = {}
+      seen = {}
+      for _, g in ipairs(list) do
+        local r = resolve(g)
+        if not seen[r] then seen[r] = true; roots[#roots + 1] = r end
+      end
+      list = roots
+      if #list >= need then
+        redis.call('SADD', K_COMMON, h)
+        redis.call('HDEL', K_VOTES, h)
+        done = true
+      end
+    end
+    if not done then
+      table.sort(list)
+      for i, g in ipairs(list) do list[i] = gs(g) end
+      redis.call('HSET', K_VOTES, h, table.concat(list, ','))
+    end
+  end
+end
+
+-- kinship: how much of the smaller of two groups' live sketches (below both limits) the
+-- other holds.
+local function kinship(a, b)
+  local limit = math.min(limit_of(a), limit_of(b))
+  local sa = below(BASE .. 's:' .. gs(a), limit)
+  local sb = below(BASE .. 's:' .. gs(b), limit)
+  local fa, fb = smis(K_COMMON, sa), smis(K_COMMON, sb)
+  local mine, na, nb, both = {}, 0, 0, 0
+  for i, v in ipairs(sa) do
+    if fa[i] == 0 then mine[v] = true; na = na + 1 end
+  end
+  for i, v in ipairs(sb) do
+    if fb[i] == 0 then
+      nb = nb + 1
+      if mine[v] then both = both + 1 end
+    end
+  end
+  local smaller = math.min(na, nb)
+  if smaller == 0 then return 0 end
+  return both / smaller
+end
+
+-- _choose: the best accepted group, plus any other accepted one scoring merge_theta or more
+-- whose kinship with the best reaches merge_guard; sorted, so the first is the canonical id.
+local function choose(order, scores, theta, merge_theta, merge_guard)
+  local accepted = {}
+  for _, g in ipairs(order) do
+    if scores[g] >= theta then accepted[#accepted + 1] = g end
+  end
+  if #accepted <= 1 then return accepted end
+  local best = accepted[1]
+  for _, g in ipairs(accepted) do
+    if scores[g] > scores[best] or (scores[g] == scores[best] and g < best) then best = g end
+  end
+  local chosen = {}
+  for _, g in ipairs(accepted) do
+    if g == best or (scores[g] >= merge_theta and kinship(best, g) >= merge_guard) then
+      chosen[#chosen + 1] = g
+    end
+  end
+  table.sort(chosen)
+  return chosen
+end
+
+-- ARGV[i] is "theta:merge_theta:merge_guard".
+local function thresholds(i)
+  local theta, merge_theta, guard = string.match(ARGV[i], '^([^:]+):([^:]+):(.+)$')
+  return tonumber(theta), tonumber(merge_theta), tonumber(guard)
+end
+
+local function parse_record(rec)
+  local nl = string.find(rec, '\n', 1, true)
+  local root, has_title = string.match(rec, '^(%d+) %d+ %d+ (%d) ')
+  if not (nl and root) then
+    error({err = 'CORRUPT a document record in ' .. K_DOCS .. ' is unreadable'})
+  end
+  return tonumber(root), has_title == '1', nl
+end
+
+local function title_of(rec)
+  local _, has_title, nl = parse_record(rec)
+  if not has_title then return '-' end
+  return '+' .. string.sub(rec, nl + 1)
+end
