@@ -569,18 +569,16 @@ class _RedisBackend(_Backend):
         max_candidates: int,
     ) -> None:
         try:
-            self._redis = importlib.import_module("redis")
-            redis_store = importlib.import_module("nshash.redis_store")
+            redis_base = importlib.import_module("nshash.redis_base")
         except ImportError as exc:
             raise ConfigError(
                 "This store needs the 'redis' package: pip install 'nshash[redis]'"
             ) from exc
-        # The RedisStore parses and checks the URL exactly as open_store does (prefix, db,
-        # timeouts, TLS); the keyed tables use its connection and its prefix.
-        self._store = redis_store.RedisStore.from_url(url, **options)
-        self._client = self._store._client
-        self.url = self._store.url
-        tag = "{" + self._store.prefix + "}:keyed:"
+        # The URL, its options and Redis's errors are handled as for every method.
+        self._conn = redis_base.Connection(url, **options)
+        self._client = self._conn.client
+        self.url = self._conn.url
+        tag = "{" + self._conn.prefix + "}:keyed:"
         self._keys = [tag + name for name in _REDIS_KEYS]
         self._meta_key = tag + "meta"
         self._read_script = self._client.register_script(lua_script("keyed_read"))
@@ -594,8 +592,8 @@ class _RedisBackend(_Backend):
         self.bits, self.hashes, self.max_candidates = (int(v) for v in stored)
 
     def _errors(self) -> contextlib.AbstractContextManager[None]:
-        """Redis errors as the store's typed errors, translated as the nshash store does."""
-        errors: contextlib.AbstractContextManager[None] = self._store._errors()
+        """Redis errors as the store's typed errors, translated as for every method."""
+        errors: contextlib.AbstractContextManager[None] = self._conn.errors()
         return errors
 
     def settle(self, settings: dict[str, Any]) -> None:
@@ -728,11 +726,10 @@ class _RedisBackend(_Backend):
         )
 
     def ping(self) -> None:
-        with self._errors():
-            self._client.ping()
+        self._conn.ping()
 
     def close(self) -> None:
-        self._store.close()
+        self._conn.close()
 
 
 # -- opening -------------------------------------------------------------------------------

@@ -59,17 +59,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import ssl
 import struct
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
 
 import redis
-from redis.backoff import NoBackoff
 from redis.exceptions import MovedError, NoScriptError
-from redis.retry import Retry
 
 from .assign import MatchPolicy, finish_explanation, judged
 from .errors import (
@@ -78,9 +74,9 @@ from .errors import (
     StoreClosedError,
     StoreCorruptError,
     StoreError,
-    StoreUnavailableError,
 )
 from .fingerprint import DocPrint
+from .redis_base import check_prefix, connect, translate
 from .results import (
     HOUR,
     Activity,
@@ -97,21 +93,11 @@ from .store import Store, mask_url
 
 __all__ = ["RedisStore"]
 
-#: Seconds to wait for a TCP connection and for each reply; no retries, so a dead or hung
-#: server is reported within about this long.
-DEFAULT_TIMEOUT = 1.0
-
 #: How many Redis Cluster MOVED redirections one call follows.
 _MAX_REDIRECTS = 3
 
 #: Pipelined script calls sent in one round trip by :meth:`RedisStore.assign_many`.
 PIPELINE_CHUNK = 500
-
-#: Options :meth:`RedisStore.from_url` accepts (in the URL query or as keywords).
-_OPTIONS = ("prefix", "db", "socket_timeout", "socket_connect_timeout", "max_connections")
-
-#: More options for ``rediss://``: a private CA, a client certificate, verification.
-_TLS_OPTIONS = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs")
 
 #: The table keys every script receives, in this order (KEYS[1..10]).
 _TABLES = (
@@ -135,14 +121,6 @@ _ASSIGN = lua_script("nshash_assign")
 
 _MASK64 = (1 << 64) - 1
 
-#: Refused credentials: a connection error in redis-py, but a configuration problem here.
-_AUTH_ERRORS: tuple[type[Exception], ...] = tuple(
-    getattr(redis.exceptions, name)
-    for name in ("AuthenticationError", "AuthorizationError")
-    if hasattr(redis.exceptions, name)
-)
-
-
 def _signed(values: Sequence[int]) -> list[str]:
     """Fingerprints as signed 64-bit decimals (see the module docstring)."""
     n = len(values)
@@ -161,52 +139,6 @@ def _unsigned(word: bytes) -> int:
 def _bulk(value: bytes) -> bytes:
     """One RESP bulk string."""
     return b"$%d\r\n%b\r\n" % (len(value), value)
-
-
-def _positive_float(name: str, value: Any, url: str) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = float("nan")
-    if not number > 0 or number == float("inf"):
-        raise ConfigError(f"{name} must be a positive number of seconds, not {value!r} in {url!r}")
-    return number
-
-
-def _int_option(name: str, value: Any, url: str, minimum: int) -> int:
-    if isinstance(value, bool):
-        raise ConfigError(f"{name} must be an integer >= {minimum}, not {value!r} in {url!r}")
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise ConfigError(
-            f"{name} must be an integer >= {minimum}, not {value!r} in {url!r}"
-        ) from None
-    if number < minimum:
-        raise ConfigError(f"{name} must be an integer >= {minimum}, not {value!r} in {url!r}")
-    return number
-
-
-def _check_prefix(prefix: Any) -> str:
-    if not isinstance(prefix, str) or not prefix:
-        raise ConfigError(f"prefix must be a non-empty str, not {prefix!r}")
-    if "{" in prefix or "}" in prefix or any(c.isspace() for c in prefix):
-        raise ConfigError(f"prefix must not contain braces or white space, not {prefix!r}")
-    if len(prefix) > 200:
-        raise ConfigError(f"prefix must be at most 200 characters, not {len(prefix)}")
-    return prefix
-
-
-def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
-    """Whether *exc* or an exception it was raised from or during is a *kind*."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, kind):
-            return True
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return False
 
 
 def _meta_args(meta: DocMeta | None) -> tuple[bytes, bytes]:
@@ -279,7 +211,7 @@ class RedisStore(Store):
     """
 
     def __init__(self, client: redis.Redis, prefix: str = "nshash", *, url: str = "") -> None:
-        self.prefix = _check_prefix(prefix)
+        self.prefix = check_prefix(prefix)
         if client.get_encoder().decode_responses:
             raise ConfigError("RedisStore needs a client with decode_responses=False")
         self.url = mask_url(url) if url else f"redis://?prefix={prefix}"
@@ -315,62 +247,7 @@ class RedisStore(Store):
         Raises:
             ConfigError: the URL or an option is invalid, or an option is unknown.
         """
-        shown = mask_url(url) if isinstance(url, str) else repr(url)
-        try:
-            parts = urlsplit(url)
-            parts.port  # noqa: B018 - raises ValueError on a bad port
-        except (TypeError, ValueError, AttributeError) as exc:
-            raise ConfigError(f"Invalid Redis URL {shown!r}: {exc}") from None
-        if parts.scheme.lower() not in ("redis", "rediss", "unix"):
-            raise ConfigError(
-                f"A Redis URL starts with redis://, rediss:// or unix://, not {shown!r}"
-            )
-        merged: dict[str, Any] = dict(parse_qsl(parts.query, keep_blank_values=True))
-        merged.update(options)
-        prefix = _check_prefix(merged.pop("prefix", "nshash"))
-        kwargs: dict[str, Any] = {
-            "socket_timeout": _positive_float(
-                "socket_timeout", merged.pop("socket_timeout", DEFAULT_TIMEOUT), shown
-            ),
-            "socket_connect_timeout": _positive_float(
-                "socket_connect_timeout",
-                merged.pop("socket_connect_timeout", DEFAULT_TIMEOUT),
-                shown,
-            ),
-        }
-        if "db" in merged:
-            if parts.scheme.lower() != "unix" and parts.path.strip("/"):
-                raise ConfigError(f"Give the database once, in the path or as db=, in {shown!r}")
-            kwargs["db"] = _int_option("db", merged.pop("db"), shown, 0)
-        if "max_connections" in merged:
-            kwargs["max_connections"] = _int_option(
-                "max_connections", merged.pop("max_connections"), shown, 1
-            )
-        tls = {k: merged.pop(k) for k in _TLS_OPTIONS if k in merged}
-        if merged:
-            raise ConfigError(
-                f"Unknown option(s) {sorted(merged)} for a Redis store in {shown!r}; use "
-                f"{', '.join(_OPTIONS)}, and with rediss:// {', '.join(_TLS_OPTIONS)}"
-            )
-        if tls and parts.scheme.lower() != "rediss":
-            raise ConfigError(f"TLS options {sorted(tls)} need a rediss:// URL, not {shown!r}")
-        if tls.get("ssl_cert_reqs", "required") not in ("none", "optional", "required"):
-            raise ConfigError(
-                f"ssl_cert_reqs must be none, optional or required, not {tls['ssl_cert_reqs']!r}"
-            )
-        kwargs.update(tls)
-        # Not urlunsplit: it drops the "//" of "unix:///path" when the netloc is empty.
-        bare = f"{parts.scheme}://{parts.netloc}{parts.path}"
-        try:
-            client = redis.Redis.from_url(
-                bare,
-                protocol=2,
-                retry=Retry(NoBackoff(), 0),
-                decode_responses=False,
-                **kwargs,
-            )
-        except (ValueError, TypeError) as exc:
-            raise ConfigError(f"Invalid Redis URL {shown!r}: {exc}") from None
+        client, prefix = connect(url, **options)
         return cls(client, prefix, url=url)
 
     # -- plumbing ----------------------------------------------------------------------
@@ -379,24 +256,7 @@ class RedisStore(Store):
             raise StoreClosedError(f"{self.url} is closed", url=self.url)
 
     def _translate(self, exc: Exception) -> StoreError:
-        if isinstance(exc, StoreError):
-            return exc
-        if isinstance(exc, _AUTH_ERRORS):
-            err: StoreError = StoreError(
-                f"Redis at {self.url!r} refused the credentials: {exc}", url=self.url
-            )
-        elif _caused_by(exc, ssl.SSLError):
-            err = StoreError(f"TLS with Redis at {self.url!r} failed: {exc}", url=self.url)
-        elif isinstance(exc, redis.ResponseError) and "CORRUPT" in str(exc):
-            err = StoreCorruptError(f"Redis at {self.url!r}: {exc}", url=self.url)
-        elif isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
-            err = StoreUnavailableError(
-                f"Redis at {self.url!r} is unavailable: {exc}", url=self.url
-            )
-        else:
-            err = StoreError(f"Redis at {self.url!r} failed: {exc}", url=self.url)
-        err.__cause__ = exc
-        return err
+        return translate(exc, self.url)
 
     @contextmanager
     def _errors(self) -> Iterator[None]:

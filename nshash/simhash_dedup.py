@@ -340,17 +340,16 @@ class _RedisBackend(_Backend):
 
     def __init__(self, url: str, options: dict[str, Any], max_bucket: int) -> None:
         try:
-            redis_store = importlib.import_module("nshash.redis_store")
+            redis_base = importlib.import_module("nshash.redis_base")
         except ImportError as exc:
             raise ConfigError(
                 "This store needs the 'redis' package: pip install 'nshash[redis]'"
             ) from exc
-        # The RedisStore parses and checks the URL exactly as open_store does; the simhash
-        # tables use its connection, its prefix and its translation of Redis errors.
-        self._store = redis_store.RedisStore.from_url(url, **options)
-        self._client = self._store._client
-        self.url = self._store.url
-        tag = "{" + self._store.prefix + "}:simhash:"
+        # The URL, its options and Redis's errors are handled as for every method.
+        self._conn = redis_base.Connection(url, **options)
+        self._client = self._conn.client
+        self.url = self._conn.url
+        tag = "{" + self._conn.prefix + "}:simhash:"
         self._keys = [tag + name for name in _REDIS_KEYS]
         self._meta_key = tag + "meta"
         self._script = self._client.register_script(lua_script("simhash_assign"))
@@ -359,7 +358,7 @@ class _RedisBackend(_Backend):
             self._max = int(self._client.hget(self._meta_key, "max_bucket"))
 
     def _errors(self) -> contextlib.AbstractContextManager[None]:
-        errors: contextlib.AbstractContextManager[None] = self._store._errors()
+        errors: contextlib.AbstractContextManager[None] = self._conn.errors()
         return errors
 
     def settle(self, settings: dict[str, Any]) -> None:
@@ -446,11 +445,10 @@ class _RedisBackend(_Backend):
         )
 
     def ping(self) -> None:
-        with self._errors():
-            self._client.ping()
+        self._conn.ping()
 
     def close(self) -> None:
-        self._store.close()
+        self._conn.close()
 
 
 def _open_backend(url: str, options: dict[str, Any], max_bucket: int) -> _Backend:
