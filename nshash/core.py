@@ -8,7 +8,6 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
-from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -16,6 +15,7 @@ from .assign import MatchPolicy
 from .errors import ConfigError, NSHashError
 from .fingerprint import DEFAULT_DELIMITERS, DocPrint, Fingerprinter
 from .inputs import check_doc_id, check_text, check_title
+from .method import Method
 from .results import (
     HOUR,
     Activity,
@@ -108,7 +108,7 @@ def site_of(url: str | None) -> str | None:
     return host[4:] if host.startswith("www.") else host
 
 
-class NSHash:
+class NSHash(Method):
     """A near-duplicate detector: gives each text the ``similar_id`` of its story.
 
     Each document is reduced to n anchors, short windows of its text (after folding width,
@@ -377,10 +377,6 @@ class NSHash:
             return text, _check_doc_id(item.get("id")), check_title(item.get("title"))
         raise ConfigError(f"A document is a str or a dict, not {type(item).__name__}")
 
-    def get_similar(self, text: str) -> int:
-        """Add *text* and return its ``similar_id`` (the original release's call)."""
-        return self.add(text).similar_id
-
     def query(self, text: str) -> int | None:
         """Return the ``similar_id`` *text* would get, or None if it is new; writes nothing."""
         return self.store.lookup(self.prepare(text), self.policy)
@@ -489,17 +485,6 @@ class NSHash:
     def close(self) -> None:
         """Close the store (a memory store with a path flushes its journal, writes no snapshot)."""
         self.store.close()
-
-    def __enter__(self) -> NSHash:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         hashfunc = self.fingerprinter.hashfunc

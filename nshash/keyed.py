@@ -117,7 +117,6 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
-from types import TracebackType
 from typing import Any
 
 import farmhash
@@ -126,13 +125,13 @@ from .bloom import LocalBloom, bit_positions, bloom_params
 from .errors import (
     ConfigError,
     EmptyDocumentError,
-    NSHashError,
     StoreClosedError,
     StoreCorruptError,
     StoreError,
 )
 from .inputs import check_doc_id, check_text, check_title
 from .kv import KV, check_settings, open_kv
+from .method import Method
 from .normalize import normalize_key, normalize_text
 from .results import AddResult, DocumentRecord, StoreStats
 from .scripts import lua_script
@@ -845,7 +844,7 @@ class KeyMaker:
         return h or 1  # 0 means "no such key"
 
 
-class KeyedDedup:
+class KeyedDedup(Method):
     """The four-key dedup of seed 001: content, head, tail and title keys, confirmed by cosine.
 
     Use it beside :class:`~nshash.NSHash` to compare the two methods, or where reposts are
@@ -1073,33 +1072,6 @@ class KeyedDedup:
             record.similar_id, record.duplicate, (), record.fingerprints, record.doc_id, True
         )
 
-    def add_many(self, documents: Iterable[str | dict[str, Any]]) -> list[AddResult | NSHashError]:
-        """Add documents in order; a bad item yields its exception in place, the rest go in.
-
-        Each item is a text or a dict with ``text`` and optional ``id`` and ``title``.
-        """
-        out: list[AddResult | NSHashError] = []
-        for item in documents:
-            try:
-                if isinstance(item, str):
-                    out.append(self.add(item))
-                elif isinstance(item, dict):
-                    text = item.get("text")
-                    if not isinstance(text, str):
-                        raise ConfigError(f"A document needs a 'text' string, not {text!r}")
-                    out.append(self.add(text, item.get("id"), title=item.get("title")))
-                else:
-                    raise ConfigError(f"A document is a str or a dict, not {type(item).__name__}")
-            except StoreClosedError:
-                raise
-            except NSHashError as exc:
-                out.append(exc)
-        return out
-
-    def get_similar(self, text: str) -> int:
-        """Add *text* and return its ``similar_id`` (NSHash's original call)."""
-        return self.add(text).similar_id
-
     def cosine(self, a: str, b: str) -> float:
         """The cosine of two texts' term-frequency vectors, as this method compares them.
 
@@ -1163,17 +1135,6 @@ class KeyedDedup:
     def close(self) -> None:
         """Close the store (a memory store with a path writes its snapshot)."""
         self._backend.close()
-
-    def __enter__(self) -> KeyedDedup:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         terms = self.keymaker.terms

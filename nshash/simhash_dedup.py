@@ -66,12 +66,12 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
-from .errors import ConfigError, NSHashError, StoreClosedError, StoreCorruptError
+from .errors import ConfigError, StoreClosedError, StoreCorruptError
 from .inputs import check_doc_id, check_text, check_title
 from .kv import KV, check_settings, open_kv
+from .method import Method
 from .results import AddResult, DocumentRecord, StoreStats
 from .scripts import lua_script
 from .simprint import DEFAULT_K, TOP, index_keys, index_layout, simprint
@@ -464,7 +464,7 @@ def _positive_int(name: str, value: object, most: int) -> int:
     return value
 
 
-class SimhashDedup:
+class SimhashDedup(Method):
     """Seed 002's simhash dedup: 64-bit weighted simhash, Hamming distance <= ``k``.
 
     Use it to compare with :class:`~nshash.NSHash` on your own crawl, or where reposts are
@@ -584,33 +584,6 @@ class SimhashDedup:
             placed.similar_id, placed.duplicate, placed.merged_from, (doc.fingerprint,), doc_id
         )
 
-    def add_many(self, documents: Iterable[str | dict[str, Any]]) -> list[AddResult | NSHashError]:
-        """Add documents in order; a bad item yields its exception in place, the rest go in.
-
-        Each item is a text or a dict with ``text`` and optional ``id`` and ``title``.
-        """
-        out: list[AddResult | NSHashError] = []
-        for item in documents:
-            try:
-                if isinstance(item, str):
-                    out.append(self.add(item))
-                elif isinstance(item, dict):
-                    text = item.get("text")
-                    if not isinstance(text, str):
-                        raise ConfigError(f"A document needs a 'text' string, not {text!r:.80}")
-                    out.append(self.add(text, item.get("id"), title=item.get("title")))
-                else:
-                    raise ConfigError(f"A document is a str or a dict, not {type(item).__name__}")
-            except StoreClosedError:
-                raise
-            except NSHashError as exc:
-                out.append(exc)
-        return out
-
-    def get_similar(self, text: str) -> int:
-        """Add *text* and return its ``similar_id`` (NSHash's original call)."""
-        return self.add(text).similar_id
-
     def distance(self, a: str, b: str) -> int:
         """The Hamming distance of two texts' fingerprints, as this method compares them."""
         return (self.prepare(a).fingerprint ^ self.prepare(b).fingerprint).bit_count()
@@ -672,17 +645,6 @@ class SimhashDedup:
     def close(self) -> None:
         """Close the store (a memory store with a path writes its snapshot)."""
         self._backend.close()
-
-    def __enter__(self) -> SimhashDedup:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"SimhashDedup({self.url!r}, k={self.k}, blocks={self.blocks}, top={self.top})"
