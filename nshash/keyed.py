@@ -130,7 +130,8 @@ from .errors import (
     StoreError,
 )
 from .inputs import check_doc_id, check_text, check_title
-from .kv import KV, check_settings, open_kv
+from .kv import KV, check_settings
+from .kv_registry import open_kv
 from .method import Method
 from .normalize import normalize_key, normalize_text
 from .results import AddResult, DocumentRecord, StoreStats

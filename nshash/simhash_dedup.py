@@ -28,9 +28,9 @@ The same URLs as :func:`nshash.open_store`; the tables live beside any other met
 ================================  ===========================================================
 URL                               where the simhash tables live
 ================================  ===========================================================
-``memory://``, ``memory:///p``    :class:`nshash.kv.MemoryKV` (a dict; with a path, a journal
-                                  and a snapshot, files marked ``NSHASH-SIMHASH-1``)
-``leveldb:///path/dir``           :class:`nshash.kv.LevelKV` under the prefix ``simhash\\x00``
+``memory://``, ``memory:///p``    a dict; with a path, journaled before every answer and
+                                  snapshotted like the nshash memory store
+``leveldb:///path/dir``           LevelDB under the key prefix ``simhash\\x00``
 ``redis://host:6379/0?prefix=P``  Redis keys ``{P}:simhash:*``, one Lua script call a document
 ================================  ===========================================================
 
@@ -70,7 +70,8 @@ from typing import Any
 
 from .errors import ConfigError, StoreClosedError, StoreCorruptError
 from .inputs import check_doc_id, check_text, check_title
-from .kv import KV, check_settings, open_kv
+from .kv import KV, check_settings
+from .kv_registry import open_kv
 from .method import Method
 from .results import AddResult, DocumentRecord, StoreStats
 from .scripts import lua_script
