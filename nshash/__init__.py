@@ -40,7 +40,8 @@ from .results import (
     Member,
     StoreStats,
 )
-from .store import Store, open_store
+from .store import open_store
+from .store_base import Store
 
 if TYPE_CHECKING:
     from .keyed import KeyedDedup

@@ -60,7 +60,8 @@ from .io import (
 )
 from .io import _Bad as _BadRecordError
 from .results import AddResult
-from .store import mask_url, open_store, parse_url
+from .store import open_store
+from .store_url import mask_url, parse_url
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection

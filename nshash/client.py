@@ -49,7 +49,7 @@ except ImportError as exc:  # pragma: no cover - the extra is installed under te
 from .core import Document
 from .errors import ConfigError, EmptyDocumentError, NSHashError, StoreUnavailableError
 from .results import AddResult, DocumentRecord, Group, Member
-from .store import mask_url
+from .store_url import mask_url
 
 __all__ = ["AsyncClient", "Client", "ServiceError"]
 

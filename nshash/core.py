@@ -27,7 +27,8 @@ from .results import (
     HotGroup,
     StoreStats,
 )
-from .store import Store, open_path, open_store
+from .store import open_path, open_store
+from .store_base import Store
 
 __all__ = ["Document", "NSHash"]
 

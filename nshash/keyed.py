@@ -136,7 +136,7 @@ from .method import Method
 from .normalize import normalize_key, normalize_text
 from .results import AddResult, DocumentRecord, StoreStats
 from .scripts import lua_script
-from .store import parse_url
+from .store_url import parse_url
 from .tokenize import CJK_CHARS
 
 __all__ = [

@@ -7,7 +7,7 @@ from typing import Any
 
 from .errors import ConfigError
 from .kv import KV
-from .store import _fsync_option, _refuse_unknown, mask_url, parse_url
+from .store_url import _fsync_option, _refuse_unknown, mask_url, parse_url
 
 __all__ = ["open_kv"]
 

@@ -45,12 +45,12 @@ from .errors import (
     StoreNotFoundError,
 )
 from .kv import KV
+from .store_url import FSYNC_POLICIES
 
 __all__ = ["LevelDB", "LevelKV", "checkpoint"]
 
 logger = logging.getLogger("nshash")
 
-FSYNC_POLICIES = ("always", "everysec", "no")
 
 #: Attempts to copy a directory that a writer is not compacting at that very moment.
 CHECKPOINT_ATTEMPTS = 50

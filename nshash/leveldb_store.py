@@ -90,7 +90,7 @@ from .results import (
     Member,
     StoreStats,
 )
-from .store import Store
+from .store_base import Store
 
 __all__ = ["LevelDBStore"]
 

@@ -59,7 +59,8 @@ from .results import (
     Member,
     StoreStats,
 )
-from .store import FSYNC_POLICIES, Store
+from .store_base import Store
+from .store_url import FSYNC_POLICIES
 
 __all__ = ["MemoryStore"]
 

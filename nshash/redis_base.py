@@ -27,7 +27,7 @@ from .errors import (
     StoreError,
     StoreUnavailableError,
 )
-from .store import mask_url
+from .store_url import mask_url
 
 __all__ = ["DEFAULT_TIMEOUT", "Connection", "check_prefix", "connect", "translate"]
 

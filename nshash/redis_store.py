@@ -89,7 +89,8 @@ from .results import (
     StoreStats,
 )
 from .scripts import lua_script
-from .store import Store, mask_url
+from .store_base import Store
+from .store_url import mask_url
 
 __all__ = ["RedisStore"]
 

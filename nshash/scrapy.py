@@ -63,7 +63,7 @@ except ImportError as exc:  # pragma: no cover - the extra is installed under te
 from .core import NSHash
 from .errors import ConfigError, EmptyDocumentError, NSHashError
 from .results import AddResult
-from .store import mask_url
+from .store_url import mask_url
 
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred

@@ -76,7 +76,7 @@ from .method import Method
 from .results import AddResult, DocumentRecord, StoreStats
 from .scripts import lua_script
 from .simprint import DEFAULT_K, TOP, index_keys, index_layout, simprint
-from .store import parse_url
+from .store_url import parse_url
 
 __all__ = ["SimhashDedup", "SimhashDoc", "prepare"]
 

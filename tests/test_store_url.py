@@ -16,7 +16,7 @@ from nshash import (
     open_store,
 )
 from nshash.memory_store import MemoryStore
-from nshash.store import mask_url, parse_url
+from nshash.store_url import mask_url, parse_url
 from tests.redis_server import free_port
 from tests.test_store_contract import EN_RAIL, ZH_WATER
 
