@@ -456,8 +456,11 @@ class NSHash:
             out.append(self._hot_group(gid, recent))
         return out
 
+    #: How many of a hot group's first members give its headline and sites.
+    HOT_MEMBERS = 100
+
     def _hot_group(self, gid: int, recent: int) -> HotGroup:
-        group = self.store.group(gid)
+        group = self.store.group_head(gid, self.HOT_MEMBERS)
         activity = self.store.activity(gid)
         size = group.size if group is not None else recent
         members = group.members if group is not None else ()

@@ -592,10 +592,10 @@ _LUA_READ = (
     + r"""
 local op = ARGV[2]
 
-local function group_reply(g)
+local function group_reply(g, most)
   local size = redis.call('ZSCORE', K_SIZES, zm(g))
   local out = {g, size and -tonumber(size) or 0}
-  local members = redis.call('LRANGE', BASE .. 'm:' .. gs(g), 0, -1)
+  local members = redis.call('LRANGE', BASE .. 'm:' .. gs(g), 0, (most or 0) - 1)
   if #members > 0 then
     local recs = redis.call('HMGET', K_DOCS, unpack(members))
     for i = 1, #members do
@@ -667,6 +667,11 @@ elseif op == 'groups' then
   local out = {}
   for i = 1, #top do out[i] = group_reply(tonumber(top[i])) end
   return out
+elseif op == 'group_head' then
+  local g = tonumber(ARGV[3])
+  local last = tonumber(redis.call('GET', K_COUNTER) or '0')
+  if g < 1 or g > last then return false end
+  return group_reply(resolve(gs(g)), tonumber(ARGV[4]))
 elseif op == 'activity' then
   local g = tonumber(ARGV[3])
   local last = tonumber(redis.call('GET', K_COUNTER) or '0')
@@ -1302,6 +1307,13 @@ class RedisStore(Store):
 
     def group(self, similar_id: int) -> Group | None:
         reply = self._read(b"group", str(int(similar_id)).encode())
+        return None if reply is None else _decode_group(reply)
+
+    def group_head(self, similar_id: int, members: int) -> Group | None:
+        if members < 1:
+            group = self.group(similar_id)
+            return None if group is None else Group(group.similar_id, group.size)
+        reply = self._read(b"group_head", str(int(similar_id)).encode(), b"%d" % members)
         return None if reply is None else _decode_group(reply)
 
     def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:

@@ -736,3 +736,14 @@ class TestActivity:
         with pytest.raises(ConfigError, match="url"):
             nsh.add(EN_RAIL, url=42)  # type: ignore[arg-type]
         assert nsh.stats().documents == 0
+
+    def test_group_head_lists_first_members(self, tracked: tuple[NSHash, Clock]) -> None:
+        """group_head gives the whole size and only the first members, in arrival order."""
+        nsh, _clock = tracked
+        for i, text in enumerate(story_versions(4)):
+            nsh.add(text, doc_id=f"s{i}")
+        sid = nsh.document("s0").similar_id  # type: ignore[union-attr]
+        head = nsh.store.group_head(sid, 2)
+        assert head is not None and (head.size, head.doc_ids) == (3, ["s0", "s1"])
+        assert nsh.store.group_head(sid, 10) == nsh.group(sid)
+        assert nsh.store.group_head(10**6, 2) is None
