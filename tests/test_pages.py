@@ -90,7 +90,7 @@ class TestHotApi:
         """A window that is not a duration answers 422 with the usual error body."""
         response = client.get("/v1/groups?since=yesterday", headers=AUTH)
         assert response.status_code == 422
-        assert response.json()["error"]["code"] == "invalid_argument"
+        assert response.json()["error"]["code"] == "invalid_request"
         bad = {"text": RAIL, "published_at": "not a time"}
         assert client.post("/v1/documents", json=bad, headers=AUTH).status_code == 422
 
