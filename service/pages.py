@@ -189,7 +189,7 @@ def spark(counts: list[int], width: int = 120, height: int = 24) -> Markup:
     )
 
 
-def chart(activity: Activity | None, width: int = 640, height: int = 140) -> Markup:
+def chart(activity: Activity | None, width: int = 900, height: int = 150) -> Markup:
     """Copies per hour (per day for a story older than ten days) over a story's life, as an
     inline SVG with its scale written on it."""
     if activity is None or not activity.hours:
@@ -198,9 +198,10 @@ def chart(activity: Activity | None, width: int = 640, height: int = 140) -> Mar
     last = activity.hours[-1][0]
     step = HOUR if last - first <= 10 * 86400 else 86400
     start = first - first % step
-    # At least a day of hours (or a month of days), so a young story's bars keep their scale.
+    # At least a day of hours (or a month of days) up to the last copy, so a young story's
+    # bars keep their scale.
     least = 24 if step == HOUR else 30
-    last = max(last, start + (least - 1) * step)
+    start = max(0, min(start, last - last % step - (least - 1) * step))
     slots = (last - start) // step + 1
     counts = [0] * slots
     for hour, n in activity.hours:
