@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from nshash import ConfigError, DocMeta, NSHash, StoreClosedError, StoreStats
+from nshash import ConfigError, DocMeta, DocPrint, NSHash, StoreClosedError, StoreStats
 
 # -- sample articles (original text) -----------------------------------------------------
 
@@ -747,3 +747,19 @@ class TestActivity:
         assert head is not None and (head.size, head.doc_ids) == (3, ["s0", "s1"])
         assert nsh.store.group_head(sid, 10) == nsh.group(sid)
         assert nsh.store.group_head(10**6, 2) is None
+
+    def test_hot_over_thousands_of_hours(self, tracked: tuple[NSHash, Clock]) -> None:
+        """A window of more hours than one Redis call takes (4,000) still ranks exactly."""
+        nsh, _clock = tracked
+        docs = [DocPrint((h,), (h >> 11,), h ^ 1) for h in (11 << 40, 12 << 40, 13 << 40)]
+        items, metas = [], []
+        for i in range(4100):
+            items.append((docs[0 if i % 3 else 1], None, None))
+            metas.append(DocMeta(NOW - i * HOUR))
+        items.append((docs[2], None, None))
+        metas.append(DocMeta(NOW))
+        outcomes = nsh.store.assign_many(items, nsh.policy, metas)
+        assert all(not isinstance(o, Exception) for o in outcomes)
+        top = nsh.hot(5000 * HOUR, now=NOW)
+        assert [(h.similar_id, h.recent) for h in top] == [(2, 2733), (1, 1367), (3, 1)]
+        assert [h.recent for h in nsh.hot("10h", now=NOW)] == [7, 4, 1]
