@@ -70,7 +70,14 @@ def _env() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     env.filters["when"] = when
+    env.tests["web"] = is_web_url
     return env
+
+
+def is_web_url(url: object) -> bool:
+    """Whether *url* may be a link: http or https only (a crawler's ``javascript:`` url is
+    shown as text, never made clickable)."""
+    return isinstance(url, str) and url.lower().startswith(("http://", "https://"))
 
 
 def when(seconds: int | None) -> str:

@@ -156,6 +156,17 @@ class TestPages:
         assert client.get("/stories/999999", headers=AUTH).status_code == 404
         assert client.get("/stories/abc", headers=AUTH).status_code == 404
 
+    def test_only_web_urls_are_links(self, client: TestClient) -> None:
+        """A copy's url becomes a link only when it is http(s); markup in titles is text."""
+        for i, url in enumerate(["javascript:alert(1)", "https://ok.example/a"]):
+            body = {"text": RAIL if i == 0 else RAIL_REPOST, "id": f"x{i}", "url": url,
+                    "title": "<script>alert(2)</script>"}  # fmt: skip
+            assert client.post("/v1/documents", json=body, headers=AUTH).status_code == 200
+        sid = client.get("/v1/documents/x0", headers=AUTH).json()["similar_id"]
+        html = client.get(f"/stories/{sid}", headers=AUTH).text
+        assert 'href="javascript:' not in html and 'href="https://ok.example/a"' in html
+        assert "<script>alert(2)" not in html and "&lt;script&gt;alert(2)" in html
+
     def test_check_explains(self, client: TestClient) -> None:
         """The paste form names the story and highlights the matched sentences; an empty text
         is a 422 with the error shown."""
