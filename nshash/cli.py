@@ -32,6 +32,7 @@ import traceback
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -902,8 +903,51 @@ def _group_label(members: Sequence[Any]) -> str:
     return members[0].doc_id if members else "-"
 
 
+def _when(seconds: int | None) -> str:
+    if seconds is None:
+        return "-"
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def _cmd_hot(args: argparse.Namespace, url: str) -> int:
+    """``nshash groups --since WINDOW``: the hot stories of the window."""
+    with NSHash.open(url, readonly=True, **NSHASH_OPTIONS) as nsh:
+        hot = nsh.hot(args.since, args.top, min_count=args.min_size)
+    if args.json:
+        data = [
+            {
+                "similar_id": h.similar_id,
+                "recent": h.recent,
+                "size": h.size,
+                "first_seen": h.first_seen,
+                "last_seen": h.last_seen,
+                "title": h.title,
+                "sites": list(h.sites),
+            }
+            for h in hot
+        ]
+        print(json.dumps(data, ensure_ascii=False, indent=2))
+        return 0
+    if not hot:
+        print(
+            f"no group got {args.min_size} or more documents in the last {args.since}"
+            f" in {mask_url(url)} (only documents added with tracking on count)",
+            file=sys.stderr,
+        )
+        return 0
+    print(f"{'recent':>6}  {'size':>6}  {'similar_id':>10}  {'last seen (UTC)':<16}  title")
+    for h in hot:
+        title = h.title or "-"
+        print(
+            f"{h.recent:>6}  {h.size:>6}  {h.similar_id:>10}  {_when(h.last_seen):<16}  {title}"
+        )
+    return 0
+
+
 def _cmd_groups(args: argparse.Namespace) -> int:
     url = _store_url(args, saved=True)
+    if args.since is not None:
+        return _cmd_hot(args, url)
     with NSHash.open(url, readonly=True, **NSHASH_OPTIONS) as nsh:
         groups = nsh.groups(min_size=args.min_size, limit=args.top)
     if args.json:
@@ -1262,6 +1306,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=30, help="how many groups (default 30)")
     p.add_argument("--min-size", type=int, default=2, help="smallest group shown (default 2)")
     p.add_argument("--json", action="store_true", help="JSON with every member")
+    p.add_argument(
+        "--since",
+        metavar="WINDOW",
+        help="rank by documents added in this window instead (24h, 90m, 7d; counts only"
+        " documents added with tracking on, as the service does); --min-size is then the"
+        " fewest documents in the window",
+    )
     p.set_defaults(func=_cmd_groups, parser=p)
 
     p = sub.add_parser(

@@ -71,9 +71,13 @@ def parse_window(window: str | int | float) -> int:
         seconds = float(m.group(1)) * _UNITS[m.group(2)]
     else:
         raise ConfigError(f"A window is a duration such as '24h', '90m' or '7d', not {window!r}")
-    if not math.isfinite(seconds) or seconds <= 0 or seconds > 100 * 366 * 86400:
-        raise ConfigError(f"A window must be positive and at most 100 years, not {window!r}")
+    if not math.isfinite(seconds) or seconds < 1 or seconds >= 2**53:
+        raise ConfigError(f"A window must be at least one second, not {window!r}")
     return max(1, int(seconds))
+
+
+#: The latest time a document may carry: the end of the year 9999 (epoch seconds, exclusive).
+MAX_TIME = 253_402_300_800
 
 
 def _moment(value: object) -> int:
@@ -86,8 +90,8 @@ def _moment(value: object) -> int:
         seconds = float(value)
     else:
         raise ConfigError(f"published_at is epoch seconds or a datetime, not {value!r:.80}")
-    if not math.isfinite(seconds) or not 0 <= seconds < 2**53:
-        raise ConfigError(f"published_at must be after 1970, not {value!r:.80}")
+    if not math.isfinite(seconds) or not 0 <= seconds < MAX_TIME:
+        raise ConfigError(f"published_at must be in the years 1970 to 9999, not {value!r:.80}")
     return int(seconds)
 
 
@@ -453,8 +457,11 @@ class NSHash(Method):
             out.append(self._hot_group(gid, recent))
         return out
 
+    #: How many of a hot group's first members give its headline and sites.
+    HOT_MEMBERS = 100
+
     def _hot_group(self, gid: int, recent: int) -> HotGroup:
-        group = self.store.group(gid)
+        group = self.store.group_head(gid, self.HOT_MEMBERS)
         activity = self.store.activity(gid)
         size = group.size if group is not None else recent
         members = group.members if group is not None else ()

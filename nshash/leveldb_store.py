@@ -628,9 +628,18 @@ class LevelDBStore(Store):
                 rec.fingerprints,
             )
 
-    def _group(self, reader: _Overlay, gid: int) -> Group:
-        members = []
+    def group_head(self, similar_id: int, members: int) -> Group | None:
+        with self._open_db():
+            if not 0 < similar_id <= self._meta["counter"]:
+                return None
+            reader = self._reader()
+            return self._group(reader, resolve(reader, similar_id), members)
+
+    def _group(self, reader: _Overlay, gid: int, most: int | None = None) -> Group:
+        members: list[Member] = []
         for _key, raw in reader.scan(_MEMBER + _enc(gid)):
+            if most is not None and len(members) >= most:
+                break
             try:
                 doc_id = raw.decode("utf-8")
             except UnicodeDecodeError as exc:

@@ -757,10 +757,20 @@ class MemoryStore(Store):
                 rec.fingerprints,
             )
 
-    def _group(self, gid: int) -> Group:
+    def _group(self, gid: int, most: int | None = None) -> Group:
         t = self._t
-        members = tuple(Member(d, t.docs[d][3]) for d in t.members.get(gid, ()))
+        ids: list[str] = t.members.get(gid, [])
+        if most is not None:
+            ids = ids[:most]
+        members = tuple(Member(d, t.docs[d][3]) for d in ids)
         return Group(gid, t.size.get(gid, 0), members)
+
+    def group_head(self, similar_id: int, members: int) -> Group | None:
+        with self._lock:
+            self._check()
+            if not 0 < similar_id <= self._t.counter:
+                return None
+            return self._group(resolve(self._t, similar_id), members)
 
     def group(self, similar_id: int) -> Group | None:
         with self._lock:

@@ -568,6 +568,13 @@ class RedisStore(Store):
         reply = self._read(b"group", str(int(similar_id)).encode())
         return None if reply is None else _decode_group(reply)
 
+    def group_head(self, similar_id: int, members: int) -> Group | None:
+        if members < 1:
+            group = self.group(similar_id)
+            return None if group is None else Group(group.similar_id, group.size)
+        reply = self._read(b"group_head", str(int(similar_id)).encode(), b"%d" % members)
+        return None if reply is None else _decode_group(reply)
+
     def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
         reply = self._read(b"groups", str(int(min_size)).encode(), str(int(limit)).encode())
         return [_decode_group(g) for g in reply]

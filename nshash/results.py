@@ -261,8 +261,9 @@ class HotGroup:
         size: all its documents.
         first_seen: its first document's time (epoch seconds), None if never tracked.
         last_seen: its latest document's time.
-        title: the headline: the first title among its members (None without one).
-        sites: the distinct sites of its members, in order of first appearance.
+        title: the headline: the first title among its first members (None without one).
+        sites: the distinct sites of its first members (:meth:`nshash.NSHash.hot` reads 100),
+            in order of first appearance.
     """
 
     similar_id: int

@@ -135,6 +135,9 @@ class ReadOnlyStore(Store):
     def group(self, similar_id: int) -> Group | None:
         return self.inner.group(similar_id)
 
+    def group_head(self, similar_id: int, members: int) -> Group | None:
+        return self.inner.group_head(similar_id, members)
+
     def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
         return self.inner.groups(min_size, limit)
 

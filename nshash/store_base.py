@@ -95,6 +95,14 @@ class Store(ABC):
     def group(self, similar_id: int) -> Group | None:
         """Return the group *similar_id* resolves to, or None if no such id was handed out."""
 
+    def group_head(self, similar_id: int, members: int) -> Group | None:
+        """:meth:`group` with only its first *members* members listed (``size`` is whole):
+        what a listing of many large groups needs. Stores override it to read no more."""
+        group = self.group(similar_id)
+        if group is None or len(group.members) <= members:
+            return group
+        return Group(group.similar_id, group.size, group.members[:members])
+
     @abstractmethod
     def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
         """Return up to *limit* groups of at least *min_size* documents, largest first."""

@@ -56,8 +56,9 @@ reposts of one story share it.
 
 * `POST /v1/documents` adds one article; `POST /v1/documents/batch` adds many in one call.
 * `POST /v1/query` looks a text up without adding it.
-* `GET /v1/groups` lists the largest groups (the hot stories); `GET /v1/groups/{similar_id}`
-  shows one, even by an id that was merged into another.
+* `GET /v1/groups` lists the largest groups; `GET /v1/groups?since=24h` the hot stories of
+  a window (most copies added in it first); `GET /v1/groups/{similar_id}` shows one, even by
+  an id that was merged into another.
 * `POST /v1/compare` scores two texts with the similarity measures.
 
 `NSHASH_METHOD` picks the method: `nshash` (default, anchor sentences), `keyed` (the
@@ -65,6 +66,9 @@ four-key method: content, head, tail and title keys behind Bloom filters, confir
 cosine) or `simhash` (seed 002: one 64-bit simhash a document, Hamming distance <= 3). Under
 `keyed` and `simhash` the document, batch and query routes answer alike, and the group
 routes answer 501 `not_supported`, since those methods keep no group listings.
+
+The same server has pages for people at `/`: the hot stories of a window, each story's
+copies, and a form that says which story a pasted text belongs to and why.
 
 Every error answers `{"error": {"code": "...", "message": "..."}}` with a 4xx status, or 503
 while the store cannot be reached. Settings come from `NSHASH_*` environment variables.

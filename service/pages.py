@@ -70,7 +70,14 @@ def _env() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     env.filters["when"] = when
+    env.tests["web"] = is_web_url
     return env
+
+
+def is_web_url(url: object) -> bool:
+    """Whether *url* may be a link: http or https only (a crawler's ``javascript:`` url is
+    shown as text, never made clickable)."""
+    return isinstance(url, str) and url.lower().startswith(("http://", "https://"))
 
 
 def when(seconds: int | None) -> str:
@@ -104,18 +111,19 @@ def _guard(request: Request, service: Service) -> Response | None:
     form, or a redirect that trades ``?key=`` for the cookie)."""
     if service.settings.api_key is None:
         return None
+    given = request.query_params.get("key")
+    target = _local(request.url.path, request.query_params.items())
+    if given is not None and _key_matches(given, service):
+        # Trade the key in the address for the cookie, and take it out of the address.
+        response = RedirectResponse(target, status_code=303)
+        _set_cookie(response, given)
+        return response
     header = request.headers.get("authorization", "")
     scheme, _, bearer = header.partition(" ")
     if scheme.lower() == "bearer" and _key_matches(bearer, service):
         return None
     if _key_matches(request.cookies.get(COOKIE), service):
         return None
-    given = request.query_params.get("key")
-    target = _local(request.url.path, request.query_params.items())
-    if given is not None and _key_matches(given, service):
-        response = RedirectResponse(target, status_code=303)
-        _set_cookie(response, given)
-        return response
     wrong = given is not None
     return _render("login.html", 401, next=target, wrong=wrong, nav=False)
 
@@ -188,7 +196,7 @@ def spark(counts: list[int], width: int = 120, height: int = 24) -> Markup:
     )
 
 
-def chart(activity: Activity | None, width: int = 640, height: int = 140) -> Markup:
+def chart(activity: Activity | None, width: int = 900, height: int = 150) -> Markup:
     """Copies per hour (per day for a story older than ten days) over a story's life, as an
     inline SVG with its scale written on it."""
     if activity is None or not activity.hours:
@@ -197,6 +205,10 @@ def chart(activity: Activity | None, width: int = 640, height: int = 140) -> Mar
     last = activity.hours[-1][0]
     step = HOUR if last - first <= 10 * 86400 else 86400
     start = first - first % step
+    # At least a day of hours (or a month of days) up to the last copy, so a young story's
+    # bars keep their scale.
+    least = 24 if step == HOUR else 30
+    start = max(0, min(start, last - last % step - (least - 1) * step))
     slots = (last - start) // step + 1
     counts = [0] * slots
     for hour, n in activity.hours:

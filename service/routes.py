@@ -301,9 +301,10 @@ async def list_groups(
     since: Annotated[
         str | None,
         Query(
-            max_length=32,
-            description="A window such as `24h`, `90m` or `7d`: rank the groups by their"
-            " documents added (or published) in it, counted by whole hours.",
+            pattern=r"^[1-9][0-9]{0,5}[smhdw]?$",
+            description="A window such as `24h`, `90m` or `7d` (a number of seconds, minutes,"
+            " hours, days or weeks): rank the groups by their documents added (or published)"
+            " in it, counted by whole hours.",
         ),
     ] = None,
 ) -> Response:

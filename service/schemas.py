@@ -6,8 +6,9 @@ import re
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, Strict, WithJsonSchema, field_validator
 
+from nshash.core import MAX_TIME
 from nshash.inputs import MAX_DOC_ID_CHARS, MAX_TEXT_CHARS, MAX_TITLE_CHARS
 from nshash.results import AddResult, DocumentRecord, Group, HotGroup
 
@@ -58,6 +59,12 @@ def _readable(value: str | None) -> str | None:
 def _examples(*examples: dict[str, Any]) -> ConfigDict:
     return ConfigDict(json_schema_extra={"examples": list(examples)})
 
+
+#: A time as epoch seconds (from 1970 up to the end of the year 9999).
+EpochSeconds = Annotated[float, Strict(), Field(ge=0, lt=MAX_TIME)]
+
+_DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}")
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 #: No NUL character (``nshash.inputs`` refuses it in ids and titles).
 NO_NUL = "^[^\\x00]*$"
@@ -137,11 +144,34 @@ class DocumentIn(BaseModel):
         pattern=NO_NUL,
         description="The site that carried it; by default the host of `url`.",
     )
-    published_at: datetime | None = Field(
+    published_at: datetime | EpochSeconds | None = Field(
         default=None,
-        description="When it was published (ISO 8601, or epoch seconds); by default the time it"
-        " is added. It decides which hour the document counts in for `GET /v1/groups?since=`.",
+        description="When it was published: an RFC 3339 date-time (a time without an offset"
+        " is UTC; times before 1970 count as 1970-01-01) or epoch seconds; by default the time"
+        " it is added. It decides which hour the document counts in for"
+        " `GET /v1/groups?since=`.",
     )
+
+    @field_validator("published_at", mode="before")
+    @classmethod
+    def _date_time_text(cls, value: Any) -> Any:
+        if isinstance(value, str) and not _DATE_TIME.match(value):
+            raise ValueError("published_at is an RFC 3339 date-time such as 2024-05-03T12:30:00Z")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not 0 <= value < MAX_TIME:
+                raise ValueError(f"published_at in epoch seconds is in [0, {MAX_TIME})")
+            return float(value)
+        return value
+
+    @field_validator("published_at")
+    @classmethod
+    def _not_before_1970(cls, value: Any) -> Any:
+        if isinstance(value, datetime):
+            if value.tzinfo is None:
+                value = value.replace(tzinfo=timezone.utc)
+            if value < _EPOCH:
+                return _EPOCH
+        return value
 
     def meta_kwargs(self) -> dict[str, Any]:
         """The activity arguments of ``NSHash.add`` that were given (none for a plain add)."""

@@ -21,6 +21,7 @@ from nshash import (
     ConfigError,
     NSHash,
     StoreCorruptError,
+    StoreError,
     StoreLockedError,
     StoreStats,
     open_store,
@@ -328,3 +329,64 @@ class TestFsyncPolicy:
         with pytest.raises(ConfigError, match="'ALWAYS'"):
             MemoryStore(tmp_path / "g.pkl", fsync="ALWAYS")
         assert list(tmp_path.iterdir()) == []
+
+
+class TestActivitySnapshot:
+    """The activity tables (issue 16) in snapshots and rollbacks."""
+
+    def test_snapshot_without_activity_loads(self, tmp_path: Path) -> None:
+        """A format-2 snapshot written before the activity tables opens, with no activity."""
+        path = tmp_path / "old.pkl"
+        with NSHash.open(f"memory://{path}", track=True) as nsh:
+            sid = nsh.add(EN_RAIL, doc_id="r1", url="https://a.example/").similar_id
+            nsh.store.save()  # type: ignore[attr-defined]
+        with open(path, "rb") as fh:
+            data = pickle.load(fh)
+        assert data["format"] == 2 and data["hours"]
+        for key in ("seen", "hours", "meta"):
+            del data[key]
+        with open(path, "wb") as fh:
+            pickle.dump(data, fh)
+        with NSHash.open(f"memory://{path}", track=True) as again:
+            assert again.group(sid) is not None and again.document("r1") is not None
+            assert again.activity(sid) is None and again.hot("24h") == []
+            again.add(EN_RAIL_REPOST, doc_id="r2")
+            assert [h.recent for h in again.hot("1h")] == [1]
+
+    def test_saved_activity_round_trips(self, tmp_path: Path) -> None:
+        """Hours, first/last seen and metadata survive a snapshot, not only the journal."""
+        url = f"memory://{tmp_path}/s.pkl"
+        with NSHash.open(url, track=True) as nsh:
+            for text, t in ((EN_RAIL, 1_700_000_000), (EN_RAIL_REPOST, 1_700_009_000)):
+                nsh.add(text, doc_id=str(t), site="s", published_at=t)
+            nsh.store.save()  # type: ignore[attr-defined]
+            ids = ["1700000000"]
+            before = (nsh.hot("7d", now=1_700_010_000), nsh.activity(1), nsh.doc_meta(ids))
+        with NSHash.open(url, track=True) as again:
+            after = (again.hot("7d", now=1_700_010_000), again.activity(1), again.doc_meta(ids))
+        assert after == before and before[1] is not None and len(before[1].hours) == 2
+
+    def test_failed_write_takes_activity_back(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A document whose journal line cannot be written leaves no count, no first/last
+        seen and no metadata behind, also when it merged two groups."""
+        with NSHash.open(f"memory://{tmp_path}/f.pkl", track=True) as nsh:
+            a = nsh.add(FRAGMENT_A, doc_id="a", published_at=1_700_000_000).similar_id
+            nsh.add(FRAGMENT_B, doc_id="b", published_at=1_700_090_000)
+            t = nsh.store._t  # type: ignore[attr-defined]
+            state = (dict(t.seen), {g: dict(h) for g, h in t.hours.items()},
+                     {h: dict(b) for h, b in t.buckets.items()}, dict(t.meta))  # fmt: skip
+
+            def fail() -> None:
+                raise StoreError("disk full")
+
+            monkeypatch.setattr(nsh.store, "_write_journal", fail)
+            with pytest.raises(StoreError):
+                nsh.add(WHOLE, doc_id="bridge", published_at=1_700_200_000)
+            assert (t.seen, t.hours, t.buckets, t.meta) == state
+            monkeypatch.undo()
+            merged = nsh.add(WHOLE, doc_id="bridge", published_at=1_700_200_000)
+            assert merged.similar_id == a and merged.merged_from
+            act = nsh.activity(a)
+            assert act is not None and act.documents == 3

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from nshash import ConfigError, DocMeta, NSHash, StoreClosedError, StoreStats
+from nshash import ConfigError, DocMeta, DocPrint, NSHash, StoreClosedError, StoreStats
 
 # -- sample articles (original text) -----------------------------------------------------
 
@@ -726,7 +726,7 @@ class TestActivity:
     def test_bad_arguments(self, tracked: tuple[NSHash, Clock]) -> None:
         """Bad windows, times and urls raise ConfigError."""
         nsh, _clock = tracked
-        for window in ("", "24x", "-1h", 0, "1000y"):
+        for window in ("", "24x", "-1h", 0, "0.5s", "1y"):
             with pytest.raises(ConfigError):
                 nsh.hot(window)  # type: ignore[arg-type]
         with pytest.raises(ConfigError, match="published_at"):
@@ -736,3 +736,30 @@ class TestActivity:
         with pytest.raises(ConfigError, match="url"):
             nsh.add(EN_RAIL, url=42)  # type: ignore[arg-type]
         assert nsh.stats().documents == 0
+
+    def test_group_head_lists_first_members(self, tracked: tuple[NSHash, Clock]) -> None:
+        """group_head gives the whole size and only the first members, in arrival order."""
+        nsh, _clock = tracked
+        for i, text in enumerate(story_versions(4)):
+            nsh.add(text, doc_id=f"s{i}")
+        sid = nsh.document("s0").similar_id  # type: ignore[union-attr]
+        head = nsh.store.group_head(sid, 2)
+        assert head is not None and (head.size, head.doc_ids) == (3, ["s0", "s1"])
+        assert nsh.store.group_head(sid, 10) == nsh.group(sid)
+        assert nsh.store.group_head(10**6, 2) is None
+
+    def test_hot_over_thousands_of_hours(self, tracked: tuple[NSHash, Clock]) -> None:
+        """A window of more hours than one Redis call takes (4,000) still ranks exactly."""
+        nsh, _clock = tracked
+        docs = [DocPrint((h,), (h >> 11,), h ^ 1) for h in (11 << 40, 12 << 40, 13 << 40)]
+        items, metas = [], []
+        for i in range(4100):
+            items.append((docs[0 if i % 3 else 1], None, None))
+            metas.append(DocMeta(NOW - i * HOUR))
+        items.append((docs[2], None, None))
+        metas.append(DocMeta(NOW))
+        outcomes = nsh.store.assign_many(items, nsh.policy, metas)
+        assert all(not isinstance(o, Exception) for o in outcomes)
+        top = nsh.hot(5000 * HOUR, now=NOW)
+        assert [(h.similar_id, h.recent) for h in top] == [(2, 2733), (1, 1367), (3, 1)]
+        assert [h.recent for h in nsh.hot("10h", now=NOW)] == [7, 4, 1]

@@ -4,10 +4,10 @@
 -- include: nshash_common
 local op = ARGV[2]
 
-local function group_reply(g)
+local function group_reply(g, most)
   local size = redis.call('ZSCORE', K_SIZES, zm(g))
   local out = {g, size and -tonumber(size) or 0}
-  local members = redis.call('LRANGE', BASE .. 'm:' .. gs(g), 0, -1)
+  local members = redis.call('LRANGE', BASE .. 'm:' .. gs(g), 0, (most or 0) - 1)
   if #members > 0 then
     local recs = redis.call('HMGET', K_DOCS, unpack(members))
     for i = 1, #members do
@@ -79,6 +79,11 @@ elseif op == 'groups' then
   local out = {}
   for i = 1, #top do out[i] = group_reply(tonumber(top[i])) end
   return out
+elseif op == 'group_head' then
+  local g = tonumber(ARGV[3])
+  local last = tonumber(redis.call('GET', K_COUNTER) or '0')
+  if g < 1 or g > last then return false end
+  return group_reply(resolve(gs(g)), tonumber(ARGV[4]))
 elseif op == 'activity' then
   local g = tonumber(ARGV[3])
   local last = tonumber(redis.call('GET', K_COUNTER) or '0')
