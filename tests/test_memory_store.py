@@ -381,7 +381,7 @@ class TestActivitySnapshot:
             def fail() -> None:
                 raise StoreError("disk full")
 
-            monkeypatch.setattr(nsh.store, "_write_journal", fail)
+            monkeypatch.setattr(nsh.store._file, "_write_journal", fail)  # type: ignore[attr-defined]
             with pytest.raises(StoreError):
                 nsh.add(WHOLE, doc_id="bridge", published_at=1_700_200_000)
             assert (t.seen, t.hours, t.buckets, t.meta) == state
