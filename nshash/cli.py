@@ -806,7 +806,7 @@ def _records_run(
         else _MethodPreparer(_fields(args), added, args.encoding, method)
     )
     with (
-        open_source(args.input, fmt, preparer.fields, args.encoding) as source,
+        _open_input(args.input, fmt, preparer.fields, args.encoding) as source,
         Workers(args.jobs, preparer) as workers,
         NSHash.open(store_url, readonly=mode == "query", **NSHASH_OPTIONS)
         if method == "nshash"
@@ -844,6 +844,17 @@ def _records_run(
         elapsed = time.perf_counter() - started
         _print_summary(name, tally, elapsed, store_url, source, args.on_error)
     return 0
+
+
+def _open_input(name: str, fmt: str, fields: Fields, encoding: str) -> Source:
+    """The records of *name*: :func:`nshash.io.open_source`, or the Parquet reader."""
+    if fmt != "parquet":
+        return open_source(name, fmt, fields, encoding)
+    try:
+        from .parquet import open_parquet  # pyarrow loads only for Parquet input
+    except ImportError as exc:
+        raise ConfigError(str(exc)) from None
+    return open_parquet(name, fields)
 
 
 def _open_method(store_url: str, method: str) -> KeyedDedup | SimhashDedup:

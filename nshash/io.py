@@ -527,7 +527,7 @@ def open_source(name: str, format: str, fields: Fields, encoding: str = "auto") 
     if format == "txt":
         return _open_txt(name)
     if format == "parquet":
-        return _open_parquet(name, fields)
+        raise ConfigError("Parquet input opens through nshash.parquet.open_parquet")
     closers: list[Callable[[], object]] = []
     size: int | None = None
     position: Callable[[], int] | None = None
@@ -669,14 +669,6 @@ def _csv_items(
         doc_id = row[id_col] if id_col is not None and row[id_col] else None
         title = row[title_col] if title_col is not None and row[title_col] else None
         yield Item(where, ("row", row[text_col], doc_id, title), row)
-
-
-def _open_parquet(name: str, fields: Fields) -> Source:
-    try:
-        from .parquet import open_parquet  # pyarrow loads only for Parquet input
-    except ImportError as exc:
-        raise ConfigError(str(exc)) from None
-    return open_parquet(name, fields)
 
 
 class CsvError(NSHashError):
