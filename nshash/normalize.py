@@ -31,6 +31,7 @@ __all__ = [
     "normalize_key",
     "normalize_text",
     "strip_key",
+    "strip_words",
     "to_simplified",
 ]
 
@@ -129,6 +130,15 @@ def strip_key(text: str) -> str:
     spends on a few characters.
     """
     return str(default_process(text)).replace(" ", "")
+
+
+def strip_words(text: str) -> list[str]:
+    """The runs of letters and digits of *text* (CJK characters included), lowercased.
+
+    :func:`strip_key` without dropping the word boundaries: what it would keep, split where
+    it drops something. Fold them with :func:`fold_keys` (one per line) for their keys.
+    """
+    return str(default_process(text)).split()
 
 
 @lru_cache(maxsize=1)
