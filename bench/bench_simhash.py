@@ -1,0 +1,171 @@
+"""The simhash method (reference tables) against PyPI ``simhash``'s ``SimhashIndex`` at the same k.
+
+Feeds ``zh_reposts_dev`` and ``en_reposts_dev`` in file order, one document at a time, to
+:func:`nshash.simhash_assign.assign` over :class:`~nshash.simhash_assign.MemorySimhashTables`
+and to :class:`bench.baselines.SimhashBaseline`, and prints, from the same run, pairwise
+precision, recall and F1 (scored by :func:`bench.evaluate.pairwise_scores`), docs/s and the
+docs/s ratio. Timing covers the ``add`` calls with the garbage collector off; ``--repeat K``
+interleaves the systems K times and keeps each one's best docs/s (wall clock on a shared
+machine is noisy: trust the ratio more than the figures).
+
+``--sweep`` also scores other settings of the method (features per fingerprint, merge or
+nearest) and, for each index layout, the keys per document and the fingerprints read per
+lookup (all bucket entries, the near ones among them)::
+
+    python3 bench/bench_simhash.py
+    python3 bench/bench_simhash.py --sets zh --repeat 3 --sweep
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import time
+from collections.abc import Hashable, Sequence
+from pathlib import Path
+
+_ROOT = Path(__file__).resolve().parents[1]
+if str(_ROOT) not in sys.path:  # run as a script: make `bench` and `nshash` importable
+    sys.path.insert(0, str(_ROOT))
+
+from bench.baselines import SimhashBaseline  # noqa: E402
+from bench.evaluate import DATA_DIR, load_corpus, pairwise_scores  # noqa: E402
+from nshash.errors import EmptyDocumentError  # noqa: E402
+from nshash.simhash_assign import (  # noqa: E402
+    MemorySimhashTables,
+    SimhashPolicy,
+    assign,
+    resolve,
+)
+from nshash.simprint import TOP, index_keys, index_layout, simprint  # noqa: E402
+
+
+class SimprintSystem:
+    """The simhash method on the dict-backed reference tables."""
+
+    def __init__(self, k: int = 3, top: int = TOP, blocks: int | None = None, merge: bool = True):
+        self.tables = MemorySimhashTables()
+        self.policy = SimhashPolicy(k=k, blocks=blocks, merge=merge)
+        self.top = top
+        #: Documents refused as empty (each gets a group of its own).
+        self.empty = 0
+
+    def add(self, text: str) -> Hashable:
+        """Place *text*; an empty document gets a unique negative label."""
+        try:
+            fp = simprint(text, top=self.top)
+        except EmptyDocumentError:
+            self.empty += 1
+            return -self.empty
+        return assign(self.tables, fp, self.policy).similar_id
+
+    def finish(self, labels: list[Hashable]) -> list[Hashable]:
+        """Resolve every id to its canonical id after all merges."""
+        return [
+            resolve(self.tables, label) if isinstance(label, int) and label > 0 else label
+            for label in labels
+        ]
+
+
+def timed(
+    system: SimprintSystem | SimhashBaseline, texts: Sequence[str]
+) -> tuple[list[Hashable], float]:
+    """Feed *texts*; return the final labels and the seconds the ``add`` calls took."""
+    add = system.add
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        labels = [add(t) for t in texts]
+        seconds = time.perf_counter() - start
+    finally:
+        gc.enable()
+    return system.finish(labels), seconds
+
+
+def index_load(fps: Sequence[int], k: int, blocks: int) -> tuple[int, float, float]:
+    """Keys per document, and bucket entries read per lookup (all, and within k) when each
+    fingerprint is looked up before it is filed."""
+    buckets: dict[int, list[int]] = {}
+    read = near = 0
+    for fp in fps:
+        keys = index_keys(fp, k, blocks)
+        seen = set()
+        for key in keys:
+            for other in buckets.get(key, ()):
+                read += 1
+                if other not in seen and (other ^ fp).bit_count() <= k:
+                    seen.add(other)
+            buckets.setdefault(key, []).append(fp)
+        near += len(seen)
+    return len(index_keys(0, k, blocks)), read / len(fps), near / len(fps)
+
+
+def unrelated(docs: int, k: int, blocks: int) -> float:
+    """Expected bucket entries per lookup from *docs* random fingerprints (one per table whose
+    key bits all agree by chance)."""
+    widths = [64 // blocks + (1 if b < 64 % blocks else 0) for b in range(blocks)]
+    return sum(docs / 2.0 ** sum(widths[b] for b in kept) for kept in index_layout(k, blocks))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sets", default="zh,en", help="comma-separated: zh, en")
+    parser.add_argument("--k", type=int, default=3)
+    parser.add_argument("--top", type=int, default=TOP)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--sweep", action="store_true", help="score other settings too")
+    parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    args = parser.parse_args(argv)
+    for name in args.sets.split(","):
+        corpus = load_corpus(name, args.data_dir)
+        texts, stories = corpus.texts, corpus.stories
+        assert stories is not None
+        simprint(texts[0])  # load the normalization tables outside the timing
+        best: dict[str, float] = {}
+        labels: dict[str, list[Hashable]] = {}
+        for _ in range(args.repeat):
+            for label, factory in (
+                ("simprint", lambda: SimprintSystem(k=args.k, top=args.top)),
+                ("pypi-simhash", lambda: SimhashBaseline(k=args.k)),
+            ):
+                got, seconds = timed(factory(), texts)
+                labels[label] = got
+                best[label] = max(best.get(label, 0.0), len(texts) / seconds)
+        print(f"{name} ({len(texts)} docs, k={args.k})")
+        for label in ("simprint", "pypi-simhash"):
+            s = pairwise_scores(labels[label], stories)
+            print(
+                f"  {label:14s} P {s.precision:.3f}  R {s.recall:.3f}  F1 {s.f1:.3f}"
+                f"  {best[label]:8.0f} docs/s"
+            )
+        ratio = best["simprint"] / best["pypi-simhash"]
+        print(f"  docs/s ratio simprint / pypi-simhash: {ratio:.1f}x")
+        if args.sweep:
+            for top in (5, 8, 10, 15, 20, 30, 50, 0):
+                for merge in (True, False):
+                    got, _ = timed(SimprintSystem(k=args.k, top=top, merge=merge), texts)
+                    s = pairwise_scores(got, stories)
+                    print(
+                        f"  sweep top={top or 'all':>3} {'merge  ' if merge else 'nearest'}"
+                        f"  P {s.precision:.3f}  R {s.recall:.3f}  F1 {s.f1:.3f}"
+                    )
+            fps = []
+            for text in texts:
+                try:
+                    fps.append(simprint(text, top=args.top))
+                except EmptyDocumentError:
+                    pass
+            for blocks in range(args.k + 1, args.k + 5):
+                keys, read, near = index_load(fps, args.k, blocks)
+                print(
+                    f"  index blocks={blocks}: {keys:3d} keys/doc, {read:7.2f} entries read"
+                    f" per lookup, {near:.2f} within k; unrelated entries per lookup at"
+                    f" 1e7 docs: {unrelated(10**7, args.k, blocks):.3g}"
+                )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
