@@ -117,23 +117,27 @@ def features(text: str) -> tuple[U64Array, npt.NDArray[np.int64]]:
     if not folded:
         raise EmptyDocumentError("The text has no letter or digit to fingerprint.")
     parts: list[U64Array] = []
-    latin = folded if folded.isascii() else " ".join(_WORDS.findall(folded))
-    words = [w for w in latin.split() if w not in STOP_WORDS]
+    if folded.isascii():
+        words = [w for w in folded.split() if w not in STOP_WORDS]
+    else:
+        words = [w for w in " ".join(_WORDS.findall(folded)).split() if w not in STOP_WORDS]
+        points = np.frombuffer(folded.encode("utf-32-le"), dtype=np.uint32).astype(_U64)
+        cjk = points >= _U64(_BIGRAM_FROM)
+        parts.append(((points[:-1] << _U64(21)) | points[1:])[cjk[:-1] & cjk[1:]])
     if words:
         fp64 = farmhash.fingerprint64
         parts.append(np.fromiter((fp64(w) | _WORD_TAG for w in words), _U64, len(words)))
-    if not folded.isascii():
-        points = np.frombuffer(folded.encode("utf-32-le"), dtype=np.uint32)
-        cjk = points >= _BIGRAM_FROM
-        pair = cjk[:-1] & cjk[1:]
-        if pair.any():
-            first = points[:-1][pair].astype(_U64)
-            parts.append((first << _U64(21)) | points[1:][pair].astype(_U64))
-    if not parts:
+    ids = np.concatenate(parts) if parts else np.empty(0, dtype=_U64)
+    if not len(ids):
         # Only stop words, or lone CJK characters: the whole folded text is the one feature.
-        parts.append(np.array([farmhash.fingerprint64(folded) | _WORD_TAG], dtype=_U64))
-    ids, counts = np.unique(np.concatenate(parts), return_counts=True)
-    return ids, counts.astype(np.int64)
+        ids = np.array([farmhash.fingerprint64(folded) | _WORD_TAG], dtype=_U64)
+    # np.unique's steps without its wrapper, which cost more than the work on an article.
+    ids.sort()
+    first = np.empty(len(ids), dtype=np.bool_)
+    first[0] = True
+    np.not_equal(ids[1:], ids[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    return ids[starts], np.diff(starts, append=len(ids))
 
 
 def simprint(text: str, *, top: int = TOP) -> int:
@@ -160,15 +164,15 @@ def simprint(text: str, *, top: int = TOP) -> int:
     hashes = _mix(ids)
     if top and len(ids) > top:
         # Heaviest first, ties by the larger hash (its top 40 bits): the same choice whatever
-        # the order of the text. Counts past 2**24 saturate, which no article reaches.
-        rank = (np.minimum(counts, (1 << 24) - 1).astype(_U64) << _U64(40)) | (hashes >> _U64(24))
+        # the order of the text. (A count past 2**24 would spill into the hash bits; no text
+        # that a crawler stores repeats one feature that often.)
+        rank = (counts.astype(_U64) << _U64(40)) | (hashes >> _U64(24))
         chosen = np.argpartition(rank, len(rank) - top)[-top:]
         hashes, counts = hashes[chosen], counts[chosen]
-    weights = counts.astype(np.float64)
-    bits = np.unpackbits(hashes.astype("<u8").view(np.uint8), bitorder="little")
-    votes = weights @ bits.reshape(len(hashes), BITS).astype(np.float64)
+    bits = np.unpackbits(hashes.astype("<u8", copy=False).view(np.uint8), bitorder="little")
+    votes = counts @ bits.reshape(len(hashes), BITS)
     # Bit i is 1 when the features with bit i set outweigh those without: 2 * votes > total.
-    packed = np.packbits(2.0 * votes > weights.sum(), bitorder="little")
+    packed = np.packbits(2 * votes > counts.sum(), bitorder="little")
     return int.from_bytes(packed.tobytes(), "little")
 
 
