@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nshash.errors import ConfigError, EmptyDocumentError
+from nshash.normalize import strip_key, strip_words
 from nshash.simhash_assign import (
     MemorySimhashTables,
     SimhashPolicy,
@@ -46,6 +47,21 @@ UNRELATED = [
     "气象台发布寒潮预警，预计未来三天气温将下降十度以上，北部山区有大雪，请市民注意防寒保暖。",
     "国家队在昨晚的比赛中以二比一战胜对手，主教练赛后表示，球队的防守还有很多需要改进的地方。",
 ]
+
+
+class TestStripWords:
+    """The word runs the fingerprints start from."""
+
+    @given(st.text())
+    def test_is_strip_key_split(self, text: str) -> None:
+        """Joined, the runs are what strip_key keeps; no run is empty or holds a space."""
+        runs = strip_words(text)
+        assert "".join(runs) == strip_key(text)
+        assert all(run and not any(c.isspace() for c in run) for run in runs)
+
+    def test_example(self) -> None:
+        """Words split where anything but a letter or digit was."""
+        assert strip_words("Ｈello, wörld! 你好2024年") == ["ｈello", "wörld", "你好2024年"]
 
 
 class TestSimprint:
