@@ -12,14 +12,22 @@ machine is noisy: trust the ratio more than the figures).
 nearest) and, for each index layout, the keys per document and the fingerprints read per
 lookup (all bucket entries, the near ones among them)::
 
-    python3 bench/bench_simhash.py
+``--instructions N`` counts CPU instructions per document instead (valgrind's callgrind, which
+the load of a shared machine does not sway): each system runs in its own process over 0 and
+over the first N documents, and the difference over N is its cost per document::
+
+    python3 bench/bench_simhash.py --data-dir ../shared/data
     python3 bench/bench_simhash.py --sets zh --repeat 3 --sweep
+    python3 bench/bench_simhash.py --instructions 300
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import re
+import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Hashable, Sequence
@@ -109,6 +117,40 @@ def unrelated(docs: int, k: int, blocks: int) -> float:
     return sum(docs / 2.0 ** sum(widths[b] for b in kept) for kept in index_layout(k, blocks))
 
 
+def _feed(system: str, path: Path, docs: int, k: int, top: int) -> None:
+    """Run one system over the first *docs* documents of *path* (the callgrind child)."""
+    import gzip
+    import json
+
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        texts = [json.loads(line)["text"] for _, line in zip(range(docs), f, strict=False)]
+    target = SimprintSystem(k=k, top=top) if system == "simprint" else SimhashBaseline(k=k)
+    target.add("warm up 热身 text")  # the same imports and tables in the 0-document run
+    for text in texts:
+        target.add(text)
+
+
+def instructions(path: Path, docs: int, k: int, top: int) -> dict[str, float]:
+    """Instructions per document of each system, start-up subtracted (needs valgrind)."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        raise SystemExit("Error: --instructions needs valgrind on the PATH")
+    out: dict[str, float] = {}
+    for system in ("simprint", "pypi-simhash"):
+        counts = []
+        for n in (0, docs):
+            run = subprocess.run(
+                [valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+                 __file__, "--feed", system, str(path), str(n), str(k), str(top)],
+                capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            found = re.search(r"Collected : (\d+)", run.stderr)
+            assert found is not None, run.stderr[-2000:]
+            counts.append(int(found.group(1)))
+        out[system] = (counts[1] - counts[0]) / docs
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sets", default="zh,en", help="comma-separated: zh, en")
@@ -117,8 +159,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--sweep", action="store_true", help="score other settings too")
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    parser.add_argument("--instructions", type=int, metavar="N", help="count instructions")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--feed"]:
+        _feed(argv[1], Path(argv[2]), int(argv[3]), int(argv[4]), int(argv[5]))
+        return 0
     args = parser.parse_args(argv)
     for name in args.sets.split(","):
+        if args.instructions:
+            path = args.data_dir / f"{name}_reposts_dev.jsonl.gz"
+            per_doc = instructions(path, args.instructions, args.k, args.top)
+            print(f"{name}: instructions per document over {args.instructions} documents")
+            for label, value in per_doc.items():
+                print(f"  {label:14s} {value:12,.0f}")
+            ratio = per_doc["pypi-simhash"] / per_doc["simprint"]
+            print(f"  ratio pypi-simhash / simprint: {ratio:.1f}x")
+            continue
         corpus = load_corpus(name, args.data_dir)
         texts, stories = corpus.texts, corpus.stories
         assert stories is not None
