@@ -166,6 +166,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     args = parser.parse_args(argv)
     for name in args.sets.split(","):
+        missing = args.data_dir / f"{name}_reposts_dev.jsonl.gz"
+        if name not in ("zh", "en") or not missing.exists():
+            print(f"Error: no set {name!r} at {missing} (see --data-dir)", file=sys.stderr)
+            return 2
         if args.instructions:
             path = args.data_dir / f"{name}_reposts_dev.jsonl.gz"
             per_doc = instructions(path, args.instructions, args.k, args.top)
