@@ -122,7 +122,7 @@ def features(text: str) -> tuple[U64Array, npt.NDArray[np.int64]]:
     else:
         # The pieces between CJK letters and line breaks: no piece holds a space.
         words = [w for w in _WORDS.findall(folded) if w not in STOP_WORDS]
-        points = np.frombuffer(folded.encode("utf-32-le"), dtype=np.uint32).astype(_U64)
+        points = np.frombuffer(folded.encode("utf-32-le"), dtype="<u4").astype(_U64)
         cjk = points >= _U64(_BIGRAM_FROM)
         parts.append(((points[:-1] << _U64(21)) | points[1:])[cjk[:-1] & cjk[1:]])
     if words:
