@@ -1,4 +1,4 @@
-"""Build the optional C text kernel (nshash._kernel); the metadata lives in pyproject.toml.
+"""Build the optional C text kernel (nshash.text._kernel); the metadata lives in pyproject.toml.
 
 Where no C compiler exists (or the build fails) the install still succeeds without it, and
 nshash runs its pure-Python text path with the same results (``nshash --version`` says which).
@@ -40,8 +40,8 @@ class OptionalBuildExt(build_ext):
 setup(
     ext_modules=[
         Extension(
-            "nshash._kernel",
-            sources=["nshash/_kernel.c"],
+            "nshash.text._kernel",
+            sources=["nshash/text/_kernel.c"],
             extra_compile_args=[] if sys.platform == "win32" else ["-O2", "-std=c99"],
             optional=True,
         )

@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from nshash import DocMeta, DocPrint, NSHash  # noqa: E402
-from nshash.core import parse_window  # noqa: E402
+from nshash.methods.nshash.core import parse_window  # noqa: E402
 from nshash.results import HOUR  # noqa: E402
 
 

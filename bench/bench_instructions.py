@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"Error: data set {k!r} not found under {data}", file=sys.stderr)
             return 2
     sys.path.insert(0, str(ROOT))
-    from nshash.kernel import kernel_info
+    from nshash.text.kernel import kernel_info
 
     print("text path:", kernel_info())
     if not args.no_callgrind:

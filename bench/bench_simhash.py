@@ -40,8 +40,8 @@ if str(_ROOT) not in sys.path:  # run as a script: make `bench` and `nshash` imp
 from bench.baselines import SimhashBaseline  # noqa: E402
 from bench.evaluate import DATA_DIR, load_corpus, pairwise_scores  # noqa: E402
 from nshash.errors import EmptyDocumentError  # noqa: E402
-from nshash.simhash_dedup import SimhashDedup  # noqa: E402
-from nshash.simprint import TOP, index_keys, index_layout, simprint  # noqa: E402
+from nshash.methods.simhash import SimhashDedup  # noqa: E402
+from nshash.text.simprint import TOP, index_keys, index_layout, simprint  # noqa: E402
 
 
 class SimprintSystem:

@@ -30,7 +30,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from nshash import similarity
+from nshash.toolkit import similarity
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 
 from nshash import ConfigError
-from nshash.soft404 import FetchError, SiteProbe, Soft404Detector
+from nshash.toolkit.soft404 import FetchError, SiteProbe, Soft404Detector
 
 #: What is probed when no path is given.
 DEFAULT_PATHS = ["/", "/index.html", "/admin", "/login", "/robots.txt", "/backup.zip"]

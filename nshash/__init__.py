@@ -5,14 +5,39 @@ Give every article a ``similar_id``; reposts of one story share it::
     from nshash import NSHash
     nsh = NSHash.open("memory://")
     nsh.add(text, doc_id="a1").similar_id
+
+The package, from the top (imports flow downwards only; ``tests/test_layout.py`` checks it,
+and that no module imports itself back through others)::
+
+    cli/           the command line: main, input and output formats, Parquet
+    client.py      the HTTP client; scrapy.py the Scrapy pipeline; spark.py the Spark job
+    methods/       the dedup methods, each with its tables on every backend:
+      nshash/        NSHash (core), the assignment and its guard (assign), the store contract
+                     (base) and factory (store), its tables on memory, LevelDB and Redis
+      keyed.py       seed 001's four keys (KeyedDedup), behind Bloom filters (bloom.py)
+      simhash.py     seed 002's simhash (SimhashDedup)
+    method.py      what every method shares (add_many, get_similar, the context manager)
+    toolkit/       the similarity measures and soft-404 detection (seeds 000, 002, 004)
+    stores/        the backends every method stands on: durable (journal, snapshot and lock of
+                   every memory store), memory (the memory key-value store), leveldb (the
+                   LevelDB host and key-value store), redis (connections and errors),
+                   scripts (each method's Lua, in lua/), kv and registry (the key-value
+                   interface and which URL opens which), url (store URLs)
+    text/          the text pipeline: folding, sentence keys, shingles, anchors and sketches,
+                   the simhash fingerprint (simprint), the optional compiled kernel
+    errors.py, results.py, inputs.py   the vocabulary every layer shares
+
+An ``add`` flows down and back: the text pipeline makes the document's fingerprints
+(:class:`~nshash.DocPrint`); the method hands them to its store, whose tables run the
+assignment in one atomic step (a journal line, a LevelDB batch or one Lua call on the
+backend); the answer comes back as an :class:`~nshash.AddResult`. The HTTP service
+(``service/``) and the command line sit on the methods.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .assign import MatchPolicy
-from .core import Document, NSHash
 from .errors import (
     ConfigError,
     EmptyDocumentError,
@@ -25,9 +50,10 @@ from .errors import (
     StoreReadOnlyError,
     StoreUnavailableError,
 )
-from .fingerprint import DocPrint, Fingerprinter, split_sentences
-from .kernel import kernel_info
-from .normalize import normalize_key, normalize_text
+from .methods.nshash.assign import MatchPolicy
+from .methods.nshash.base import Store
+from .methods.nshash.core import Document, NSHash
+from .methods.nshash.store import open_store
 from .results import (
     Activity,
     AddResult,
@@ -40,12 +66,13 @@ from .results import (
     Member,
     StoreStats,
 )
-from .store import open_store
-from .store_base import Store
+from .text.fingerprint import DocPrint, Fingerprinter, split_sentences
+from .text.kernel import kernel_info
+from .text.normalize import normalize_key, normalize_text
 
 if TYPE_CHECKING:
-    from .keyed import KeyedDedup
-    from .simhash_dedup import SimhashDedup
+    from .methods.keyed import KeyedDedup
+    from .methods.simhash import SimhashDedup
 
     __version__: str
 
@@ -55,11 +82,11 @@ def __getattr__(name: str) -> Any:
     first use: ``import nshash`` stays quick without them (the command line's startup is a
     fixed cost of every run)."""
     if name == "KeyedDedup":
-        from .keyed import KeyedDedup
+        from .methods.keyed import KeyedDedup
 
         return KeyedDedup
     if name == "SimhashDedup":
-        from .simhash_dedup import SimhashDedup
+        from .methods.simhash import SimhashDedup
 
         return SimhashDedup
     if name == "__version__":

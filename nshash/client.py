@@ -46,10 +46,10 @@ except ImportError as exc:  # pragma: no cover - the extra is installed under te
         f"nshash.client needs httpx, which cannot be imported ({exc}): pip install 'nshash[client]'"
     ) from exc
 
-from .core import Document
 from .errors import ConfigError, EmptyDocumentError, NSHashError, StoreUnavailableError
+from .methods.nshash.core import Document
 from .results import AddResult, DocumentRecord, Group, Member
-from .store_url import mask_url
+from .stores.url import mask_url
 
 __all__ = ["AsyncClient", "Client", "ServiceError"]
 

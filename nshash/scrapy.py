@@ -60,10 +60,10 @@ except ImportError as exc:  # pragma: no cover - the extra is installed under te
         " pip install 'nshash[scrapy]'"
     ) from exc
 
-from .core import NSHash
 from .errors import ConfigError, EmptyDocumentError, NSHashError
+from .methods.nshash.core import NSHash
 from .results import AddResult
-from .store_url import mask_url
+from .stores.url import mask_url
 
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred

@@ -95,7 +95,7 @@ def state_limits(schema: dict[str, Any], settings: Settings) -> None:
     for name in ("a", "b"):
         compare[name]["maxLength"] = settings.max_compare_chars
     try:
-        from nshash.similarity import METRICS
+        from nshash.toolkit.similarity import METRICS
     except ImportError:  # pragma: no cover - the similarity extra is missing: 501 anyway
         pass
     else:

@@ -39,9 +39,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markupsafe import Markup
 
 from nshash import EmptyDocumentError, NSHash, NSHashError
-from nshash.core import parse_window
-from nshash.fingerprint import HASHFUNCS, shingle_hashes, split_sentences
+from nshash.methods.nshash.core import parse_window
 from nshash.results import HOUR, Activity, Explanation
+from nshash.text.fingerprint import HASHFUNCS, shingle_hashes, split_sentences
 
 from .deps import Service, ServiceDep
 from .errors import classify
@@ -363,7 +363,7 @@ def highlight(
     the story), ``"boilerplate"`` (one holding an anchor known to be boilerplate) or ``""``.
 
     Anchors are hashes of short windows of the text's letters and digits (see
-    :mod:`nshash.fingerprint`); this recomputes every window's hash, sentence by sentence, to
+    :mod:`nshash.text.fingerprint`); this recomputes every window's hash, sentence by sentence, to
     find where each anchor is. A window that spans two sentences marks both.
     """
     fp = nsh.fingerprinter

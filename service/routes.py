@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from nshash import NSHash, NSHashError, StoreError
-from nshash.core import parse_window
+from nshash.methods.nshash.core import parse_window
 from nshash.results import HOUR
 
 from .deps import Dedup, Service, ServiceDep
@@ -383,7 +383,7 @@ async def compare(body: CompareRequest, service: ServiceDep) -> CompareResponse:
                 f"{name!r} has {len(text)} characters; the limit is {most}",
             )
     try:
-        similarity = importlib.import_module("nshash.similarity")
+        similarity = importlib.import_module("nshash.toolkit.similarity")
     except ImportError as exc:
         raise ApiError(
             501,

@@ -8,8 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, WithJsonSchema, field_validator
 
-from nshash.core import MAX_TIME
 from nshash.inputs import MAX_DOC_ID_CHARS, MAX_TEXT_CHARS, MAX_TITLE_CHARS
+from nshash.methods.nshash.core import MAX_TIME
 from nshash.results import AddResult, DocumentRecord, Group, HotGroup
 
 __all__ = [
@@ -574,7 +574,8 @@ class CompareRequest(BaseModel):
     metrics: list[str] | None = Field(
         default=None,
         min_length=1,
-        description="Which measures to compute (see `nshash.similarity.METRICS`); all by default.",
+        description="Which measures to compute (see `nshash.toolkit.similarity.METRICS`); all by"
+        " default.",
     )
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from nshash import NSHash
 from nshash.cli import BATCH_SIZE, WorkerError, Workers, _mp_context, main
-from nshash.io import Fields, Item, Preparer
+from nshash.cli.io import Fields, Item, Preparer
 from tests.redis_server import free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -643,7 +643,7 @@ class TestCompare:
 
     @pytest.fixture(autouse=True)
     def _similarity(self) -> None:
-        pytest.importorskip("nshash.similarity", reason="nshash.similarity is not built yet")
+        pytest.importorskip("nshash.toolkit.similarity", reason="the toolkit needs its extra")
 
     def texts(self, tmp_path: Path) -> tuple[Path, Path]:
         articles = list(map(json.loads, article_lines()))
@@ -654,7 +654,7 @@ class TestCompare:
 
     def test_all_metrics(self, run: Run, tmp_path: Path) -> None:
         """Without --metrics every measure is printed, each in [0, 1]."""
-        from nshash.similarity import METRICS
+        from nshash.toolkit.similarity import METRICS
 
         code, out, _ = run("compare", *self.texts(tmp_path), "--json")
         scores = json.loads(out)
@@ -689,7 +689,7 @@ class TestCompare:
     def test_help_lists_metrics(self, run: Run) -> None:
         """compare --help names every measure, as the toolkit defines them."""
         from nshash.cli import METRIC_NAMES
-        from nshash.similarity import METRICS
+        from nshash.toolkit.similarity import METRICS
 
         assert METRIC_NAMES == METRICS
         code, out, _ = run("compare", "--help")
@@ -727,7 +727,7 @@ class TestCompare:
         self, run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """Without the similarity module the error gives the install hint, exit 1."""
-        monkeypatch.setitem(sys.modules, "nshash.similarity", None)
+        monkeypatch.setitem(sys.modules, "nshash.toolkit.similarity", None)
         code, _, err = run("compare", *self.texts(tmp_path))
         assert code == 1
         assert err.startswith("Error: ") and "pip install 'nshash[similarity]'" in err

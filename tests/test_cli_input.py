@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from nshash.cli import main
-from nshash.io import sniff_encoding
+from nshash.cli.io import sniff_encoding
 
 REPO = Path(__file__).resolve().parents[1]
 ARTICLES = REPO / "example" / "articles.jsonl"

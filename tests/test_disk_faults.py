@@ -28,8 +28,9 @@ from typing import Any
 
 import pytest
 
-from nshash import NSHash, StoreError, durable
-from nshash.memory_store import MemoryStore
+from nshash import NSHash, StoreError
+from nshash.methods.nshash.memory import MemoryStore
+from nshash.stores import durable
 from tests.test_durability import kill, read_line, spawn
 from tests.test_store_contract import story_versions, synthetic_story
 
@@ -183,7 +184,7 @@ class TestRealFullDisk:
 
 
 class FlakyDisk:
-    """Stands in for the journal's ``write`` and ``fsync`` calls (see ``nshash.durable``).
+    """Stands in for the journal's ``write`` and ``fsync`` calls (see ``nshash.stores.durable``).
 
     ``mode`` is ``"ok"`` (the real calls), ``"short"`` (write takes half, then ENOSPC),
     ``"enospc"`` (write fails at once) or ``"fsync"`` (fsync fails with EIO).

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nshash import ConfigError, EmptyDocumentError, Fingerprinter, normalize_key, normalize_text
-from nshash.fingerprint import split_sentences
-from nshash.normalize import fold_keys, strip_key
+from nshash.text.fingerprint import split_sentences
+from nshash.text.normalize import fold_keys, strip_key
 
 #: Text that mixes what crawled articles hold: CJK, Latin, full-width forms, punctuation of both
 #: widths, zero-width and control characters, line breaks of every kind, and any code point.

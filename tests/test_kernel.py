@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nshash import ConfigError, EmptyDocumentError, Fingerprinter, NSHash, kernel_info
-from nshash.kernel import PURE_ENV
+from nshash.text.kernel import PURE_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("NSHASH_DATA_DIR", ROOT.parent / "shared" / "data"))
@@ -202,7 +202,7 @@ class TestEquivalence:
         """A period rule the kernel does not implement leaves the pure path running."""
         import re
 
-        from nshash import fingerprint
+        from nshash.text import fingerprint
 
         monkeypatch.setattr(fingerprint, "_PERIOD", re.compile(r"[.]"))
         assert not Fingerprinter().compiled

@@ -24,9 +24,9 @@ from nshash import (
     StoreCorruptError,
     StoreLockedError,
 )
-from nshash.bloom import LocalBloom, RedisBloom, bit_positions, bloom_params
 from nshash.cli import main
-from nshash.keyed import KeyedDedup, title_key
+from nshash.methods.bloom import LocalBloom, RedisBloom, bit_positions, bloom_params
+from nshash.methods.keyed import KeyedDedup, title_key
 
 # -- sample articles (original text) -----------------------------------------------------
 
@@ -108,7 +108,7 @@ class TestKeys:
 
     def test_words_cosine_matches_similarity_toolkit(self) -> None:
         """With ``terms="words"`` the cosine is the toolkit's cosine with every word counted."""
-        from nshash.similarity import cosine
+        from nshash.toolkit.similarity import cosine
 
         with KeyedDedup.open("memory://", terms="words", **SMALL) as kd:
             score = kd.cosine(PARK, PARK[:120] + TRAIN)

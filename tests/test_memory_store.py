@@ -26,7 +26,7 @@ from nshash import (
     StoreStats,
     open_store,
 )
-from nshash.memory_store import MemoryStore
+from nshash.methods.nshash.memory import MemoryStore
 from tests.test_store_contract import (
     EN_FOOTER,
     EN_RAIL,

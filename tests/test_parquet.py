@@ -13,7 +13,7 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
-import nshash.parquet  # noqa: E402
+import nshash.cli.parquet  # noqa: E402
 from nshash.cli import main  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -172,8 +172,8 @@ class TestStreamingAndJobs:
         self, run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """Many read batches, bad rows in several: the two files are byte-identical."""
-        monkeypatch.setattr(nshash.parquet, "READ_BATCH_ROWS", 100)
-        monkeypatch.setattr(nshash.parquet, "WRITE_GROUP_ROWS", 250)
+        monkeypatch.setattr(nshash.cli.parquet, "READ_BATCH_ROWS", 100)
+        monkeypatch.setattr(nshash.cli.parquet, "WRITE_GROUP_ROWS", 250)
         base = articles()
         rows = []
         for copy in range(30):
@@ -288,6 +288,6 @@ class TestErrors:
 
     def test_format_detected(self) -> None:
         """.parquet and .pq names read as Parquet."""
-        from nshash.io import detect_format
+        from nshash.cli.io import detect_format
 
         assert detect_format("a/b.parquet") == detect_format("c.PQ") == "parquet"

@@ -93,7 +93,7 @@ def test_memory_store_compacts_past_its_share(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The snapshot is rewritten once the journal outgrows its share, and nothing is lost."""
-    from nshash import durable
+    from nshash.stores import durable
 
     monkeypatch.setattr(durable, "JOURNAL_MIN_BYTES", 2000)
     url = store_url("memory", tmp_path)
@@ -110,7 +110,8 @@ def test_memory_store_compacts_past_its_share(
 WRITER = textwrap.dedent(
     """
     import json, sys
-    from nshash import NSHash, durable
+    from nshash import NSHash
+    from nshash.stores import durable
     durable.JOURNAL_MIN_BYTES = 20_000
     url, path = sys.argv[1], sys.argv[2]
     docs = [json.loads(line) for line in open(path, encoding="utf-8")]

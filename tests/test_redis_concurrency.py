@@ -26,7 +26,7 @@ import pytest
 pytest.importorskip("redis")
 
 from nshash import AddResult, NSHash, StoreUnavailableError  # noqa: E402
-from nshash.redis_store import RedisStore  # noqa: E402
+from nshash.methods.nshash.redis import RedisStore  # noqa: E402
 from tests.redis_server import RedisServer, redis_server_available  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -32,7 +32,7 @@ from nshash import (  # noqa: E402
     StoreUnavailableError,
     open_store,
 )
-from nshash.redis_store import RedisStore  # noqa: E402
+from nshash.methods.nshash.redis import RedisStore  # noqa: E402
 from tests.redis_server import RedisServer, redis_server_available, start_cluster  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "zh_reposts_dev.jsonl.gz"
@@ -485,7 +485,7 @@ class TestReadOnly:
 
     def test_read_script_cannot_write(self, redis_url: str) -> None:
         """The read-only script is flagged no-writes, so Redis itself refuses a write in it."""
-        from nshash.scripts import lua_script
+        from nshash.stores.scripts import lua_script
 
         assert lua_script("nshash_read").startswith("#!lua flags=no-writes\n")
         assert lua_script("keyed_read").startswith("#!lua flags=no-writes\n")
@@ -678,10 +678,12 @@ class TestScripts:
     def test_every_script_loads_and_expands_its_includes(self) -> None:
         from importlib.resources import files
 
-        from nshash.scripts import lua_script
+        from nshash.stores.scripts import lua_script
 
         names = sorted(
-            p.name[:-4] for p in (files("nshash") / "lua").iterdir() if p.name.endswith(".lua")
+            p.name[:-4]
+            for p in (files("nshash.stores") / "lua").iterdir()
+            if p.name.endswith(".lua")
         )
         assert {"nshash_assign", "nshash_read", "keyed_read", "keyed_write"} <= set(names)
         assert "simhash_assign" in names

@@ -47,7 +47,7 @@ CHINESE = (
 )
 CHINESE_REPOST = "【新华网】\n" + CHINESE + "\n（责任编辑：王小明）"
 
-similarity_missing = importlib.util.find_spec("nshash.similarity") is None
+similarity_missing = importlib.util.find_spec("nshash.toolkit.similarity") is None
 
 
 def make_client(**settings: Any) -> TestClient:
@@ -363,13 +363,13 @@ class TestGroups:
         assert_error(client.get(f"/v1/groups/{similar_id}"), 422, "invalid_request")
 
 
-@pytest.mark.skipif(similarity_missing, reason="nshash.similarity (issue 6) is not written yet")
+@pytest.mark.skipif(similarity_missing, reason="nshash.toolkit.similarity needs its extra")
 class TestCompare:
     """POST /v1/compare."""
 
     def test_scores(self, client: TestClient) -> None:
         """Every measure scores a repost close to its original and within [0, 1]."""
-        import nshash.similarity as similarity
+        import nshash.toolkit.similarity as similarity
 
         response = client.post("/v1/compare", json={"a": FLOOD_TEXT, "b": FLOOD_REPOST})
         assert response.status_code == 200
@@ -381,7 +381,7 @@ class TestCompare:
 
     def test_chosen_metrics(self, client: TestClient) -> None:
         """Only the metrics asked for are computed."""
-        import nshash.similarity as similarity
+        import nshash.toolkit.similarity as similarity
 
         name = similarity.METRICS[0]
         body = {"a": CHINESE, "b": CHINESE_REPOST, "metrics": [name]}
@@ -406,8 +406,9 @@ class TestCompareNotInstalled:
     def test_501_with_install_hint(
         self, client: TestClient, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """When nshash.similarity cannot be imported, the answer is 501 with the pip line."""
-        monkeypatch.setitem(sys.modules, "nshash.similarity", None)
+        """When nshash.toolkit.similarity cannot be imported, the answer is 501 with the pip
+        line."""
+        monkeypatch.setitem(sys.modules, "nshash.toolkit.similarity", None)
         error = assert_error(
             client.post("/v1/compare", json={"a": "x", "b": "y"}), 501, "not_installed"
         )
@@ -966,7 +967,9 @@ class TestContainer:
 
         config = tomllib.loads((self.ROOT / "pyproject.toml").read_text())
         packaging = config["tool"]["setuptools"]
-        assert packaging["packages"] == ["nshash", "nshash_service"]
+        packages = packaging["packages"]
+        assert packages[0] == "nshash" and packages[-1] == "nshash_service"
+        assert "nshash.methods.nshash" in packages
         assert packaging["package-dir"] == {"nshash_service": "service"}
 
     def test_compose_runs_the_service_with_redis(self) -> None:

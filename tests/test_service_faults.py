@@ -24,8 +24,9 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from nshash import ConfigError, NSHash, durable, open_store
+from nshash import ConfigError, NSHash, open_store
 from nshash.cli import main
+from nshash.stores import durable
 from service import Settings, create_app
 from tests.test_disk_faults import _FailingBatchDB
 from tests.test_service_uvicorn import FLOOD, FLOOD_REPOST, ORCHARD, UvicornServer

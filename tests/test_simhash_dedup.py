@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from nshash import AddResult, ConfigError, SimhashDedup
-from nshash.simhash_dedup import SimhashDoc
-from nshash.simprint import index_keys
+from nshash.methods.simhash import SimhashDoc
+from nshash.text.simprint import index_keys
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "en_reposts_dev.jsonl.gz"
 

@@ -14,8 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nshash import ConfigError, similarity
-from nshash.similarity import (
+from nshash import ConfigError
+from nshash.text.tokenize import STOP_WORDS, words
+from nshash.toolkit import similarity
+from nshash.toolkit.similarity import (
     METRICS,
     common_words,
     compare,
@@ -28,7 +30,6 @@ from nshash.similarity import (
     tfidf_cosine,
     tfidf_weights,
 )
-from nshash.tokenize import STOP_WORDS, words
 
 # Seed 000's sentences as word lists whose count vectors over the vocabulary
 # (I, like, watch, TV, movies, not, also) are [1, 2, 2, 1, 1, 1, 0] and [1, 2, 2, 1, 1, 2, 1].
@@ -94,7 +95,7 @@ class TestWords:
         """Latin text never imports jieba; Chinese text loads it without a word on stderr."""
         code = (
             "import sys\n"
-            "from nshash.similarity import compare\n"
+            "from nshash.toolkit.similarity import compare\n"
             "compare('latin only', 'words here', ['cosine', 'common_words', 'levenshtein'])\n"
             "assert 'jieba' not in sys.modules, 'jieba imported for Latin text'\n"
             "compare('我喜欢看电视', '我不喜欢看电影')\n"
@@ -185,7 +186,7 @@ class TestKnownValues:
         """A fingerprint does not depend on the process's hash seed."""
         code = (
             "import sys\n"
-            "from nshash.similarity import simhash_fingerprint\n"
+            "from nshash.toolkit.similarity import simhash_fingerprint\n"
             "print(simhash_fingerprint(sys.argv[1]))\n"
         )
         seed = "1" if os.environ.get("PYTHONHASHSEED") != "1" else "2"

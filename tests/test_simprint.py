@@ -13,9 +13,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nshash.errors import ConfigError, EmptyDocumentError
-from nshash.normalize import strip_key, strip_words
-from nshash.simhash_dedup import SimhashDedup
-from nshash.simprint import DEFAULT_K, TOP, features, hamming, index_keys, index_layout, simprint
+from nshash.methods.simhash import SimhashDedup
+from nshash.text.normalize import strip_key, strip_words
+from nshash.text.simprint import (
+    DEFAULT_K,
+    TOP,
+    features,
+    hamming,
+    index_keys,
+    index_layout,
+    simprint,
+)
 
 # Written for these tests: a short news item in Chinese and one in English, and unrelated texts.
 ZH = (
@@ -74,7 +82,7 @@ class TestSimprint:
 
     def test_same_in_another_process(self) -> None:
         """The fingerprint does not depend on the process (no salted hash())."""
-        code = "from nshash.simprint import simprint; import sys; print(simprint(sys.argv[1]))"
+        code = "from nshash.text.simprint import simprint; import sys; print(simprint(sys.argv[1]))"
         env = {**os.environ, "PYTHONHASHSEED": "12345"}
         for text in (ZH, EN):
             out = subprocess.run(

@@ -19,7 +19,7 @@ from types import ModuleType
 import pytest
 
 from nshash import ConfigError, NSHashError
-from nshash.soft404 import (
+from nshash.toolkit.soft404 import (
     FetchError,
     SiteProbe,
     Soft404Detector,

@@ -1,0 +1,409 @@
+"""Group assignment: the one algorithm every Python store runs (Redis runs the same in Lua).
+
+A store keeps these tables (the names are the ones the code and the Redis key layout use):
+
+========  =====================================  ===========================================
+table     maps                                   written when
+========  =====================================  ===========================================
+fp        anchor fingerprint -> group id         first time an anchor is seen (never moved)
+exact     whole-text fingerprint -> group id     first time a text is seen
+votes     hash -> groups it was seen to join     a match on it was clearly refused
+common    set of hashes                          a hash has votes from ``votes`` groups
+parent    merged group id -> canonical id        groups merge; the smaller id stays canonical
+sketch    canonical id -> sketch values, limit   a group is made, joined or merged (capped)
+size      canonical id -> document count         every new document
+members   canonical id -> doc ids in order       every new document that has a doc_id
+docs      doc id -> the answer given for it      every new document that has a doc_id
+counter   last id handed out                     a group is made
+activity  canonical id -> first/last seen and    every new document given a DocMeta (merges
+          documents per hour; doc id -> DocMeta  move a group's hours to the canonical id)
+========  =====================================  ===========================================
+
+**Candidates.** A document's anchors (the shingles of its smallest hashes, see
+:class:`nshash.DocPrint`) are looked up; every group one of them hits is a candidate. Since
+the anchors are a consistent sample, a copy keeps several of its story's anchors through
+re-wrapping, inserted lines, changed figures and heavy truncation, and each copy adds its own
+new anchors to the group, so a hot story gets easier to find with every copy.
+
+**Verification (the boilerplate guard).** A candidate is accepted when the document's sketch and
+the group's share at least ``min_overlap`` values and at least ``theta`` of the smaller of the
+two, after leaving out hashes known to be common and values past either sketch's limit. A
+site's footer shared by two unrelated articles hits, but the rest of the articles differs.
+
+**Boilerplate is learned from evidence, never from one refusal.** A refusal is only a vote:
+each hash the refused pair shared (the anchors that hit and the sketch values in common)
+records the two groups, and becomes *common*, no longer an anchor nor counted in any sketch,
+once ``votes`` distinct groups (after merges) have been kept apart on it. A site's footer
+reaches that within a few articles; a story's own text does not, since the only groups kept
+apart on it are fragments of that one story (a heavily edited copy that failed the check),
+and fragments merge as soon as one copy matches two of them strongly (``merge_theta``), after
+which they count as one. A client posting crafted documents around one real sentence can
+at most make that one sentence common: the story's other anchors and sketch still find it.
+
+Identical texts (same letters and digits) always join one group through the ``exact`` table,
+whatever the guard says. A document that matches several groups joins the best match and
+merges the others into it only where it matches them at least ``merge_theta``: half of one
+story and half of another glue nothing together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from ...errors import ConfigError
+from ...results import Assignment, Candidate, DocMeta, DocumentRecord, Explanation
+from ...text.fingerprint import NO_LIMIT, DocPrint
+
+__all__ = [
+    "MatchPolicy",
+    "Tables",
+    "assign",
+    "combine_sketch",
+    "explain",
+    "finish_explanation",
+    "judged",
+    "kinship",
+    "lookup",
+    "resolve",
+]
+
+
+def _ratio(name: str, value: object) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 < value <= 1.0:
+        raise ConfigError(f"{name} must be in (0, 1], not {value!r}")
+
+
+def _count(name: str, value: object, least: int = 1) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        raise ConfigError(f"{name} must be an integer >= {least}, not {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class MatchPolicy:
+    """How strict the boilerplate guard is, and how much a store keeps per group.
+
+    Attributes:
+        n: anchors per document (the "n" of nshash).
+        theta: the share of the smaller sketch that a document and a group must have in common.
+        min_overlap: the fewest shared sketch values for a match (unless a sketch is smaller).
+        sketch_cap: a group's sketch keeps at most this many values (the smallest).
+        merge_theta: a document that matches several groups joins the best one, and merges
+            the others into it only where it matches them this strongly.
+        merge_guard: ... and only where the two groups themselves share this much of the
+            smaller one's sketch: a digest page quoting two whole stories matches both
+            strongly, but the stories share nothing, so they stay apart.
+        votes: how many distinct groups must have been kept apart on a hash before it is
+            common (boilerplate).
+    """
+
+    n: int = 16
+    theta: float = 0.5
+    min_overlap: int = 3
+    sketch_cap: int = 256
+    merge_theta: float = 0.6
+    merge_guard: float = 0.25
+    votes: int = 4
+
+    def __post_init__(self) -> None:
+        _count("n", self.n)
+        _ratio("theta", self.theta)
+        _ratio("merge_theta", self.merge_theta)
+        _ratio("merge_guard", self.merge_guard)
+        _count("min_overlap", self.min_overlap)
+        _count("sketch_cap", self.sketch_cap)
+        _count("votes", self.votes, 2)
+
+
+def combine_sketch(
+    values: Iterable[int], limit: int, more: Iterable[int], more_limit: int, cap: int
+) -> tuple[set[int], int]:
+    """Join two consistent sketch samples into one of at most *cap* values.
+
+    Each side holds every sampled value below its limit, so the union holds every one below the
+    smaller limit; past *cap* values only the smallest stay and the limit falls to the first
+    value dropped. Every store keeps group sketches through this one function (the Redis
+    script mirrors it).
+    """
+    bound = min(limit, more_limit)
+    # A side whose own limit is the bound holds only values below it already.
+    joined = set(values) if limit <= bound else {v for v in values if v < bound}
+    joined.update(more if more_limit <= bound else (v for v in more if v < bound))
+    if len(joined) > cap:
+        ordered = sorted(joined)
+        bound = ordered[cap]
+        joined = set(ordered[:cap])
+    return joined, bound
+
+
+class Tables(Protocol):
+    """The reads and writes :func:`assign` needs from a store, inside one atomic step."""
+
+    def get_fp(self, h: int) -> int | None: ...
+    def get_exact(self, h: int) -> int | None: ...
+    def not_common(self, hs: Iterable[int]) -> list[int]:
+        """The hashes of *hs* (which has no repeats) that are not common, in their order."""
+        ...
+
+    def live_set(self, hs: Iterable[int]) -> set[int]:
+        """The hashes of *hs* that are not common, as a set."""
+        ...
+
+    def get_parent(self, gid: int) -> int | None: ...
+    def group_sketch(self, gid: int) -> tuple[Collection[int], int]:
+        """The group's sketch values (common ones included) and its limit."""
+        ...
+
+    def get_votes(self, h: int) -> tuple[int, ...]:
+        """The groups kept apart on hash *h* so far (empty for most hashes)."""
+        ...
+
+    def get_doc(self, doc_id: str) -> DocumentRecord | None: ...
+
+    def set_fp(self, h: int, gid: int) -> None: ...
+    def set_exact(self, h: int, gid: int) -> None: ...
+    def add_common(self, hs: Iterable[int]) -> None: ...
+    def set_votes(self, h: int, gids: tuple[int, ...]) -> None:
+        """Record the groups kept apart on *h* (an empty tuple forgets them)."""
+        ...
+
+    def new_group(self, sketch: Iterable[int], limit: int) -> int: ...
+    def extend_sketch(self, gid: int, hs: Iterable[int], limit: int, cap: int) -> None:
+        """Join the values *hs* (complete below *limit*) into the group's sketch, through
+        :func:`combine_sketch`."""
+        ...
+
+    def merge_into(self, root: int, gid: int, cap: int) -> None:
+        """Make *gid* resolve to *root*; its sketch, size, members and activity (first and
+        last seen, documents per hour) move to *root*."""
+        ...
+
+    def add_member(self, gid: int, record: DocumentRecord | None) -> None: ...
+    def note(self, gid: int, doc_id: str | None, meta: DocMeta) -> None:
+        """Count a new document of group *gid* in the hour of ``meta.added``, widen the
+        group's first and last seen, and keep *meta* for *doc_id* (when there is one)."""
+        ...
+
+
+def resolve(tables: Tables, gid: int) -> int:
+    """Follow merge links from *gid* to its canonical id."""
+    parent = tables.get_parent(gid)
+    while parent is not None:
+        gid = parent
+        parent = tables.get_parent(gid)
+    return gid
+
+
+def _select(tables: Tables, doc: DocPrint, n: int) -> tuple[int, ...]:
+    live = tables.not_common(doc.sentences)
+    return tuple((live or doc.sentences)[:n])
+
+
+def _known(tables: Tables, anchors: tuple[int, ...]) -> dict[int, int | None]:
+    """Each anchor's group as written (None for an anchor never seen)."""
+    get = tables.get_fp
+    return {h: get(h) for h in anchors}
+
+
+def _candidates(tables: Tables, known: dict[int, int | None]) -> dict[int, list[int]]:
+    """Canonical group -> the anchors that hit it, in order of first hit."""
+    found: dict[int, list[int]] = {}
+    for h, gid in known.items():
+        if gid is not None:
+            found.setdefault(resolve(tables, gid), []).append(h)
+    return found
+
+
+def _verify(
+    tables: Tables, doc: DocPrint, live: set[int], gid: int, hits: list[int], policy: MatchPolicy
+) -> tuple[Candidate, set[int]]:
+    """Judge group *gid* against the document's live sketch; returns the shared values too."""
+    values, group_limit = tables.group_sketch(gid)
+    limit = min(doc.limit, group_limit)
+    mine = live if limit >= doc.limit else {v for v in live if v < limit}
+    theirs = values if limit >= group_limit else [v for v in values if v < limit]
+    shared = mine.intersection(theirs)
+    candidate = judged(
+        gid, tuple(hits), len(shared), len(mine), len(tables.live_set(theirs)), policy
+    )
+    return candidate, shared
+
+
+def judged(
+    gid: int, hits: tuple[int, ...], shared: int, mine: int, theirs: int, policy: MatchPolicy
+) -> Candidate:
+    """A candidate scored: *shared* values over the smaller of *mine* and *theirs* (0 when
+    fewer than ``min_overlap`` are shared, unless a sketch is smaller than that)."""
+    smaller = min(mine, theirs)
+    score = 0.0
+    if smaller and shared >= min(policy.min_overlap, smaller):
+        score = shared / smaller
+    return Candidate(gid, hits, shared, mine, theirs, score)
+
+
+def kinship(tables: Tables, a: int, b: int) -> float:
+    """How much of the smaller of two groups' sketches the other holds (common values and
+    values past either limit left out)."""
+    values_a, limit_a = tables.group_sketch(a)
+    values_b, limit_b = tables.group_sketch(b)
+    limit = min(limit_a, limit_b)
+    mine = tables.live_set(v for v in values_a if v < limit)
+    theirs = tables.live_set(v for v in values_b if v < limit)
+    smaller = min(len(mine), len(theirs))
+    return len(mine & theirs) / smaller if smaller else 0.0
+
+
+def _choose(tables: Tables, scores: dict[int, float], policy: MatchPolicy) -> list[int]:
+    """The accepted groups to join: the best match, plus any other that matches strongly.
+
+    A document that half-matches two stories (one sentence from each) must not glue them
+    together; it joins the better one. Groups merge only on strong evidence for each, and
+    only when the groups are alike themselves (``merge_guard``): a digest of two stories
+    matches both, yet the stories stay apart.
+    """
+    accepted = {g: s for g, s in scores.items() if s >= policy.theta}
+    if len(accepted) <= 1:
+        return list(accepted)
+    best = max(accepted, key=lambda g: (accepted[g], -g))
+    merge = {
+        g
+        for g, s in accepted.items()
+        if g != best and s >= policy.merge_theta and kinship(tables, best, g) >= policy.merge_guard
+    }
+    return sorted({best} | merge)
+
+
+def _judge(
+    tables: Tables, doc: DocPrint, anchors: tuple[int, ...], policy: MatchPolicy
+) -> tuple[list[Candidate], list[set[int]], list[int]]:
+    """Verify every candidate group; returns the candidates, their shared values and the
+    groups to join, in id order (the document goes to the first, the rest merge into it)."""
+    live = tables.live_set(doc.sketch)
+    candidates: list[Candidate] = []
+    shared: list[set[int]] = []
+    for gid, hits in _candidates(tables, _known(tables, anchors)).items():
+        candidate, common = _verify(tables, doc, live, gid, hits, policy)
+        candidates.append(candidate)
+        shared.append(common)
+    return candidates, shared, _choose(tables, {c.similar_id: c.score for c in candidates}, policy)
+
+
+def _vote(tables: Tables, hs: Iterable[int], groups: tuple[int, int], policy: MatchPolicy) -> None:
+    """Record that *groups* were kept apart on each hash of *hs*; make a hash common once
+    ``policy.votes`` distinct groups (after merges) have been."""
+    for h in hs:
+        seen = set(tables.get_votes(h))
+        seen.update(groups)
+        if len(seen) >= policy.votes:
+            seen = {resolve(tables, g) for g in seen}
+            if len(seen) >= policy.votes:
+                tables.add_common((h,))
+                tables.set_votes(h, ())
+                continue
+        tables.set_votes(h, tuple(sorted(seen)))
+
+
+def finish_explanation(
+    chosen: list[int],
+    anchors: tuple[int, ...],
+    boilerplate: tuple[int, ...],
+    candidates: list[Candidate],
+    policy: MatchPolicy,
+) -> Explanation:
+    """An explanation of a query's candidates, given the groups it would join (the one to
+    join first): verdicts given, best first."""
+    similar_id = chosen[0] if chosen else None
+    for c in candidates:
+        if c.similar_id in chosen:
+            c.verdict = "joined" if c.similar_id == chosen[0] else "merged"
+        elif c.score >= policy.theta:
+            c.verdict = "not best"
+        else:
+            c.verdict = "refused"
+    candidates.sort(key=lambda c: (-c.score, c.similar_id))
+    reason = "matched" if chosen else ("new" if candidates else "nothing")
+    return Explanation(similar_id, reason, anchors, boilerplate, candidates, policy.theta)
+
+
+def explain(tables: Tables, doc: DocPrint, policy: MatchPolicy) -> Explanation:
+    """Say which group *doc* would join and why; reads only (what a query answers)."""
+    gid = tables.get_exact(doc.exact)
+    if gid is not None:
+        return Explanation(resolve(tables, gid), "exact", theta=policy.theta)
+    anchors = _select(tables, doc, policy.n)
+    live = set(tables.not_common(doc.sentences))
+    boilerplate = tuple(h for h in doc.sentences if h not in live)
+    candidates, _, chosen = _judge(tables, doc, anchors, policy)
+    return finish_explanation(chosen, anchors, boilerplate, candidates, policy)
+
+
+def lookup(tables: Tables, doc: DocPrint, policy: MatchPolicy) -> int | None:
+    """Return the canonical id *doc* would join, or None; reads only."""
+    gid = tables.get_exact(doc.exact)
+    if gid is not None:
+        return resolve(tables, gid)
+    chosen = _judge(tables, doc, _select(tables, doc, policy.n), policy)[2]
+    return min(chosen) if chosen else None
+
+
+def assign(
+    tables: Tables,
+    doc: DocPrint,
+    policy: MatchPolicy,
+    doc_id: str | None = None,
+    title: str | None = None,
+    meta: DocMeta | None = None,
+) -> tuple[Assignment, tuple[int, ...]]:
+    """Place *doc* in a group, writing through *tables*; returns the answer and the anchors.
+
+    With *meta*, the document's time (and url and site) are recorded too (:meth:`Tables.note`);
+    a replayed ``doc_id`` records nothing. The caller makes this atomic (a lock, a LevelDB
+    write batch, a Redis Lua script).
+    """
+    if doc_id is not None:
+        seen = tables.get_doc(doc_id)
+        if seen is not None:  # a retry: the first answer again, and where it points now
+            canonical = resolve(tables, seen.similar_id)
+            answer = Assignment(
+                seen.similar_id,
+                seen.duplicate,
+                seen.merged_from,
+                True,
+                canonical if canonical != seen.similar_id else None,
+            )
+            return answer, seen.fingerprints
+    anchors = _select(tables, doc, policy.n)
+    known = _known(tables, anchors)
+    merged: tuple[int, ...] = ()
+    exact = tables.get_exact(doc.exact)
+    if exact is not None:
+        root = resolve(tables, exact)
+        duplicate = True
+    else:
+        candidates, shared, chosen = _judge(tables, doc, anchors, policy)
+        if chosen:
+            root = chosen[0]
+            merged = tuple(chosen[1:])
+            for gid in merged:
+                tables.merge_into(root, gid, policy.sketch_cap)
+            tables.extend_sketch(root, doc.sketch, doc.limit, policy.sketch_cap)
+            duplicate = True
+        else:
+            sketch, limit = combine_sketch((), NO_LIMIT, doc.sketch, doc.limit, policy.sketch_cap)
+            root = tables.new_group(sketch, limit)
+            duplicate = False
+        for c, common in zip(candidates, shared, strict=True):
+            if c.score < policy.theta:
+                _vote(tables, sorted(set(c.anchors) | common), (c.similar_id, root), policy)
+        tables.set_exact(doc.exact, root)
+    for h, hit in known.items():
+        if hit is None:
+            tables.set_fp(h, root)
+    record = None
+    if doc_id is not None:
+        record = DocumentRecord(doc_id, root, duplicate, merged, title, anchors)
+    tables.add_member(root, record)
+    if meta is not None:
+        tables.note(root, doc_id, meta)
+    return Assignment(root, duplicate, merged), anchors

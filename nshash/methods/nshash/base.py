@@ -1,0 +1,147 @@
+"""The store contract of the nshash method: what every backend's tables answer.
+
+:class:`Store` keeps the anchor -> group tables and makes the assignment of one document
+atomic; :func:`nshash.methods.nshash.store.open_store` picks the backend a URL names.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from types import TracebackType
+
+from ...errors import NSHashError, StoreClosedError
+from ...results import Activity, Assignment, DocMeta, DocumentRecord, Explanation, Group, StoreStats
+from ...text.fingerprint import DocPrint
+from .assign import MatchPolicy
+
+__all__ = ["Store"]
+
+
+class Store(ABC):
+    """A place where fingerprints, groups and documents live.
+
+    Subclasses implement the abstract methods; :meth:`assign_many` has a default that a
+    server store overrides to save round trips.
+    """
+
+    #: The URL the store was opened from, with any password masked.
+    url: str = ""
+
+    @abstractmethod
+    def assign(
+        self,
+        doc: DocPrint,
+        policy: MatchPolicy,
+        doc_id: str | None = None,
+        title: str | None = None,
+        meta: DocMeta | None = None,
+    ) -> tuple[Assignment, tuple[int, ...]]:
+        """Place one document atomically; returns the answer and the anchors used.
+
+        With *meta*, its time, url and site are recorded in the same atomic step (see
+        :meth:`hot`, :meth:`activity` and :meth:`doc_meta`).
+        """
+
+    def assign_many(
+        self,
+        items: Sequence[tuple[DocPrint, str | None, str | None]],
+        policy: MatchPolicy,
+        metas: Sequence[DocMeta | None] | None = None,
+    ) -> list[tuple[Assignment, tuple[int, ...]] | NSHashError]:
+        """Place documents in order; a failing item yields its exception, the rest go on.
+
+        *metas*, when given, holds one :class:`~nshash.DocMeta` (or None) per item.
+
+        Raises:
+            StoreClosedError: the store is closed (that is no item's failure).
+        """
+        out: list[tuple[Assignment, tuple[int, ...]] | NSHashError] = []
+        for i, (doc, doc_id, title) in enumerate(items):
+            try:
+                meta = metas[i] if metas is not None else None
+                out.append(self.assign(doc, policy, doc_id, title, meta))
+            except StoreClosedError:
+                raise
+            except NSHashError as exc:
+                out.append(exc)
+        return out
+
+    @abstractmethod
+    def lookup(self, doc: DocPrint, policy: MatchPolicy) -> int | None:
+        """Return the group a document would join, or None; writes nothing."""
+
+    @abstractmethod
+    def explain(self, doc: DocPrint, policy: MatchPolicy) -> Explanation:
+        """Say which group a document would join and why; writes nothing."""
+
+    @abstractmethod
+    def resolve(self, similar_id: int) -> int:
+        """Return the canonical id of *similar_id* (itself unless it was merged)."""
+
+    @abstractmethod
+    def document(self, doc_id: str) -> DocumentRecord | None:
+        """Return what was answered for *doc_id*, with its current canonical id, or None."""
+
+    @abstractmethod
+    def group(self, similar_id: int) -> Group | None:
+        """Return the group *similar_id* resolves to, or None if no such id was handed out."""
+
+    def group_head(self, similar_id: int, members: int) -> Group | None:
+        """:meth:`group` with only its first *members* members listed (``size`` is whole):
+        what a listing of many large groups needs. Stores override it to read no more."""
+        group = self.group(similar_id)
+        if group is None or len(group.members) <= members:
+            return group
+        return Group(group.similar_id, group.size, group.members[:members])
+
+    @abstractmethod
+    def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
+        """Return up to *limit* groups of at least *min_size* documents, largest first."""
+
+    @abstractmethod
+    def stats(self) -> StoreStats:
+        """Return counts over the whole store."""
+
+    @abstractmethod
+    def hot(self, first_hour: int, last_hour: int, limit: int = 30) -> list[tuple[int, int]]:
+        """Rank groups by their documents in the hours *first_hour* .. *last_hour*.
+
+        Hours are counted since the epoch (``time // 3600``), both ends included. Only
+        documents added with a :class:`~nshash.DocMeta` count. The work is proportional to
+        the groups active in those hours, never to the whole store.
+
+        Returns:
+            Up to *limit* ``(canonical id, documents)`` pairs, most documents first, ties by
+            smaller id.
+        """
+
+    @abstractmethod
+    def activity(self, similar_id: int) -> Activity | None:
+        """Return when the group *similar_id* resolves to got its documents, or None when
+        none of them was tracked."""
+
+    @abstractmethod
+    def doc_meta(self, doc_ids: Sequence[str]) -> list[DocMeta | None]:
+        """Return the :class:`~nshash.DocMeta` kept for each of *doc_ids* (None where none)."""
+
+    def ping(self) -> None:  # noqa: B027 - a no-op is right for in-process stores
+        """Raise a :class:`~nshash.StoreError` unless the store can serve requests."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Flush and release everything; later calls raise :class:`~nshash.StoreClosedError`."""
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.url!r}>"

@@ -1,0 +1,499 @@
+"""NSHash: text in, ``similar_id`` out; reposts of one story share the id."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import time
+from collections.abc import Callable, Iterable
+from datetime import datetime, timezone
+from typing import Any
+from urllib.parse import urlsplit
+
+from ...errors import ConfigError, NSHashError
+from ...inputs import check_doc_id, check_text, check_title
+from ...method import Method
+from ...results import (
+    HOUR,
+    Activity,
+    AddResult,
+    DocMeta,
+    DocumentRecord,
+    Explanation,
+    Group,
+    HotGroup,
+    StoreStats,
+)
+from ...text.fingerprint import DEFAULT_DELIMITERS, DocPrint, Fingerprinter
+from .assign import MatchPolicy
+from .base import Store
+from .store import open_path, open_store
+
+__all__ = ["Document", "NSHash"]
+
+#: What :meth:`NSHash.add_many` accepts per item: a text, or a mapping with ``text`` and
+#: optionally ``id`` and ``title``.
+Document = str | dict[str, Any]
+
+#: The original release's file names: ``hashdb`` -> (store scheme, suffix added to ``name``).
+_HASHDBS = {"memory": ("memory", ".hashdb.pkl"), "leveldb": ("leveldb", ".hashdb")}
+
+
+#: Options of :class:`~nshash.Fingerprinter` and :class:`~nshash.MatchPolicy` that NSHash
+#: passes through (besides ``n``, ``min_length``, ``hashfunc`` and ``delimiters``).
+_TEXT_OPTIONS = ("max_sentences", "shingle", "sketch_rate", "sketch_size", "html")
+_POLICY_OPTIONS = ("theta", "min_overlap", "sketch_cap", "merge_theta", "merge_guard", "votes")
+
+
+_check_doc_id = check_doc_id
+
+#: A document's time: epoch seconds, or a datetime (a naive one is taken as UTC).
+Moment = int | float | datetime
+
+_WINDOW = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_window(window: str | int | float) -> int:
+    """Return a time window in seconds: a number of seconds, or ``"90m"``, ``"24h"``, ``"7d"``.
+
+    Raises:
+        ConfigError: not a positive duration.
+
+    Example:
+        >>> parse_window("24h"), parse_window("7d"), parse_window(600)
+        (86400, 604800, 600)
+    """
+    if isinstance(window, (int, float)) and not isinstance(window, bool):
+        seconds = float(window)
+    elif isinstance(window, str) and (m := _WINDOW.match(window)):
+        seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    else:
+        raise ConfigError(f"A window is a duration such as '24h', '90m' or '7d', not {window!r}")
+    if not math.isfinite(seconds) or seconds < 1 or seconds >= 2**53:
+        raise ConfigError(f"A window must be at least one second, not {window!r}")
+    return max(1, int(seconds))
+
+
+#: The latest time a document may carry: the end of the year 9999 (epoch seconds, exclusive).
+MAX_TIME = 253_402_300_800
+
+
+def _moment(value: object) -> int:
+    """Whole epoch seconds of *value* (epoch seconds or a datetime)."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        seconds = value.timestamp()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise ConfigError(f"published_at is epoch seconds or a datetime, not {value!r:.80}")
+    if not math.isfinite(seconds) or not 0 <= seconds < MAX_TIME:
+        raise ConfigError(f"published_at must be in the years 1970 to 9999, not {value!r:.80}")
+    return int(seconds)
+
+
+def site_of(url: str | None) -> str | None:
+    """The site of a URL: its host in lower case, without a leading ``www.`` (None if none).
+
+    Example:
+        >>> site_of("https://WWW.Example.com:8443/a?b=1")
+        'example.com'
+    """
+    if not url:
+        return None
+    try:
+        host = urlsplit(url).hostname
+    except ValueError:
+        return None
+    if not host:
+        return None
+    return host[4:] if host.startswith("www.") else host
+
+
+class NSHash(Method):
+    """A near-duplicate detector: gives each text the ``similar_id`` of its story.
+
+    Each document is reduced to n anchors, short windows of its text (after folding width,
+    case, script, punctuation and line breaks) chosen by a consistent sample, and a sketch of
+    its whole text; a document joins a group one of its anchors hits when their sketches
+    mostly agree, so what two articles share only in a site's header or footer does not join
+    them (see :mod:`nshash.methods.nshash.assign`). Groups live in a store chosen by URL; see
+    :func:`nshash.open_store`.
+
+    The constructor keeps the original release's signature: ``NSHash(name, hashfunc, hashdb)``
+    keeps its state in ``name + ".hashdb.pkl"`` (memory) or the directory ``name + ".hashdb"``
+    (LevelDB) in the working directory. :meth:`open` takes a store URL instead.
+
+    Args:
+        name: the file name stem for ``hashdb``'s files.
+        hashfunc: ``"farmhash"`` (default) or ``"md5"``.
+        hashdb: ``"memory"`` or ``"leveldb"``.
+        n: anchors per document (default 16).
+        min_length: the shortest sentence key that may be an anchor (default 10 characters).
+        store: an open :class:`~nshash.Store` to use instead of ``name``/``hashdb``.
+        track: also keep each document's time (and url and site) and count each group's
+            documents per hour, so :meth:`hot` can rank the stories of a time window
+            (default off; the service turns it on).
+        clock: the time of a document added without ``published_at`` (default
+            :func:`time.time`; tests pass their own).
+        **options: more tuning: ``delimiters``, ``max_sentences``, ``shingle``,
+            ``sketch_rate``, ``sketch_size``, ``html`` (see :class:`~nshash.Fingerprinter`);
+            ``theta``, ``min_overlap``, ``sketch_cap``, ``merge_theta``, ``merge_guard``,
+            ``votes`` (see :class:`~nshash.MatchPolicy`).
+
+    Raises:
+        ConfigError: an unknown ``hashdb``, ``hashfunc`` or option.
+
+    Example:
+        >>> nsh = NSHash.open("memory://")
+        >>> a = nsh.add("The quick brown fox jumps over the lazy dog. It was not amused.")
+        >>> b = nsh.add("the quick brown fox jumps over the lazy dog! It was not amused")
+        >>> a.similar_id == b.similar_id, b.duplicate
+        (True, True)
+    """
+
+    def __init__(
+        self,
+        name: str = "nshash",
+        hashfunc: str = "farmhash",
+        hashdb: str = "memory",
+        *,
+        n: int = 16,
+        min_length: int = 10,
+        store: Store | None = None,
+        track: bool = False,
+        clock: Callable[[], float] = time.time,
+        **options: Any,
+    ) -> None:
+        if not isinstance(track, bool):
+            raise ConfigError(f"track must be True or False, not {track!r}")
+        if not callable(clock):
+            raise ConfigError(f"clock must be a callable returning epoch seconds, not {clock!r}")
+        #: Whether documents' times, urls and sites are kept (see :meth:`hot`).
+        self.track = track
+        #: What time it is, in epoch seconds.
+        self.clock = clock
+        delimiters = options.pop("delimiters", DEFAULT_DELIMITERS)
+        sketch_options = {k: options.pop(k) for k in _TEXT_OPTIONS if k in options}
+        policy_options = {k: options.pop(k) for k in _POLICY_OPTIONS if k in options}
+        if options:
+            raise ConfigError(f"Unknown option(s) {sorted(options)} for NSHash")
+        self.fingerprinter = Fingerprinter(
+            n=n,
+            min_length=min_length,
+            hashfunc=hashfunc,
+            delimiters=delimiters,
+            **sketch_options,
+        )
+        self.policy = MatchPolicy(n=n, **policy_options)
+        if store is None:
+            if hashdb not in _HASHDBS:
+                raise ConfigError(f"Unknown hashdb {hashdb!r}; use 'memory' or 'leveldb'")
+            if not isinstance(name, str) or not name:
+                raise ConfigError(f"name must be a non-empty str, not {name!r}")
+            scheme, suffix = _HASHDBS[hashdb]
+            store = open_path(scheme, os.path.abspath(name + suffix))
+        self.store = store
+
+    @classmethod
+    def open(cls, url: str = "memory://", *, readonly: bool = False, **options: Any) -> NSHash:
+        """Open the store at *url* and return an NSHash on it.
+
+        Args:
+            url: a store URL (see :func:`nshash.open_store`).
+            readonly: read the store without creating, locking or changing anything: it must
+                exist, it may be held by a writer in another process (a crawl can be watched),
+                and :meth:`add` raises :class:`~nshash.StoreReadOnlyError`.
+            **options: NSHash options (``n``, ``min_length``, ``hashfunc``, ...); anything
+                else is passed to the store (``fsync``, ``prefix``, ...).
+
+        Raises:
+            StoreNotFoundError: *readonly* and there is no store at *url*.
+        """
+        names = ("n", "min_length", "hashfunc", "delimiters", "track", "clock")
+        mine = {
+            k: options.pop(k) for k in (*names, *_TEXT_OPTIONS, *_POLICY_OPTIONS) if k in options
+        }
+        if readonly:
+            options["readonly"] = True
+        store = open_store(url, **options)
+        try:
+            return cls(store=store, **mine)
+        except BaseException:
+            store.close()
+            raise
+
+    # -- the job -----------------------------------------------------------------------
+    def prepare(self, text: str) -> DocPrint:
+        """Fingerprint *text* without touching the store (pure; safe in worker processes).
+
+        Raises:
+            ConfigError: *text* is not a str, has a lone surrogate or is too long
+                (:mod:`nshash.inputs`).
+            EmptyDocumentError: *text* has no letter or digit.
+        """
+        return self.fingerprinter.prepare(check_text(text))
+
+    def explain(self, text: str) -> Explanation:
+        """Say which group *text* would join now, and why; writes nothing.
+
+        The explanation lists the anchors looked up, the anchor candidates set aside as known
+        boilerplate, and every group an anchor hit with the sketch values shared, the sizes
+        compared, the score against ``theta`` and the verdict.
+        """
+        return self.store.explain(self.prepare(text), self.policy)
+
+    def add(
+        self,
+        text: str,
+        doc_id: str | None = None,
+        *,
+        title: str | None = None,
+        url: str | None = None,
+        site: str | None = None,
+        published_at: Moment | None = None,
+        explain: bool = False,
+    ) -> AddResult:
+        """Add one document and return its group.
+
+        Args:
+            text: the article text.
+            doc_id: your id for it. Sending the same ``doc_id`` again changes nothing and
+                returns the first answer (crawlers retry), with ``canonical_id`` set when that
+                group has been merged since.
+            title: kept with ``doc_id`` for group listings.
+            url: where it was found; kept with ``doc_id`` when tracking (``track=True``).
+            site: the site that carried it (default: the host of *url*); kept likewise.
+            published_at: its time (epoch seconds or a datetime) when tracking; default now
+                (the ``clock``). It decides which hour the document counts in.
+
+        Raises:
+            ConfigError: *text*, *doc_id* or *title* is refused by :mod:`nshash.inputs`
+                (a wrong type, a lone surrogate, NUL in an id or title, too long).
+            EmptyDocumentError: *text* has no letters or digits.
+            StoreError: the store failed; nothing was written.
+        """
+        doc_id = _check_doc_id(doc_id)
+        title = check_title(title)
+        meta = self.meta(url, site, published_at)
+        return self.add_prepared(
+            self.prepare(text), doc_id, title=title, meta=meta, explain=explain
+        )
+
+    def meta(
+        self, url: str | None = None, site: str | None = None, published_at: Moment | None = None
+    ) -> DocMeta | None:
+        """The :class:`~nshash.DocMeta` a document gets (None when not tracking).
+
+        Raises:
+            ConfigError: *url* or *site* is not a short string, or *published_at* is not a
+                time after 1970.
+        """
+        if not self.track:
+            return None
+        url = check_title(url, "url")
+        site = check_title(site, "site")
+        added = int(self.clock()) if published_at is None else _moment(published_at)
+        return DocMeta(added, url, site or site_of(url))
+
+    def add_prepared(
+        self,
+        doc: DocPrint,
+        doc_id: str | None = None,
+        *,
+        title: str | None = None,
+        meta: DocMeta | None = None,
+        explain: bool = False,
+    ) -> AddResult:
+        """Add a document fingerprinted earlier by :meth:`prepare`.
+
+        *meta* (from :meth:`meta`) is recorded with it. With *explain*, the result carries an
+        :class:`~nshash.Explanation` of the candidates as the store judged them just before
+        the add (on Redis another writer may add a document in between).
+        """
+        doc_id = _check_doc_id(doc_id)
+        title = check_title(title)
+        why = self.store.explain(doc, self.policy) if explain else None
+        answer, anchors = self.store.assign(doc, self.policy, doc_id, title, meta)
+        return AddResult(
+            answer.similar_id,
+            answer.duplicate,
+            answer.merged_from,
+            anchors,
+            doc_id,
+            answer.replayed,
+            answer.canonical_id,
+            why,
+        )
+
+    def add_many(self, documents: Iterable[Document]) -> list[AddResult | NSHashError]:
+        """Add documents in order, batched for server stores (one round trip on Redis).
+
+        Each item is a text or a dict with ``text`` and optional ``id`` and ``title`` (and
+        ``url``, ``site``, ``published_at`` when tracking). A bad item (empty text, a wrong
+        type) yields its exception in place; the rest still go in.
+        """
+        results: list[AddResult | NSHashError | None] = []
+        batch: list[tuple[DocPrint, str | None, str | None]] = []
+        metas: list[DocMeta | None] = []
+        slots: list[int] = []
+        for item in documents:
+            try:
+                text, doc_id, title = self._unpack(item)
+                meta = None
+                if self.track and isinstance(item, dict):
+                    meta = self.meta(item.get("url"), item.get("site"), item.get("published_at"))
+                elif self.track:
+                    meta = self.meta()
+                batch.append((self.prepare(text), doc_id, title))
+                metas.append(meta)
+                slots.append(len(results))
+                results.append(None)
+            except NSHashError as exc:
+                results.append(exc)
+        outcomes = self.store.assign_many(batch, self.policy, metas if self.track else None)
+        for slot, (_doc, doc_id, _title), outcome in zip(slots, batch, outcomes, strict=True):
+            if isinstance(outcome, NSHashError):
+                results[slot] = outcome
+                continue
+            answer, anchors = outcome
+            results[slot] = AddResult(
+                answer.similar_id,
+                answer.duplicate,
+                answer.merged_from,
+                anchors,
+                doc_id,
+                answer.replayed,
+                answer.canonical_id,
+            )
+        return [r for r in results if r is not None]
+
+    @staticmethod
+    def _unpack(item: Document) -> tuple[str, str | None, str | None]:
+        if isinstance(item, str):
+            return item, None, None
+        if isinstance(item, dict):
+            text = item.get("text")
+            if not isinstance(text, str):
+                raise ConfigError(f"A document needs a 'text' string, not {text!r:.80}")
+            return text, _check_doc_id(item.get("id")), check_title(item.get("title"))
+        raise ConfigError(f"A document is a str or a dict, not {type(item).__name__}")
+
+    def query(self, text: str) -> int | None:
+        """Return the ``similar_id`` *text* would get, or None if it is new; writes nothing."""
+        return self.store.lookup(self.prepare(text), self.policy)
+
+    def resolve(self, similar_id: int) -> int:
+        """Return the canonical id for *similar_id* (ids merged away resolve to the survivor)."""
+        if not isinstance(similar_id, int) or isinstance(similar_id, bool) or similar_id < 1:
+            raise ConfigError(f"similar_id must be a positive integer, not {similar_id!r}")
+        return self.store.resolve(similar_id)
+
+    def document(self, doc_id: str) -> DocumentRecord | None:
+        """Return the stored answer for *doc_id* (with its current canonical id), or None."""
+        checked = _check_doc_id(doc_id)
+        assert checked is not None
+        return self.store.document(checked)
+
+    def group(self, similar_id: int) -> Group | None:
+        """Return the group *similar_id* belongs to (after merges), or None if unknown."""
+        if not isinstance(similar_id, int) or isinstance(similar_id, bool) or similar_id < 1:
+            raise ConfigError(f"similar_id must be a positive integer, not {similar_id!r}")
+        return self.store.group(similar_id)
+
+    def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
+        """Return the largest groups first: the "hot stories" with their doc ids."""
+        if not isinstance(min_size, int) or min_size < 1:
+            raise ConfigError(f"min_size must be a positive integer, not {min_size!r}")
+        if not isinstance(limit, int) or limit < 1:
+            raise ConfigError(f"limit must be a positive integer, not {limit!r}")
+        return self.store.groups(min_size, limit)
+
+    def stats(self) -> StoreStats:
+        """Return counts over the store: documents, groups, fingerprints."""
+        return self.store.stats()
+
+    # -- activity (track=True) -----------------------------------------------------------
+    def hot(
+        self,
+        since: str | int | float = "24h",
+        limit: int = 30,
+        *,
+        now: float | None = None,
+        min_count: int = 1,
+    ) -> list[HotGroup]:
+        """Return the hot stories: groups ranked by their documents added in a window.
+
+        Documents count by the hour they were added (or published) in, so the window is
+        widened to whole hours: ``since="24h"`` counts the current hour and the 24 before it.
+        Only documents added while tracking (``track=True``) count. The cost grows with the
+        groups active in the window, never with the store.
+
+        Args:
+            since: the window: seconds, or ``"90m"``, ``"24h"``, ``"7d"``.
+            limit: how many groups at most.
+            now: the window's end (default: the ``clock``).
+            min_count: leave out groups with fewer documents in the window.
+
+        Raises:
+            ConfigError: a bad window, limit or count.
+        """
+        seconds = parse_window(since)
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise ConfigError(f"limit must be a positive integer, not {limit!r}")
+        if not isinstance(min_count, int) or isinstance(min_count, bool) or min_count < 1:
+            raise ConfigError(f"min_count must be a positive integer, not {min_count!r}")
+        end = self.clock() if now is None else float(now)
+        last_hour = int(end // HOUR)
+        first_hour = max(0, int((end - seconds) // HOUR))
+        ranked = self.store.hot(first_hour, last_hour, limit)
+        out = []
+        for gid, recent in ranked:
+            if recent < min_count:
+                break
+            out.append(self._hot_group(gid, recent))
+        return out
+
+    #: How many of a hot group's first members give its headline and sites.
+    HOT_MEMBERS = 100
+
+    def _hot_group(self, gid: int, recent: int) -> HotGroup:
+        group = self.store.group_head(gid, self.HOT_MEMBERS)
+        activity = self.store.activity(gid)
+        size = group.size if group is not None else recent
+        members = group.members if group is not None else ()
+        title = next((m.title for m in members if m.title), None)
+        metas = self.store.doc_meta([m.doc_id for m in members]) if members else []
+        sites = tuple(dict.fromkeys(m.site for m in metas if m is not None and m.site))
+        return HotGroup(
+            gid,
+            recent,
+            size,
+            activity.first_seen if activity else None,
+            activity.last_seen if activity else None,
+            title,
+            sites,
+        )
+
+    def activity(self, similar_id: int) -> Activity | None:
+        """Return when a group's documents came in (first and last seen, per hour), or None
+        when none was tracked."""
+        if not isinstance(similar_id, int) or isinstance(similar_id, bool) or similar_id < 1:
+            raise ConfigError(f"similar_id must be a positive integer, not {similar_id!r}")
+        return self.store.activity(similar_id)
+
+    def doc_meta(self, doc_ids: Iterable[str]) -> list[DocMeta | None]:
+        """Return the time, url and site kept for each document id (None where none)."""
+        ids = [_check_doc_id(d) for d in doc_ids]
+        return self.store.doc_meta([d for d in ids if d is not None])
+
+    def close(self) -> None:
+        """Close the store (a memory store with a path flushes its journal, writes no snapshot)."""
+        self.store.close()
+
+    def __repr__(self) -> str:
+        hashfunc = self.fingerprinter.hashfunc
+        return f"NSHash({self.store!r}, n={self.policy.n}, hashfunc={hashfunc!r})"

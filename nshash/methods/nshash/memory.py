@@ -1,0 +1,867 @@
+"""MemoryStore: the embedded default, dicts in this process, optionally durable on disk.
+
+The files are kept by :class:`nshash.stores.durable.JournaledFile`, the memory backend of every
+method; this module holds nshash's tables and the :class:`~nshash.Store` contract.
+
+Without a path the tables live only as long as the process. With a path, every change is
+journaled before the call that made it returns, so a killed process loses nothing it had
+acknowledged:
+
+* ``PATH.journal`` gets one JSON line per document: a sequence number and the table changes
+  it made. JSON cannot run code when read back. The ``fsync`` policy decides when the line
+  reaches the disk itself: ``always`` (before returning), ``everysec`` (a background flush
+  about once a second, the default) or ``no`` (when the OS decides). Every policy survives a
+  killed process, since each line is handed to the OS before the call returns.
+* ``PATH`` is a snapshot of all tables, written on :meth:`MemoryStore.save` and when a write
+  finds the journal grown past :data:`~nshash.stores.durable.JOURNAL_SHARE` times the snapshot (and
+  past :data:`~nshash.stores.durable.JOURNAL_MIN_BYTES`): pickled to ``PATH.tmp``, fsynced, then
+  renamed over ``PATH``.
+  Opening and closing alone never rewrite it; the journal is replayed on the next open.
+  It is read back with an unpickler that admits only plain containers, numbers and
+  strings, so a tampered snapshot cannot run code; still, load only snapshots you wrote.
+  The snapshot records the last journal sequence number it includes, so a crash between
+  the rename and the journal truncation replays nothing twice.
+* ``PATH.lock`` is held with ``flock`` while the store is open: a second opener gets
+  :class:`~nshash.StoreLockedError` instead of two writers corrupting one journal.
+
+**Read-only opens** (``readonly=True``) take no lock and create, write or truncate nothing:
+they load the snapshot and every complete journal line, so they work while a writer holds
+the store (a crawl can be watched) and see every write the writer acknowledged before the
+open. A snapshot replaced while it is being read is detected and the read is retried.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from ...errors import ConfigError, StoreClosedError, StoreCorruptError, StoreReadOnlyError
+from ...results import (
+    HOUR,
+    Activity,
+    Assignment,
+    DocMeta,
+    DocumentRecord,
+    Explanation,
+    Group,
+    Member,
+    StoreStats,
+)
+from ...stores.durable import DAMAGE, JournaledFile, count, reason
+from ...stores.url import FSYNC_POLICIES
+from ...text.fingerprint import NO_LIMIT, DocPrint
+from .assign import MatchPolicy, assign, combine_sketch, explain, lookup, resolve
+from .base import Store
+
+__all__ = ["MemoryStore"]
+
+logger = logging.getLogger("nshash")
+
+#: 2: shingle anchors, sketch limits and votes (the first release's format 1 cannot be read:
+#: its anchors were whole sentences, so its groups would never match again). The activity
+#: tables (``seen``, ``hours``, ``meta``) are optional keys of format 2: a snapshot written
+#: before them loads with no activity.
+_SNAPSHOT_FORMAT = 2
+_MISSING: Any = object()
+_U64 = 1 << 64
+
+
+
+def _gid(value: Any) -> int:
+    """*value* if it is a group id (a positive int), else ValueError."""
+    if type(value) is not int or value < 1:
+        raise ValueError(f"{value!r:.40} is not a group id")
+    return int(value)
+
+
+def _u64(value: Any) -> int:
+    if type(value) is not int or not 0 <= value < _U64:
+        raise ValueError(f"{value!r:.40} is not a fingerprint")
+    return int(value)
+
+
+def _limit(value: Any) -> int:
+    if type(value) is not int or not 0 <= value <= NO_LIMIT:
+        raise ValueError(f"{value!r:.40} is not a sketch limit")
+    return int(value)
+
+
+def _u64s(values: Any) -> list[int]:
+    if not isinstance(values, (list, tuple, set, frozenset)):
+        raise ValueError(f"{type(values).__name__} is not a list of fingerprints")
+    return [_u64(v) for v in values]
+
+
+def _text(value: Any, what: str, optional: bool = False) -> str | None:
+    if value is None and optional:
+        return None
+    if type(value) is not str:
+        raise ValueError(f"{value!r:.40} is not a {what}")
+    return str(value)
+
+
+class _Tables:
+    """The tables of :mod:`nshash.methods.nshash.assign`, as dicts; every write is also logged as
+    an op."""
+
+    def __init__(self) -> None:
+        self.fp: dict[int, int] = {}
+        self.exact: dict[int, int] = {}
+        self.common: set[int] = set()
+        self.votes: dict[int, tuple[int, ...]] = {}
+        self.parent: dict[int, int] = {}
+        self.sketch: dict[int, set[int]] = {}
+        #: A group's sketch limit, for the groups whose sketch was cut (see combine_sketch).
+        self.limit: dict[int, int] = {}
+        self.size: dict[int, int] = {}
+        self.members: dict[int, list[str]] = {}
+        self.docs: dict[str, tuple[int, bool, tuple[int, ...], str | None, tuple[int, ...]]] = {}
+        self.counter = 0
+        self.documents = 0
+        #: Activity (documents added with a DocMeta): canonical id -> (first, last) seen,
+        #: canonical id -> {hour: documents}, and the same counts by hour: hour -> {id: n},
+        #: so ranking a window reads only the hours in it.
+        self.seen: dict[int, tuple[int, int]] = {}
+        self.hours: dict[int, dict[int, int]] = {}
+        self.buckets: dict[int, dict[int, int]] = {}
+        #: doc id -> (added, url, site).
+        self.meta: dict[str, tuple[int, str | None, str | None]] = {}
+        #: Ops applied since the last journal write; None when nothing journals them.
+        self.log: list[list[Any]] | None = None
+        #: While a change is in progress, how to take back each of its writes; see rollback.
+        self.undo: list[Callable[[], None]] | None = None
+
+    def rollback(self) -> None:
+        """Take back every write made since ``undo`` was set (newest first)."""
+        undo, self.undo = self.undo, []
+        for step in reversed(undo or ()):
+            step()
+        if self.log is not None:
+            self.log = []
+
+    # -- reads -------------------------------------------------------------------------
+    def get_fp(self, h: int) -> int | None:
+        return self.fp.get(h)
+
+    def get_exact(self, h: int) -> int | None:
+        return self.exact.get(h)
+
+    def not_common(self, hs: Iterable[int]) -> list[int]:
+        common = self.common
+        if not common:
+            return list(hs)
+        return [h for h in hs if h not in common]
+
+    def live_set(self, hs: Iterable[int]) -> set[int]:
+        return set(hs).difference(self.common)
+
+    def get_parent(self, gid: int) -> int | None:
+        return self.parent.get(gid)
+
+    def group_sketch(self, gid: int) -> tuple[set[int], int]:
+        return self.sketch.get(gid, set()), self.limit.get(gid, NO_LIMIT)
+
+    def get_votes(self, h: int) -> tuple[int, ...]:
+        return self.votes.get(h, ())
+
+    def get_doc(self, doc_id: str) -> DocumentRecord | None:
+        rec = self.docs.get(doc_id)
+        if rec is None:
+            return None
+        sid, duplicate, merged, title, fps = rec
+        return DocumentRecord(doc_id, sid, duplicate, tuple(merged), title, tuple(fps))
+
+    # -- writes: each changes the dicts and, when journaling, logs itself as an op; replay
+    # feeds the ops back through the same methods, so there is one code path for both.
+    def _restore(self, table: dict[Any, Any], key: Any) -> None:
+        """Record how to put ``table[key]`` back as it is now (the caller checked ``undo``)."""
+        old = table.get(key, _MISSING)
+        assert self.undo is not None
+        if old is _MISSING:
+            self.undo.append(lambda: table.pop(key, None) and None)
+        else:
+            self.undo.append(lambda: table.__setitem__(key, old))
+
+    def set_fp(self, h: int, gid: int) -> None:
+        if self.undo is not None:
+            self._restore(self.fp, h)
+        self.fp[h] = gid
+        if self.log is not None:
+            self.log.append(["f", h, gid])
+
+    def set_exact(self, h: int, gid: int) -> None:
+        if self.undo is not None:
+            self._restore(self.exact, h)
+        self.exact[h] = gid
+        if self.log is not None:
+            self.log.append(["x", h, gid])
+
+    def add_common(self, hs: Iterable[int]) -> None:
+        hs = list(hs)
+        if self.undo is not None:
+            new = set(hs).difference(self.common)
+            self.undo.append(lambda: self.common.difference_update(new))
+        self.common.update(hs)
+        if self.log is not None:
+            self.log.append(["c", hs])
+
+    def set_votes(self, h: int, gids: tuple[int, ...]) -> None:
+        if self.undo is not None:
+            self._restore(self.votes, h)
+        if gids:
+            self.votes[h] = tuple(gids)
+        else:
+            self.votes.pop(h, None)
+        if self.log is not None:
+            self.log.append(["v", h, list(gids)])
+
+    def _set_sketch(self, gid: int, sketch: set[int], limit: int) -> None:
+        """Replace a group's sketch and limit (old values restorable on rollback)."""
+        if self.undo is not None:
+            self._restore(self.sketch, gid)
+            self._restore(self.limit, gid)
+        self.sketch[gid] = sketch
+        if limit < NO_LIMIT:
+            self.limit[gid] = limit
+        else:
+            self.limit.pop(gid, None)
+
+    def new_group(self, sketch: Iterable[int], limit: int) -> int:
+        gid = self.counter = self.counter + 1
+        if self.undo is not None:
+
+            def undo() -> None:
+                self.counter = gid - 1
+                self.size.pop(gid, None)
+
+            self.undo.append(undo)
+        self._set_sketch(gid, set(sketch), limit)
+        self.size[gid] = 0
+        if self.log is not None:
+            self.log.append(["n", gid, list(self.sketch[gid]), limit])
+        return gid
+
+    def extend_sketch(self, gid: int, hs: Iterable[int], limit: int, cap: int) -> None:
+        hs = list(hs)
+        old, old_limit = self.group_sketch(gid)
+        self._set_sketch(gid, *combine_sketch(old, old_limit, hs, limit, cap))
+        if self.log is not None:
+            self.log.append(["s", gid, hs, limit, cap])
+
+    def merge_into(self, root: int, gid: int, cap: int) -> None:
+        if self.undo is not None:
+            self._restore(self.parent, gid)
+            self._restore(self.sketch, gid)
+            self._restore(self.limit, gid)
+            self._restore(self.size, gid)
+            self._restore(self.size, root)
+            self._restore(self.members, gid)
+            root_members = self.members.get(root)
+            kept = None if root_members is None else len(root_members)
+
+            def undo() -> None:
+                if kept is None:
+                    self.members.pop(root, None)
+                else:
+                    del self.members[root][kept:]
+
+            self.undo.append(undo)
+        self.parent[gid] = root
+        old, old_limit = self.group_sketch(root)
+        more, more_limit = self.sketch.pop(gid, set()), self.limit.pop(gid, NO_LIMIT)
+        self._set_sketch(root, *combine_sketch(old, old_limit, more, more_limit, cap))
+        self.size[root] += self.size.pop(gid, 0)
+        moved = self.members.pop(gid, None)
+        if moved:
+            self.members.setdefault(root, []).extend(moved)
+        self._merge_activity(root, gid)
+        if self.log is not None:
+            self.log.append(["g", root, gid, cap])
+
+    def _keep_activity(self, gids: tuple[int, ...], hours: Iterable[int]) -> None:
+        """Record how to put back the activity of *gids* in *hours* (the caller checked undo)."""
+        assert self.undo is not None
+        seen = {g: self.seen.get(g) for g in gids}
+        mine = {g: dict(self.hours[g]) if g in self.hours else None for g in gids}
+        cells = {(h, g): self.buckets.get(h, {}).get(g) for h in hours for g in gids}
+
+        def undo() -> None:
+            for g, value in seen.items():
+                if value is None:
+                    self.seen.pop(g, None)
+                else:
+                    self.seen[g] = value
+            for g, hs in mine.items():
+                if hs is None:
+                    self.hours.pop(g, None)
+                else:
+                    self.hours[g] = hs
+            for (h, g), n in cells.items():
+                bucket = self.buckets.setdefault(h, {})
+                if n is None:
+                    bucket.pop(g, None)
+                else:
+                    bucket[g] = n
+                if not bucket:
+                    del self.buckets[h]
+
+        self.undo.append(undo)
+
+    def _merge_activity(self, root: int, gid: int) -> None:
+        """Move *gid*'s first/last seen and hourly counts to *root*."""
+        hours = self.hours.get(gid)
+        if self.undo is not None and (hours or gid in self.seen):
+            self._keep_activity((root, gid), list(hours or ()))
+        seen = self.seen.pop(gid, None)
+        if seen is not None:
+            mine = self.seen.get(root)
+            if mine is not None:
+                seen = (min(mine[0], seen[0]), max(mine[1], seen[1]))
+            self.seen[root] = seen
+        hours = self.hours.pop(gid, None)
+        if hours:
+            into = self.hours.setdefault(root, {})
+            for h, n in hours.items():
+                into[h] = into.get(h, 0) + n
+                bucket = self.buckets[h]
+                del bucket[gid]
+                bucket[root] = bucket.get(root, 0) + n
+
+    def note(self, gid: int, doc_id: str | None, meta: DocMeta) -> None:
+        added = meta.added
+        hour = added // HOUR
+        if self.undo is not None:
+            self._keep_activity((gid,), (hour,))
+            if doc_id is not None:
+                self._restore(self.meta, doc_id)
+        seen = self.seen.get(gid)
+        if seen is None:
+            self.seen[gid] = (added, added)
+        else:
+            self.seen[gid] = (min(seen[0], added), max(seen[1], added))
+        hours = self.hours.setdefault(gid, {})
+        hours[hour] = hours.get(hour, 0) + 1
+        bucket = self.buckets.setdefault(hour, {})
+        bucket[gid] = bucket.get(gid, 0) + 1
+        if doc_id is not None:
+            self.meta[doc_id] = (added, meta.url, meta.site)
+        if self.log is not None:
+            self.log.append(["t", gid, added, doc_id, meta.url, meta.site])
+
+    def add_member(self, gid: int, record: DocumentRecord | None) -> None:
+        if self.undo is not None:
+            self._restore(self.size, gid)
+            documents = self.documents
+            self.undo.append(lambda: setattr(self, "documents", documents))
+            if record is not None:
+                self._restore(self.docs, record.doc_id)
+                members = self.members.get(gid)
+                kept = None if members is None else len(members)
+
+                def undo() -> None:
+                    if kept is None:
+                        self.members.pop(gid, None)
+                    else:
+                        del self.members[gid][kept:]
+
+                self.undo.append(undo)
+        self.size[gid] += 1
+        self.documents += 1
+        if record is None:
+            if self.log is not None:
+                self.log.append(["m", gid])
+            return
+        doc_id = record.doc_id
+        self.members.setdefault(gid, []).append(doc_id)
+        entry = (gid, record.duplicate, record.merged_from, record.title, record.fingerprints)
+        self.docs[doc_id] = entry
+        if self.log is not None:
+            self.log.append(["m", gid, doc_id, *entry[1:]])
+
+    def apply(self, op: Any) -> None:
+        """Replay one journaled op (the log must be off), checking it is one this store writes.
+
+        Raises:
+            ValueError, KeyError: the op is malformed or names a group that does not exist.
+        """
+        if not isinstance(op, list) or not op:
+            raise ValueError(f"{op!r:.60} is not a journal operation")
+        kind, args = op[0], op[1:]
+        if kind in ("f", "x") and len(args) == 2:
+            h, gid = _u64(args[0]), _gid(args[1])
+            if gid > self.counter:
+                raise ValueError(f"group {gid} was never handed out")
+            (self.set_fp if kind == "f" else self.set_exact)(h, gid)
+        elif kind == "c" and len(args) == 1:
+            self.add_common(_u64s(args[0]))
+        elif kind == "v" and len(args) == 2:
+            self.set_votes(_u64(args[0]), tuple(_gid(g) for g in _u64s(args[1])))
+        elif kind == "n" and len(args) == 3:
+            gid = _gid(args[0])
+            if gid <= self.counter:
+                raise ValueError(f"group {gid} is handed out a second time")
+            self.counter = gid - 1
+            self.new_group(_u64s(args[1]), _limit(args[2]))
+        elif kind == "s" and len(args) == 4:
+            hs, limit, cap = _u64s(args[1]), _limit(args[2]), _gid(args[3])
+            self.extend_sketch(self._live(args[0]), hs, limit, cap)
+        elif kind == "g" and len(args) == 3:
+            root, gid = self._live(args[0]), self._live(args[1])
+            if root >= gid:
+                raise ValueError(f"group {gid} cannot merge into the larger id {root}")
+            self.merge_into(root, gid, _gid(args[2]))
+        elif kind == "m" and len(args) == 1:
+            self.add_member(self._live(args[0]), None)
+        elif kind == "m" and len(args) == 6:
+            gid, doc_id, duplicate, merged, title, fps = args
+            gid = self._live(gid)
+            doc_id = str(_text(doc_id, "doc_id"))
+            if type(duplicate) is not bool:
+                raise ValueError(f"{duplicate!r:.40} is not a duplicate flag")
+            if doc_id in self.docs:
+                raise ValueError(f"doc_id {doc_id!r:.60} is added a second time")
+            record = DocumentRecord(
+                doc_id,
+                gid,
+                duplicate,
+                tuple(_gid(m) for m in merged),
+                _text(title, "title", optional=True),
+                tuple(_u64s(fps)),
+            )
+            self.add_member(gid, record)
+        elif kind == "t" and len(args) == 5:
+            gid, added, doc_id, url, site = args
+            meta = DocMeta(
+                _time(added), _text(url, "url", optional=True), _text(site, "site", optional=True)
+            )
+            self.note(self._live(gid), _text(doc_id, "doc_id", optional=True), meta)
+        else:
+            raise ValueError(f"unknown journal operation {op!r:.60}")
+
+    def _live(self, gid: Any) -> int:
+        """*gid* if it is a canonical group of these tables, else ValueError."""
+        gid = _gid(gid)
+        if gid not in self.size:
+            raise ValueError(f"group {gid} does not exist (or was merged away)")
+        return int(gid)
+
+    # -- snapshot ----------------------------------------------------------------------
+    def dump(self) -> dict[str, Any]:
+        return {
+            "format": _SNAPSHOT_FORMAT,
+            "fp": self.fp,
+            "exact": self.exact,
+            "common": self.common,
+            "votes": self.votes,
+            "parent": self.parent,
+            "sketch": self.sketch,
+            "limit": self.limit,
+            "size": self.size,
+            "members": self.members,
+            "docs": self.docs,
+            "counter": self.counter,
+            "documents": self.documents,
+            "seen": self.seen,
+            "hours": self.hours,
+            "meta": self.meta,
+        }
+
+    def load(self, data: Any) -> None:
+        """Take the tables of a snapshot, after checking every one has the shape it was
+        written with (ids positive ints, fingerprints unsigned 64-bit ints, doc records of
+        five fields), so a damaged or crafted file fails here, not in a later call.
+
+        Raises:
+            StoreCorruptError: a table is missing or holds something this store never writes.
+        """
+        if not isinstance(data, dict) or data.get("format") != _SNAPSHOT_FORMAT:
+            raise StoreCorruptError(
+                f"The snapshot is not an nshash memory snapshot (format {_SNAPSHOT_FORMAT})"
+            )
+        try:
+            tables = _check_snapshot(data)
+        except DAMAGE as exc:
+            raise StoreCorruptError(f"The snapshot is damaged: {reason(exc)}") from exc
+        (
+            self.fp,
+            self.exact,
+            self.common,
+            self.parent,
+            self.sketch,
+            self.size,
+            self.members,
+            self.docs,
+            self.counter,
+            self.documents,
+            self.votes,
+            self.limit,
+        ) = tables
+        try:
+            self.seen, self.hours, self.meta = _check_activity(data, self.size)
+        except DAMAGE as exc:
+            raise StoreCorruptError(f"The snapshot is damaged: {reason(exc)}") from exc
+        self.buckets = {}
+        for gid, hours in self.hours.items():
+            for h, n in hours.items():
+                self.buckets.setdefault(h, {})[gid] = n
+
+
+def _check_snapshot(data: dict[str, Any]) -> tuple[Any, ...]:
+    """The tables of a snapshot, each checked (see :meth:`_Tables.load`)."""
+    counter = count(data["counter"], "counter")
+    documents = count(data["documents"], "documents")
+
+    def group(gid: Any) -> int:
+        if _gid(gid) > counter:
+            raise ValueError(f"group {gid} is past the id counter {counter}")
+        return int(gid)
+
+    def table(name: str) -> dict[Any, Any]:
+        value = data[name]
+        if type(value) is not dict:
+            raise ValueError(f"table {name!r} is a {type(value).__name__}, not a dict")
+        return value
+
+    fp, exact = table("fp"), table("exact")
+    for t in (fp, exact):
+        for h, gid in t.items():
+            _u64(h)
+            group(gid)
+    common = data["common"]
+    if type(common) is not set:
+        raise ValueError("table 'common' is not a set")
+    _u64s(common)
+    parent = table("parent")
+    for gid, root in parent.items():
+        if group(root) >= group(gid):
+            raise ValueError(f"group {gid} resolves to {root}, which is not smaller")
+    sketch, size, members = table("sketch"), table("size"), table("members")
+    for gid, hs in sketch.items():
+        group(gid)
+        if type(hs) is not set:
+            raise ValueError(f"the sketch of group {gid} is not a set")
+        _u64s(hs)
+    for gid, n in size.items():
+        group(gid)
+        count(n, "size")
+    docs = table("docs")
+    for doc_id, rec in docs.items():
+        _text(doc_id, "doc_id")
+        if type(rec) is not tuple or len(rec) != 5:
+            raise ValueError(f"the record of {doc_id!r:.60} is not 5 fields")
+        gid, duplicate, merged, title, fps = rec
+        group(gid)
+        if type(duplicate) is not bool or type(merged) is not tuple or type(fps) is not tuple:
+            raise ValueError(f"the record of {doc_id!r:.60} has a field of the wrong type")
+        for m in merged:
+            group(m)
+        _text(title, "title", optional=True)
+        _u64s(fps)
+    for gid, ids in members.items():
+        if gid not in size:
+            raise ValueError(f"group {gid} lists members but has no size")
+        if type(ids) is not list:
+            raise ValueError(f"the members of group {gid} are not a list")
+        for doc_id in ids:
+            if type(doc_id) is not str or doc_id not in docs:
+                raise ValueError(f"group {gid} lists a document it has no record of")
+    votes, limit = table("votes"), table("limit")
+    for h, gids in votes.items():
+        _u64(h)
+        if type(gids) is not tuple:
+            raise ValueError(f"the votes of {h} are not a tuple")
+        for gid in gids:
+            group(gid)
+    for gid, value in limit.items():
+        group(gid)
+        _limit(value)
+    return fp, exact, common, parent, sketch, size, members, docs, counter, documents, votes, limit
+
+
+def _time(value: Any) -> int:
+    """*value* if it is a time this store writes (whole epoch seconds), else ValueError."""
+    if type(value) is not int or not 0 <= value < 1 << 53:
+        raise ValueError(f"{value!r:.40} is not a time")
+    return int(value)
+
+
+def _check_activity(data: dict[str, Any], size: dict[int, int]) -> tuple[Any, Any, Any]:
+    """The activity tables of a snapshot (absent in older format-2 snapshots), each checked:
+    only canonical groups have activity, counts are positive, times whole seconds."""
+    seen, hours, meta = data.get("seen", {}), data.get("hours", {}), data.get("meta", {})
+    if type(seen) is not dict or type(hours) is not dict or type(meta) is not dict:
+        raise ValueError("an activity table is not a dict")
+    for gid, span in seen.items():
+        if gid not in size or type(span) is not tuple or len(span) != 2:
+            raise ValueError(f"the first and last seen of group {gid!r:.40} are wrong")
+        if _time(span[0]) > _time(span[1]):
+            raise ValueError(f"group {gid} was first seen after it was last seen")
+    for gid, counts in hours.items():
+        if gid not in size or type(counts) is not dict:
+            raise ValueError(f"the hours of group {gid!r:.40} are wrong")
+        for h, n in counts.items():
+            _time(h)
+            if count(n, "hour count") < 1:
+                raise ValueError(f"group {gid} counts no document in hour {h}")
+    for doc_id, rec in meta.items():
+        _text(doc_id, "doc_id")
+        if type(rec) is not tuple or len(rec) != 3:
+            raise ValueError(f"the metadata of {doc_id!r:.60} is not 3 fields")
+        _time(rec[0])
+        _text(rec[1], "url", optional=True)
+        _text(rec[2], "site", optional=True)
+    return seen, hours, meta
+
+
+class MemoryStore(Store):
+    """Dicts in this process; with *path*, a journal and snapshot make them durable.
+
+    Safe for threads: one lock serializes every call. Use one process per path (a lock file
+    enforces it); share state between processes through Redis instead.
+
+    Args:
+        path: the snapshot file; the journal is ``path + ".journal"``. None keeps nothing.
+        fsync: ``"always"``, ``"everysec"`` (default) or ``"no"``; see the module docstring.
+        repair: open a damaged journal by keeping every line before the damage (the rest is
+            moved to ``PATH.journal.damaged``); :attr:`repaired` says what was dropped.
+        readonly: read the snapshot and journal without locking or writing anything; every
+            write raises :class:`~nshash.StoreReadOnlyError`.
+
+    Raises:
+        StoreLockedError: another process has *path* open (not raised when *readonly*).
+        StoreNotFoundError: *readonly* and there is no store at *path*.
+        StoreCorruptError: the snapshot or journal cannot be read safely.
+
+    Example:
+        >>> store = MemoryStore()
+        >>> store.stats().groups
+        0
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        fsync: str = "everysec",
+        *,
+        repair: bool = False,
+        readonly: bool = False,
+    ) -> None:
+        if fsync not in FSYNC_POLICIES:
+            raise ConfigError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {fsync!r}")
+        if readonly and path is None:
+            raise ConfigError("A read-only memory store needs a path: memory:// starts empty")
+        if readonly and repair:
+            raise ConfigError("A store opened read-only cannot be repaired")
+        self.readonly = readonly
+        self._lock = threading.RLock()
+        self._closed = False
+        self._path = os.fspath(path) if path is not None else None
+        self.url = f"memory://{self._path}" if self._path else "memory://"
+        #: The tables; durable through :attr:`_file` when there is a path.
+        self._tables = _Tables()
+        self._file: JournaledFile | None = None
+        if self._path is not None:
+            self._file = JournaledFile(
+                self._path,
+                _Tables,
+                url=self.url,
+                what="memory store",
+                fsync=fsync,
+                repair=repair,
+                readonly=readonly,
+                lock=self._lock,
+            )
+
+    @property
+    def _t(self) -> _Tables:
+        state = self._file.state if self._file is not None else self._tables
+        assert isinstance(state, _Tables)
+        return state
+
+    @property
+    def repaired(self) -> str | None:
+        """What opening with ``repair=True`` dropped (None: the files were whole)."""
+        return self._file.repaired if self._file is not None else None
+
+    def save(self) -> None:
+        """Write a snapshot now and empty the journal (no-op without a path)."""
+        with self._lock:
+            self._check()
+            self._refuse_writes()
+            if self._file is not None:
+                self._file.save()
+
+    # -- the Store contract ------------------------------------------------------------
+    def _check(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"{self.url} is closed", url=self.url)
+
+    def _refuse_writes(self) -> None:
+        if self.readonly:
+            raise StoreReadOnlyError(f"{self.url} is open read-only", url=self.url)
+
+    def assign(
+        self,
+        doc: DocPrint,
+        policy: MatchPolicy,
+        doc_id: str | None = None,
+        title: str | None = None,
+        meta: DocMeta | None = None,
+    ) -> tuple[Assignment, tuple[int, ...]]:
+        with self._lock:
+            self._check()
+            self._refuse_writes()
+            if self._file is None:
+                return assign(self._t, doc, policy, doc_id, title, meta)
+            # The tables change first (the algorithm reads its own writes), then the journal
+            # line is written; if that fails, every change is taken back: no trace is left.
+            with self._file.change() as t:
+                assert isinstance(t, _Tables)
+                return assign(t, doc, policy, doc_id, title, meta)
+
+    def lookup(self, doc: DocPrint, policy: MatchPolicy) -> int | None:
+        with self._lock:
+            self._check()
+            return lookup(self._t, doc, policy)
+
+    def explain(self, doc: DocPrint, policy: MatchPolicy) -> Explanation:
+        with self._lock:
+            self._check()
+            return explain(self._t, doc, policy)
+
+    def resolve(self, similar_id: int) -> int:
+        with self._lock:
+            self._check()
+            return resolve(self._t, similar_id)
+
+    def document(self, doc_id: str) -> DocumentRecord | None:
+        with self._lock:
+            self._check()
+            rec = self._t.get_doc(doc_id)
+            if rec is None:
+                return None
+            return DocumentRecord(
+                rec.doc_id,
+                resolve(self._t, rec.similar_id),
+                rec.duplicate,
+                rec.merged_from,
+                rec.title,
+                rec.fingerprints,
+            )
+
+    def _group(self, gid: int, most: int | None = None) -> Group:
+        t = self._t
+        ids: list[str] = t.members.get(gid, [])
+        if most is not None:
+            ids = ids[:most]
+        members = tuple(Member(d, t.docs[d][3]) for d in ids)
+        return Group(gid, t.size.get(gid, 0), members)
+
+    def group_head(self, similar_id: int, members: int) -> Group | None:
+        with self._lock:
+            self._check()
+            if not 0 < similar_id <= self._t.counter:
+                return None
+            return self._group(resolve(self._t, similar_id), members)
+
+    def group(self, similar_id: int) -> Group | None:
+        with self._lock:
+            self._check()
+            if not 0 < similar_id <= self._t.counter:
+                return None
+            return self._group(resolve(self._t, similar_id))
+
+    def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
+        with self._lock:
+            self._check()
+            sizes = self._t.size
+            top = heapq.nlargest(
+                limit, (g for g in sizes if sizes[g] >= min_size), key=lambda g: (sizes[g], -g)
+            )
+            return [self._group(g) for g in top]
+
+    def stats(self) -> StoreStats:
+        with self._lock:
+            self._check()
+            t = self._t
+            return StoreStats(
+                documents=t.documents,
+                groups=len(t.size),
+                fingerprints=len(t.fp),
+                common_fingerprints=len(t.common),
+                last_id=t.counter,
+            )
+
+    def hot(self, first_hour: int, last_hour: int, limit: int = 30) -> list[tuple[int, int]]:
+        with self._lock:
+            self._check()
+            buckets = self._t.buckets
+            # Only the hours in the window are read; a window wider than the hours recorded
+            # walks the recorded ones instead.
+            if last_hour - first_hour + 1 > len(buckets):
+                hours: Iterable[int] = [h for h in buckets if first_hour <= h <= last_hour]
+            else:
+                hours = range(first_hour, last_hour + 1)
+            counts: dict[int, int] = {}
+            for h in hours:
+                bucket = buckets.get(h)
+                if not bucket:
+                    continue
+                if not counts:
+                    counts = dict(bucket)
+                    continue
+                get = counts.get
+                for gid, n in bucket.items():
+                    counts[gid] = get(gid, 0) + n
+            top = heapq.nlargest(limit, counts.items(), key=lambda kv: (kv[1], -kv[0]))
+            return [(g, n) for g, n in top]
+
+    def activity(self, similar_id: int) -> Activity | None:
+        with self._lock:
+            self._check()
+            t = self._t
+            if not 0 < similar_id <= t.counter:
+                return None
+            gid = resolve(t, similar_id)
+            seen = t.seen.get(gid)
+            if seen is None:
+                return None
+            hours = tuple((h * HOUR, n) for h, n in sorted(t.hours.get(gid, {}).items()))
+            return Activity(gid, seen[0], seen[1], hours)
+
+    def doc_meta(self, doc_ids: Sequence[str]) -> list[DocMeta | None]:
+        with self._lock:
+            self._check()
+            meta = self._t.meta
+            out: list[DocMeta | None] = []
+            for d in doc_ids:
+                rec = meta.get(d)
+                out.append(None if rec is None else DocMeta(*rec))
+            return out
+
+    def ping(self) -> None:
+        """Raise StoreError while the store cannot write: its last journal write failed and
+        the disk still refuses a small probe write next to it."""
+        with self._lock:
+            self._check()
+            if self._file is not None:
+                self._file.check()
+
+    def close(self) -> None:
+        """Flush the journal and release the files; closing twice is harmless.
+
+        The snapshot is not rewritten here (see :data:`~nshash.stores.durable.JOURNAL_SHARE`): the
+        journal holds every write and the next open replays it.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._file is not None:
+                self._file.close()
+        if self._file is not None:
+            self._file.join()

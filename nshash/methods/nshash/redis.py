@@ -1,0 +1,631 @@
+"""RedisStore: one shared state for many crawler processes and service replicas.
+
+Every process that opens the same ``redis://host:port/db?prefix=NAME`` shares one set of groups,
+and the answers are the ones a single serial process would give: the assignment of a document
+(:func:`nshash.methods.nshash.assign.assign`: anchor selection, candidate groups, the
+boilerplate guard, merges, the exact-text table, members, ``doc_id`` replay) runs as **one Lua
+script call**, so Redis applies documents one at a time, atomically, in some order, and
+replaying the documents serially in that order through any other store gives identical ids.
+Batches are pipelined: many script calls in one round trip (hand-packed ``EVALSHA`` commands on
+a pooled connection; the script is loaded on first use and again on ``NOSCRIPT``). Lookups run a
+read-only script (``#!lua flags=no-writes``), so a query can never write, and can be served by a
+replica.
+
+Key layout (``P`` is the prefix, ``nshash`` by default). Every key carries the hash tag ``{P}``,
+so one namespace lives in one slot, and so on one node of a Redis Cluster: point the URL at any
+node and the store follows ``MOVED`` to the one that owns the slot (while a resharding migrates
+that slot, calls fail with :class:`~nshash.StoreError` until it is done). Several prefixes keep
+independent namespaces in one Redis, and spread over the nodes of a cluster.
+
+A fingerprint (an unsigned 64-bit integer) is written as a *signed* 64-bit decimal (minus 2**64
+when it is 2**63 or more): Redis then keeps a set of them as a compact ``intset``, and the
+scripts never do arithmetic on one (Lua numbers are doubles): to them a fingerprint is a
+string. Sketch values have 53 bits, so the scripts compare them as numbers exactly. Group ids
+are small decimal integers.
+
+=================  =======  ==================================================================
+key                type     holds
+=================  =======  ==================================================================
+``{P}:fp``         hash     anchor fingerprint -> group id (first group that used it; never moved)
+``{P}:exact``      hash     whole-text fingerprint -> group id
+``{P}:common``     set      hashes learned to be boilerplate (kept ``votes`` groups apart)
+``{P}:votes``      hash     hash -> the groups kept apart on it so far, comma-separated
+``{P}:parent``     hash     merged group id -> the id it merged into (follow to the canonical id)
+``{P}:sizes``      zset     canonical group id, zero-padded to 15 digits -> minus its size, so
+                            ``ZRANGE BYSCORE`` lists the largest groups first, ties by id
+``{P}:docs``       hash     doc id -> ``"root dup seq has_title merged,ids anchor,fps\ntitle"``:
+                            the answer given and the document's applied sequence number
+``{P}:counter``    string   the last group id handed out (INCR; never goes back)
+``{P}:documents``  string   how many documents were added; each one's value is its sequence number
+``{P}:s:<id>``     set      the sketch (sampled shingle hashes) of canonical group ``id``
+``{P}:limits``     hash     group id -> its sketch's limit, for groups whose sketch was cut
+``{P}:m:<id>``     list     doc ids of canonical group ``id``, in arrival order
+``{P}:hh:<hour>``  zset     canonical group id (zero-padded) -> its documents added in that
+                            hour (hours since the epoch); a window is one ``ZUNION``
+``{P}:ha:<id>``    hash     hour -> documents of canonical group ``id`` (a merge moves them)
+``{P}:hours``      zset     every hour that has a ``hh`` key (score and member: the hour)
+``{P}:seen``       hash     canonical group id -> ``"first last"`` seen (epoch seconds)
+``{P}:meta``       hash     doc id -> JSON ``[added, url, site]`` (documents given a DocMeta)
+=================  =======  ==================================================================
+
+Failures: a connection that cannot be made or answered within the timeouts (1 s each by
+default, no retries) raises :class:`~nshash.StoreUnavailableError`; the next call reconnects by
+itself. After such an error the outcome of a write is unknown (Redis may have applied it just
+before the connection broke); send it again with the same ``doc_id`` to make it safe. Other
+Redis errors raise :class:`~nshash.StoreError`. The password of a URL never appears in a repr or
+a message. Needs Redis 7.0 or newer (``SMISMEMBER``, ``SINTERCARD``, script flags).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import redis
+from redis.exceptions import MovedError, NoScriptError
+
+from ...errors import ConfigError, NSHashError, StoreClosedError, StoreCorruptError, StoreError
+from ...results import (
+    HOUR,
+    Activity,
+    Assignment,
+    DocMeta,
+    DocumentRecord,
+    Explanation,
+    Group,
+    Member,
+    StoreStats,
+)
+from ...stores.redis import check_prefix, connect, translate
+from ...stores.scripts import lua_script
+from ...stores.url import mask_url
+from ...text.fingerprint import DocPrint
+from .assign import MatchPolicy, finish_explanation, judged
+from .base import Store
+
+__all__ = ["RedisStore"]
+
+#: How many Redis Cluster MOVED redirections one call follows.
+_MAX_REDIRECTS = 3
+
+#: Pipelined script calls sent in one round trip by :meth:`RedisStore.assign_many`.
+PIPELINE_CHUNK = 500
+
+#: The table keys every script receives, in this order (KEYS[1..10]).
+_TABLES = (
+    "fp",
+    "exact",
+    "common",
+    "parent",
+    "sizes",
+    "docs",
+    "counter",
+    "documents",
+    "votes",
+    "limits",
+)
+
+#: The placement script (``nshash/lua/nshash_assign.lua``), sent as EVALSHA by its digest.
+_ASSIGN = lua_script("nshash_assign")
+
+
+
+
+_MASK64 = (1 << 64) - 1
+
+def _signed(values: Sequence[int]) -> list[str]:
+    """Fingerprints as signed 64-bit decimals (see the module docstring)."""
+    n = len(values)
+    return list(map(str, struct.unpack(f">{n}q", struct.pack(f">{n}Q", *values))))
+
+
+def _json_strings(words: list[str]) -> bytes:
+    """A JSON array of strings that need no escaping (decimal numbers)."""
+    return ('["' + '","'.join(words) + '"]').encode() if words else b"[]"
+
+
+def _unsigned(word: bytes) -> int:
+    return int(word) & _MASK64
+
+
+def _bulk(value: bytes) -> bytes:
+    """One RESP bulk string."""
+    return b"$%d\r\n%b\r\n" % (len(value), value)
+
+
+def _meta_args(meta: DocMeta | None) -> tuple[bytes, bytes]:
+    """The assignment script's activity arguments: ``"added hour"`` and the JSON kept."""
+    if meta is None:
+        return _bulk(b"-"), _bulk(b"-")
+    added = int(meta.added)
+    if not 0 <= added < 1 << 53:
+        raise ConfigError(f"A document's time must be in [0, 2**53) seconds, not {added!r}")
+    kept = json.dumps([added, meta.url, meta.site], separators=(",", ":")).encode("utf-8")
+    return _bulk(b"%d %d" % (added, added // HOUR)), _bulk(kept)
+
+
+def _parse_record(doc_id: str, raw: bytes) -> DocumentRecord:
+    """Decode a ``{P}:docs`` value (see the module docstring) into a record."""
+    try:
+        header, _, rest = raw.partition(b"\n")
+        root, dup, _seq, has_title, merged, anchors = header.split(b" ")
+        record = DocumentRecord(
+            doc_id,
+            int(root),
+            dup == b"1",
+            tuple(int(g) for g in merged.split(b",")) if merged else (),
+            rest.decode("utf-8") if has_title == b"1" else None,
+            tuple(_unsigned(h) for h in anchors.split(b",")) if anchors else (),
+        )
+        if record.similar_id < 1 or any(g < 1 for g in record.merged_from):
+            raise ValueError("a group id is not positive")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise StoreCorruptError(f"The record of doc {doc_id!r:.80} is unreadable: {exc}") from exc
+    return record
+
+
+def _decode_group(reply: list[Any]) -> Group:
+    try:
+        gid, size = int(reply[0]), int(reply[1])
+        if gid < 1 or size < 0:
+            raise ValueError(f"group {gid} of size {size}")
+        members = []
+        for i in range(2, len(reply), 2):
+            title = reply[i + 1]
+            text = title[1:].decode("utf-8") if title[:1] == b"+" else None
+            members.append(Member(reply[i].decode("utf-8"), text))
+    except (ValueError, TypeError, IndexError, UnicodeDecodeError) as exc:
+        raise StoreCorruptError(f"A group read from Redis is unreadable: {exc}") from exc
+    return Group(gid, size, tuple(members))
+
+
+class RedisStore(Store):
+    """A store in Redis, shared by every process that opens the same URL and prefix.
+
+    Use it when several crawler processes or service replicas must agree on one set of groups.
+    Each document is placed by one atomic Lua script call; :meth:`assign_many` pipelines many
+    of them in one round trip. Open it with :meth:`from_url` (what ``open_store`` does) or wrap
+    a ``redis.Redis`` client you configured yourself.
+
+    Args:
+        client: a ``redis.Redis`` client (``decode_responses`` must be off); the store
+            closes it when it is closed.
+        prefix: the namespace; every key is ``{prefix}:...``.
+        url: the URL shown in reprs and messages (a password in it is masked).
+
+    Raises:
+        ConfigError: the prefix is empty or contains braces or white space.
+
+    Example:
+        >>> store = RedisStore.from_url("redis://localhost:6379/0?prefix=news")  # doctest: +SKIP
+        >>> store.stats().documents  # doctest: +SKIP
+        0
+    """
+
+    def __init__(self, client: redis.Redis, prefix: str = "nshash", *, url: str = "") -> None:
+        self.prefix = check_prefix(prefix)
+        if client.get_encoder().decode_responses:
+            raise ConfigError("RedisStore needs a client with decode_responses=False")
+        self.url = mask_url(url) if url else f"redis://?prefix={prefix}"
+        self._client = client
+        tag = "{" + prefix + "}:"
+        self._base = tag.encode("utf-8")
+        self._keys = [(tag + name).encode("utf-8") for name in _TABLES]
+        # The assignment is sent as hand-packed EVALSHA commands (see _run_assign): the hot
+        # path, where redis-py's generic packing would cost more than the script itself.
+        self._assign_sha = hashlib.sha1(_ASSIGN.encode("utf-8")).hexdigest().encode()
+        self._assign_loaded = False
+        self._read_script = client.register_script(lua_script("nshash_read"))
+        #: Pools made to follow Redis Cluster redirections; closed with the store.
+        self._pools: list[redis.ConnectionPool] = []
+        self._policy_cache: tuple[MatchPolicy, list[bytes], bytes] | None = None
+        self._closed = False
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> RedisStore:
+        """Open a Redis store from a URL; nothing is sent until the first call.
+
+        URL forms: ``redis://[[user]:password@]host[:port][/db]``, ``rediss://...`` (TLS) and
+        ``unix://[[user]:password@]/path/to/redis.sock``, each with query options; keyword
+        *options* override the query.
+
+        Args:
+            url: the store URL.
+            **options: ``prefix`` (default ``"nshash"``), ``db``, ``socket_timeout`` and
+                ``socket_connect_timeout`` (seconds, default 1), ``max_connections``; with
+                ``rediss://`` also ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile`` (paths)
+                and ``ssl_cert_reqs`` (``required``, the default, ``optional`` or ``none``).
+
+        Raises:
+            ConfigError: the URL or an option is invalid, or an option is unknown.
+        """
+        client, prefix = connect(url, **options)
+        return cls(client, prefix, url=url)
+
+    # -- plumbing ----------------------------------------------------------------------
+    def _check(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"{self.url} is closed", url=self.url)
+
+    def _translate(self, exc: Exception) -> StoreError:
+        return translate(exc, self.url)
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        self._check()
+        try:
+            yield
+        except redis.RedisError as exc:
+            raise self._translate(exc) from exc
+
+    def _read(self, *args: Any) -> Any:
+        with self._errors():
+            for _ in range(_MAX_REDIRECTS):
+                try:
+                    return self._read_script(keys=self._keys, args=[self._base, *args])
+                except MovedError as exc:
+                    self._redirect(exc)
+            return self._read_script(keys=self._keys, args=[self._base, *args])
+
+    def _redirect(self, moved: MovedError) -> None:
+        """Follow a Redis Cluster MOVED: use the node that now owns the namespace's slot.
+
+        Every key of a namespace shares one slot, so one node serves them all; the new client
+        has the same options (timeouts, TLS, credentials) as the first.
+        """
+        pool = self._client.connection_pool
+        kwargs = dict(pool.connection_kwargs)
+        kwargs.update(host=moved.host or kwargs.get("host"), port=moved.port)
+        client = redis.Redis(
+            connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
+        )
+        self._pools.append(client.connection_pool)
+        self._read_script = client.register_script(lua_script("nshash_read"))
+        self._assign_loaded = False
+        self._client = client
+
+    def _policy_args(self, policy: MatchPolicy) -> tuple[list[bytes], bytes]:
+        """The policy's script arguments, and the EVALSHA command head packed with them."""
+        cached = self._policy_cache
+        if cached is not None and cached[0] is policy:
+            return cached[1], cached[2]
+        if not isinstance(policy, MatchPolicy):
+            raise ConfigError(f"policy must be a MatchPolicy, not {policy!r}")
+        args = [
+            str(policy.n).encode(),
+            f"{float(policy.theta)!r}:{float(policy.merge_theta)!r}:{float(policy.merge_guard)!r}".encode(),
+            str(policy.min_overlap).encode(),
+            str(policy.sketch_cap).encode(),
+            str(policy.votes).encode(),
+        ]
+        # EVALSHA sha numkeys KEYS... base policy... then the document's eight arguments.
+        fixed = [b"EVALSHA", self._assign_sha, str(len(self._keys)).encode(), *self._keys]
+        fixed += [self._base, *args]
+        head = b"*%d\r\n" % (len(fixed) + 8) + b"".join(_bulk(a) for a in fixed)
+        self._policy_cache = (policy, args, head)
+        return args, head
+
+    @staticmethod
+    def _doc_args(doc: DocPrint) -> tuple[bytes, bytes, bytes, bytes]:
+        """The exact-text fingerprint, all hashes (anchor candidates, then the sketch in
+        ascending order), the anchor candidate count and the sketch limit."""
+        try:
+            exact = _signed((doc.exact,))[0].encode()
+            hashes = _json_strings(_signed(doc.sentences) + _signed(doc.sketch))
+            return exact, hashes, b"%d" % len(doc.sentences), b"%d" % doc.limit
+        except (struct.error, TypeError, AttributeError) as exc:
+            raise ConfigError(f"Not a document fingerprint: {doc!r} ({exc})") from None
+
+    def _pack_assign(
+        self,
+        doc: DocPrint,
+        policy: MatchPolicy,
+        doc_id: str | None,
+        title: str | None,
+        meta: DocMeta | None = None,
+    ) -> bytes:
+        """One EVALSHA of the assignment script, as RESP bytes ready to send."""
+        if doc_id is not None and (not isinstance(doc_id, str) or not doc_id):
+            raise ConfigError(f"doc_id must be a non-empty str, not {doc_id!r}")
+        if title is not None and not isinstance(title, str):
+            raise ConfigError(f"title must be a str, not {title!r}")
+        exact, hashes, count, limit = self._doc_args(doc)
+        return b"".join(
+            (
+                self._policy_args(policy)[1],
+                _bulk(exact),
+                _bulk(hashes),
+                _bulk(count),
+                _bulk(limit),
+                _bulk(b"-" if doc_id is None else b"+" + doc_id.encode("utf-8")),
+                _bulk(b"-" if title is None else b"+" + title.encode("utf-8")),
+                *_meta_args(meta),
+            )
+        )
+
+    def _run_assign(self, commands: list[bytes]) -> list[Any]:
+        """Send packed assignment calls, in order; return each reply or its redis exception.
+
+        Calls that got a Redis Cluster MOVED (not applied) go again to the node it names.
+        """
+        replies: list[Any] = [None] * len(commands)
+        pending = list(range(len(commands)))
+        for attempt in range(_MAX_REDIRECTS + 1):
+            moved: list[int] = []
+            got = self._run_on_node([commands[i] for i in pending])
+            for i, reply in zip(pending, got, strict=True):
+                replies[i] = reply
+                if isinstance(reply, MovedError):
+                    moved.append(i)
+            if not moved or attempt == _MAX_REDIRECTS:
+                break
+            self._redirect(replies[moved[0]])
+            pending = moved
+        return replies
+
+    def _run_on_node(self, commands: list[bytes]) -> list[Any]:
+        """Send packed calls on one connection of the current client; read every reply.
+
+        The script is loaded on first use, and on NOSCRIPT the calls that got it (they were not
+        applied) are sent again. When the connection fails, the calls answered so far keep
+        their replies and the rest get the connection error.
+        """
+        pool = self._client.connection_pool
+        conn: Any = pool.get_connection()
+        try:
+            if not self._assign_loaded:
+                self._load_assign(conn)
+            replies = self._exchange(conn, commands)
+            again = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
+            if again:
+                # The script cache was flushed (or Redis restarted): load it and send those
+                # calls again; the SHA1 is of the script's text, so they stay valid.
+                self._load_assign(conn)
+                retried = self._exchange(conn, [commands[i] for i in again])
+                for i, reply in zip(again, retried, strict=True):
+                    replies[i] = reply
+            return replies
+        finally:
+            pool.release(conn)
+
+    def _load_assign(self, conn: Any) -> None:
+        load = [b"SCRIPT", b"LOAD", _ASSIGN.encode("utf-8")]
+        conn.send_packed_command([b"*3\r\n" + b"".join(_bulk(a) for a in load)])
+        conn.read_response()
+        self._assign_loaded = True
+
+    @staticmethod
+    def _exchange(conn: Any, commands: list[bytes]) -> list[Any]:
+        replies: list[Any] = []
+        try:
+            # Send in slices so that Redis starts on the first while the rest is on its way.
+            for i in range(0, len(commands), 32):
+                conn.send_packed_command([b"".join(commands[i : i + 32])], check_health=False)
+            for _ in commands:
+                try:
+                    replies.append(conn.read_response())
+                except redis.ResponseError as exc:
+                    replies.append(exc)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            conn.disconnect()
+            replies += [exc] * (len(commands) - len(replies))
+        except BaseException:
+            conn.disconnect()  # replies half read: the connection is of no more use
+            raise
+        return replies
+
+    @staticmethod
+    def _decode_assign(
+        doc: DocPrint, doc_id: str | None, reply: bytes
+    ) -> tuple[Assignment, tuple[int, ...]]:
+        if reply[:2] == b"R ":
+            _, root, raw = reply.split(b" ", 2)
+            rec = _parse_record(doc_id or "", raw)
+            now = int(root)
+            canonical = now if now != rec.similar_id else None
+            answer = Assignment(rec.similar_id, rec.duplicate, rec.merged_from, True, canonical)
+            return answer, rec.fingerprints
+        root, dup, _seq, positions, merged = reply.split(b" ")
+        sentences = doc.sentences
+        anchors = tuple(sentences[int(i) - 1] for i in positions.split(b",")) if positions else ()
+        ids = tuple(int(g) for g in merged.split(b",")) if merged else ()
+        return Assignment(int(root), dup == b"1", ids), anchors
+
+    # -- the Store contract ------------------------------------------------------------
+    def assign(
+        self,
+        doc: DocPrint,
+        policy: MatchPolicy,
+        doc_id: str | None = None,
+        title: str | None = None,
+        meta: DocMeta | None = None,
+    ) -> tuple[Assignment, tuple[int, ...]]:
+        self._check()
+        command = self._pack_assign(doc, policy, doc_id, title, meta)
+        with self._errors():
+            reply = self._run_assign([command])[0]
+        if isinstance(reply, Exception):
+            raise self._translate(reply) from reply
+        return self._decode_assign(doc, doc_id, reply)
+
+    def assign_many(
+        self,
+        items: Sequence[tuple[DocPrint, str | None, str | None]],
+        policy: MatchPolicy,
+        metas: Sequence[DocMeta | None] | None = None,
+    ) -> list[tuple[Assignment, tuple[int, ...]] | NSHashError]:
+        """Place documents in order, pipelined: one round trip per :data:`PIPELINE_CHUNK`.
+
+        A failing item yields its exception and the rest go on. When the connection fails,
+        the items answered before keep their answers and every later one yields a
+        :class:`~nshash.StoreUnavailableError`: some of those may have been applied, so send
+        them again with their ``doc_id``.
+        """
+        self._check()
+        out: list[tuple[Assignment, tuple[int, ...]] | NSHashError | None] = [None] * len(items)
+        for start in range(0, len(items), PIPELINE_CHUNK):
+            stop = min(start + PIPELINE_CHUNK, len(items))
+            self._assign_chunk(items, policy, start, stop, out, metas)
+        return [r for r in out if r is not None]
+
+    def _assign_chunk(
+        self,
+        items: Sequence[tuple[DocPrint, str | None, str | None]],
+        policy: MatchPolicy,
+        start: int,
+        stop: int,
+        out: list[tuple[Assignment, tuple[int, ...]] | NSHashError | None],
+        metas: Sequence[DocMeta | None] | None = None,
+    ) -> None:
+        sent: list[int] = []
+        commands: list[bytes] = []
+        for i in range(start, stop):
+            doc, doc_id, title = items[i]
+            meta = metas[i] if metas is not None else None
+            try:
+                commands.append(self._pack_assign(doc, policy, doc_id, title, meta))
+            except NSHashError as exc:
+                out[i] = exc
+                continue
+            sent.append(i)
+        if not sent:
+            return
+        try:
+            replies = self._run_assign(commands)
+        except redis.RedisError as exc:
+            replies = [exc] * len(sent)
+        for i, reply in zip(sent, replies, strict=True):
+            if isinstance(reply, Exception):
+                out[i] = self._translate(reply)
+            else:
+                out[i] = self._decode_assign(items[i][0], items[i][1], reply)
+
+    def lookup(self, doc: DocPrint, policy: MatchPolicy) -> int | None:
+        self._check()
+        args = self._policy_args(policy)[0]
+        found = self._read(b"lookup", *args[:3], *self._doc_args(doc), b"0")
+        return int(found) or None
+
+    def explain(self, doc: DocPrint, policy: MatchPolicy) -> Explanation:
+        args = self._policy_args(policy)[0]
+        reply = self._read(b"lookup", *args[:3], *self._doc_args(doc), b"1")
+        if reply[0] == b"exact":
+            return Explanation(int(reply[1]), "exact", theta=policy.theta)
+        chosen = [int(g) for g in reply[1].split(b",") if g]
+        anchors, boilerplate, rows = reply[2], reply[3], reply[4:]
+        candidates = []
+        for row in rows:
+            gid, hits, shared, mine, theirs = row.split(b" ")
+            candidates.append(
+                judged(
+                    int(gid),
+                    tuple(_unsigned(h) for h in hits.split(b",") if h),
+                    int(shared),
+                    int(mine),
+                    int(theirs),
+                    policy,
+                )
+            )
+        return finish_explanation(
+            chosen,
+            tuple(_unsigned(h) for h in anchors.split(b",") if h),
+            tuple(_unsigned(h) for h in boilerplate.split(b",") if h),
+            candidates,
+            policy,
+        )
+
+    def resolve(self, similar_id: int) -> int:
+        return int(self._read(b"resolve", str(int(similar_id)).encode()))
+
+    def document(self, doc_id: str) -> DocumentRecord | None:
+        reply = self._read(b"document", doc_id.encode("utf-8"))
+        if reply is None:
+            return None
+        rec = _parse_record(doc_id, reply[1])
+        return DocumentRecord(
+            rec.doc_id, int(reply[0]), rec.duplicate, rec.merged_from, rec.title, rec.fingerprints
+        )
+
+    def sequence(self, doc_id: str) -> int | None:
+        """Return the position (from 1) at which Redis applied *doc_id*, or None if unknown.
+
+        Replaying the documents of a namespace serially in this order, through any store,
+        gives the same groups and ids: the record of what concurrent writers did.
+        """
+        reply = self._read(b"sequence", doc_id.encode("utf-8"))
+        return None if reply is None else int(reply)
+
+    def group(self, similar_id: int) -> Group | None:
+        reply = self._read(b"group", str(int(similar_id)).encode())
+        return None if reply is None else _decode_group(reply)
+
+    def group_head(self, similar_id: int, members: int) -> Group | None:
+        if members < 1:
+            group = self.group(similar_id)
+            return None if group is None else Group(group.similar_id, group.size)
+        reply = self._read(b"group_head", str(int(similar_id)).encode(), b"%d" % members)
+        return None if reply is None else _decode_group(reply)
+
+    def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
+        reply = self._read(b"groups", str(int(min_size)).encode(), str(int(limit)).encode())
+        return [_decode_group(g) for g in reply]
+
+    def hot(self, first_hour: int, last_hour: int, limit: int = 30) -> list[tuple[int, int]]:
+        if last_hour < first_hour:
+            return []
+        reply = self._read(b"hot", b"%d" % first_hour, b"%d" % last_hour, b"%d" % limit)
+        return [(int(reply[i]), int(float(reply[i + 1]))) for i in range(0, len(reply), 2)]
+
+    def activity(self, similar_id: int) -> Activity | None:
+        reply = self._read(b"activity", str(int(similar_id)).encode())
+        if reply is None:
+            return None
+        gid, seen, flat = reply
+        first, last = (int(v) for v in seen.split())
+        hours = sorted(
+            (int(flat[i]) * HOUR, int(flat[i + 1])) for i in range(0, len(flat), 2)
+        )
+        return Activity(int(gid), first, last, tuple(hours))
+
+    def doc_meta(self, doc_ids: Sequence[str]) -> list[DocMeta | None]:
+        if not doc_ids:
+            return []
+        reply = self._read(b"metas", *(d.encode("utf-8") for d in doc_ids))
+        out: list[DocMeta | None] = []
+        for raw in reply:
+            if raw is None:
+                out.append(None)
+                continue
+            added, url, site = json.loads(raw)
+            out.append(DocMeta(int(added), url, site))
+        return out
+
+    def stats(self) -> StoreStats:
+        documents, groups, fps, common, last = self._read(b"stats")
+        return StoreStats(
+            documents=int(documents),
+            groups=int(groups),
+            fingerprints=int(fps),
+            common_fingerprints=int(common),
+            last_id=int(last),
+        )
+
+    def ping(self) -> None:
+        with self._errors():
+            self._client.ping()
+
+    def close(self) -> None:
+        """Release the connections; closing twice is harmless."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._client.close()
+            for pool in self._pools:
+                pool.disconnect()
+        except redis.RedisError:
+            pass

@@ -1,0 +1,199 @@
+"""The store contract and the URL factory that picks a backend.
+
+A store keeps the fingerprint -> group tables and makes the assignment of one document atomic.
+Three backends share one contract, checked by one test suite:
+
+===============================  ==============================================================
+URL                              backend
+===============================  ==============================================================
+``memory://``                    dicts in this process, gone when it exits
+``memory:///path/news.pkl``      dicts, journaled to ``news.pkl.journal`` before every answer,
+                                 compacted into the snapshot ``news.pkl``
+``leveldb:///path/to/dir``       LevelDB through plyvel (``pip install 'nshash[leveldb]'``)
+``redis://host:6379/0?prefix=n`` Redis, shared by many processes (``pip install 'nshash[redis]'``)
+===============================  ==============================================================
+
+Query parameters tune a backend: ``fsync=always|everysec|no`` for memory and LevelDB,
+``prefix=NAME`` for Redis. Unknown parameters are refused, so a typo never passes silently.
+
+``readonly=True`` (a keyword, or ``?readonly=1``) opens a store for reading only: nothing is
+created, locked or written, a missing store raises :class:`~nshash.StoreNotFoundError`, and
+it works while another process is writing (see each backend for how).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ...errors import ConfigError, NSHashError, StoreReadOnlyError
+from ...results import Activity, Assignment, DocMeta, DocumentRecord, Explanation, Group, StoreStats
+from ...stores.url import (
+    _fsync_option,
+    _readonly_option,
+    _refuse_unknown,
+    _repair_option,
+    _require,
+    mask_url,
+    parse_url,
+)
+from ...text.fingerprint import DocPrint
+from .assign import MatchPolicy
+from .base import Store
+
+__all__ = ["ReadOnlyStore", "open_path", "open_store"]
+
+def _open_memory(url: str, path: str, options: dict[str, Any]) -> Store:
+    from .memory import MemoryStore
+
+    fsync = _fsync_option(options, url)
+    repair = _repair_option(options, url)
+    readonly = _readonly_option(options, url)
+    _refuse_unknown(options, url)
+    if readonly and not path:
+        raise ConfigError(
+            f"{mask_url(url)!r} starts empty in every process, so there is nothing to read;"
+            " give a saved store such as memory:///path/news.pkl"
+        )
+    return MemoryStore(path or None, fsync=fsync, repair=repair, readonly=readonly)
+
+
+def _open_leveldb(url: str, path: str, options: dict[str, Any]) -> Store:
+    _require("plyvel", "leveldb")
+    from .leveldb import LevelDBStore
+
+    if not path or path == "/":
+        raise ConfigError(
+            f"A LevelDB URL needs a directory: 'leveldb:///path/to/dir', not {mask_url(url)!r}"
+        )
+    fsync = _fsync_option(options, url)
+    repair = _repair_option(options, url)
+    readonly = _readonly_option(options, url)
+    _refuse_unknown(options, url)
+    return LevelDBStore(path, fsync=fsync, repair=repair, readonly=readonly)
+
+
+def _open_redis(url: str, path: str, options: dict[str, Any]) -> Store:
+    _require("redis", "redis")
+    readonly = _readonly_option(options, url)
+    module = importlib.import_module("nshash.methods.nshash.redis")
+    store: Store = module.RedisStore.from_url(url, **options)
+    return ReadOnlyStore(store) if readonly else store
+
+
+class ReadOnlyStore(Store):
+    """A store's read calls, with every write refused (:class:`~nshash.StoreReadOnlyError`).
+
+    A server store needs nothing more to be read safely while others write (Redis serves
+    every reader); the file stores have their own read-only mode, which also avoids locking.
+    """
+
+    def __init__(self, inner: Store) -> None:
+        self.inner = inner
+        self.url = inner.url
+        self.readonly = True
+
+    def assign(
+        self,
+        doc: DocPrint,
+        policy: MatchPolicy,
+        doc_id: str | None = None,
+        title: str | None = None,
+        meta: DocMeta | None = None,
+    ) -> tuple[Assignment, tuple[int, ...]]:
+        raise StoreReadOnlyError(f"{self.url} is open read-only", url=self.url)
+
+    def assign_many(
+        self,
+        items: Sequence[tuple[DocPrint, str | None, str | None]],
+        policy: MatchPolicy,
+        metas: Sequence[DocMeta | None] | None = None,
+    ) -> list[tuple[Assignment, tuple[int, ...]] | NSHashError]:
+        raise StoreReadOnlyError(f"{self.url} is open read-only", url=self.url)
+
+    def lookup(self, doc: DocPrint, policy: MatchPolicy) -> int | None:
+        return self.inner.lookup(doc, policy)
+
+    def explain(self, doc: DocPrint, policy: MatchPolicy) -> Explanation:
+        return self.inner.explain(doc, policy)
+
+    def resolve(self, similar_id: int) -> int:
+        return self.inner.resolve(similar_id)
+
+    def document(self, doc_id: str) -> DocumentRecord | None:
+        return self.inner.document(doc_id)
+
+    def group(self, similar_id: int) -> Group | None:
+        return self.inner.group(similar_id)
+
+    def group_head(self, similar_id: int, members: int) -> Group | None:
+        return self.inner.group_head(similar_id, members)
+
+    def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
+        return self.inner.groups(min_size, limit)
+
+    def stats(self) -> StoreStats:
+        return self.inner.stats()
+
+    def hot(self, first_hour: int, last_hour: int, limit: int = 30) -> list[tuple[int, int]]:
+        return self.inner.hot(first_hour, last_hour, limit)
+
+    def activity(self, similar_id: int) -> Activity | None:
+        return self.inner.activity(similar_id)
+
+    def doc_meta(self, doc_ids: Sequence[str]) -> list[DocMeta | None]:
+        return self.inner.doc_meta(doc_ids)
+
+    def ping(self) -> None:
+        self.inner.ping()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+#: Scheme -> opener. Adding a backend means one module and one row here.
+_OPENERS: dict[str, Callable[[str, str, dict[str, Any]], Store]] = {
+    "memory": _open_memory,
+    "leveldb": _open_leveldb,
+    "redis": _open_redis,
+    "rediss": _open_redis,
+    "unix": _open_redis,
+}
+
+
+def open_path(scheme: str, path: str, **options: Any) -> Store:
+    """Open a file-backed store (``memory`` or ``leveldb``) at *path*, with no URL quoting."""
+    if scheme not in ("memory", "leveldb"):
+        raise ConfigError(f"open_path takes 'memory' or 'leveldb', not {scheme!r}")
+    return _OPENERS[scheme](f"{scheme}://{path}", path, dict(options))
+
+
+def open_store(url: str, **options: Any) -> Store:
+    """Open the store a URL names.
+
+    Args:
+        url: ``memory://``, ``memory:///path/file.pkl``, ``leveldb:///path/dir`` or
+            ``redis://host:port/db?prefix=NAME``.
+        **options: backend options; they override the URL's query options.
+            ``readonly=True`` opens for reading only (see the module docstring).
+
+    Raises:
+        ConfigError: the scheme is unknown, an option is invalid, or the backend's package is
+            not installed.
+        StoreNotFoundError: opened ``readonly`` and there is no such store.
+        StoreError: the store cannot be opened.
+
+    Example:
+        >>> store = open_store("memory://")
+        >>> store.stats().documents
+        0
+    """
+    scheme, path, query = parse_url(url)
+    opener = _OPENERS.get(scheme)
+    if opener is None:
+        raise ConfigError(
+            f"Unknown store scheme {scheme!r} in {mask_url(url)!r}; use one of {sorted(_OPENERS)}"
+        )
+    query.update({k: v for k, v in options.items()})
+    return opener(url, path, query)

@@ -1,0 +1,436 @@
+"""The LevelDB backend of every method: a directory through plyvel, opened once.
+
+:class:`LevelDB` is what the LevelDB store of each method stands on: it opens the directory
+(a second opener gets :class:`~nshash.StoreLockedError`, a damaged one
+:class:`~nshash.StoreCorruptError`), takes a *checkpoint* for a read-only open, repairs on
+request, writes each change as one ``write_batch(transaction=True)`` under the ``fsync``
+policy (a background thread syncs an ``everysec`` write within about a second), and after a
+failed write refuses writes until the owner has reopened and verified the directory.
+:class:`LevelKV` puts the :class:`~nshash.stores.kv.KV` of the keyed and simhash methods on it.
+
+**Read-only opens** never open the directory itself: LevelDB admits one opener and writes to
+any directory it opens (its info log, a new manifest). The checkpoint is a copy of the
+directory's files in a temporary directory (immutable table files are hard-linked when the
+file system allows, the manifest and write-ahead logs are copied), opened and deleted on
+close. It holds every write the writer acknowledged before the open; a torn last log record
+(a write in flight) is dropped as LevelDB drops it after a crash. When the writer creates or
+deletes files (a compaction) during the copy, the copy is taken again.
+
+**Durability.** Every batch is in LevelDB's log before :meth:`LevelDB.write` returns, so a
+killed process loses nothing it acknowledged. ``always`` syncs every write; ``everysec`` (the
+default) syncs a write when a second has passed since the last synced one, and the flusher
+(or :meth:`~LevelDB.close`) syncs a pending one within about a second; ``no`` never syncs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import plyvel
+
+from ..errors import (
+    ConfigError,
+    StoreCorruptError,
+    StoreError,
+    StoreLockedError,
+    StoreNotFoundError,
+)
+from .kv import KV
+from .url import FSYNC_POLICIES
+
+__all__ = ["LevelDB", "LevelKV", "checkpoint"]
+
+logger = logging.getLogger("nshash")
+
+
+#: Attempts to copy a directory that a writer is not compacting at that very moment.
+CHECKPOINT_ATTEMPTS = 50
+
+
+def _db_files(path: str) -> set[str]:
+    """The names of the files LevelDB needs to open *path* (not its LOCK or info logs)."""
+    return {
+        name
+        for name in os.listdir(path)
+        if name == "CURRENT"
+        or name.startswith("MANIFEST-")
+        or name.endswith((".ldb", ".sst", ".log"))
+    }
+
+
+def _order(name: str) -> int:
+    # What the copy holds must be at least as new as what the manifest names: the manifest
+    # first, then the tables it lists, then the logs (written last, read for the newest writes).
+    if name == "CURRENT" or name.startswith("MANIFEST-"):
+        return 0
+    return 1 if name.endswith((".ldb", ".sst")) else 2
+
+
+def checkpoint(path: str, into: str) -> None:
+    """Copy the LevelDB directory *path* into the empty directory *into*, reading only.
+
+    Safe while a writer has *path* open: the copy is taken again whenever the set of files
+    changed while it was being taken. Table files never change once written, so they are
+    hard-linked where the file system allows (a link changes no byte of the original).
+
+    Raises:
+        StoreNotFoundError: *path* holds no LevelDB database.
+        StoreError: no consistent copy could be taken.
+    """
+    if not os.path.isfile(os.path.join(path, "CURRENT")):
+        raise StoreNotFoundError(
+            f"There is no LevelDB store at {path!r} (reading never creates one)",
+            url=f"leveldb://{path}",
+        )
+    for _attempt in range(CHECKPOINT_ATTEMPTS):
+        try:
+            before = _db_files(path)
+            for name in sorted(before, key=_order):
+                src, dst = os.path.join(path, name), os.path.join(into, name)
+                if _order(name) == 1:
+                    try:
+                        os.link(src, dst)
+                        continue
+                    except OSError as exc:
+                        if isinstance(exc, FileNotFoundError):
+                            raise
+                shutil.copyfile(src, dst)
+            if _db_files(path) == before:
+                return
+        except FileNotFoundError:
+            pass  # a compaction deleted a file under the copy: take it again
+        for name in os.listdir(into):
+            os.unlink(os.path.join(into, name))
+        time.sleep(0.01)
+    raise StoreError(
+        f"Cannot copy LevelDB directory {path!r}: its files kept changing while they were read",
+        url=f"leveldb://{path}",
+    )
+
+
+
+def reason(exc: Exception) -> str:
+    """The text of a plyvel error (plyvel passes LevelDB's status as bytes)."""
+    arg = exc.args[0] if exc.args else exc
+    return arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)
+
+
+class _ClosedDB:
+    """Stands for the database while a reopen after a failed write has not succeeded."""
+
+    def __init__(self, why: str) -> None:
+        self.reason = why
+
+    def __getattr__(self, name: str) -> Any:
+        raise plyvel.IOError(f"the store is not open: {self.reason}".encode())
+
+    def close(self) -> None:
+        pass
+
+
+def _flush_loop(ref: weakref.ref[LevelDB], stop: threading.Event) -> None:
+    while not stop.wait(1.0):
+        host = ref()
+        if host is None:
+            return
+        host.flush_pending()
+        del host
+
+
+class LevelDB:
+    """A LevelDB directory, opened for one owner (a method's store); see the module docstring.
+
+    Args:
+        path: the directory; created when missing (unless *readonly*).
+        fsync: ``"always"``, ``"everysec"`` (default) or ``"no"``.
+        sync_key: a key the owner lets this class rewrite (with its own value) to force the
+            log to disk when an ``everysec`` write is pending.
+        readonly: open a checkpoint (never the directory); writes are the owner's to refuse.
+        repair: run LevelDB's repair on *path* first.
+        lock: the owner's lock, held around every call (the flusher takes it too).
+
+    Attributes:
+        db: the ``plyvel.DB`` (of the checkpoint when *readonly*).
+        failed: why writes are refused (a write failed), until :meth:`reopen` succeeds.
+
+    Raises:
+        ConfigError: *fsync* is not a known policy, or *repair* with *readonly*.
+        StoreLockedError: another process (or another store in this one) holds *path*.
+        StoreNotFoundError: *readonly* and *path* holds no LevelDB.
+        StoreCorruptError: *path* holds a damaged LevelDB.
+        StoreError: the directory cannot be opened for another reason.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        fsync: str = "everysec",
+        *,
+        sync_key: tuple[bytes, bytes],
+        readonly: bool = False,
+        repair: bool = False,
+        lock: threading.Lock | threading.RLock | None = None,
+    ) -> None:
+        if fsync not in FSYNC_POLICIES:
+            raise ConfigError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {fsync!r}")
+        self.path = path
+        self.url = f"leveldb://{path}"
+        if repair and readonly:
+            raise ConfigError(f"{self.url} cannot be repaired through a read-only open")
+        self.readonly = readonly
+        self._fsync = fsync
+        self._sync_key = sync_key
+        self._lock = lock if lock is not None else threading.Lock()
+        self._copy: str | None = None
+        self._dirty = False
+        self._last_sync = 0.0
+        self._stop = threading.Event()
+        self._flusher: threading.Thread | None = None
+        self.failed: str | None = None
+        self._next_recovery = 0.0
+        self._closed = False
+        self.db: Any
+        if readonly:
+            self.db = self._open_copy(path)
+        else:
+            if repair:
+                self._repair_files()
+            self.db = self._open(path)
+        if fsync == "everysec" and not readonly:
+            # The thread holds only a weak reference, so a host dropped without close() is
+            # still collected (and __del__ releases the directory).
+            self._flusher = threading.Thread(
+                target=_flush_loop,
+                args=(weakref.ref(self), self._stop),
+                name="nshash-leveldb-fsync",
+                daemon=True,
+            )
+            self._flusher.start()
+
+    # -- opening -------------------------------------------------------------------------
+    def _repair_files(self) -> None:
+        try:
+            plyvel.repair_db(self.path)
+        except (plyvel.Error, OSError) as exc:
+            raise StoreError(
+                f"Cannot repair LevelDB directory {self.path!r}: {reason(exc)}", url=self.url
+            ) from exc
+
+    def _open(self, path: str) -> plyvel.DB:
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            return plyvel.DB(path, create_if_missing=True)
+        except plyvel.IOError as exc:
+            # LevelDB says "IO error: lock DIR/LOCK: ..." when the lock is taken; other
+            # failures may name the LOCK file too ("IO error: DIR/LOCK: Not a directory").
+            if not reason(exc).startswith("IO error: lock "):
+                raise self._open_failed(exc) from exc
+            raise StoreLockedError(
+                f"LevelDB directory {path!r} is already open in another process or store "
+                "(LevelDB admits one opener; share state between processes through Redis)",
+                url=self.url,
+            ) from exc
+        except plyvel.CorruptionError as exc:
+            raise StoreCorruptError(
+                f"LevelDB directory {path!r} is damaged: {reason(exc)}", url=self.url
+            ) from exc
+        except (plyvel.Error, OSError) as exc:
+            raise self._open_failed(exc) from exc
+
+    def _open_copy(self, path: str) -> plyvel.DB:
+        """Open a checkpoint of *path* (a read-only store's view; see the module docstring)."""
+        self._copy = tempfile.mkdtemp(prefix="nshash-leveldb-ro-")
+        try:
+            checkpoint(path, self._copy)
+            return plyvel.DB(self._copy, create_if_missing=False)
+        except plyvel.CorruptionError as exc:
+            self._drop_copy()
+            raise StoreCorruptError(
+                f"LevelDB directory {path!r} is damaged: {reason(exc)}", url=self.url
+            ) from exc
+        except (plyvel.Error, OSError) as exc:
+            self._drop_copy()
+            raise self._open_failed(exc) from exc
+        except BaseException:
+            self._drop_copy()
+            raise
+
+    def _drop_copy(self) -> None:
+        if self._copy is not None:
+            shutil.rmtree(self._copy, ignore_errors=True)
+            self._copy = None
+
+    def _open_failed(self, exc: Exception) -> StoreError:
+        return StoreError(
+            f"Cannot open LevelDB directory {self.path!r}: {reason(exc)}", url=self.url
+        )
+
+    def reopen(self) -> None:
+        """Close and open the directory again (after a failed write, by the owner's recovery).
+
+        Raises:
+            StoreError: it cannot be opened; :attr:`db` then refuses every call.
+        """
+        try:
+            self.db.close()
+        except plyvel.Error:
+            pass
+        try:
+            self.db = self._open(self.path)
+        except StoreError as exc:
+            self.db = _ClosedDB(str(exc))
+            raise
+
+    def recovery_due(self) -> bool:
+        """Whether a failed host should try :meth:`reopen` now (at most once a second)."""
+        now = time.monotonic()
+        if self.failed is None or now < self._next_recovery:
+            return False
+        self._next_recovery = now + 1.0
+        return True
+
+    def recovered(self) -> None:
+        """The owner reopened and verified the directory: writes are accepted again."""
+        logger.warning("LevelDB directory %r reopened and verified after a write failed", self.path)
+        self.failed = None
+        self._dirty = False
+
+    # -- writing -------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def errors(self, doing: str = "LevelDB failed in") -> Iterator[None]:
+        """plyvel's errors as :class:`~nshash.StoreError` naming the directory."""
+        try:
+            yield
+        except plyvel.Error as exc:
+            raise StoreError(f"{doing} {self.path!r}: {reason(exc)}", url=self.url) from exc
+
+    def write(self, puts: Mapping[bytes, bytes | None]) -> None:
+        """Write *puts* (None deletes) in one transactional batch, synced per the policy.
+
+        Raises:
+            StoreError: the batch failed: nothing of it was written, and writes are refused
+                from now on until the owner reopens the directory (see :meth:`reopen`).
+        """
+        if self.failed is not None:
+            raise StoreError(
+                f"The store refuses writes until it is reopened and verified: {self.failed}",
+                url=self.url,
+            )
+        if not puts:
+            return
+        now = time.monotonic()
+        sync = self._fsync == "always" or (
+            self._fsync == "everysec" and now - self._last_sync >= 1.0
+        )
+        try:
+            batch = self.db.write_batch(transaction=True, sync=sync)
+            for key, value in puts.items():
+                if value is None:
+                    batch.delete(key)
+                else:
+                    batch.put(key, value)
+            batch.write()
+        except plyvel.Error as exc:
+            self.fail(f"Cannot write to {self.path!r}: {reason(exc)}")
+            raise StoreError(
+                f"Cannot write to {self.path!r}: {reason(exc)}; nothing of this call was"
+                " written, and the store refuses writes until it is reopened",
+                url=self.url,
+            ) from exc
+        if sync:
+            self._last_sync = now
+            self._dirty = False
+        elif self._fsync == "everysec":
+            self._dirty = True
+
+    def fail(self, why: str) -> None:
+        """Refuse writes from now on: after a failed write LevelDB's log may hold half a
+        record, and writes after it could be dropped on the next open."""
+        if self.failed is None:
+            self.failed = why
+            self._next_recovery = time.monotonic() + 1.0
+
+    def _sync_now(self) -> None:
+        """Force LevelDB's log to disk with a small synced write; the caller holds the lock."""
+        self.db.put(*self._sync_key, sync=True)
+        self._last_sync = time.monotonic()
+        self._dirty = False
+
+    def flush_pending(self) -> None:
+        """Sync a write left unsynced by the ``everysec`` policy (the flusher thread's job)."""
+        with self._lock:
+            if self._closed or not self._dirty or self.failed is not None:
+                return
+            try:
+                self._sync_now()
+            except plyvel.Error as exc:
+                self.fail(f"Cannot sync {self.path!r}: {reason(exc)}")
+
+    def close(self) -> None:
+        """Sync a pending write and release the directory (the caller holds the lock).
+
+        Raises:
+            StoreError: the pending write could not be synced (the directory is released).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        try:
+            if self._dirty and self.failed is None:
+                self._sync_now()
+        except plyvel.Error as exc:
+            raise StoreError(f"Cannot sync {self.path!r}: {reason(exc)}", url=self.url) from exc
+        finally:
+            self.db.close()
+            self._drop_copy()
+
+    def join(self) -> None:
+        """Wait for the flusher thread to end (after :meth:`close`, without the lock)."""
+        if self._flusher is not None and self._flusher is not threading.current_thread():
+            self._flusher.join(timeout=2)
+
+
+class LevelKV(KV):
+    """A :class:`~nshash.stores.kv.KV` in a :class:`LevelDB` directory, under the key prefix
+    ``METHOD\\x00`` (``keyed\\x00``, ``simhash\\x00``)."""
+
+    persistent = True
+
+    def __init__(self, path: str, fsync: str, method: str) -> None:
+        self.url = f"leveldb://{path}"
+        self._prefix = method.encode() + b"\x00"
+        self._host = LevelDB(path, fsync, sync_key=(self._prefix + b"m:synced", b"1"))
+        self._ns = self._host.db.prefixed_db(self._prefix)
+
+    @property
+    def failed(self) -> str | None:
+        """Why writes are refused (a write failed), until the directory is reopened."""
+        return self._host.failed
+
+    def get(self, key: bytes) -> bytes | None:
+        with self._host.errors():
+            value: bytes | None = self._ns.get(key)
+        return value
+
+    def write(self, puts: dict[bytes, bytes]) -> None:
+        with self._host._lock:
+            self._host.write({self._prefix + key: value for key, value in puts.items()})
+
+    def scan(self, prefix: bytes) -> Iterator[bytes]:
+        with self._host.errors():
+            yield from self._ns.iterator(prefix=prefix, include_value=False)
+
+    def close(self) -> None:
+        with self._host._lock:
+            self._host.close()
+        self._host.join()

@@ -1,0 +1,403 @@
+"""Fingerprints: text -> sentence keys -> a stream -> shingles -> anchors and a sketch.
+
+Sentences are split at Chinese and Latin sentence ends and at line breaks; each sentence is
+reduced to its *key* (letters, digits and CJK only, normalized as
+:func:`nshash.text.normalize.normalize_key` does), so punctuation, spacing, width and script changes
+never change a hash. The keys joined end to end are the document's *stream*: where the lines
+break (a repost re-wrapped at another width) no longer matters either.
+
+A *shingle* is a short window of the stream, starting at every character, just long enough to
+weigh ``shingle`` units (a CJK character weighs 3, any other letter or digit 1: about 8 Chinese
+characters or 4 to 5 English words). Every shingle gets a 64-bit rolling hash. Two samples of
+those hashes describe the document, and both are *consistent*: the same text yields the same
+picks in any document that holds it, whatever surrounds it.
+
+* The **anchors** are the shingles of the smallest hashes (a bottom-k sample). A copy that keeps
+  only a third of the text, re-wrapped, with promotional lines between its paragraphs, still has
+  several of the original's smallest shingles among its own smallest.
+* The **sketch** is every shingle hash whose low bits are zero (one in ``sketch_rate``), so its
+  size follows the document's length and a truncated copy's sketch is nearly contained in the
+  original's: the store verifies a candidate by that containment.
+
+Speed matters here (the job is microseconds per article): the text is keyed with a few
+C-speed passes over the whole string (``str.replace`` for sentence ends, one call of
+rapidfuzz's C++ preprocessing), and normalization is proven unnecessary by two quick scans for
+nearly all text; see :func:`nshash.text.normalize.fold_keys`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import farmhash
+import numpy as np
+from rapidfuzz.utils import default_process
+
+from ..errors import ConfigError, EmptyDocumentError
+from .kernel import compile_kernel
+from .normalize import fold_keys, html_to_text, looks_like_html
+
+__all__ = [
+    "DEFAULT_DELIMITERS",
+    "DocPrint",
+    "Fingerprinter",
+    "HASHFUNCS",
+    "SKETCH_BITS",
+    "split_sentences",
+]
+
+#: Sentence ends that always split (after NFKC the full-width forms equal the plain ones, but
+#: splitting happens before normalization, so both forms are listed).
+DEFAULT_DELIMITERS = "。！？；!?;｡\n\r\u2028\u2029\x0b\x0c\x85"
+
+
+def _md5(key: str) -> int:
+    return int.from_bytes(hashlib.md5(key.encode("utf-8")).digest()[:8], "big")
+
+
+#: Hash functions by name. Each maps a key to an unsigned 64-bit integer that is stable across
+#: machines, processes and library versions.
+HASHFUNCS: dict[str, Callable[[str], int]] = {"farmhash": farmhash.fingerprint64, "md5": _md5}
+
+#: A period ends a sentence before white space or the end, so 3.14 and example.com stay whole
+#: (closing quotes and brackets may stand between), and right after a Chinese character: a
+#: repost that swaps 。 for its half-width form still splits where the original did.
+_PERIOD = re.compile(r"[.．](?:(?=[\"'”’)\]]*(?:\s|$))|(?<=[\u3400-\u9fff\uf900-\ufaff][.．]))")
+
+
+@lru_cache(maxsize=32)
+def _splitter(delimiters: str) -> re.Pattern[str]:
+    chars = "".join(re.escape(c) for c in dict.fromkeys(delimiters) if c != ".")
+    return re.compile(f"[{chars}]+|{_PERIOD.pattern}" if chars else _PERIOD.pattern)
+
+
+@lru_cache(maxsize=32)
+def _sentence_ends(delimiters: str) -> tuple[str, ...]:
+    """The delimiters other than the line break and the period (handled by its own rule)."""
+    return tuple(c for c in dict.fromkeys(delimiters) if c not in ".\n")
+
+
+#: A letter that survives rapidfuzz's preprocessing unchanged and that news text does not use
+#: (U+A66E CYRILLIC LETTER MULTIOCULAR O): it stands for sentence ends while keying.
+_SENTINEL = "\ua66e"
+
+#: Sketch values keep the top 53 bits of a shingle hash: they stay exact as Lua numbers (the
+#: Redis script compares them) and as JSON numbers.
+SKETCH_BITS = 53
+
+#: A sketch value above every real one: "no limit" for a sketch that is not cut short.
+NO_LIMIT = 1 << SKETCH_BITS
+
+#: The rolling hash: sum of code point * B**i over a window, mod 2**64, then a 64-bit finalizer
+#: (MurmurHash3's fmix64). Any machine computes the same values.
+_B = 0x100000001B3
+_B_INV = pow(_B, -1, 1 << 64)
+_MIX1, _MIX2 = np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53)
+_SALT = np.uint64(0x9E3779B97F4A7C15)
+_S33 = np.uint64(33)
+_S_SKETCH = np.uint64(64 - SKETCH_BITS)
+
+#: Code points from here up weigh 3 units in a shingle (CJK, kana, Hangul).
+_WIDE = 0x2E80
+_WIDE_UNITS = 3
+
+
+class _Powers:
+    """B**i and B**-i mod 2**64 for i < n, grown on demand (shared, read-only arrays)."""
+
+    def __init__(self) -> None:
+        self.up = np.ones(1, dtype=np.uint64)
+        self.down = np.ones(1, dtype=np.uint64)
+
+    def get(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        if len(self.up) < n:
+            size = max(n, 2 * len(self.up), 4096)
+            with np.errstate(over="ignore"):
+                up = np.cumprod(np.full(size, _B, dtype=np.uint64))
+                down = np.cumprod(np.full(size, _B_INV, dtype=np.uint64))
+            one = np.ones(1, dtype=np.uint64)
+            self.up = np.concatenate((one, up[:-1]))
+            self.down = np.concatenate((one, down[:-1]))
+        return self.up[:n], self.down[:n]
+
+
+_POWERS = _Powers()
+
+
+def shingle_hashes(stream: str, width: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The 64-bit hash and the end of every shingle of *stream*, in order of their starts.
+
+    A shingle starts at every character and ends as soon as it weighs *width* units; starts too
+    close to the end for a whole shingle give none. Returns None when the whole stream weighs
+    less than one shingle.
+    """
+    codes = np.frombuffer(stream.encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
+    weight = np.cumsum(np.where(codes >= _WIDE, _WIDE_UNITS, 1))
+    total = int(weight[-1])
+    if total < width:
+        return None
+    before = weight - np.where(codes >= _WIDE, _WIDE_UNITS, 1)  # units before each start
+    starts = int(np.searchsorted(before, total - width, side="right"))
+    ends = np.searchsorted(weight, before[:starts] + width, side="left") + 1
+    up, down = _POWERS.get(len(codes))
+    with np.errstate(over="ignore"):
+        prefix = np.cumsum(codes * up)
+        below = np.concatenate((np.zeros(1, dtype=np.uint64), prefix[: starts - 1]))
+        h = (prefix[ends - 1] - below) * down[:starts] ^ _SALT
+        h ^= h >> _S33
+        h *= _MIX1
+        h ^= h >> _S33
+        h *= _MIX2
+        h ^= h >> _S33
+    return h, ends
+
+
+def split_sentences(text: str, delimiters: str = DEFAULT_DELIMITERS) -> list[str]:
+    """Split *text* into sentences at sentence ends and line breaks; empty pieces are dropped.
+
+    Example:
+        >>> split_sentences("第一句。第二句！Pi is 3.14. End")
+        ['第一句', '第二句', 'Pi is 3.14', ' End']
+    """
+    if not delimiters:
+        raise ConfigError("delimiters must not be empty")
+    return [s for s in _splitter(delimiters).split(text) if s and not s.isspace()]
+
+
+@dataclass(frozen=True, slots=True)
+class DocPrint:
+    """What the store needs to place one document.
+
+    Attributes:
+        sentences: the anchor candidates: fingerprints of the shingles with the smallest
+            rolling hashes (``n`` plus a few spares), smallest first, without repeats. The
+            store takes the first ``n`` that are not known boilerplate as the anchors.
+            (The name is the first release's, whose anchors were whole sentences.)
+        sketch: the sampled shingle hashes (:data:`SKETCH_BITS` bits each), ascending, at
+            most ``sketch_size`` of them: compared between a document and a group to tell a
+            real repost from an unrelated article that shares a boilerplate passage.
+        exact: the fingerprint of all the document's letters and digits, for exact repeats.
+        limit: the sketch holds every sampled value below this one. A long document's sketch
+            is cut to its smallest values, so only values below ``limit`` are compared;
+            :data:`NO_LIMIT` when nothing was cut.
+    """
+
+    sentences: tuple[int, ...]
+    sketch: tuple[int, ...]
+    exact: int
+    limit: int = NO_LIMIT
+
+
+class Fingerprinter:
+    """Turns texts into :class:`DocPrint` values with one fixed configuration.
+
+    Args:
+        n: how many anchors a document gets at most (the store picks them).
+        min_length: the shortest sentence key, in characters, that :meth:`keys` and
+            :meth:`fingerprints` (the first release's sentence anchors) consider.
+        hashfunc: ``"farmhash"`` (``farmhash.fingerprint64``) or ``"md5"`` (first 8 bytes):
+            the fingerprint of an anchor's shingle and of the whole text.
+        delimiters: the characters that end a sentence (a period always ends one when a
+            space or the end of the text follows).
+        max_sentences: how many anchor candidates a document offers (default ``n + 8``:
+            spares for shingles the store knows to be boilerplate).
+        shingle: a shingle's weight in units (a CJK character weighs 3, other letters and
+            digits 1). Shorter shingles survive denser edits; longer ones are rarer by chance.
+        sketch_rate: one shingle hash in this many (a power of two) enters the sketch.
+        sketch_size: the sketch keeps at most this many values (the smallest).
+        html: reduce HTML to text first: ``True``, ``False``, or ``"auto"`` (the default:
+            when the text holds a tag), so a repost stored with its markup keys like the
+            plain copy.
+
+    Raises:
+        ConfigError: an argument is out of range or unknown.
+    """
+
+    def __init__(
+        self,
+        n: int = 16,
+        min_length: int = 10,
+        hashfunc: str = "farmhash",
+        delimiters: str = DEFAULT_DELIMITERS,
+        max_sentences: int | None = None,
+        shingle: int = 24,
+        sketch_rate: int = 8,
+        sketch_size: int = 256,
+        html: bool | str = "auto",
+    ) -> None:
+        for name, value in (
+            ("n", n),
+            ("min_length", min_length),
+            ("shingle", shingle),
+            ("sketch_rate", sketch_rate),
+            ("sketch_size", sketch_size),
+        ):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, not {value!r}")
+        if sketch_rate & (sketch_rate - 1):
+            raise ConfigError(f"sketch_rate must be a power of two, not {sketch_rate!r}")
+        if hashfunc not in HASHFUNCS:
+            raise ConfigError(f"Unknown hashfunc {hashfunc!r}; use one of {sorted(HASHFUNCS)}")
+        if max_sentences is None:
+            max_sentences = n + 8
+        if not isinstance(max_sentences, int) or max_sentences < n:
+            raise ConfigError(f"max_sentences must be an integer >= n, not {max_sentences!r}")
+        if html not in (True, False, "auto"):
+            raise ConfigError(f"html must be True, False or 'auto', not {html!r}")
+        if not isinstance(delimiters, str) or not delimiters:
+            raise ConfigError(f"delimiters must be a non-empty string, not {delimiters!r}")
+        self.n = n
+        self.min_length = min_length
+        self.hashfunc = hashfunc
+        self.delimiters = delimiters
+        self.max_sentences = max_sentences
+        self.shingle = shingle
+        self.sketch_rate = sketch_rate
+        self.sketch_size = sketch_size
+        self.html = html
+        self._hash = HASHFUNCS[hashfunc]
+        self._ends = _sentence_ends(delimiters)
+        self._mask = np.uint64(sketch_rate - 1)
+        self._kernel = self._compile()
+
+    def _compile(self) -> Any:
+        """The compiled kernel for this configuration, or None: the pure path runs."""
+        return compile_kernel(
+            ends="".join(self._ends) + "\n" + _SENTINEL,
+            shingle=self.shingle,
+            wide=_WIDE,
+            wide_units=_WIDE_UNITS,
+            max_sentences=self.max_sentences,
+            sketch_rate=self.sketch_rate,
+            sketch_size=self.sketch_size,
+            sketch_bits=SKETCH_BITS,
+            base=_B,
+            salt=int(_SALT),
+            hashfunc=self._hash,
+            fold=fold_keys,
+            docprint=DocPrint,
+            period=_PERIOD.pattern,
+        )
+
+    @property
+    def compiled(self) -> bool:
+        """Whether :meth:`prepare` runs the compiled kernel (see :func:`nshash.kernel_info`)."""
+        return self._kernel is not None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The compiled kernel does not pickle; a worker process compiles its own.
+        return {k: v for k, v in self.__dict__.items() if k != "_kernel"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._kernel = self._compile()
+
+    def sentence_keys(self, text: str) -> list[str]:
+        """Return the normalized keys of *text*'s sentences, in text order, empty ones dropped.
+
+        Raises:
+            ConfigError: *text* is not a str.
+            EmptyDocumentError: *text* holds no letter or digit.
+        """
+        return self._sentence_keys(self._plain(text))
+
+    def _plain(self, text: str) -> str:
+        """*text* checked, and reduced to text if it is HTML (by the ``html`` setting)."""
+        if not isinstance(text, str):
+            raise ConfigError(f"text must be a str, not {type(text).__name__}")
+        if self.html is True or (self.html == "auto" and looks_like_html(text)):
+            text = html_to_text(text)
+        return text
+
+    def _sentence_keys(self, text: str) -> list[str]:
+        if "." in text or "．" in text:
+            text = _PERIOD.sub("\n", text)
+        for end in self._ends:
+            if end in text:
+                text = text.replace(end, "\n")
+        # rapidfuzz's C++ preprocessing keeps letters and digits (lowercased) and blanks the
+        # rest, in one call for the whole text: sentence ends survive it as a letter no news
+        # text uses (should one occur, the text just has one more sentence break there).
+        keys = default_process(text.replace("\n", _SENTINEL)).replace(" ", "")
+        keys = keys.replace(_SENTINEL, "\n")
+        sentences = [k for k in fold_keys(keys).split("\n") if k]
+        if not sentences:
+            raise EmptyDocumentError("the document has no letters or digits")
+        return sentences
+
+    def keys(self, text: str) -> list[str]:
+        """Return the normalized keys of the qualifying sentences, longest first, no repeats.
+
+        When no sentence is long enough, the key of the whole document is the only one.
+
+        Raises:
+            EmptyDocumentError: *text* holds no letter or digit.
+        """
+        return self._ranked(self.sentence_keys(text))
+
+    def _ranked(self, sentences: list[str]) -> list[str]:
+        min_length = self.min_length
+        long_ = [k for k in sentences if len(k) >= min_length]
+        if not long_:
+            # Nothing qualifies but text remains: the whole document is the one key, so short
+            # texts match only when equal after normalization. Joining keys can make what
+            # NFKC composes (Hangul jamo on either side of a break): fold the join again.
+            return [fold_keys("".join(sentences))]
+        long_.sort(key=len, reverse=True)  # stable: ties keep their position
+        return list(dict.fromkeys(long_))[: self.max_sentences]
+
+    def prepare(self, text: str) -> DocPrint:
+        """Fingerprint *text* for the store.
+
+        Raises:
+            EmptyDocumentError: *text* holds no letter or digit.
+            ConfigError: *text* is not a str.
+        """
+        text = self._plain(text)
+        if self._kernel is not None:
+            found: DocPrint | None = self._kernel.prepare(text)
+            if found is not None:
+                return found
+        return self._prepare_pure(text)
+
+    def prepare_pure(self, text: str) -> DocPrint:
+        """:meth:`prepare` on the pure-Python path, whichever path is active: what the
+        compiled kernel must equal, bit for bit."""
+        return self._prepare_pure(self._plain(text))
+
+    def _prepare_pure(self, text: str) -> DocPrint:
+        stream = "".join(self._sentence_keys(text))
+        h = self._hash
+        exact = h(stream)
+        found = shingle_hashes(stream, self.shingle)
+        if found is None:
+            # Shorter than one shingle: the whole text is the one anchor, so short texts match
+            # only when equal after normalization.
+            return DocPrint((exact,), (exact >> (64 - SKETCH_BITS),), exact)
+        hashes, ends = found
+        m = self.max_sentences
+        if len(hashes) > m:
+            picks = np.argpartition(hashes, m - 1)[:m]
+            picks = picks[np.argsort(hashes[picks], kind="stable")]
+        else:
+            picks = np.argsort(hashes, kind="stable")
+        starts = picks.tolist()
+        anchors = tuple(
+            dict.fromkeys(h(stream[i:e]) for i, e in zip(starts, ends[picks].tolist(), strict=True))
+        )
+        sampled = np.unique(hashes[(hashes & self._mask) == 0] >> _S_SKETCH)
+        limit = NO_LIMIT
+        if len(sampled) > self.sketch_size:
+            limit = int(sampled[self.sketch_size])
+            sampled = sampled[: self.sketch_size]
+        sketch = tuple(sampled.tolist()) or (int(hashes.min() >> _S_SKETCH),)
+        return DocPrint(anchors, sketch, exact, limit)
+
+    def fingerprints(self, text: str) -> list[int]:
+        """Return the fingerprints of the n longest sentences of *text* (the seed's definition)."""
+        return list(self.prepare(text).sentences[: self.n])
