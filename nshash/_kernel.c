@@ -21,7 +21,7 @@
 #include <string.h>
 
 #define BMP 0x10000
-#define KERNEL_ABI 2 /* bump with every change of Kernel's arguments or tables */
+#define KERNEL_ABI 3 /* bump with every change of Kernel's arguments or tables */
 
 /* default_process of every BMP code point (0: dropped), and what folding a kept character
  * needs: 0 nothing, 1 full-width digit or letter (its NFKC form is c - 0xFEE0), 2 the pure
@@ -100,6 +100,13 @@ static Py_UCS4 dp_astral(Kernel *k, Py_UCS4 c)
     return m;
 }
 
+/* Whether a kept character (default_process's output) may change under fold_keys in a way
+ * the tables do not spell out: its line then goes through fold_keys itself. */
+static inline int line_needs_fold(uint32_t m)
+{
+    return m >= BMP || fold_class[m] == FOLD_SLOW;
+}
+
 /* The key stream of *text*: its letters and digits, normalized, sentence keys joined.
  * Writes into buf (room for cap >= n code points); returns its length, -1 on error, or
  * -2 - m when the folded keys need room for m code points. */
@@ -146,15 +153,25 @@ static Py_ssize_t key_stream(Kernel *k, PyObject *text, uint32_t *buf, Py_ssize_
         return len;
 
     /* Slow pass: the keys, one sentence a line, exactly as the pure path hands them to
-     * fold_keys; then the folded keys, joined. */
-    len = 0;
+     * fold_keys. Folding works line by line (no step of fold_keys, NFKC, casefolding or
+     * OpenCC's phrase segmentation reaches across a line break), so only the lines that hold
+     * a character the tables cannot prove go through fold_keys, in one call for all of them;
+     * the other lines fold here, as the optimistic pass does. */
+    uint32_t *keys = PyMem_Malloc((size_t)(n + 1) * sizeof *keys);
+    if (!keys) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t kn = 0;
     for (i = 0; i < n; i++) {
         Py_UCS4 c = PyUnicode_READ(kind, data, i);
         Py_UCS4 m;
         if (c >= BMP) {
             m = dp_astral(k, c);
-            if (m == (Py_UCS4)-1)
+            if (m == (Py_UCS4)-1) {
+                PyMem_Free(keys);
                 return -1;
+            }
         } else if (is_brk(k, c)
                    || ((c == '.' || c == 0xFF0E) && period_ends(kind, data, n, i))) {
             m = '\n';
@@ -162,34 +179,98 @@ static Py_ssize_t key_stream(Kernel *k, PyObject *text, uint32_t *buf, Py_ssize_
             m = dp_map[c];
         }
         if (m)
-            buf[len++] = m;
+            keys[kn++] = m;
     }
-    PyObject *keys = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, buf, len);
-    if (!keys)
-        return -1;
-    PyObject *folded = PyObject_CallOneArg(k->fold, keys);
-    Py_DECREF(keys);
-    if (!folded)
-        return -1;
-    if (!PyUnicode_Check(folded)) {
-        Py_DECREF(folded);
-        PyErr_SetString(PyExc_TypeError, "fold_keys returned a non-str");
+    /* The slow lines, joined by line breaks, in a second area of the same block. */
+    uint32_t *slow_buf = PyMem_Malloc((size_t)(kn + 1) * sizeof *slow_buf);
+    if (!slow_buf) {
+        PyMem_Free(keys);
+        PyErr_NoMemory();
         return -1;
     }
-    Py_ssize_t fn = PyUnicode_GET_LENGTH(folded);
-    if (fn > cap) { /* NFKC may lengthen a key: not within buf (the caller retries larger) */
-        Py_DECREF(folded);
-        return -2 - fn;
+    Py_ssize_t sn = 0, nslow = 0, fast_len = 0, a = 0;
+    while (a < kn) {
+        Py_ssize_t b = a;
+        int needs = 0;
+        for (; b < kn && keys[b] != '\n'; b++)
+            if (line_needs_fold(keys[b]))
+                needs = 1;
+        if (needs) {
+            if (nslow++)
+                slow_buf[sn++] = '\n';
+            memcpy(slow_buf + sn, keys + a, (size_t)(b - a) * sizeof *keys);
+            sn += b - a;
+        } else {
+            fast_len += b - a;
+        }
+        a = b + 1;
     }
-    int fkind = PyUnicode_KIND(folded);
-    const void *fdata = PyUnicode_DATA(folded);
+    PyObject *folded = NULL;
+    Py_ssize_t fn = 0;
+    if (nslow) {
+        PyObject *text_slow = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, slow_buf, sn);
+        if (text_slow) {
+            folded = PyObject_CallOneArg(k->fold, text_slow);
+            Py_DECREF(text_slow);
+        }
+        if (folded && !PyUnicode_Check(folded)) {
+            Py_CLEAR(folded);
+            PyErr_SetString(PyExc_TypeError, "fold_keys returned a non-str");
+        }
+        if (!folded) {
+            PyMem_Free(keys);
+            PyMem_Free(slow_buf);
+            return -1;
+        }
+        fn = PyUnicode_GET_LENGTH(folded);
+        Py_ssize_t breaks = 0;
+        int fk = PyUnicode_KIND(folded);
+        const void *fd = PyUnicode_DATA(folded);
+        for (i = 0; i < fn; i++)
+            breaks += PyUnicode_READ(fk, fd, i) == '\n';
+        if (breaks != nslow - 1) {
+            Py_DECREF(folded);
+            PyMem_Free(keys);
+            PyMem_Free(slow_buf);
+            PyErr_SetString(PyExc_ValueError, "fold_keys changed the number of lines");
+            return -1;
+        }
+    }
+    PyMem_Free(slow_buf);
+    if (fast_len + fn > cap) { /* NFKC may lengthen a key: not within buf (the caller retries) */
+        Py_XDECREF(folded);
+        PyMem_Free(keys);
+        return -2 - (fast_len + fn);
+    }
+    int fkind = folded ? PyUnicode_KIND(folded) : PyUnicode_1BYTE_KIND;
+    const void *fdata = folded ? PyUnicode_DATA(folded) : NULL;
+    Py_ssize_t f = 0;
     len = 0;
-    for (i = 0; i < fn; i++) {
-        Py_UCS4 c = PyUnicode_READ(fkind, fdata, i);
-        if (c != '\n')
-            buf[len++] = c;
+    a = 0;
+    while (a < kn) {
+        Py_ssize_t b = a;
+        int needs = 0;
+        for (; b < kn && keys[b] != '\n'; b++)
+            if (line_needs_fold(keys[b]))
+                needs = 1;
+        if (needs) { /* the next line of fold_keys' answer */
+            for (; f < fn; f++) {
+                Py_UCS4 c = PyUnicode_READ(fkind, fdata, f);
+                if (c == '\n')
+                    break;
+                buf[len++] = c;
+            }
+            f++;
+        } else {
+            for (Py_ssize_t j = a; j < b; j++) {
+                uint32_t m = keys[j];
+                buf[len++] = fold_class[m] == FOLD_WIDE ? m - 0xFEE0 : m;
+            }
+        }
+        a = b + 1;
     }
-    Py_DECREF(folded);
+    Py_XDECREF(folded);
+    PyMem_Free(keys);
     return len;
 }
 
@@ -687,9 +768,172 @@ static PyObject *set_tables(PyObject *self, PyObject *args)
     return ret;
 }
 
+/* cut_sketch(values, cap): cut the set *values* (more than cap ints, each below 2**64) to its
+ * cap smallest, in place, and return the smallest value dropped (the new limit); None, with
+ * the set unchanged, when a value is not such an int (the caller then cuts it in Python). */
+static PyObject *cut_sketch(PyObject *self, PyObject *args)
+{
+    PyObject *values;
+    Py_ssize_t cap;
+    if (!PyArg_ParseTuple(args, "O!n", &PySet_Type, &values, &cap))
+        return NULL;
+    Py_ssize_t n = PySet_GET_SIZE(values);
+    if (cap < 0 || n <= cap)
+        Py_RETURN_NONE;
+    PyObject **objs = PyMem_Malloc((size_t)n * sizeof *objs);
+    uint64_t *vals = PyMem_Malloc((size_t)n * sizeof *vals);
+    uint64_t *sorted = PyMem_Malloc((size_t)n * sizeof *sorted);
+    PyObject *it = NULL, *result = NULL;
+    Py_ssize_t got = 0, i;
+    if (!objs || !vals || !sorted) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    it = PyObject_GetIter(values);
+    if (!it)
+        goto done;
+    PyObject *item;
+    while (got < n && (item = PyIter_Next(it)) != NULL) {
+        objs[got] = item;
+        if (!PyLong_CheckExact(item)) {
+            got++;
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        uint64_t v = PyLong_AsUnsignedLongLong(item);
+        got++;
+        if (v == (uint64_t)-1 && PyErr_Occurred()) {
+            PyErr_Clear(); /* negative or too large: not a sketch value */
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        vals[got - 1] = sorted[got - 1] = v;
+    }
+    if (PyErr_Occurred() || got != n) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "cut_sketch: the set changed size");
+        goto done;
+    }
+    sort_u64(sorted, n);
+    uint64_t bound = sorted[cap]; /* distinct values: exactly cap of them are below it */
+    PyObject *bound_obj = NULL;
+    for (i = 0; i < n; i++) {
+        if (vals[i] < bound)
+            continue;
+        if (vals[i] == bound)
+            bound_obj = objs[i];
+        if (PySet_Discard(values, objs[i]) < 0)
+            goto done;
+    }
+    result = bound_obj ? Py_NewRef(bound_obj) : PyLong_FromUnsignedLongLong(bound);
+done:
+    Py_XDECREF(it);
+    if (objs)
+        for (i = 0; i < got; i++)
+            Py_DECREF(objs[i]);
+    PyMem_Free(objs);
+    PyMem_Free(vals);
+    PyMem_Free(sorted);
+    return result;
+}
+
+/* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
+ * caller then answers None: the Python version runs), -1 on another error. */
+static int sketch_value(PyObject *o, uint64_t *v)
+{
+    if (!PyLong_CheckExact(o))
+        return 1;
+    *v = PyLong_AsUnsignedLongLong(o);
+    if (*v == (uint64_t)-1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+            return -1;
+        PyErr_Clear();
+        return 1;
+    }
+    return 0;
+}
+
+/* sketch_overlap(live, doc_limit, values, group_limit): the guard's comparison of a
+ * document's live sketch values (a set) with a group's, each complete below its own limit:
+ * (the shared values (a set), how many of the document's are compared, the group's values
+ * compared) with values at or past the smaller limit left out. None when a value is not a
+ * plain int below 2**64 (the Python version then answers). */
+static PyObject *sketch_overlap(PyObject *self, PyObject *args)
+{
+    PyObject *live, *doc_limit_o, *values, *group_limit_o;
+    if (!PyArg_ParseTuple(args, "O!OOO", &PySet_Type, &live, &doc_limit_o, &values,
+                          &group_limit_o))
+        return NULL;
+    uint64_t doc_limit, group_limit, v;
+    int rc = sketch_value(doc_limit_o, &doc_limit);
+    if (rc == 0)
+        rc = sketch_value(group_limit_o, &group_limit);
+    if (rc)
+        return rc < 0 ? NULL : Py_NewRef(Py_None);
+    uint64_t limit = doc_limit < group_limit ? doc_limit : group_limit;
+    Py_ssize_t mine = 0;
+    PyObject *it = NULL, *item, *theirs = NULL, *shared = NULL, *result = NULL;
+    if (limit >= doc_limit) {
+        mine = PySet_GET_SIZE(live);
+    } else {
+        it = PyObject_GetIter(live);
+        if (!it)
+            return NULL;
+        while ((item = PyIter_Next(it)) != NULL) {
+            rc = sketch_value(item, &v);
+            Py_DECREF(item);
+            if (rc)
+                goto done;
+            mine += v < limit;
+        }
+        if (PyErr_Occurred())
+            goto done;
+        Py_CLEAR(it);
+    }
+    shared = PySet_New(NULL);
+    if (!shared)
+        goto done;
+    int filter = limit < group_limit;
+    if (filter && !(theirs = PyList_New(0)))
+        goto done;
+    it = PyObject_GetIter(values);
+    if (!it)
+        goto done;
+    while ((item = PyIter_Next(it)) != NULL) {
+        rc = sketch_value(item, &v);
+        if (rc == 0 && filter && v >= limit) {
+            Py_DECREF(item);
+            continue;
+        }
+        if (rc == 0 && filter)
+            rc = PyList_Append(theirs, item);
+        if (rc == 0) {
+            int in = PySet_Contains(live, item);
+            rc = in < 0 ? -1 : in ? PySet_Add(shared, item) : 0;
+        }
+        Py_DECREF(item);
+        if (rc)
+            goto done;
+    }
+    if (PyErr_Occurred())
+        goto done;
+    result = Py_BuildValue("OnO", shared, mine, filter ? theirs : values);
+done:
+    if (!result && rc > 0 && !PyErr_Occurred())
+        result = Py_NewRef(Py_None);
+    Py_XDECREF(it);
+    Py_XDECREF(theirs);
+    Py_XDECREF(shared);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
     {"set_tables", set_tables, METH_VARARGS,
      "set_tables(dp_map, fold_class): the character tables (native uint32 and uint8, BMP)."},
+    {"cut_sketch", cut_sketch, METH_VARARGS,
+     "cut_sketch(values, cap) -> the new limit; values (a set of ints) keeps its cap smallest."},
+    {"sketch_overlap", sketch_overlap, METH_VARARGS,
+     "sketch_overlap(live, doc_limit, values, group_limit) -> (shared, mine, theirs) or None."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef kernel_module = {

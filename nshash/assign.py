@@ -52,6 +52,7 @@ from typing import Protocol
 
 from .errors import ConfigError
 from .fingerprint import NO_LIMIT, DocPrint
+from .kernel import compiled_function
 from .results import Assignment, Candidate, DocumentRecord, Explanation
 
 __all__ = [
@@ -129,10 +130,31 @@ def combine_sketch(
     joined = set(values) if limit <= bound else {v for v in values if v < bound}
     joined.update(more if more_limit <= bound else (v for v in more if v < bound))
     if len(joined) > cap:
-        ordered = sorted(joined)
-        bound = ordered[cap]
-        joined = set(ordered[:cap])
+        bound = cut_sketch(joined, cap)
     return joined, bound
+
+
+#: The compiled cut (nshash._kernel.cut_sketch), or None on the pure path.
+_CUT = compiled_function("cut_sketch")
+
+
+def cut_sketch_pure(values: set[int], cap: int) -> int:
+    """:func:`cut_sketch` in Python: what the compiled one must equal."""
+    ordered = sorted(values)
+    bound = ordered[cap]
+    values.difference_update(ordered[cap:])
+    return bound
+
+
+def cut_sketch(values: set[int], cap: int) -> int:
+    """Cut *values* (more than *cap* distinct ints) to its *cap* smallest, in place, and
+    return the smallest value dropped: the new limit. Compiled where the kernel is built
+    (sorting a few hundred ints in C, not Python objects), else :func:`cut_sketch_pure`."""
+    if _CUT is not None:
+        bound: int | None = _CUT(values, cap)
+        if bound is not None:
+            return bound
+    return cut_sketch_pure(values, cap)
 
 
 class Tables(Protocol):
@@ -213,14 +235,43 @@ def _verify(
 ) -> tuple[Candidate, set[int]]:
     """Judge group *gid* against the document's live sketch; returns the shared values too."""
     values, group_limit = tables.group_sketch(gid)
-    limit = min(doc.limit, group_limit)
-    mine = live if limit >= doc.limit else {v for v in live if v < limit}
-    theirs = values if limit >= group_limit else [v for v in values if v < limit]
-    shared = mine.intersection(theirs)
-    candidate = judged(
-        gid, tuple(hits), len(shared), len(mine), len(tables.live_set(theirs)), policy
-    )
+    shared, mine, theirs = sketch_overlap(live, doc.limit, values, group_limit)
+    candidate = judged(gid, tuple(hits), len(shared), mine, len(tables.live_set(theirs)), policy)
     return candidate, shared
+
+
+#: The compiled comparison (nshash._kernel.sketch_overlap), or None on the pure path.
+_OVERLAP = compiled_function("sketch_overlap")
+
+
+def sketch_overlap_pure(
+    live: set[int], doc_limit: int, values: Collection[int], group_limit: int
+) -> tuple[set[int], int, Collection[int]]:
+    """:func:`sketch_overlap` in Python: what the compiled one must equal."""
+    limit = min(doc_limit, group_limit)
+    mine = len(live) if limit >= doc_limit else sum(1 for v in live if v < limit)
+    theirs = values if limit >= group_limit else [v for v in values if v < limit]
+    return live.intersection(theirs), mine, theirs
+
+
+def sketch_overlap(
+    live: set[int], doc_limit: int, values: Collection[int], group_limit: int
+) -> tuple[set[int], int, Collection[int]]:
+    """Compare a document's live sketch values with a group's sketch, the guard's core.
+
+    Each side holds every sampled value below its limit, so only values below the smaller
+    limit are compared. Returns the values both hold (every one is live: it is in *live*),
+    how many of the document's live values were compared, and the group's values compared
+    (common ones included: the caller leaves those out through its store). Compiled where
+    the kernel is built, else :func:`sketch_overlap_pure`; the answers are equal.
+    """
+    if _OVERLAP is not None:
+        found: tuple[set[int], int, Collection[int]] | None = _OVERLAP(
+            live, doc_limit, values, group_limit
+        )
+        if found is not None:
+            return found
+    return sketch_overlap_pure(live, doc_limit, values, group_limit)
 
 
 def judged(

@@ -28,7 +28,7 @@ from typing import Any
 import farmhash
 from rapidfuzz.utils import default_process
 
-__all__ = ["PURE_ENV", "compile_kernel", "kernel_info"]
+__all__ = ["PURE_ENV", "compile_kernel", "compiled_function", "kernel_info"]
 
 #: Set this environment variable (to anything but "" or "0") to force the pure-Python path.
 PURE_ENV = "NSHASH_PURE"
@@ -59,7 +59,7 @@ _FULLWIDTH_KEPT = (*range(0xFF10, 0xFF1A), *range(0xFF41, 0xFF5B))
 _BMP = 0x10000
 
 #: The interface version of the extension this module drives (``KERNEL_ABI`` in _kernel.c).
-ABI = 2
+ABI = 3
 
 
 def _load() -> tuple[Any, str]:
@@ -159,6 +159,12 @@ def compile_kernel(
         # itself, which costs far less than a str that CPython then encodes.
         hashfunc is farmhash.fingerprint64,
     )
+
+
+def compiled_function(name: str) -> Any:
+    """The extension's function *name* (a helper of the store's guard), or None: on the pure
+    path, or in a build that lacks it, the caller runs its Python version."""
+    return getattr(_MODULE, name, None) if _MODULE is not None else None
 
 
 def kernel_info() -> dict[str, str]:
