@@ -21,7 +21,7 @@
 #include <string.h>
 
 #define BMP 0x10000
-#define KERNEL_ABI 3 /* bump with every change of Kernel's arguments or tables */
+#define KERNEL_ABI 4 /* bump with every change of Kernel's arguments or tables */
 
 /* default_process of every BMP code point (0: dropped), and what folding a kept character
  * needs: 0 nothing, 1 full-width digit or letter (its NFKC form is c - 0xFEE0), 2 the pure
@@ -41,6 +41,9 @@ typedef struct {
     uint32_t wide;
     uint64_t mask, base, base_inv, salt, no_limit;
     int shift, hash_bytes;
+    /* farmhash's own Fingerprint64 (in pyfarmhash's module), when kernel.py found it and
+     * checked it against farmhash.fingerprint64: keys are hashed without a Python call. */
+    uint64_t (*fp64)(const char *, size_t);
     PyObject *hashfunc, *fold, *dproc, *docprint;
     PyObject *n_sentences, *n_sketch, *n_exact, *n_limit;
 } Kernel;
@@ -432,6 +435,64 @@ static int call_hash(Kernel *k, PyObject *s, uint64_t *value, PyObject **obj)
     return 0;
 }
 
+/* The UTF-8 bytes of the stream s[0:n] into out (room for 4n bytes), and where each code
+ * point's bytes start (off[n]: the end). Returns -1 when s holds a surrogate (no UTF-8). */
+static int utf8_offsets(const uint32_t *s, Py_ssize_t n, char *out, Py_ssize_t *off)
+{
+    unsigned char *o = (unsigned char *)out;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint32_t c = s[i];
+        off[i] = (Py_ssize_t)(o - (unsigned char *)out);
+        if (c < 0x80) {
+            *o++ = (unsigned char)c;
+        } else if (c < 0x800) {
+            *o++ = (unsigned char)(0xC0 | (c >> 6));
+            *o++ = (unsigned char)(0x80 | (c & 0x3F));
+        } else if (c < 0x10000) {
+            if (c >= 0xD800 && c <= 0xDFFF)
+                return -1;
+            *o++ = (unsigned char)(0xE0 | (c >> 12));
+            *o++ = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+            *o++ = (unsigned char)(0x80 | (c & 0x3F));
+        } else {
+            *o++ = (unsigned char)(0xF0 | (c >> 18));
+            *o++ = (unsigned char)(0x80 | ((c >> 12) & 0x3F));
+            *o++ = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+            *o++ = (unsigned char)(0x80 | (c & 0x3F));
+        }
+    }
+    off[n] = (Py_ssize_t)(o - (unsigned char *)out);
+    return 0;
+}
+
+/* The fingerprint of the key s[a:e] of the stream. With the stream's UTF-8 (u8, off), the
+ * bytes are hashed in place (by farmhash's own function, or one Python call on a bytes
+ * object); without (md5 hashes a str; a surrogate), as hash_arg gives it. Sets *value and,
+ * when a Python call made one, *obj (a new reference; else NULL). Returns -1 on error. */
+static int hash_key(Kernel *k, const uint32_t *s, const char *u8, const Py_ssize_t *off,
+                    Py_ssize_t a, Py_ssize_t e, uint64_t *value, PyObject **obj)
+{
+    PyObject *arg;
+    *obj = NULL;
+    if (u8) {
+        const char *p = u8 + off[a];
+        size_t nb = (size_t)(off[e] - off[a]);
+        if (k->fp64) {
+            *value = k->fp64(p, nb);
+            return 0;
+        }
+        arg = PyBytes_FromStringAndSize(p, (Py_ssize_t)nb);
+    } else {
+        arg = hash_arg(k, s + a, e - a);
+    }
+    if (!arg)
+        return -1;
+    int rc = call_hash(k, arg, value, obj);
+    Py_DECREF(arg);
+    return rc;
+}
+
+
 static PyObject *make_docprint(Kernel *k, PyObject *anchors, PyObject *sketch, PyObject *exact,
                                PyObject *limit)
 {
@@ -466,6 +527,8 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     PyObject *result = NULL, *stream = NULL, *exact = NULL, *anchors = NULL, *sketch = NULL;
     PyObject *limit = NULL;
     Py_ssize_t len;
+    char *u8 = NULL;      /* the stream's UTF-8, when keys are hashed as bytes */
+    Py_ssize_t *off = NULL; /* where each code point's bytes start in u8 */
 
     for (;;) {
         buf = PyMem_Malloc((size_t)cap * sizeof *buf);
@@ -483,11 +546,22 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
         result = Py_NewRef(Py_None);
         goto done;
     }
-    stream = hash_arg(k, buf, len);
-    if (!stream)
-        goto done;
+    if (k->hash_bytes) {
+        u8 = PyMem_Malloc((size_t)len * 4 + 1);
+        off = PyMem_Malloc(((size_t)len + 1) * sizeof *off);
+        if (!u8 || !off) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        if (utf8_offsets(buf, len, u8, off) < 0) { /* a surrogate: hashed as a str, which */
+            PyMem_Free(u8);                          /* raises as the pure path does */
+            u8 = NULL;
+        }
+    }
     uint64_t exact_v;
-    if (call_hash(k, stream, &exact_v, &exact) < 0)
+    if (hash_key(k, buf, u8, off, 0, len, &exact_v, &exact) < 0)
+        goto done;
+    if (!exact && !(exact = PyLong_FromUnsignedLongLong(exact_v)))
         goto done;
 
     /* Shingles: a window from every start to the first end that weighs `shingle` units. */
@@ -569,21 +643,18 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
         if (i > 0 && heap[i].h == heap[i - 1].h && heap[i - 1].end - heap[i - 1].start == slen
             && memcmp(buf + heap[i - 1].start, buf + s0, (size_t)slen * sizeof *buf) == 0)
             continue; /* the same shingle again: the same fingerprint */
-        PyObject *sub = hash_arg(k, buf + s0, slen);
-        if (!sub)
-            goto done;
         uint64_t v;
         PyObject *o;
-        int rc = call_hash(k, sub, &v, &o);
-        Py_DECREF(sub);
-        if (rc < 0)
+        if (hash_key(k, buf, u8, off, s0, heap[i].end, &v, &o) < 0)
             goto done;
         for (j = 0; j < na && fps[j] != v; j++)
             ;
         if (j < na) {
-            Py_DECREF(o);
+            Py_XDECREF(o);
             continue;
         }
+        if (!o && !(o = PyLong_FromUnsignedLongLong(v)))
+            goto done;
         fps[na] = v;
         objs[na++] = o;
     }
@@ -630,6 +701,8 @@ done:
     Py_XDECREF(sketch);
     Py_XDECREF(limit);
     PyMem_Free(buf);
+    PyMem_Free(u8);
+    PyMem_Free(off);
     PyMem_Free(heap);
     PyMem_Free(svals);
     PyMem_Free(fps);
@@ -642,16 +715,17 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds)
     static char *kwlist[] = {"ends", "shingle", "wide", "wide_units", "max_sentences",
                              "sketch_rate", "sketch_size", "sketch_bits", "base", "salt",
                              "hashfunc", "fold", "default_process", "docprint", "hash_bytes",
-                             NULL};
+                             "fingerprint64", NULL};
     PyObject *ends, *hashfunc, *fold, *dproc, *docprint;
     Py_ssize_t shingle, wide_units, max_sentences, sketch_rate, sketch_size, sketch_bits;
     unsigned long wide;
     unsigned long long base, salt;
     int hash_bytes = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "UnknnnnnKKOOOO|p", kwlist, &ends, &shingle,
+    unsigned long long fp64 = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "UnknnnnnKKOOOO|pK", kwlist, &ends, &shingle,
                                      &wide, &wide_units, &max_sentences, &sketch_rate,
                                      &sketch_size, &sketch_bits, &base, &salt, &hashfunc, &fold,
-                                     &dproc, &docprint, &hash_bytes))
+                                     &dproc, &docprint, &hash_bytes, &fp64))
         return -1;
     if (shingle < 1 || wide_units < 1 || max_sentences < 1 || sketch_size < 1
         || sketch_rate < 1 || (sketch_rate & (sketch_rate - 1)) || sketch_bits < 1
@@ -688,6 +762,8 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds)
     k->base_inv = inv;
     k->salt = salt;
     k->hash_bytes = hash_bytes;
+    /* An address kernel.py took from pyfarmhash's module and checked (0: call hashfunc). */
+    k->fp64 = hash_bytes && fp64 ? (uint64_t(*)(const char *, size_t))(uintptr_t)fp64 : NULL;
     Py_XSETREF(k->hashfunc, Py_NewRef(hashfunc));
     Py_XSETREF(k->fold, Py_NewRef(fold));
     Py_XSETREF(k->dproc, Py_NewRef(dproc));
@@ -927,11 +1003,37 @@ done:
     return result;
 }
 
+/* surrogate_at(text): the index of the first lone surrogate in the str *text*, or -1 (a
+ * str of one byte per character has none: nothing to scan). */
+static PyObject *surrogate_at(PyObject *self, PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "surrogate_at takes a str");
+        return NULL;
+    }
+    int kind = PyUnicode_KIND(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), i;
+    if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *d = PyUnicode_2BYTE_DATA(text);
+        for (i = 0; i < n; i++)
+            if ((d[i] & 0xF800) == 0xD800)
+                return PyLong_FromSsize_t(i);
+    } else if (kind == PyUnicode_4BYTE_KIND) {
+        const Py_UCS4 *d = PyUnicode_4BYTE_DATA(text);
+        for (i = 0; i < n; i++)
+            if ((d[i] & 0xFFFFF800) == 0xD800)
+                return PyLong_FromSsize_t(i);
+    }
+    return PyLong_FromLong(-1);
+}
+
 static PyMethodDef module_methods[] = {
     {"set_tables", set_tables, METH_VARARGS,
      "set_tables(dp_map, fold_class): the character tables (native uint32 and uint8, BMP)."},
     {"cut_sketch", cut_sketch, METH_VARARGS,
      "cut_sketch(values, cap) -> the new limit; values (a set of ints) keeps its cap smallest."},
+    {"surrogate_at", surrogate_at, METH_O,
+     "surrogate_at(text) -> the index of the first lone surrogate, or -1."},
     {"sketch_overlap", sketch_overlap, METH_VARARGS,
      "sketch_overlap(live, doc_limit, values, group_limit) -> (shared, mine, theirs) or None."},
     {NULL, NULL, 0, NULL}};

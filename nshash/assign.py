@@ -319,14 +319,15 @@ def _choose(tables: Tables, scores: dict[int, float], policy: MatchPolicy) -> li
 
 
 def _judge(
-    tables: Tables, doc: DocPrint, anchors: tuple[int, ...], policy: MatchPolicy
+    tables: Tables, doc: DocPrint, known: dict[int, int | None], policy: MatchPolicy
 ) -> tuple[list[Candidate], list[set[int]], list[int]]:
-    """Verify every candidate group; returns the candidates, their shared values and the
-    groups to join, in id order (the document goes to the first, the rest merge into it)."""
+    """Verify every candidate group (*known*: each anchor's group, see :func:`_known`);
+    returns the candidates, their shared values and the groups to join, in id order (the
+    document goes to the first, the rest merge into it)."""
     live = tables.live_set(doc.sketch)
     candidates: list[Candidate] = []
     shared: list[set[int]] = []
-    for gid, hits in _candidates(tables, _known(tables, anchors)).items():
+    for gid, hits in _candidates(tables, known).items():
         candidate, common = _verify(tables, doc, live, gid, hits, policy)
         candidates.append(candidate)
         shared.append(common)
@@ -378,7 +379,7 @@ def explain(tables: Tables, doc: DocPrint, policy: MatchPolicy) -> Explanation:
     anchors = _select(tables, doc, policy.n)
     live = set(tables.not_common(doc.sentences))
     boilerplate = tuple(h for h in doc.sentences if h not in live)
-    candidates, _, chosen = _judge(tables, doc, anchors, policy)
+    candidates, _, chosen = _judge(tables, doc, _known(tables, anchors), policy)
     return finish_explanation(chosen, anchors, boilerplate, candidates, policy)
 
 
@@ -387,7 +388,7 @@ def lookup(tables: Tables, doc: DocPrint, policy: MatchPolicy) -> int | None:
     gid = tables.get_exact(doc.exact)
     if gid is not None:
         return resolve(tables, gid)
-    chosen = _judge(tables, doc, _select(tables, doc, policy.n), policy)[2]
+    chosen = _judge(tables, doc, _known(tables, _select(tables, doc, policy.n)), policy)[2]
     return min(chosen) if chosen else None
 
 
@@ -422,7 +423,7 @@ def assign(
         root = resolve(tables, exact)
         duplicate = True
     else:
-        candidates, shared, chosen = _judge(tables, doc, anchors, policy)
+        candidates, shared, chosen = _judge(tables, doc, known, policy)
         if chosen:
             root = chosen[0]
             merged = tuple(chosen[1:])

@@ -177,7 +177,7 @@ class NSHash:
         """
         doc_id = _check_doc_id(doc_id)
         title = check_title(title)
-        return self.add_prepared(self.prepare(text), doc_id, title=title, explain=explain)
+        return self._add(self.fingerprinter.prepare(check_text(text)), doc_id, title, explain)
 
     def add_prepared(
         self,
@@ -193,8 +193,12 @@ class NSHash:
         as the store judged them just before the add (on Redis another writer may add a
         document in between).
         """
-        doc_id = _check_doc_id(doc_id)
-        title = check_title(title)
+        return self._add(doc, _check_doc_id(doc_id), check_title(title), explain)
+
+    def _add(
+        self, doc: DocPrint, doc_id: str | None, title: str | None, explain: bool
+    ) -> AddResult:
+        """:meth:`add_prepared` for arguments already checked."""
         why = self.store.explain(doc, self.policy) if explain else None
         answer, anchors = self.store.assign(doc, self.policy, doc_id, title)
         return AddResult(

@@ -59,7 +59,7 @@ _FULLWIDTH_KEPT = (*range(0xFF10, 0xFF1A), *range(0xFF41, 0xFF5B))
 _BMP = 0x10000
 
 #: The interface version of the extension this module drives (``KERNEL_ABI`` in _kernel.c).
-ABI = 3
+ABI = 4
 
 
 def _load() -> tuple[Any, str]:
@@ -109,6 +109,32 @@ def _tables() -> bool:
     return True
 
 
+#: Byte strings a borrowed Fingerprint64 must hash as ``farmhash.fingerprint64`` does (every
+#: length class of farmhash's code: 0-16, 17-32, 33-64 and longer, with Chinese text).
+_CHECKS = (b"", b"a", b"0123456789abcdef", b"x" * 31, "一段中文".encode() * 4, bytes(range(256)))
+
+
+@lru_cache(maxsize=1)
+def _fingerprint64() -> int:
+    """The address of farmhash's C++ ``util::Fingerprint64(const char*, size_t)``, which
+    pyfarmhash's module exports and ``farmhash.fingerprint64`` calls; 0 when it is not
+    there or does not give ``farmhash.fingerprint64``'s values on :data:`_CHECKS` (the kernel
+    then calls ``farmhash.fingerprint64``). The same function, not a copy: values stay
+    bit-identical by construction, and are checked anyway."""
+    try:
+        import ctypes
+
+        lib = ctypes.CDLL(str(farmhash.__file__))
+        fn = lib._ZN4util13Fingerprint64EPKcm  # the Itanium C++ ABI name of the function
+    except (OSError, AttributeError, TypeError):
+        return 0
+    fn.restype = ctypes.c_uint64
+    fn.argtypes = (ctypes.c_char_p, ctypes.c_size_t)
+    if any(fn(b, len(b)) != farmhash.fingerprint64(b) for b in _CHECKS):
+        return 0
+    return int(ctypes.cast(fn, ctypes.c_void_p).value or 0)
+
+
 def compile_kernel(
     *,
     ends: str,
@@ -156,8 +182,10 @@ def compile_kernel(
         default_process,
         docprint,
         # farmhash hashes the UTF-8 bytes of a str: the kernel hands it bytes it encoded
-        # itself, which costs far less than a str that CPython then encodes.
+        # itself, which costs far less than a str that CPython then encodes; with farmhash's
+        # own C++ function at hand, it hashes them in place, with no Python call at all.
         hashfunc is farmhash.fingerprint64,
+        _fingerprint64() if hashfunc is farmhash.fingerprint64 else 0,
     )
 
 
