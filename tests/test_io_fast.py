@@ -22,7 +22,7 @@ LINES = [
     b'{"text": "\\ud800 lone", "title": "\\udfff"}',
     b'\xef\xbb\xbf{"text": "bom"}',
     b'{"text": "a", "text": "b"}',
-    b'[1, 2, 3]',
+    b"[1, 2, 3]",
     b'"just a string"',
     b'{"text": "a", "similar_id": 123456789012345678901234567890}',
     b'{"text": "\xe4\xb8\xad\xe6\x96\x87", "id": "x", "n": 0.1}',
