@@ -844,6 +844,24 @@ static PyObject *set_tables(PyObject *self, PyObject *args)
     return ret;
 }
 
+/* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
+ * caller then answers None: the Python version runs), -1 on another error. */
+static int sketch_value(PyObject *o, uint64_t *v)
+{
+    if (!PyLong_CheckExact(o))
+        return 1;
+    /* Sketch values have 53 bits: the signed conversion reads the digits directly (the
+     * unsigned one goes through a byte array). Past 63 bits or negative: the Python way. */
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (x == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow || x < 0)
+        return 1;
+    *v = (uint64_t)x;
+    return 0;
+}
+
 /* cut_sketch(values, cap): cut the set *values* (more than cap ints, each below 2**64) to its
  * cap smallest, in place, and return the smallest value dropped (the new limit); None, with
  * the set unchanged, when a value is not such an int (the caller then cuts it in Python). */
@@ -870,17 +888,12 @@ static PyObject *cut_sketch(PyObject *self, PyObject *args)
         goto done;
     PyObject *item;
     while (got < n && (item = PyIter_Next(it)) != NULL) {
-        objs[got] = item;
-        if (!PyLong_CheckExact(item)) {
-            got++;
-            result = Py_NewRef(Py_None);
-            goto done;
-        }
-        uint64_t v = PyLong_AsUnsignedLongLong(item);
-        got++;
-        if (v == (uint64_t)-1 && PyErr_Occurred()) {
-            PyErr_Clear(); /* negative or too large: not a sketch value */
-            result = Py_NewRef(Py_None);
+        objs[got++] = item;
+        uint64_t v;
+        int rc = sketch_value(item, &v);
+        if (rc) { /* not a sketch value: the Python way (or an error) */
+            if (rc > 0)
+                result = Py_NewRef(Py_None);
             goto done;
         }
         vals[got - 1] = sorted[got - 1] = v;
@@ -911,22 +924,6 @@ done:
     PyMem_Free(vals);
     PyMem_Free(sorted);
     return result;
-}
-
-/* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
- * caller then answers None: the Python version runs), -1 on another error. */
-static int sketch_value(PyObject *o, uint64_t *v)
-{
-    if (!PyLong_CheckExact(o))
-        return 1;
-    *v = PyLong_AsUnsignedLongLong(o);
-    if (*v == (uint64_t)-1 && PyErr_Occurred()) {
-        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
-            return -1;
-        PyErr_Clear();
-        return 1;
-    }
-    return 0;
 }
 
 /* sketch_overlap(live, doc_limit, values, group_limit): the guard's comparison of a

@@ -236,7 +236,9 @@ def _verify(
     """Judge group *gid* against the document's live sketch; returns the shared values too."""
     values, group_limit = tables.group_sketch(gid)
     shared, mine, theirs = sketch_overlap(live, doc.limit, values, group_limit)
-    candidate = judged(gid, tuple(hits), len(shared), mine, len(tables.live_set(theirs)), policy)
+    # theirs has no repeats, so its live values are as many as not_common lists (a list,
+    # cheaper for a store to make than the set live_set builds).
+    candidate = judged(gid, tuple(hits), len(shared), mine, len(tables.not_common(theirs)), policy)
     return candidate, shared
 
 
@@ -324,10 +326,11 @@ def _judge(
     """Verify every candidate group (*known*: each anchor's group, see :func:`_known`);
     returns the candidates, their shared values and the groups to join, in id order (the
     document goes to the first, the rest merge into it)."""
-    live = tables.live_set(doc.sketch)
     candidates: list[Candidate] = []
     shared: list[set[int]] = []
-    for gid, hits in _candidates(tables, known).items():
+    found = _candidates(tables, known)
+    live = tables.live_set(doc.sketch) if found else set()  # a new story compares nothing
+    for gid, hits in found.items():
         candidate, common = _verify(tables, doc, live, gid, hits, policy)
         candidates.append(candidate)
         shared.append(common)
