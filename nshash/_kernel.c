@@ -31,12 +31,17 @@ static uint8_t fold_class[BMP];
 static int tables_ready = 0;
 
 enum { FOLD_NONE = 0, FOLD_WIDE = 1, FOLD_SLOW = 2 };
+#define FAST_SLOW 0xFFFFFFFFu
 
 static const uint64_t MIX1 = 0xFF51AFD7ED558CCDULL, MIX2 = 0xC4CEB9FE1A85EC53ULL;
 
 typedef struct {
     PyObject_HEAD
     uint8_t brk[BMP / 8]; /* sentence ends (other than the period rule) */
+    /* The optimistic pass in one lookup: what each BMP character adds to the stream (its
+     * folded key character), 0 for nothing (dropped, or a sentence end), FAST_SLOW when the
+     * slow pass must run. Built from the tables and brk when the Kernel is made. */
+    uint32_t *fast;
     Py_ssize_t shingle, wide_units, max_sentences, sketch_size;
     uint32_t wide;
     uint64_t mask, base, base_inv, salt, no_limit;
@@ -120,36 +125,52 @@ static Py_ssize_t key_stream(Kernel *k, PyObject *text, uint32_t *buf, Py_ssize_
     Py_ssize_t n = PyUnicode_GET_LENGTH(text), len = 0, i;
     int slow = 0;
 
-    /* Optimistic pass: the stream itself, as long as nothing needs the slow fold. */
-    for (i = 0; i < n; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        if (c >= BMP) {
-            Py_UCS4 m = dp_astral(k, c);
-            if (m == (Py_UCS4)-1)
-                return -1;
-            if (m) {
+    /* Optimistic pass: the stream itself, as long as nothing needs the slow fold (one table
+     * lookup a character; a loop for each width of str). */
+    const uint32_t *fast = k->fast;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *d = data;
+        for (i = 0; i < n; i++) {
+            uint32_t m = fast[d[i]];
+            if (m == FAST_SLOW) {
                 slow = 1;
                 break;
             }
-            continue;
+            if (m)
+                buf[len++] = m;
         }
-        if ((k->brk[c >> 3] >> (c & 7)) & 1)
-            continue;
-        uint32_t m = dp_map[c]; /* a period is never kept: dropped or a sentence end */
-        if (!m)
-            continue;
-        if (m >= BMP) {
-            slow = 1;
-            break;
+    } else if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *d = data;
+        for (i = 0; i < n; i++) {
+            uint32_t m = fast[d[i]];
+            if (m == FAST_SLOW) {
+                slow = 1;
+                break;
+            }
+            if (m)
+                buf[len++] = m;
         }
-        uint8_t f = fold_class[m];
-        if (f == FOLD_NONE)
-            buf[len++] = m;
-        else if (f == FOLD_WIDE)
-            buf[len++] = m - 0xFEE0;
-        else {
-            slow = 1;
-            break;
+    } else {
+        const Py_UCS4 *d = data;
+        for (i = 0; i < n; i++) {
+            Py_UCS4 c = d[i];
+            if (c >= BMP) {
+                Py_UCS4 m = dp_astral(k, c);
+                if (m == (Py_UCS4)-1)
+                    return -1;
+                if (m) {
+                    slow = 1;
+                    break;
+                }
+                continue;
+            }
+            uint32_t m = fast[c];
+            if (m == FAST_SLOW) {
+                slow = 1;
+                break;
+            }
+            if (m)
+                buf[len++] = m;
         }
     }
     if (!slow)
@@ -601,7 +622,6 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     const Py_ssize_t wu = k->wide_units;
     uint64_t pe = 0, pw_e = 1; /* prefix sum of code * B**j below e, and B**e */
     uint64_t pi = 0, pw_i = 1, inv_i = 1; /* the same below i, and B**-i */
-    uint64_t least = UINT64_MAX;
     Py_ssize_t e = 0, acc = 0, before = 0;
     for (i = 0; before + width <= total; i++) {
         while (acc < width) {
@@ -616,8 +636,6 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
         h ^= h >> 33;
         h *= MIX2;
         h ^= h >> 33;
-        if (h < least)
-            least = h;
         if ((h & mask) == 0)
             svals[ns++] = h >> k->shift;
         Pick p = {h, i, e};
@@ -638,6 +656,7 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
 
     /* Anchors: the fingerprints of the picked shingles, smallest hash first, no repeats. */
     sort_picks(heap, size);
+    uint64_t least = heap[0].h; /* the smallest hash of all (the heap kept the smallest) */
     for (i = 0; i < size; i++) {
         Py_ssize_t s0 = heap[i].start, slen = heap[i].end - s0;
         if (i > 0 && heap[i].h == heap[i - 1].h && heap[i - 1].end - heap[i - 1].start == slen
@@ -747,6 +766,24 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds)
         }
         k->brk[c >> 3] |= (uint8_t)(1 << (c & 7));
     }
+    if (!tables_ready) {
+        PyErr_SetString(PyExc_RuntimeError, "nshash._kernel: set_tables was not called");
+        return -1;
+    }
+    if (!k->fast && !(k->fast = PyMem_Malloc(BMP * sizeof *k->fast))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (uint32_t c = 0; c < BMP; c++) {
+        uint32_t m = dp_map[c], v; /* a period is never kept: dropped or a sentence end */
+        if (is_brk(k, c) || !m)
+            v = 0;
+        else if (m >= BMP || fold_class[m] == FOLD_SLOW)
+            v = FAST_SLOW;
+        else
+            v = fold_class[m] == FOLD_WIDE ? m - 0xFEE0 : m;
+        k->fast[c] = v;
+    }
     uint64_t inv = 1; /* B**-1 mod 2**64 by Newton's iteration (B is odd) */
     for (int i = 0; i < 7; i++)
         inv *= 2 - base * inv;
@@ -803,6 +840,7 @@ static void Kernel_dealloc(Kernel *k)
 {
     PyObject_GC_UnTrack(k);
     Kernel_clear(k);
+    PyMem_Free(k->fast);
     Py_TYPE(k)->tp_free((PyObject *)k);
 }
 
