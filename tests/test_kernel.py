@@ -254,3 +254,43 @@ class TestGuardHelpers:
         odd = {-1, 5, 1 << 70, 3}
         assert cut_sketch(set(odd), 2) == 5
         assert sketch_overlap({True, 2}, 1 << 53, [2, -5], 3) == ({2}, 2, [2, -5])
+
+
+@compiled
+class TestFarmhashInPlace:
+    def test_found_and_checked(self) -> None:
+        """pyfarmhash's own Fingerprint64 is found, and it hashes as farmhash.fingerprint64."""
+        import ctypes
+
+        import farmhash
+
+        from nshash.kernel import _fingerprint64
+
+        address = _fingerprint64()
+        if not address:
+            pytest.skip("this pyfarmhash build does not export util::Fingerprint64")
+        fn = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t)(address)
+        for text in ("", "a", "中文" * 50, "x" * 1000):
+            data = text.encode()
+            assert fn(data, len(data)) == farmhash.fingerprint64(data)
+
+    @settings(max_examples=60, deadline=None)
+    @given(text=TEXTS)
+    def test_without_it_the_same(self, text: str) -> None:
+        """A kernel that calls farmhash.fingerprint64 (no address) answers the same."""
+        from nshash import kernel
+
+        saved = kernel._fingerprint64
+        try:
+            kernel._fingerprint64 = lambda: 0  # type: ignore[assignment]
+            plain = Fingerprinter(shingle=6)
+        finally:
+            kernel._fingerprint64 = saved
+        assert plain.compiled
+        answers: list[object] = []
+        for fp in (Fingerprinter(shingle=6), plain):
+            try:
+                answers.append(fp.prepare(text))
+            except (EmptyDocumentError, UnicodeEncodeError) as exc:
+                answers.append(type(exc))
+        assert answers[0] == answers[1]
