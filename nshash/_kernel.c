@@ -587,10 +587,56 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
 
     /* Shingles: a window from every start to the first end that weighs `shingle` units. */
     const Py_ssize_t width = k->shingle;
-    Py_ssize_t total = 0, i;
-    for (i = 0; i < len; i++)
-        total += buf[i] >= k->wide ? k->wide_units : 1;
-    if (total < width) { /* shorter than one shingle: the whole text is the one anchor */
+    Py_ssize_t i;
+    Py_ssize_t m = k->max_sentences, size = 0, ns = 0;
+    heap = PyMem_Malloc((size_t)m * sizeof *heap);
+    svals = PyMem_Malloc((size_t)len * sizeof *svals);
+    fps = PyMem_Malloc((size_t)m * sizeof *fps);
+    objs = PyMem_Malloc((size_t)m * sizeof *objs);
+    if (!heap || !svals || !fps || !objs) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const uint64_t B = k->base, BI = k->base_inv, salt = k->salt, mask = k->mask;
+    const uint32_t wide = k->wide;
+    const Py_ssize_t wu = k->wide_units;
+    const int shift = k->shift;
+    uint64_t pe = 0, pw_e = 1; /* prefix sum of code * B**j below e, and B**e */
+    uint64_t pi = 0, pw_i = 1, inv_i = 1; /* the same below i, and B**-i */
+    Py_ssize_t e = 0, acc = 0;
+    for (i = 0;; i++) {
+        while (acc < width && e < len) {
+            acc += buf[e] >= wide ? wu : 1;
+            pe += (uint64_t)buf[e] * pw_e;
+            pw_e *= B;
+            e++;
+        }
+        if (acc < width) /* what is left from i weighs less than a shingle: no more starts */
+            break;
+        uint64_t h = ((pe - pi) * inv_i) ^ salt;
+        h ^= h >> 33;
+        h *= MIX1;
+        h ^= h >> 33;
+        h *= MIX2;
+        h ^= h >> 33;
+        if ((h & mask) == 0)
+            svals[ns++] = h >> shift;
+        Pick p = {h, i, e};
+        if (size < m) {
+            heap[size] = p;
+            heap_up(heap, size++);
+        } else if (h <= heap[0].h && pick_less(&p, &heap[0])) { /* rarely: most are larger */
+            heap[0] = p;
+            heap_down(heap, size, 0);
+        }
+        Py_ssize_t w = buf[i] >= wide ? wu : 1;
+        acc -= w;
+        pi += (uint64_t)buf[i] * pw_i;
+        pw_i *= B;
+        inv_i *= BI;
+    }
+
+    if (size == 0) { /* shorter than one shingle: the whole text is the one anchor */
         anchors = PyTuple_Pack(1, exact);
         PyObject *v = PyLong_FromUnsignedLongLong(exact_v >> k->shift);
         if (!anchors || !v) {
@@ -607,51 +653,6 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
         if (limit)
             result = make_docprint(k, anchors, sketch, exact, limit);
         goto done;
-    }
-    Py_ssize_t m = k->max_sentences, size = 0, ns = 0;
-    heap = PyMem_Malloc((size_t)m * sizeof *heap);
-    svals = PyMem_Malloc((size_t)len * sizeof *svals);
-    fps = PyMem_Malloc((size_t)m * sizeof *fps);
-    objs = PyMem_Malloc((size_t)m * sizeof *objs);
-    if (!heap || !svals || !fps || !objs) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    const uint64_t B = k->base, BI = k->base_inv, salt = k->salt, mask = k->mask;
-    const uint32_t wide = k->wide;
-    const Py_ssize_t wu = k->wide_units;
-    uint64_t pe = 0, pw_e = 1; /* prefix sum of code * B**j below e, and B**e */
-    uint64_t pi = 0, pw_i = 1, inv_i = 1; /* the same below i, and B**-i */
-    Py_ssize_t e = 0, acc = 0, before = 0;
-    for (i = 0; before + width <= total; i++) {
-        while (acc < width) {
-            acc += buf[e] >= wide ? wu : 1;
-            pe += (uint64_t)buf[e] * pw_e;
-            pw_e *= B;
-            e++;
-        }
-        uint64_t h = ((pe - pi) * inv_i) ^ salt;
-        h ^= h >> 33;
-        h *= MIX1;
-        h ^= h >> 33;
-        h *= MIX2;
-        h ^= h >> 33;
-        if ((h & mask) == 0)
-            svals[ns++] = h >> k->shift;
-        Pick p = {h, i, e};
-        if (size < m) {
-            heap[size] = p;
-            heap_up(heap, size++);
-        } else if (pick_less(&p, &heap[0])) {
-            heap[0] = p;
-            heap_down(heap, size, 0);
-        }
-        Py_ssize_t w = buf[i] >= wide ? wu : 1;
-        acc -= w;
-        before += w;
-        pi += (uint64_t)buf[i] * pw_i;
-        pw_i *= B;
-        inv_i *= BI;
     }
 
     /* Anchors: the fingerprints of the picked shingles, smallest hash first, no repeats. */
@@ -1050,7 +1051,16 @@ static PyObject *surrogate_at(PyObject *self, PyObject *text)
     Py_ssize_t n = PyUnicode_GET_LENGTH(text), i;
     if (kind == PyUnicode_2BYTE_KIND) {
         const Py_UCS2 *d = PyUnicode_2BYTE_DATA(text);
-        for (i = 0; i < n; i++)
+        /* Four characters a step: a 16-bit lane of x is zero where a surrogate is, and the
+         * classic zero-lane test says whether one is (the scalar loop then finds it). */
+        for (i = 0; i + 4 <= n; i += 4) {
+            uint64_t w;
+            memcpy(&w, d + i, sizeof w);
+            uint64_t x = (w & 0xF800F800F800F800ULL) ^ 0xD800D800D800D800ULL;
+            if ((x - 0x0001000100010001ULL) & ~x & 0x8000800080008000ULL)
+                break;
+        }
+        for (; i < n; i++)
             if ((d[i] & 0xF800) == 0xD800)
                 return PyLong_FromSsize_t(i);
     } else if (kind == PyUnicode_4BYTE_KIND) {

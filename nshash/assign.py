@@ -435,8 +435,11 @@ def assign(
             tables.extend_sketch(root, doc.sketch, doc.limit, policy.sketch_cap)
             duplicate = True
         else:
-            sketch, limit = combine_sketch((), NO_LIMIT, doc.sketch, doc.limit, policy.sketch_cap)
-            root = tables.new_group(sketch, limit)
+            if len(doc.sketch) <= policy.sketch_cap:  # what combine_sketch would make of it
+                root = tables.new_group(doc.sketch, doc.limit)
+            else:
+                cut = combine_sketch((), NO_LIMIT, doc.sketch, doc.limit, policy.sketch_cap)
+                root = tables.new_group(*cut)
             duplicate = False
         for c, common in zip(candidates, shared, strict=True):
             if c.score < policy.theta:

@@ -276,12 +276,8 @@ class _Tables:
     def new_group(self, sketch: Iterable[int], limit: int) -> int:
         gid = self.counter = self.counter + 1
         if self.undo is not None:
-
-            def undo() -> None:
-                self.counter = gid - 1
-                self.size.pop(gid, None)
-
-            self.undo.append(undo)
+            self.undo.append((self.__dict__, "counter", gid - 1))
+            self.undo.append((self.size, gid, _MISSING))
         self._set_sketch(gid, set(sketch), limit)
         self.size[gid] = 0
         if self.log is not None:
@@ -327,8 +323,7 @@ class _Tables:
     def add_member(self, gid: int, record: DocumentRecord | None) -> None:
         if self.undo is not None:
             self._restore(self.size, gid)
-            documents = self.documents
-            self.undo.append(lambda: setattr(self, "documents", documents))
+            self.undo.append((self.__dict__, "documents", self.documents))
             if record is not None:
                 self._restore(self.docs, record.doc_id)
                 members = self.members.get(gid)
