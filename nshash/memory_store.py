@@ -170,21 +170,24 @@ class _Tables:
         #: Ops applied since the last journal write; None when nothing journals them.
         self.log: list[list[Any]] | None = None
         #: While a change is in progress, how to take back each of its writes; see rollback.
-        #: A step is a callable, or (table, key, old value) for a dict entry to put back.
-        self.undo: list[Callable[[], None] | tuple[dict[Any, Any], Any, Any]] | None = None
+        #: A step is a callable, or (table, key, old value) for a dict entry to put back
+        #: (table ``self``: an attribute).
+        self.undo: list[Callable[[], None] | tuple[Any, Any, Any]] | None = None
 
     def rollback(self) -> None:
         """Take back every write made since ``undo`` was set (newest first)."""
         undo, self.undo = self.undo, []
         for step in reversed(undo or ()):
-            if isinstance(step, tuple):
-                table, key, old = step
-                if old is _MISSING:
-                    table.pop(key, None)
-                else:
-                    table[key] = old
-            else:
+            if not isinstance(step, tuple):
                 step()
+                continue
+            table, key, old = step
+            if table is self:  # an attribute (a counter)
+                setattr(self, key, old)
+            elif old is _MISSING:
+                table.pop(key, None)
+            else:
+                table[key] = old
         if self.log is not None:
             self.log = []
 
@@ -276,7 +279,7 @@ class _Tables:
     def new_group(self, sketch: Iterable[int], limit: int) -> int:
         gid = self.counter = self.counter + 1
         if self.undo is not None:
-            self.undo.append((self.__dict__, "counter", gid - 1))
+            self.undo.append((self, "counter", gid - 1))
             self.undo.append((self.size, gid, _MISSING))
         self._set_sketch(gid, set(sketch), limit)
         self.size[gid] = 0
@@ -323,7 +326,7 @@ class _Tables:
     def add_member(self, gid: int, record: DocumentRecord | None) -> None:
         if self.undo is not None:
             self._restore(self.size, gid)
-            self.undo.append((self.__dict__, "documents", self.documents))
+            self.undo.append((self, "documents", self.documents))
             if record is not None:
                 self._restore(self.docs, record.doc_id)
                 members = self.members.get(gid)
