@@ -4,7 +4,12 @@
 exists) that computes what the pure-Python path of :mod:`nshash.fingerprint` computes, in one
 pass over the text: sentence keys, the key stream, the rolling shingle hashes, the anchors and
 the sketch. Its results are bit-identical to the pure path's (the tests compare both on
-arbitrary Unicode and on real articles), so stores written by either keep matching.
+arbitrary Unicode and on real articles), so stores written by either keep matching. Keys are
+hashed by farmhash's own ``Fingerprint64``, found in pyfarmhash's module and checked against
+``farmhash.fingerprint64`` at start-up (else through ``farmhash.fingerprint64`` itself). The
+extension also compiles the store's guard helpers (:func:`nshash.assign.sketch_overlap`,
+:func:`nshash.assign.cut_sketch`) and the surrogate scan of :mod:`nshash.inputs`, each with
+its Python version next to it.
 
 It needs two character tables, built here once per process from the very functions the pure
 path calls: rapidfuzz's ``default_process`` of every BMP character, and which characters are
@@ -206,4 +211,5 @@ def kernel_info() -> dict[str, str]:
         return {"path": "pure", "reason": _WHY}
     if not _tables():
         return {"path": "pure", "reason": "rapidfuzz's default_process is not one-for-one"}
-    return {"path": "compiled", "reason": f"{_WHY}: {_MODULE.__file__}"}
+    hashing = "farmhash in place" if _fingerprint64() else "farmhash through Python"
+    return {"path": "compiled", "reason": f"{_WHY}: {_MODULE.__file__} ({hashing})"}
