@@ -236,9 +236,7 @@ def _verify(
     """Judge group *gid* against the document's live sketch; returns the shared values too."""
     values, group_limit = tables.group_sketch(gid)
     shared, mine, theirs = sketch_overlap(live, doc.limit, values, group_limit)
-    # theirs has no repeats, so its live values are as many as not_common lists (a list,
-    # cheaper for a store to make than the set live_set builds).
-    candidate = judged(gid, tuple(hits), len(shared), mine, len(tables.not_common(theirs)), policy)
+    candidate = judged(gid, tuple(hits), len(shared), mine, len(tables.live_set(theirs)), policy)
     return candidate, shared
 
 
