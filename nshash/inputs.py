@@ -21,6 +21,7 @@ are kept, and fingerprinting drops control characters.
 from __future__ import annotations
 
 from .errors import ConfigError
+from .text.kernel import compiled_function
 
 __all__ = [
     "MAX_DOC_ID_CHARS",
@@ -39,9 +40,20 @@ MAX_DOC_ID_CHARS = 1024
 MAX_TITLE_CHARS = 2048
 
 
+#: The compiled scan for a lone surrogate (nshash.text._kernel.surrogate_at), or None.
+_SURROGATE_AT = compiled_function("surrogate_at")
+
+
 def _unicode(value: str, what: str) -> None:
     """Refuse a str holding a lone surrogate (the ASCII case, nearly every id, is free)."""
     if value.isascii():
+        return
+    if _SURROGATE_AT is not None:  # a scan in C; encoding the text would copy it
+        at: int = _SURROGATE_AT(value)
+        if at >= 0:
+            raise ConfigError(
+                f"{what} must be valid Unicode text: it has a lone surrogate at position {at}"
+            )
         return
     try:
         value.encode("utf-8")

@@ -206,3 +206,91 @@ class TestEquivalence:
 
         monkeypatch.setattr(fingerprint, "_PERIOD", re.compile(r"[.]"))
         assert not Fingerprinter().compiled
+
+
+#: Sketch values as stores hold them: 53-bit ints, with small ones so that sets overlap.
+VALUES = st.one_of(st.integers(0, 40), st.integers(0, (1 << 53) - 1))
+LIMITS = st.one_of(st.just(1 << 53), st.integers(0, 45))
+
+
+@compiled
+class TestGuardHelpers:
+    @settings(max_examples=200, deadline=None)
+    @given(values=st.sets(VALUES, min_size=2, max_size=400), data=st.data())
+    def test_cut_sketch(self, values: set[int], data: st.DataObject) -> None:
+        """The compiled cut keeps the same values and gives the same limit as the Python one."""
+        from nshash.methods.nshash.assign import _CUT, cut_sketch, cut_sketch_pure
+
+        assert _CUT is not None
+        cap = data.draw(st.integers(1, len(values) - 1))
+        fast, slow = set(values), set(values)
+        assert cut_sketch(fast, cap) == cut_sketch_pure(slow, cap)
+        assert fast == slow and len(fast) == cap
+
+    @settings(max_examples=300, deadline=None)
+    @given(
+        live=st.sets(VALUES, max_size=300),
+        doc_limit=LIMITS,
+        values=st.sets(VALUES, max_size=300),
+        group_limit=LIMITS,
+        as_list=st.booleans(),
+    )
+    def test_sketch_overlap(
+        self, live: set[int], doc_limit: int, values: set[int], group_limit: int, as_list: bool
+    ) -> None:
+        """The compiled comparison counts what the Python one counts, for sets and lists."""
+        from nshash.methods.nshash.assign import _OVERLAP, sketch_overlap, sketch_overlap_pure
+
+        assert _OVERLAP is not None
+        theirs = sorted(values) if as_list else values
+        shared, mine, compared = sketch_overlap(live, doc_limit, theirs, group_limit)
+        shared_p, mine_p, compared_p = sketch_overlap_pure(live, doc_limit, theirs, group_limit)
+        assert (shared, mine, list(compared)) == (shared_p, mine_p, list(compared_p))
+
+    def test_odd_values_take_the_python_path(self) -> None:
+        """Values that are not plain ints below 2**64 give the Python answer, not an error."""
+        from nshash.methods.nshash.assign import cut_sketch, sketch_overlap
+
+        odd = {-1, 5, 1 << 70, 3}
+        assert cut_sketch(set(odd), 2) == 5
+        assert sketch_overlap({True, 2}, 1 << 53, [2, -5], 3) == ({2}, 2, [2, -5])
+
+
+@compiled
+class TestFarmhashInPlace:
+    def test_found_and_checked(self) -> None:
+        """pyfarmhash's own Fingerprint64 is found, and it hashes as farmhash.fingerprint64."""
+        import ctypes
+
+        import farmhash
+
+        from nshash.text.kernel import _fingerprint64
+
+        address = _fingerprint64()
+        if not address:
+            pytest.skip("this pyfarmhash build does not export util::Fingerprint64")
+        fn = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t)(address)
+        for text in ("", "a", "中文" * 50, "x" * 1000):
+            data = text.encode()
+            assert fn(data, len(data)) == farmhash.fingerprint64(data)
+
+    @settings(max_examples=60, deadline=None)
+    @given(text=TEXTS)
+    def test_without_it_the_same(self, text: str) -> None:
+        """A kernel that calls farmhash.fingerprint64 (no address) answers the same."""
+        from nshash.text import kernel
+
+        saved = kernel._fingerprint64
+        try:
+            kernel._fingerprint64 = lambda: 0  # type: ignore[assignment]
+            plain = Fingerprinter(shingle=6)
+        finally:
+            kernel._fingerprint64 = saved
+        assert plain.compiled
+        answers: list[object] = []
+        for fp in (Fingerprinter(shingle=6), plain):
+            try:
+                answers.append(fp.prepare(text))
+            except (EmptyDocumentError, UnicodeEncodeError) as exc:
+                answers.append(type(exc))
+        assert answers[0] == answers[1]

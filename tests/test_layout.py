@@ -22,7 +22,7 @@ PACKAGE = ROOT / "nshash"
 LAYERS = {
     "errors": 0,
     "results": 0,
-    "inputs": 0,
+    "inputs": 1,  # checks texts with the compiled kernel when it is built
     "text": 1,
     "stores": 2,
     "methods": 3,

@@ -36,14 +36,42 @@ import itertools
 import json
 import os
 import sys
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import IO, Any, cast
 
 from ..errors import ConfigError, EmptyDocumentError, NSHashError
 from ..inputs import check_doc_id, check_title
 from ..text.fingerprint import Fingerprinter
+
+# Optional speedups (``pip install 'nshash[fast]'``), each with the standard library behind
+# it: isal's igzip is gzip's GzipFile, inflating about 3x faster (ISA-L); orjson parses a
+# record about 2x faster than json. Without them the same results come, more slowly.
+_INFLATE_ERRORS: tuple[type[Exception], ...]
+_igzip: ModuleType | None
+_orjson: ModuleType | None
+try:
+    from isal import igzip as _igzip
+    from isal.igzip_lib import IsalError
+
+    _INFLATE_ERRORS = (zlib.error, cast(type[Exception], IsalError))
+except ImportError:
+    _igzip, _INFLATE_ERRORS = None, (zlib.error,)
+try:
+    import orjson as _orjson
+except ImportError:
+    _orjson = None
+
+
+def _gzip_file(file: IO[bytes]) -> IO[bytes]:
+    """A reader of the gzip stream *file*: isal's where installed, else the standard one."""
+    if _igzip is not None:
+        return cast(IO[bytes], _igzip.GzipFile(fileobj=file, mode="rb"))
+    return cast(IO[bytes], gzip.GzipFile(fileobj=file, mode="rb"))
+
 
 __all__ = [
     "ENCODINGS",
@@ -203,6 +231,24 @@ class _Rewound(io.RawIOBase):
         return len(data)
 
 
+class _Inflated(io.RawIOBase):
+    """A gzip stream whose damaged data raises :class:`gzip.BadGzipFile` (an OSError: the
+    command line says ``Error: ...``) rather than zlib's or ISA-L's own error."""
+
+    def __init__(self, inflated: IO[bytes], name: str) -> None:
+        self._inflated = inflated
+        self._name = name
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        try:
+            return self._inflated.readinto(buffer)  # type: ignore[attr-defined, no-any-return]
+        except _INFLATE_ERRORS as exc:
+            raise gzip.BadGzipFile(f"{self._name}: the gzip data is damaged ({exc})") from None
+
+
 @dataclass(frozen=True, slots=True)
 class Fields:
     """Which record fields hold the text, the id and the title.
@@ -334,7 +380,7 @@ class Preparer:
 
     def _jsonl(self, line: bytes) -> Prepared:
         try:
-            record = json.loads(line)
+            record = _loads(line, self.fields.id, self.added)
         except UnicodeDecodeError:
             raise _Bad("the line is not valid UTF-8") from None
         except ValueError as exc:
@@ -383,6 +429,27 @@ class Preparer:
         if title is not None and len(title) > TXT_TITLE_MAX:
             title = title[: TXT_TITLE_MAX - 1] + "…"
         return self._fingerprint(text, doc_id, title, None)
+
+
+def _loads(line: bytes, id_field: str, added: Sequence[str]) -> Any:
+    """``json.loads(line)``, through orjson where it is installed and gives the same record.
+
+    orjson refuses what json accepts beyond strict JSON (NaN, lone surrogates, a BOM) and
+    reads integers past 64 bits as floats: json then parses the line, so a record means the
+    same either way (its id, and every field when the record is rewritten).
+    """
+    if _orjson is not None:
+        try:
+            record = _orjson.loads(line)
+        except _orjson.JSONDecodeError:
+            pass  # json decides: the same record, or its own error message
+        else:
+            if not isinstance(record, dict) or (
+                not isinstance(record.get(id_field), float)
+                and not any(key in record for key in added)
+            ):
+                return record
+    return json.loads(line)
 
 
 class _Bad(Exception):
@@ -539,8 +606,9 @@ def open_source(name: str, format: str, fields: Fields, encoding: str = "auto") 
         size, position = os.fstat(file.fileno()).st_size, file.tell
         raw = file
         if name.lower().endswith(".gz"):
-            raw = cast(IO[bytes], gzip.GzipFile(fileobj=file, mode="rb"))
-            closers.append(raw.close)
+            inflated = _gzip_file(file)
+            closers.append(inflated.close)
+            raw = io.BufferedReader(_Inflated(inflated, name), 1 << 16)
     display = "<stdin>" if name == "-" else name
     try:
         codec, raw = _decoding(raw, encoding, display)

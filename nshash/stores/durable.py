@@ -241,7 +241,7 @@ class State(Protocol):
     #: Ops applied since the last journal line; None when nothing journals them.
     log: list[Any] | None
     #: While a change is in progress, how to take back each of its writes.
-    undo: list[Callable[[], None]] | None
+    undo: list[Any] | None
 
     def apply(self, op: Any) -> None:
         """Replay one journaled op; ValueError (or another of :data:`DAMAGE`) if malformed."""

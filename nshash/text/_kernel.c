@@ -21,7 +21,7 @@
 #include <string.h>
 
 #define BMP 0x10000
-#define KERNEL_ABI 2 /* bump with every change of Kernel's arguments or tables */
+#define KERNEL_ABI 4 /* bump with every change of Kernel's arguments or tables */
 
 /* default_process of every BMP code point (0: dropped), and what folding a kept character
  * needs: 0 nothing, 1 full-width digit or letter (its NFKC form is c - 0xFEE0), 2 the pure
@@ -31,16 +31,24 @@ static uint8_t fold_class[BMP];
 static int tables_ready = 0;
 
 enum { FOLD_NONE = 0, FOLD_WIDE = 1, FOLD_SLOW = 2 };
+#define FAST_SLOW 0xFFFFFFFFu
 
 static const uint64_t MIX1 = 0xFF51AFD7ED558CCDULL, MIX2 = 0xC4CEB9FE1A85EC53ULL;
 
 typedef struct {
     PyObject_HEAD
     uint8_t brk[BMP / 8]; /* sentence ends (other than the period rule) */
+    /* The optimistic pass in one lookup: what each BMP character adds to the stream (its
+     * folded key character), 0 for nothing (dropped, or a sentence end), FAST_SLOW when the
+     * slow pass must run. Built from the tables and brk when the Kernel is made. */
+    uint32_t *fast;
     Py_ssize_t shingle, wide_units, max_sentences, sketch_size;
     uint32_t wide;
     uint64_t mask, base, base_inv, salt, no_limit;
     int shift, hash_bytes;
+    /* farmhash's own Fingerprint64 (in pyfarmhash's module), when kernel.py found it and
+     * checked it against farmhash.fingerprint64: keys are hashed without a Python call. */
+    uint64_t (*fp64)(const char *, size_t);
     PyObject *hashfunc, *fold, *dproc, *docprint;
     PyObject *n_sentences, *n_sketch, *n_exact, *n_limit;
 } Kernel;
@@ -100,6 +108,13 @@ static Py_UCS4 dp_astral(Kernel *k, Py_UCS4 c)
     return m;
 }
 
+/* Whether a kept character (default_process's output) may change under fold_keys in a way
+ * the tables do not spell out: its line then goes through fold_keys itself. */
+static inline int line_needs_fold(uint32_t m)
+{
+    return m >= BMP || fold_class[m] == FOLD_SLOW;
+}
+
 /* The key stream of *text*: its letters and digits, normalized, sentence keys joined.
  * Writes into buf (room for cap >= n code points); returns its length, -1 on error, or
  * -2 - m when the folded keys need room for m code points. */
@@ -110,51 +125,77 @@ static Py_ssize_t key_stream(Kernel *k, PyObject *text, uint32_t *buf, Py_ssize_
     Py_ssize_t n = PyUnicode_GET_LENGTH(text), len = 0, i;
     int slow = 0;
 
-    /* Optimistic pass: the stream itself, as long as nothing needs the slow fold. */
-    for (i = 0; i < n; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        if (c >= BMP) {
-            Py_UCS4 m = dp_astral(k, c);
-            if (m == (Py_UCS4)-1)
-                return -1;
-            if (m) {
+    /* Optimistic pass: the stream itself, as long as nothing needs the slow fold (one table
+     * lookup a character; a loop for each width of str). */
+    const uint32_t *fast = k->fast;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *d = data;
+        for (i = 0; i < n; i++) {
+            uint32_t m = fast[d[i]];
+            if (m == FAST_SLOW) {
                 slow = 1;
                 break;
             }
-            continue;
+            if (m)
+                buf[len++] = m;
         }
-        if ((k->brk[c >> 3] >> (c & 7)) & 1)
-            continue;
-        uint32_t m = dp_map[c]; /* a period is never kept: dropped or a sentence end */
-        if (!m)
-            continue;
-        if (m >= BMP) {
-            slow = 1;
-            break;
+    } else if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *d = data;
+        for (i = 0; i < n; i++) {
+            uint32_t m = fast[d[i]];
+            if (m == FAST_SLOW) {
+                slow = 1;
+                break;
+            }
+            if (m)
+                buf[len++] = m;
         }
-        uint8_t f = fold_class[m];
-        if (f == FOLD_NONE)
-            buf[len++] = m;
-        else if (f == FOLD_WIDE)
-            buf[len++] = m - 0xFEE0;
-        else {
-            slow = 1;
-            break;
+    } else {
+        const Py_UCS4 *d = data;
+        for (i = 0; i < n; i++) {
+            Py_UCS4 c = d[i];
+            if (c >= BMP) {
+                Py_UCS4 m = dp_astral(k, c);
+                if (m == (Py_UCS4)-1)
+                    return -1;
+                if (m) {
+                    slow = 1;
+                    break;
+                }
+                continue;
+            }
+            uint32_t m = fast[c];
+            if (m == FAST_SLOW) {
+                slow = 1;
+                break;
+            }
+            if (m)
+                buf[len++] = m;
         }
     }
     if (!slow)
         return len;
 
     /* Slow pass: the keys, one sentence a line, exactly as the pure path hands them to
-     * fold_keys; then the folded keys, joined. */
-    len = 0;
+     * fold_keys. Folding works line by line (no step of fold_keys, NFKC, casefolding or
+     * OpenCC's phrase segmentation reaches across a line break), so only the lines that hold
+     * a character the tables cannot prove go through fold_keys, in one call for all of them;
+     * the other lines fold here, as the optimistic pass does. */
+    uint32_t *keys = PyMem_Malloc((size_t)(n + 1) * sizeof *keys);
+    if (!keys) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t kn = 0;
     for (i = 0; i < n; i++) {
         Py_UCS4 c = PyUnicode_READ(kind, data, i);
         Py_UCS4 m;
         if (c >= BMP) {
             m = dp_astral(k, c);
-            if (m == (Py_UCS4)-1)
+            if (m == (Py_UCS4)-1) {
+                PyMem_Free(keys);
                 return -1;
+            }
         } else if (is_brk(k, c)
                    || ((c == '.' || c == 0xFF0E) && period_ends(kind, data, n, i))) {
             m = '\n';
@@ -162,34 +203,98 @@ static Py_ssize_t key_stream(Kernel *k, PyObject *text, uint32_t *buf, Py_ssize_
             m = dp_map[c];
         }
         if (m)
-            buf[len++] = m;
+            keys[kn++] = m;
     }
-    PyObject *keys = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, buf, len);
-    if (!keys)
-        return -1;
-    PyObject *folded = PyObject_CallOneArg(k->fold, keys);
-    Py_DECREF(keys);
-    if (!folded)
-        return -1;
-    if (!PyUnicode_Check(folded)) {
-        Py_DECREF(folded);
-        PyErr_SetString(PyExc_TypeError, "fold_keys returned a non-str");
+    /* The slow lines, joined by line breaks, in a second area of the same block. */
+    uint32_t *slow_buf = PyMem_Malloc((size_t)(kn + 1) * sizeof *slow_buf);
+    if (!slow_buf) {
+        PyMem_Free(keys);
+        PyErr_NoMemory();
         return -1;
     }
-    Py_ssize_t fn = PyUnicode_GET_LENGTH(folded);
-    if (fn > cap) { /* NFKC may lengthen a key: not within buf (the caller retries larger) */
-        Py_DECREF(folded);
-        return -2 - fn;
+    Py_ssize_t sn = 0, nslow = 0, fast_len = 0, a = 0;
+    while (a < kn) {
+        Py_ssize_t b = a;
+        int needs = 0;
+        for (; b < kn && keys[b] != '\n'; b++)
+            if (line_needs_fold(keys[b]))
+                needs = 1;
+        if (needs) {
+            if (nslow++)
+                slow_buf[sn++] = '\n';
+            memcpy(slow_buf + sn, keys + a, (size_t)(b - a) * sizeof *keys);
+            sn += b - a;
+        } else {
+            fast_len += b - a;
+        }
+        a = b + 1;
     }
-    int fkind = PyUnicode_KIND(folded);
-    const void *fdata = PyUnicode_DATA(folded);
+    PyObject *folded = NULL;
+    Py_ssize_t fn = 0;
+    if (nslow) {
+        PyObject *text_slow = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, slow_buf, sn);
+        if (text_slow) {
+            folded = PyObject_CallOneArg(k->fold, text_slow);
+            Py_DECREF(text_slow);
+        }
+        if (folded && !PyUnicode_Check(folded)) {
+            Py_CLEAR(folded);
+            PyErr_SetString(PyExc_TypeError, "fold_keys returned a non-str");
+        }
+        if (!folded) {
+            PyMem_Free(keys);
+            PyMem_Free(slow_buf);
+            return -1;
+        }
+        fn = PyUnicode_GET_LENGTH(folded);
+        Py_ssize_t breaks = 0;
+        int fk = PyUnicode_KIND(folded);
+        const void *fd = PyUnicode_DATA(folded);
+        for (i = 0; i < fn; i++)
+            breaks += PyUnicode_READ(fk, fd, i) == '\n';
+        if (breaks != nslow - 1) {
+            Py_DECREF(folded);
+            PyMem_Free(keys);
+            PyMem_Free(slow_buf);
+            PyErr_SetString(PyExc_ValueError, "fold_keys changed the number of lines");
+            return -1;
+        }
+    }
+    PyMem_Free(slow_buf);
+    if (fast_len + fn > cap) { /* NFKC may lengthen a key: not within buf (the caller retries) */
+        Py_XDECREF(folded);
+        PyMem_Free(keys);
+        return -2 - (fast_len + fn);
+    }
+    int fkind = folded ? PyUnicode_KIND(folded) : PyUnicode_1BYTE_KIND;
+    const void *fdata = folded ? PyUnicode_DATA(folded) : NULL;
+    Py_ssize_t f = 0;
     len = 0;
-    for (i = 0; i < fn; i++) {
-        Py_UCS4 c = PyUnicode_READ(fkind, fdata, i);
-        if (c != '\n')
-            buf[len++] = c;
+    a = 0;
+    while (a < kn) {
+        Py_ssize_t b = a;
+        int needs = 0;
+        for (; b < kn && keys[b] != '\n'; b++)
+            if (line_needs_fold(keys[b]))
+                needs = 1;
+        if (needs) { /* the next line of fold_keys' answer */
+            for (; f < fn; f++) {
+                Py_UCS4 c = PyUnicode_READ(fkind, fdata, f);
+                if (c == '\n')
+                    break;
+                buf[len++] = c;
+            }
+            f++;
+        } else {
+            for (Py_ssize_t j = a; j < b; j++) {
+                uint32_t m = keys[j];
+                buf[len++] = fold_class[m] == FOLD_WIDE ? m - 0xFEE0 : m;
+            }
+        }
+        a = b + 1;
     }
-    Py_DECREF(folded);
+    Py_XDECREF(folded);
+    PyMem_Free(keys);
     return len;
 }
 
@@ -351,6 +456,64 @@ static int call_hash(Kernel *k, PyObject *s, uint64_t *value, PyObject **obj)
     return 0;
 }
 
+/* The UTF-8 bytes of the stream s[0:n] into out (room for 4n bytes), and where each code
+ * point's bytes start (off[n]: the end). Returns -1 when s holds a surrogate (no UTF-8). */
+static int utf8_offsets(const uint32_t *s, Py_ssize_t n, char *out, Py_ssize_t *off)
+{
+    unsigned char *o = (unsigned char *)out;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint32_t c = s[i];
+        off[i] = (Py_ssize_t)(o - (unsigned char *)out);
+        if (c < 0x80) {
+            *o++ = (unsigned char)c;
+        } else if (c < 0x800) {
+            *o++ = (unsigned char)(0xC0 | (c >> 6));
+            *o++ = (unsigned char)(0x80 | (c & 0x3F));
+        } else if (c < 0x10000) {
+            if (c >= 0xD800 && c <= 0xDFFF)
+                return -1;
+            *o++ = (unsigned char)(0xE0 | (c >> 12));
+            *o++ = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+            *o++ = (unsigned char)(0x80 | (c & 0x3F));
+        } else {
+            *o++ = (unsigned char)(0xF0 | (c >> 18));
+            *o++ = (unsigned char)(0x80 | ((c >> 12) & 0x3F));
+            *o++ = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+            *o++ = (unsigned char)(0x80 | (c & 0x3F));
+        }
+    }
+    off[n] = (Py_ssize_t)(o - (unsigned char *)out);
+    return 0;
+}
+
+/* The fingerprint of the key s[a:e] of the stream. With the stream's UTF-8 (u8, off), the
+ * bytes are hashed in place (by farmhash's own function, or one Python call on a bytes
+ * object); without (md5 hashes a str; a surrogate), as hash_arg gives it. Sets *value and,
+ * when a Python call made one, *obj (a new reference; else NULL). Returns -1 on error. */
+static int hash_key(Kernel *k, const uint32_t *s, const char *u8, const Py_ssize_t *off,
+                    Py_ssize_t a, Py_ssize_t e, uint64_t *value, PyObject **obj)
+{
+    PyObject *arg;
+    *obj = NULL;
+    if (u8) {
+        const char *p = u8 + off[a];
+        size_t nb = (size_t)(off[e] - off[a]);
+        if (k->fp64) {
+            *value = k->fp64(p, nb);
+            return 0;
+        }
+        arg = PyBytes_FromStringAndSize(p, (Py_ssize_t)nb);
+    } else {
+        arg = hash_arg(k, s + a, e - a);
+    }
+    if (!arg)
+        return -1;
+    int rc = call_hash(k, arg, value, obj);
+    Py_DECREF(arg);
+    return rc;
+}
+
+
 static PyObject *make_docprint(Kernel *k, PyObject *anchors, PyObject *sketch, PyObject *exact,
                                PyObject *limit)
 {
@@ -371,7 +534,7 @@ static PyObject *make_docprint(Kernel *k, PyObject *anchors, PyObject *sketch, P
 static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
 {
     if (!tables_ready) {
-        PyErr_SetString(PyExc_RuntimeError, "nshash._kernel: set_tables was not called");
+        PyErr_SetString(PyExc_RuntimeError, "nshash.text._kernel: set_tables was not called");
         return NULL;
     }
     if (!PyUnicode_Check(text))
@@ -385,6 +548,8 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     PyObject *result = NULL, *stream = NULL, *exact = NULL, *anchors = NULL, *sketch = NULL;
     PyObject *limit = NULL;
     Py_ssize_t len;
+    char *u8 = NULL;      /* the stream's UTF-8, when keys are hashed as bytes */
+    Py_ssize_t *off = NULL; /* where each code point's bytes start in u8 */
 
     for (;;) {
         buf = PyMem_Malloc((size_t)cap * sizeof *buf);
@@ -402,19 +567,76 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
         result = Py_NewRef(Py_None);
         goto done;
     }
-    stream = hash_arg(k, buf, len);
-    if (!stream)
-        goto done;
+    if (k->hash_bytes) {
+        u8 = PyMem_Malloc((size_t)len * 4 + 1);
+        off = PyMem_Malloc(((size_t)len + 1) * sizeof *off);
+        if (!u8 || !off) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        if (utf8_offsets(buf, len, u8, off) < 0) { /* a surrogate: hashed as a str, which */
+            PyMem_Free(u8);                          /* raises as the pure path does */
+            u8 = NULL;
+        }
+    }
     uint64_t exact_v;
-    if (call_hash(k, stream, &exact_v, &exact) < 0)
+    if (hash_key(k, buf, u8, off, 0, len, &exact_v, &exact) < 0)
+        goto done;
+    if (!exact && !(exact = PyLong_FromUnsignedLongLong(exact_v)))
         goto done;
 
     /* Shingles: a window from every start to the first end that weighs `shingle` units. */
     const Py_ssize_t width = k->shingle;
-    Py_ssize_t total = 0, i;
-    for (i = 0; i < len; i++)
-        total += buf[i] >= k->wide ? k->wide_units : 1;
-    if (total < width) { /* shorter than one shingle: the whole text is the one anchor */
+    Py_ssize_t i;
+    Py_ssize_t m = k->max_sentences, size = 0, ns = 0;
+    heap = PyMem_Malloc((size_t)m * sizeof *heap);
+    svals = PyMem_Malloc((size_t)len * sizeof *svals);
+    fps = PyMem_Malloc((size_t)m * sizeof *fps);
+    objs = PyMem_Malloc((size_t)m * sizeof *objs);
+    if (!heap || !svals || !fps || !objs) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const uint64_t B = k->base, BI = k->base_inv, salt = k->salt, mask = k->mask;
+    const uint32_t wide = k->wide;
+    const Py_ssize_t wu = k->wide_units;
+    const int shift = k->shift;
+    uint64_t pe = 0, pw_e = 1; /* prefix sum of code * B**j below e, and B**e */
+    uint64_t pi = 0, pw_i = 1, inv_i = 1; /* the same below i, and B**-i */
+    Py_ssize_t e = 0, acc = 0;
+    for (i = 0;; i++) {
+        while (acc < width && e < len) {
+            acc += buf[e] >= wide ? wu : 1;
+            pe += (uint64_t)buf[e] * pw_e;
+            pw_e *= B;
+            e++;
+        }
+        if (acc < width) /* what is left from i weighs less than a shingle: no more starts */
+            break;
+        uint64_t h = ((pe - pi) * inv_i) ^ salt;
+        h ^= h >> 33;
+        h *= MIX1;
+        h ^= h >> 33;
+        h *= MIX2;
+        h ^= h >> 33;
+        if ((h & mask) == 0)
+            svals[ns++] = h >> shift;
+        Pick p = {h, i, e};
+        if (size < m) {
+            heap[size] = p;
+            heap_up(heap, size++);
+        } else if (h <= heap[0].h && pick_less(&p, &heap[0])) { /* rarely: most are larger */
+            heap[0] = p;
+            heap_down(heap, size, 0);
+        }
+        Py_ssize_t w = buf[i] >= wide ? wu : 1;
+        acc -= w;
+        pi += (uint64_t)buf[i] * pw_i;
+        pw_i *= B;
+        inv_i *= BI;
+    }
+
+    if (size == 0) { /* shorter than one shingle: the whole text is the one anchor */
         anchors = PyTuple_Pack(1, exact);
         PyObject *v = PyLong_FromUnsignedLongLong(exact_v >> k->shift);
         if (!anchors || !v) {
@@ -432,77 +654,27 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
             result = make_docprint(k, anchors, sketch, exact, limit);
         goto done;
     }
-    Py_ssize_t m = k->max_sentences, size = 0, ns = 0;
-    heap = PyMem_Malloc((size_t)m * sizeof *heap);
-    svals = PyMem_Malloc((size_t)len * sizeof *svals);
-    fps = PyMem_Malloc((size_t)m * sizeof *fps);
-    objs = PyMem_Malloc((size_t)m * sizeof *objs);
-    if (!heap || !svals || !fps || !objs) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    const uint64_t B = k->base, BI = k->base_inv, salt = k->salt, mask = k->mask;
-    const uint32_t wide = k->wide;
-    const Py_ssize_t wu = k->wide_units;
-    uint64_t pe = 0, pw_e = 1; /* prefix sum of code * B**j below e, and B**e */
-    uint64_t pi = 0, pw_i = 1, inv_i = 1; /* the same below i, and B**-i */
-    uint64_t least = UINT64_MAX;
-    Py_ssize_t e = 0, acc = 0, before = 0;
-    for (i = 0; before + width <= total; i++) {
-        while (acc < width) {
-            acc += buf[e] >= wide ? wu : 1;
-            pe += (uint64_t)buf[e] * pw_e;
-            pw_e *= B;
-            e++;
-        }
-        uint64_t h = ((pe - pi) * inv_i) ^ salt;
-        h ^= h >> 33;
-        h *= MIX1;
-        h ^= h >> 33;
-        h *= MIX2;
-        h ^= h >> 33;
-        if (h < least)
-            least = h;
-        if ((h & mask) == 0)
-            svals[ns++] = h >> k->shift;
-        Pick p = {h, i, e};
-        if (size < m) {
-            heap[size] = p;
-            heap_up(heap, size++);
-        } else if (pick_less(&p, &heap[0])) {
-            heap[0] = p;
-            heap_down(heap, size, 0);
-        }
-        Py_ssize_t w = buf[i] >= wide ? wu : 1;
-        acc -= w;
-        before += w;
-        pi += (uint64_t)buf[i] * pw_i;
-        pw_i *= B;
-        inv_i *= BI;
-    }
 
     /* Anchors: the fingerprints of the picked shingles, smallest hash first, no repeats. */
     sort_picks(heap, size);
+    uint64_t least = heap[0].h; /* the smallest hash of all (the heap kept the smallest) */
     for (i = 0; i < size; i++) {
         Py_ssize_t s0 = heap[i].start, slen = heap[i].end - s0;
         if (i > 0 && heap[i].h == heap[i - 1].h && heap[i - 1].end - heap[i - 1].start == slen
             && memcmp(buf + heap[i - 1].start, buf + s0, (size_t)slen * sizeof *buf) == 0)
             continue; /* the same shingle again: the same fingerprint */
-        PyObject *sub = hash_arg(k, buf + s0, slen);
-        if (!sub)
-            goto done;
         uint64_t v;
         PyObject *o;
-        int rc = call_hash(k, sub, &v, &o);
-        Py_DECREF(sub);
-        if (rc < 0)
+        if (hash_key(k, buf, u8, off, s0, heap[i].end, &v, &o) < 0)
             goto done;
         for (j = 0; j < na && fps[j] != v; j++)
             ;
         if (j < na) {
-            Py_DECREF(o);
+            Py_XDECREF(o);
             continue;
         }
+        if (!o && !(o = PyLong_FromUnsignedLongLong(v)))
+            goto done;
         fps[na] = v;
         objs[na++] = o;
     }
@@ -549,6 +721,8 @@ done:
     Py_XDECREF(sketch);
     Py_XDECREF(limit);
     PyMem_Free(buf);
+    PyMem_Free(u8);
+    PyMem_Free(off);
     PyMem_Free(heap);
     PyMem_Free(svals);
     PyMem_Free(fps);
@@ -561,21 +735,22 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds)
     static char *kwlist[] = {"ends", "shingle", "wide", "wide_units", "max_sentences",
                              "sketch_rate", "sketch_size", "sketch_bits", "base", "salt",
                              "hashfunc", "fold", "default_process", "docprint", "hash_bytes",
-                             NULL};
+                             "fingerprint64", NULL};
     PyObject *ends, *hashfunc, *fold, *dproc, *docprint;
     Py_ssize_t shingle, wide_units, max_sentences, sketch_rate, sketch_size, sketch_bits;
     unsigned long wide;
     unsigned long long base, salt;
     int hash_bytes = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "UnknnnnnKKOOOO|p", kwlist, &ends, &shingle,
+    unsigned long long fp64 = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "UnknnnnnKKOOOO|pK", kwlist, &ends, &shingle,
                                      &wide, &wide_units, &max_sentences, &sketch_rate,
                                      &sketch_size, &sketch_bits, &base, &salt, &hashfunc, &fold,
-                                     &dproc, &docprint, &hash_bytes))
+                                     &dproc, &docprint, &hash_bytes, &fp64))
         return -1;
     if (shingle < 1 || wide_units < 1 || max_sentences < 1 || sketch_size < 1
         || sketch_rate < 1 || (sketch_rate & (sketch_rate - 1)) || sketch_bits < 1
         || sketch_bits > 63 || !(base & 1)) {
-        PyErr_SetString(PyExc_ValueError, "nshash._kernel: parameter out of range");
+        PyErr_SetString(PyExc_ValueError, "nshash.text._kernel: parameter out of range");
         return -1;
     }
     if (!PyType_Check(docprint)) {
@@ -587,10 +762,28 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds)
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_UCS4 c = PyUnicode_READ_CHAR(ends, i);
         if (c >= BMP) {
-            PyErr_SetString(PyExc_ValueError, "nshash._kernel: a sentence end past the BMP");
+            PyErr_SetString(PyExc_ValueError, "nshash.text._kernel: a sentence end past the BMP");
             return -1;
         }
         k->brk[c >> 3] |= (uint8_t)(1 << (c & 7));
+    }
+    if (!tables_ready) {
+        PyErr_SetString(PyExc_RuntimeError, "nshash.text._kernel: set_tables was not called");
+        return -1;
+    }
+    if (!k->fast && !(k->fast = PyMem_Malloc(BMP * sizeof *k->fast))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (uint32_t c = 0; c < BMP; c++) {
+        uint32_t m = dp_map[c], v; /* a period is never kept: dropped or a sentence end */
+        if (is_brk(k, c) || !m)
+            v = 0;
+        else if (m >= BMP || fold_class[m] == FOLD_SLOW)
+            v = FAST_SLOW;
+        else
+            v = fold_class[m] == FOLD_WIDE ? m - 0xFEE0 : m;
+        k->fast[c] = v;
     }
     uint64_t inv = 1; /* B**-1 mod 2**64 by Newton's iteration (B is odd) */
     for (int i = 0; i < 7; i++)
@@ -607,6 +800,8 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds)
     k->base_inv = inv;
     k->salt = salt;
     k->hash_bytes = hash_bytes;
+    /* An address kernel.py took from pyfarmhash's module and checked (0: call hashfunc). */
+    k->fp64 = hash_bytes && fp64 ? (uint64_t(*)(const char *, size_t))(uintptr_t)fp64 : NULL;
     Py_XSETREF(k->hashfunc, Py_NewRef(hashfunc));
     Py_XSETREF(k->fold, Py_NewRef(fold));
     Py_XSETREF(k->dproc, Py_NewRef(dproc));
@@ -646,6 +841,7 @@ static void Kernel_dealloc(Kernel *k)
 {
     PyObject_GC_UnTrack(k);
     Kernel_clear(k);
+    PyMem_Free(k->fast);
     Py_TYPE(k)->tp_free((PyObject *)k);
 }
 
@@ -656,7 +852,7 @@ static PyMethodDef Kernel_methods[] = {
 
 static PyTypeObject KernelType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "nshash._kernel.Kernel",
+    .tp_name = "nshash.text._kernel.Kernel",
     .tp_basicsize = sizeof(Kernel),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "One Fingerprinter configuration, compiled.",
@@ -675,7 +871,7 @@ static PyObject *set_tables(PyObject *self, PyObject *args)
         return NULL;
     PyObject *ret = NULL;
     if (dp.len != (Py_ssize_t)sizeof dp_map || fold.len != (Py_ssize_t)sizeof fold_class) {
-        PyErr_SetString(PyExc_ValueError, "nshash._kernel: tables of the wrong size");
+        PyErr_SetString(PyExc_ValueError, "nshash.text._kernel: tables of the wrong size");
     } else {
         memcpy(dp_map, dp.buf, sizeof dp_map);
         memcpy(fold_class, fold.buf, sizeof fold_class);
@@ -687,13 +883,208 @@ static PyObject *set_tables(PyObject *self, PyObject *args)
     return ret;
 }
 
+/* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
+ * caller then answers None: the Python version runs), -1 on another error. */
+static int sketch_value(PyObject *o, uint64_t *v)
+{
+    if (!PyLong_CheckExact(o))
+        return 1;
+    /* Sketch values have 53 bits: the signed conversion reads the digits directly (the
+     * unsigned one goes through a byte array). Past 63 bits or negative: the Python way. */
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (x == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow || x < 0)
+        return 1;
+    *v = (uint64_t)x;
+    return 0;
+}
+
+/* cut_sketch(values, cap): cut the set *values* (more than cap ints, each below 2**64) to its
+ * cap smallest, in place, and return the smallest value dropped (the new limit); None, with
+ * the set unchanged, when a value is not such an int (the caller then cuts it in Python). */
+static PyObject *cut_sketch(PyObject *self, PyObject *args)
+{
+    PyObject *values;
+    Py_ssize_t cap;
+    if (!PyArg_ParseTuple(args, "O!n", &PySet_Type, &values, &cap))
+        return NULL;
+    Py_ssize_t n = PySet_GET_SIZE(values);
+    if (cap < 0 || n <= cap)
+        Py_RETURN_NONE;
+    PyObject **objs = PyMem_Malloc((size_t)n * sizeof *objs);
+    uint64_t *vals = PyMem_Malloc((size_t)n * sizeof *vals);
+    uint64_t *sorted = PyMem_Malloc((size_t)n * sizeof *sorted);
+    PyObject *it = NULL, *result = NULL;
+    Py_ssize_t got = 0, i;
+    if (!objs || !vals || !sorted) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    it = PyObject_GetIter(values);
+    if (!it)
+        goto done;
+    PyObject *item;
+    while (got < n && (item = PyIter_Next(it)) != NULL) {
+        objs[got++] = item;
+        uint64_t v;
+        int rc = sketch_value(item, &v);
+        if (rc) { /* not a sketch value: the Python way (or an error) */
+            if (rc > 0)
+                result = Py_NewRef(Py_None);
+            goto done;
+        }
+        vals[got - 1] = sorted[got - 1] = v;
+    }
+    if (PyErr_Occurred() || got != n) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "cut_sketch: the set changed size");
+        goto done;
+    }
+    sort_u64(sorted, n);
+    uint64_t bound = sorted[cap]; /* distinct values: exactly cap of them are below it */
+    PyObject *bound_obj = NULL;
+    for (i = 0; i < n; i++) {
+        if (vals[i] < bound)
+            continue;
+        if (vals[i] == bound)
+            bound_obj = objs[i];
+        if (PySet_Discard(values, objs[i]) < 0)
+            goto done;
+    }
+    result = bound_obj ? Py_NewRef(bound_obj) : PyLong_FromUnsignedLongLong(bound);
+done:
+    Py_XDECREF(it);
+    if (objs)
+        for (i = 0; i < got; i++)
+            Py_DECREF(objs[i]);
+    PyMem_Free(objs);
+    PyMem_Free(vals);
+    PyMem_Free(sorted);
+    return result;
+}
+
+/* sketch_overlap(live, doc_limit, values, group_limit): the guard's comparison of a
+ * document's live sketch values (a set) with a group's, each complete below its own limit:
+ * (the shared values (a set), how many of the document's are compared, the group's values
+ * compared) with values at or past the smaller limit left out. None when a value is not a
+ * plain int below 2**64 (the Python version then answers). */
+static PyObject *sketch_overlap(PyObject *self, PyObject *args)
+{
+    PyObject *live, *doc_limit_o, *values, *group_limit_o;
+    if (!PyArg_ParseTuple(args, "O!OOO", &PySet_Type, &live, &doc_limit_o, &values,
+                          &group_limit_o))
+        return NULL;
+    uint64_t doc_limit, group_limit, v;
+    int rc = sketch_value(doc_limit_o, &doc_limit);
+    if (rc == 0)
+        rc = sketch_value(group_limit_o, &group_limit);
+    if (rc)
+        return rc < 0 ? NULL : Py_NewRef(Py_None);
+    uint64_t limit = doc_limit < group_limit ? doc_limit : group_limit;
+    Py_ssize_t mine = 0;
+    PyObject *it = NULL, *item, *theirs = NULL, *shared = NULL, *result = NULL;
+    if (limit >= doc_limit) {
+        mine = PySet_GET_SIZE(live);
+    } else {
+        it = PyObject_GetIter(live);
+        if (!it)
+            return NULL;
+        while ((item = PyIter_Next(it)) != NULL) {
+            rc = sketch_value(item, &v);
+            Py_DECREF(item);
+            if (rc)
+                goto done;
+            mine += v < limit;
+        }
+        if (PyErr_Occurred())
+            goto done;
+        Py_CLEAR(it);
+    }
+    shared = PySet_New(NULL);
+    if (!shared)
+        goto done;
+    int filter = limit < group_limit;
+    if (filter && !(theirs = PyList_New(0)))
+        goto done;
+    it = PyObject_GetIter(values);
+    if (!it)
+        goto done;
+    while ((item = PyIter_Next(it)) != NULL) {
+        rc = sketch_value(item, &v);
+        if (rc == 0 && filter && v >= limit) {
+            Py_DECREF(item);
+            continue;
+        }
+        if (rc == 0 && filter)
+            rc = PyList_Append(theirs, item);
+        if (rc == 0) {
+            int in = PySet_Contains(live, item);
+            rc = in < 0 ? -1 : in ? PySet_Add(shared, item) : 0;
+        }
+        Py_DECREF(item);
+        if (rc)
+            goto done;
+    }
+    if (PyErr_Occurred())
+        goto done;
+    result = Py_BuildValue("OnO", shared, mine, filter ? theirs : values);
+done:
+    if (!result && rc > 0 && !PyErr_Occurred())
+        result = Py_NewRef(Py_None);
+    Py_XDECREF(it);
+    Py_XDECREF(theirs);
+    Py_XDECREF(shared);
+    return result;
+}
+
+/* surrogate_at(text): the index of the first lone surrogate in the str *text*, or -1 (a
+ * str of one byte per character has none: nothing to scan). */
+static PyObject *surrogate_at(PyObject *self, PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "surrogate_at takes a str");
+        return NULL;
+    }
+    int kind = PyUnicode_KIND(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), i;
+    if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *d = PyUnicode_2BYTE_DATA(text);
+        /* Four characters a step: a 16-bit lane of x is zero where a surrogate is, and the
+         * classic zero-lane test says whether one is (the scalar loop then finds it). */
+        for (i = 0; i + 4 <= n; i += 4) {
+            uint64_t w;
+            memcpy(&w, d + i, sizeof w);
+            uint64_t x = (w & 0xF800F800F800F800ULL) ^ 0xD800D800D800D800ULL;
+            if ((x - 0x0001000100010001ULL) & ~x & 0x8000800080008000ULL)
+                break;
+        }
+        for (; i < n; i++)
+            if ((d[i] & 0xF800) == 0xD800)
+                return PyLong_FromSsize_t(i);
+    } else if (kind == PyUnicode_4BYTE_KIND) {
+        const Py_UCS4 *d = PyUnicode_4BYTE_DATA(text);
+        for (i = 0; i < n; i++)
+            if ((d[i] & 0xFFFFF800) == 0xD800)
+                return PyLong_FromSsize_t(i);
+    }
+    return PyLong_FromLong(-1);
+}
+
 static PyMethodDef module_methods[] = {
     {"set_tables", set_tables, METH_VARARGS,
      "set_tables(dp_map, fold_class): the character tables (native uint32 and uint8, BMP)."},
+    {"cut_sketch", cut_sketch, METH_VARARGS,
+     "cut_sketch(values, cap) -> the new limit; values (a set of ints) keeps its cap smallest."},
+    {"surrogate_at", surrogate_at, METH_O,
+     "surrogate_at(text) -> the index of the first lone surrogate, or -1."},
+    {"sketch_overlap", sketch_overlap, METH_VARARGS,
+     "sketch_overlap(live, doc_limit, values, group_limit) -> (shared, mine, theirs) or None."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef kernel_module = {
-    PyModuleDef_HEAD_INIT, "nshash._kernel",
+    PyModuleDef_HEAD_INIT, "nshash.text._kernel",
     "The compiled text path of nshash.Fingerprinter (see nshash/kernel.py).", -1,
     module_methods};
 

@@ -32,15 +32,17 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import farmhash
-import numpy as np
 from rapidfuzz.utils import default_process
 
 from ..errors import ConfigError, EmptyDocumentError
 from .kernel import compile_kernel
 from .normalize import fold_keys, html_to_text, looks_like_html
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "DEFAULT_DELIMITERS",
@@ -97,10 +99,11 @@ NO_LIMIT = 1 << SKETCH_BITS
 #: (MurmurHash3's fmix64). Any machine computes the same values.
 _B = 0x100000001B3
 _B_INV = pow(_B, -1, 1 << 64)
-_MIX1, _MIX2 = np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53)
-_SALT = np.uint64(0x9E3779B97F4A7C15)
-_S33 = np.uint64(33)
-_S_SKETCH = np.uint64(64 - SKETCH_BITS)
+#: numpy is imported by the pure path only (the compiled kernel needs none of it: a process
+#: that never runs the pure path never starts numpy's threads).
+_MIX1, _MIX2 = 0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53
+_SALT = 0x9E3779B97F4A7C15
+_S_SKETCH = 64 - SKETCH_BITS
 
 #: Code points from here up weigh 3 units in a shingle (CJK, kana, Hangul).
 _WIDE = 0x2E80
@@ -111,12 +114,15 @@ class _Powers:
     """B**i and B**-i mod 2**64 for i < n, grown on demand (shared, read-only arrays)."""
 
     def __init__(self) -> None:
-        self.up = np.ones(1, dtype=np.uint64)
-        self.down = np.ones(1, dtype=np.uint64)
+        self.up: np.ndarray | None = None
+        self.down: np.ndarray | None = None
 
     def get(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        if len(self.up) < n:
-            size = max(n, 2 * len(self.up), 4096)
+        import numpy as np
+
+        if self.up is None or self.down is None or len(self.up) < n:
+            have = 0 if self.up is None else len(self.up)
+            size = max(n, 2 * have, 4096)
             with np.errstate(over="ignore"):
                 up = np.cumprod(np.full(size, _B, dtype=np.uint64))
                 down = np.cumprod(np.full(size, _B_INV, dtype=np.uint64))
@@ -136,6 +142,9 @@ def shingle_hashes(stream: str, width: int) -> tuple[np.ndarray, np.ndarray] | N
     close to the end for a whole shingle give none. Returns None when the whole stream weighs
     less than one shingle.
     """
+    import numpy as np
+
+    mix1, mix2, salt, s33 = np.uint64(_MIX1), np.uint64(_MIX2), np.uint64(_SALT), np.uint64(33)
     codes = np.frombuffer(stream.encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
     weight = np.cumsum(np.where(codes >= _WIDE, _WIDE_UNITS, 1))
     total = int(weight[-1])
@@ -148,12 +157,12 @@ def shingle_hashes(stream: str, width: int) -> tuple[np.ndarray, np.ndarray] | N
     with np.errstate(over="ignore"):
         prefix = np.cumsum(codes * up)
         below = np.concatenate((np.zeros(1, dtype=np.uint64), prefix[: starts - 1]))
-        h = (prefix[ends - 1] - below) * down[:starts] ^ _SALT
-        h ^= h >> _S33
-        h *= _MIX1
-        h ^= h >> _S33
-        h *= _MIX2
-        h ^= h >> _S33
+        h = (prefix[ends - 1] - below) * down[:starts] ^ salt
+        h ^= h >> s33
+        h *= mix1
+        h ^= h >> s33
+        h *= mix2
+        h ^= h >> s33
     return h, ends
 
 
@@ -262,7 +271,6 @@ class Fingerprinter:
         self.html = html
         self._hash = HASHFUNCS[hashfunc]
         self._ends = _sentence_ends(delimiters)
-        self._mask = np.uint64(sketch_rate - 1)
         self._kernel = self._compile()
 
     def _compile(self) -> Any:
@@ -277,7 +285,7 @@ class Fingerprinter:
             sketch_size=self.sketch_size,
             sketch_bits=SKETCH_BITS,
             base=_B,
-            salt=int(_SALT),
+            salt=_SALT,
             hashfunc=self._hash,
             fold=fold_keys,
             docprint=DocPrint,
@@ -371,6 +379,8 @@ class Fingerprinter:
         return self._prepare_pure(self._plain(text))
 
     def _prepare_pure(self, text: str) -> DocPrint:
+        import numpy as np
+
         stream = "".join(self._sentence_keys(text))
         h = self._hash
         exact = h(stream)
@@ -390,12 +400,13 @@ class Fingerprinter:
         anchors = tuple(
             dict.fromkeys(h(stream[i:e]) for i, e in zip(starts, ends[picks].tolist(), strict=True))
         )
-        sampled = np.unique(hashes[(hashes & self._mask) == 0] >> _S_SKETCH)
+        shift = np.uint64(_S_SKETCH)
+        sampled = np.unique(hashes[(hashes & np.uint64(self.sketch_rate - 1)) == 0] >> shift)
         limit = NO_LIMIT
         if len(sampled) > self.sketch_size:
             limit = int(sampled[self.sketch_size])
             sampled = sampled[: self.sketch_size]
-        sketch = tuple(sampled.tolist()) or (int(hashes.min() >> _S_SKETCH),)
+        sketch = tuple(sampled.tolist()) or (int(hashes.min() >> shift),)
         return DocPrint(anchors, sketch, exact, limit)
 
     def fingerprints(self, text: str) -> list[int]:

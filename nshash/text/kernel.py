@@ -4,7 +4,13 @@
 exists) that computes what the pure-Python path of :mod:`nshash.text.fingerprint` computes, in one
 pass over the text: sentence keys, the key stream, the rolling shingle hashes, the anchors and
 the sketch. Its results are bit-identical to the pure path's (the tests compare both on
-arbitrary Unicode and on real articles), so stores written by either keep matching.
+arbitrary Unicode and on real articles), so stores written by either keep matching. Keys are
+hashed by farmhash's own ``Fingerprint64``, found in pyfarmhash's module and checked against
+``farmhash.fingerprint64`` at start-up (else through ``farmhash.fingerprint64`` itself). The
+extension also compiles the store's guard helpers
+(:func:`nshash.methods.nshash.assign.sketch_overlap`,
+:func:`~nshash.methods.nshash.assign.cut_sketch`) and the surrogate scan of
+:mod:`nshash.inputs`, each with its Python version next to it.
 
 It needs two character tables, built here once per process from the very functions the pure
 path calls: rapidfuzz's ``default_process`` of every BMP character, and which characters are
@@ -29,7 +35,7 @@ from typing import Any
 import farmhash
 from rapidfuzz.utils import default_process
 
-__all__ = ["PURE_ENV", "compile_kernel", "kernel_info"]
+__all__ = ["PURE_ENV", "compile_kernel", "compiled_function", "kernel_info"]
 
 #: Set this environment variable (to anything but "" or "0") to force the pure-Python path.
 PURE_ENV = "NSHASH_PURE"
@@ -60,7 +66,7 @@ _FULLWIDTH_KEPT = (*range(0xFF10, 0xFF1A), *range(0xFF41, 0xFF5B))
 _BMP = 0x10000
 
 #: The interface version of the extension this module drives (``KERNEL_ABI`` in _kernel.c).
-ABI = 2
+ABI = 4
 
 
 def _load() -> tuple[Any, str]:
@@ -110,6 +116,32 @@ def _tables() -> bool:
     return True
 
 
+#: Byte strings a borrowed Fingerprint64 must hash as ``farmhash.fingerprint64`` does (every
+#: length class of farmhash's code: 0-16, 17-32, 33-64 and longer, with Chinese text).
+_CHECKS = (b"", b"a", b"0123456789abcdef", b"x" * 31, "一段中文".encode() * 4, bytes(range(256)))
+
+
+@lru_cache(maxsize=1)
+def _fingerprint64() -> int:
+    """The address of farmhash's C++ ``util::Fingerprint64(const char*, size_t)``, which
+    pyfarmhash's module exports and ``farmhash.fingerprint64`` calls; 0 when it is not
+    there or does not give ``farmhash.fingerprint64``'s values on :data:`_CHECKS` (the kernel
+    then calls ``farmhash.fingerprint64``). The same function, not a copy: values stay
+    bit-identical by construction, and are checked anyway."""
+    try:
+        import ctypes
+
+        lib = ctypes.CDLL(str(farmhash.__file__))
+        fn = lib._ZN4util13Fingerprint64EPKcm  # the Itanium C++ ABI name of the function
+    except (OSError, AttributeError, TypeError):
+        return 0
+    fn.restype = ctypes.c_uint64
+    fn.argtypes = (ctypes.c_char_p, ctypes.c_size_t)
+    if any(fn(b, len(b)) != farmhash.fingerprint64(b) for b in _CHECKS):
+        return 0
+    return int(ctypes.cast(fn, ctypes.c_void_p).value or 0)
+
+
 def compile_kernel(
     *,
     ends: str,
@@ -157,9 +189,17 @@ def compile_kernel(
         default_process,
         docprint,
         # farmhash hashes the UTF-8 bytes of a str: the kernel hands it bytes it encoded
-        # itself, which costs far less than a str that CPython then encodes.
+        # itself, which costs far less than a str that CPython then encodes; with farmhash's
+        # own C++ function at hand, it hashes them in place, with no Python call at all.
         hashfunc is farmhash.fingerprint64,
+        _fingerprint64() if hashfunc is farmhash.fingerprint64 else 0,
     )
+
+
+def compiled_function(name: str) -> Any:
+    """The extension's function *name* (a helper of the store's guard), or None: on the pure
+    path, or in a build that lacks it, the caller runs its Python version."""
+    return getattr(_MODULE, name, None) if _MODULE is not None else None
 
 
 def kernel_info() -> dict[str, str]:
@@ -173,4 +213,5 @@ def kernel_info() -> dict[str, str]:
         return {"path": "pure", "reason": _WHY}
     if not _tables():
         return {"path": "pure", "reason": "rapidfuzz's default_process is not one-for-one"}
-    return {"path": "compiled", "reason": f"{_WHY}: {_MODULE.__file__}"}
+    hashing = "farmhash in place" if _fingerprint64() else "farmhash through Python"
+    return {"path": "compiled", "reason": f"{_WHY}: {_MODULE.__file__} ({hashing})"}

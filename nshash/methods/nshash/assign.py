@@ -55,6 +55,7 @@ from typing import Protocol
 from ...errors import ConfigError
 from ...results import Assignment, Candidate, DocMeta, DocumentRecord, Explanation
 from ...text.fingerprint import NO_LIMIT, DocPrint
+from ...text.kernel import compiled_function
 
 __all__ = [
     "MatchPolicy",
@@ -131,10 +132,31 @@ def combine_sketch(
     joined = set(values) if limit <= bound else {v for v in values if v < bound}
     joined.update(more if more_limit <= bound else (v for v in more if v < bound))
     if len(joined) > cap:
-        ordered = sorted(joined)
-        bound = ordered[cap]
-        joined = set(ordered[:cap])
+        bound = cut_sketch(joined, cap)
     return joined, bound
+
+
+#: The compiled cut (nshash._kernel.cut_sketch), or None on the pure path.
+_CUT = compiled_function("cut_sketch")
+
+
+def cut_sketch_pure(values: set[int], cap: int) -> int:
+    """:func:`cut_sketch` in Python: what the compiled one must equal."""
+    ordered = sorted(values)
+    bound = ordered[cap]
+    values.difference_update(ordered[cap:])
+    return bound
+
+
+def cut_sketch(values: set[int], cap: int) -> int:
+    """Cut *values* (more than *cap* distinct ints) to its *cap* smallest, in place, and
+    return the smallest value dropped: the new limit. Compiled where the kernel is built
+    (sorting a few hundred ints in C, not Python objects), else :func:`cut_sketch_pure`."""
+    if _CUT is not None:
+        bound: int | None = _CUT(values, cap)
+        if bound is not None:
+            return bound
+    return cut_sketch_pure(values, cap)
 
 
 class Tables(Protocol):
@@ -220,14 +242,43 @@ def _verify(
 ) -> tuple[Candidate, set[int]]:
     """Judge group *gid* against the document's live sketch; returns the shared values too."""
     values, group_limit = tables.group_sketch(gid)
-    limit = min(doc.limit, group_limit)
-    mine = live if limit >= doc.limit else {v for v in live if v < limit}
-    theirs = values if limit >= group_limit else [v for v in values if v < limit]
-    shared = mine.intersection(theirs)
-    candidate = judged(
-        gid, tuple(hits), len(shared), len(mine), len(tables.live_set(theirs)), policy
-    )
+    shared, mine, theirs = sketch_overlap(live, doc.limit, values, group_limit)
+    candidate = judged(gid, tuple(hits), len(shared), mine, len(tables.live_set(theirs)), policy)
     return candidate, shared
+
+
+#: The compiled comparison (nshash._kernel.sketch_overlap), or None on the pure path.
+_OVERLAP = compiled_function("sketch_overlap")
+
+
+def sketch_overlap_pure(
+    live: set[int], doc_limit: int, values: Collection[int], group_limit: int
+) -> tuple[set[int], int, Collection[int]]:
+    """:func:`sketch_overlap` in Python: what the compiled one must equal."""
+    limit = min(doc_limit, group_limit)
+    mine = len(live) if limit >= doc_limit else sum(1 for v in live if v < limit)
+    theirs = values if limit >= group_limit else [v for v in values if v < limit]
+    return live.intersection(theirs), mine, theirs
+
+
+def sketch_overlap(
+    live: set[int], doc_limit: int, values: Collection[int], group_limit: int
+) -> tuple[set[int], int, Collection[int]]:
+    """Compare a document's live sketch values with a group's sketch, the guard's core.
+
+    Each side holds every sampled value below its limit, so only values below the smaller
+    limit are compared. Returns the values both hold (every one is live: it is in *live*),
+    how many of the document's live values were compared, and the group's values compared
+    (common ones included: the caller leaves those out through its store). Compiled where
+    the kernel is built, else :func:`sketch_overlap_pure`; the answers are equal.
+    """
+    if _OVERLAP is not None:
+        found: tuple[set[int], int, Collection[int]] | None = _OVERLAP(
+            live, doc_limit, values, group_limit
+        )
+        if found is not None:
+            return found
+    return sketch_overlap_pure(live, doc_limit, values, group_limit)
 
 
 def judged(
@@ -275,14 +326,16 @@ def _choose(tables: Tables, scores: dict[int, float], policy: MatchPolicy) -> li
 
 
 def _judge(
-    tables: Tables, doc: DocPrint, anchors: tuple[int, ...], policy: MatchPolicy
+    tables: Tables, doc: DocPrint, known: dict[int, int | None], policy: MatchPolicy
 ) -> tuple[list[Candidate], list[set[int]], list[int]]:
-    """Verify every candidate group; returns the candidates, their shared values and the
-    groups to join, in id order (the document goes to the first, the rest merge into it)."""
-    live = tables.live_set(doc.sketch)
+    """Verify every candidate group (*known*: each anchor's group, see :func:`_known`);
+    returns the candidates, their shared values and the groups to join, in id order (the
+    document goes to the first, the rest merge into it)."""
     candidates: list[Candidate] = []
     shared: list[set[int]] = []
-    for gid, hits in _candidates(tables, _known(tables, anchors)).items():
+    found = _candidates(tables, known)
+    live = tables.live_set(doc.sketch) if found else set()  # a new story compares nothing
+    for gid, hits in found.items():
         candidate, common = _verify(tables, doc, live, gid, hits, policy)
         candidates.append(candidate)
         shared.append(common)
@@ -334,7 +387,7 @@ def explain(tables: Tables, doc: DocPrint, policy: MatchPolicy) -> Explanation:
     anchors = _select(tables, doc, policy.n)
     live = set(tables.not_common(doc.sentences))
     boilerplate = tuple(h for h in doc.sentences if h not in live)
-    candidates, _, chosen = _judge(tables, doc, anchors, policy)
+    candidates, _, chosen = _judge(tables, doc, _known(tables, anchors), policy)
     return finish_explanation(chosen, anchors, boilerplate, candidates, policy)
 
 
@@ -343,7 +396,7 @@ def lookup(tables: Tables, doc: DocPrint, policy: MatchPolicy) -> int | None:
     gid = tables.get_exact(doc.exact)
     if gid is not None:
         return resolve(tables, gid)
-    chosen = _judge(tables, doc, _select(tables, doc, policy.n), policy)[2]
+    chosen = _judge(tables, doc, _known(tables, _select(tables, doc, policy.n)), policy)[2]
     return min(chosen) if chosen else None
 
 
@@ -381,7 +434,7 @@ def assign(
         root = resolve(tables, exact)
         duplicate = True
     else:
-        candidates, shared, chosen = _judge(tables, doc, anchors, policy)
+        candidates, shared, chosen = _judge(tables, doc, known, policy)
         if chosen:
             root = chosen[0]
             merged = tuple(chosen[1:])
@@ -390,8 +443,11 @@ def assign(
             tables.extend_sketch(root, doc.sketch, doc.limit, policy.sketch_cap)
             duplicate = True
         else:
-            sketch, limit = combine_sketch((), NO_LIMIT, doc.sketch, doc.limit, policy.sketch_cap)
-            root = tables.new_group(sketch, limit)
+            if len(doc.sketch) <= policy.sketch_cap:  # what combine_sketch would make of it
+                root = tables.new_group(doc.sketch, doc.limit)
+            else:
+                cut = combine_sketch((), NO_LIMIT, doc.sketch, doc.limit, policy.sketch_cap)
+                root = tables.new_group(*cut)
             duplicate = False
         for c, common in zip(candidates, shared, strict=True):
             if c.score < policy.theta:

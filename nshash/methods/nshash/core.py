@@ -279,9 +279,7 @@ class NSHash(Method):
         doc_id = _check_doc_id(doc_id)
         title = check_title(title)
         meta = self.meta(url, site, published_at)
-        return self.add_prepared(
-            self.prepare(text), doc_id, title=title, meta=meta, explain=explain
-        )
+        return self._add(self.fingerprinter.prepare(check_text(text)), doc_id, title, meta, explain)
 
     def meta(
         self, url: str | None = None, site: str | None = None, published_at: Moment | None = None
@@ -314,8 +312,17 @@ class NSHash(Method):
         :class:`~nshash.Explanation` of the candidates as the store judged them just before
         the add (on Redis another writer may add a document in between).
         """
-        doc_id = _check_doc_id(doc_id)
-        title = check_title(title)
+        return self._add(doc, _check_doc_id(doc_id), check_title(title), meta, explain)
+
+    def _add(
+        self,
+        doc: DocPrint,
+        doc_id: str | None,
+        title: str | None,
+        meta: DocMeta | None,
+        explain: bool,
+    ) -> AddResult:
+        """:meth:`add_prepared` for arguments already checked."""
         why = self.store.explain(doc, self.policy) if explain else None
         answer, anchors = self.store.assign(doc, self.policy, doc_id, title, meta)
         return AddResult(

@@ -133,13 +133,24 @@ class _Tables:
         #: Ops applied since the last journal write; None when nothing journals them.
         self.log: list[list[Any]] | None = None
         #: While a change is in progress, how to take back each of its writes; see rollback.
-        self.undo: list[Callable[[], None]] | None = None
+        #: A step is a callable, or (table, key, old value) for a dict entry to put back
+        #: (table ``self``: an attribute).
+        self.undo: list[Callable[[], None] | tuple[Any, Any, Any]] | None = None
 
     def rollback(self) -> None:
         """Take back every write made since ``undo`` was set (newest first)."""
         undo, self.undo = self.undo, []
         for step in reversed(undo or ()):
-            step()
+            if not isinstance(step, tuple):
+                step()
+                continue
+            table, key, old = step
+            if table is self:  # an attribute (a counter)
+                setattr(self, key, old)
+            elif old is _MISSING:
+                table.pop(key, None)
+            else:
+                table[key] = old
         if self.log is not None:
             self.log = []
 
@@ -179,17 +190,15 @@ class _Tables:
     # feeds the ops back through the same methods, so there is one code path for both.
     def _restore(self, table: dict[Any, Any], key: Any) -> None:
         """Record how to put ``table[key]`` back as it is now (the caller checked ``undo``)."""
-        old = table.get(key, _MISSING)
         assert self.undo is not None
-        if old is _MISSING:
-            self.undo.append(lambda: table.pop(key, None) and None)
-        else:
-            self.undo.append(lambda: table.__setitem__(key, old))
+        # A tuple, not a closure: one is made for nearly every write of every document.
+        self.undo.append((table, key, table.get(key, _MISSING)))
 
     def set_fp(self, h: int, gid: int) -> None:
-        if self.undo is not None:
-            self._restore(self.fp, h)
-        self.fp[h] = gid
+        fp = self.fp
+        if self.undo is not None:  # _restore, inlined: the most frequent write
+            self.undo.append((fp, h, fp.get(h, _MISSING)))
+        fp[h] = gid
         if self.log is not None:
             self.log.append(["f", h, gid])
 
@@ -233,12 +242,8 @@ class _Tables:
     def new_group(self, sketch: Iterable[int], limit: int) -> int:
         gid = self.counter = self.counter + 1
         if self.undo is not None:
-
-            def undo() -> None:
-                self.counter = gid - 1
-                self.size.pop(gid, None)
-
-            self.undo.append(undo)
+            self.undo.append((self, "counter", gid - 1))
+            self.undo.append((self.size, gid, _MISSING))
         self._set_sketch(gid, set(sketch), limit)
         self.size[gid] = 0
         if self.log is not None:
@@ -355,8 +360,7 @@ class _Tables:
     def add_member(self, gid: int, record: DocumentRecord | None) -> None:
         if self.undo is not None:
             self._restore(self.size, gid)
-            documents = self.documents
-            self.undo.append(lambda: setattr(self, "documents", documents))
+            self.undo.append((self, "documents", self.documents))
             if record is not None:
                 self._restore(self.docs, record.doc_id)
                 members = self.members.get(gid)

@@ -7,7 +7,7 @@ local K_SIZES, K_DOCS, K_COUNTER, K_DOCUMENTS = KEYS[5], KEYS[6], KEYS[7], KEYS[
 local K_VOTES, K_LIMITS = KEYS[9], KEYS[10]
 local BASE = ARGV[1]
 local CHUNK = 4000
--- nshash.fingerprint.NO_LIMIT: 2^53, exact as a Lua number, above every sketch value.
+-- nshash.text.fingerprint.NO_LIMIT: 2^53, exact as a Lua number, above every sketch value.
 local NO_LIMIT = 9007199254740992
 
 local function gs(g) return string.format('%d', g) end
