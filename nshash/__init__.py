@@ -36,6 +36,13 @@ backend); the answer comes back as an :class:`~nshash.AddResult`. The HTTP servi
 
 from __future__ import annotations
 
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import warnings
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
@@ -99,6 +106,63 @@ def __getattr__(name: str) -> Any:
         globals()["__version__"] = found
         return found
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+#: Where the modules of the flat layout of nshash 0.1 live now: ``import nshash.similarity``
+#: (and the other old paths) still works, with a DeprecationWarning naming the new one.
+MOVED_MODULES = {
+    "assign": "methods.nshash.assign",
+    "bloom": "methods.bloom",
+    "core": "methods.nshash.core",
+    "durable": "stores.durable",
+    "fingerprint": "text.fingerprint",
+    "io": "cli.io",
+    "kernel": "text.kernel",
+    "keyed": "methods.keyed",
+    "leveldb_store": "methods.nshash.leveldb",
+    "memory_store": "methods.nshash.memory",
+    "normalize": "text.normalize",
+    "parquet": "cli.parquet",
+    "redis_store": "methods.nshash.redis",
+    "similarity": "toolkit.similarity",
+    "soft404": "toolkit.soft404",
+    "store": "methods.nshash.store",
+    "tokenize": "text.tokenize",
+}
+
+
+class _MovedLoader(importlib.abc.Loader):
+    """Loads an old module path as the module now at *target* (one module, two names)."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        warnings.warn(
+            f"{spec.name} moved to {self.target}; import it from there", DeprecationWarning, 2
+        )
+        return importlib.import_module(self.target)
+
+    def exec_module(self, module: ModuleType) -> None:
+        pass
+
+
+class _MovedFinder(importlib.abc.MetaPathFinder):
+    """Finds the old module paths of :data:`MOVED_MODULES` (and nothing else)."""
+
+    def find_spec(
+        self, fullname: str, path: Any = None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        name = fullname.removeprefix(__name__ + ".")
+        if name == fullname or name not in MOVED_MODULES:
+            return None
+        return importlib.util.spec_from_loader(
+            fullname, _MovedLoader(f"{__name__}.{MOVED_MODULES[name]}")
+        )
+
+
+if not any(isinstance(finder, _MovedFinder) for finder in sys.meta_path):
+    sys.meta_path.append(_MovedFinder())
 
 
 __all__ = [

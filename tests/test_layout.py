@@ -136,3 +136,28 @@ def test_every_part_has_a_layer() -> None:
     """A new folder or top-level module gets a place in LAYERS (and so in the layout)."""
     parts = {m.split(".")[1] for m in MODULES if "." in m}
     assert parts <= set(LAYERS), sorted(parts - set(LAYERS))
+
+
+@pytest.mark.parametrize("old", ["similarity", "soft404", "keyed", "memory_store", "fingerprint"])
+def test_old_module_paths_still_import(old: str) -> None:
+    """The modules of the flat 0.1 layout import under their old names, as the same module,
+    with a DeprecationWarning that names the new place."""
+    import importlib
+    import sys
+
+    import nshash
+
+    new = importlib.import_module(f"nshash.{nshash.MOVED_MODULES[old]}")
+    sys.modules.pop(f"nshash.{old}", None)
+    with pytest.warns(DeprecationWarning, match=f"nshash.{old} moved to {new.__name__}"):
+        moved = importlib.import_module(f"nshash.{old}")
+    assert moved is new
+
+
+def test_every_moved_module_exists() -> None:
+    """Each old path points at a module that is there."""
+    import nshash
+
+    for new in nshash.MOVED_MODULES.values():
+        path = PACKAGE.joinpath(*new.split("."))
+        assert path.with_suffix(".py").exists() or (path / "__init__.py").exists(), new
