@@ -112,12 +112,10 @@ class MemoryKV(KV):
                 fsync=fsync,
                 lock=self._lock,
             )
-
-    @property
-    def data(self) -> dict[bytes, bytes]:
         state = self._file.state if self._file is not None else self._state
         assert isinstance(state, _KVState)
-        return state.data
+        #: The pairs (the state's dict: loading is over once the file is open).
+        self.data = state.data
 
     def get(self, key: bytes) -> bytes | None:
         return self.data.get(key)
