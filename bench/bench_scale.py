@@ -219,6 +219,13 @@ class GetCounter:
         self._db = db
         self.gets: Counter[str] = Counter()
         self.hits: Counter[str] = Counter()
+        #: Gets of a key already read during the same ``add`` (see :meth:`next_doc`).
+        self.repeats: Counter[str] = Counter()
+        self._keys: set[bytes] = set()
+
+    def next_doc(self) -> None:
+        """A new ``add`` starts: gets from now on are not repeats of earlier ones."""
+        self._keys.clear()
 
     def get(self, key: bytes, *args: Any, **kwargs: Any) -> Any:
         value = self._db.get(key, *args, **kwargs)
@@ -226,6 +233,9 @@ class GetCounter:
         self.gets[table] += 1
         if value is not None:
             self.hits[table] += 1
+        if key in self._keys:
+            self.repeats[table] += 1
+        self._keys.add(key)
         return value
 
     def __getattr__(self, name: str) -> Any:
@@ -328,6 +338,8 @@ def run_worker(store: str, n: int, seed: int, batch: int, redis_url: str | None,
                 out["longest_is"] = f"add_many of {batch}"
             else:
                 for k, doc in enumerate(corpus.stream(n)):
+                    if counter is not None:
+                        counter.next_doc()
                     t0 = time.perf_counter()
                     result = nsh.add(doc.text, doc.doc_id)
                     dt = time.perf_counter() - t0
@@ -338,6 +350,7 @@ def run_worker(store: str, n: int, seed: int, batch: int, redis_url: str | None,
                 out["gets_per_doc"] = {t: c / n for t, c in counter.gets.most_common()}
                 out["hits_per_doc"] = {t: c / n for t, c in counter.hits.most_common()}
                 out["gets_per_doc_total"] = sum(counter.gets.values()) / n
+                out["repeat_gets_per_doc"] = {t: c / n for t, c in counter.repeats.most_common()}
                 nsh.store._db = counter._db  # type: ignore[attr-defined]
             if store == "memory":
                 gc.collect()
@@ -388,6 +401,8 @@ def spawn(store: str, n: int, args: argparse.Namespace, redis_url: str | None) -
         cmd += ["--redis-url", redis_url]
     if args.count_gets:
         cmd.append("--count-gets")
+    if args.leveldb_options is not None:
+        cmd += ["--leveldb-options", args.leveldb_options]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"the {store} worker failed ({proc.returncode}):\n{proc.stderr}")
@@ -422,7 +437,10 @@ def _fmt_row(r: dict[str, Any], seed: dict[str, Any] | None, memory: dict[str, A
                      f"evalsha {r['evalsha_us_per_doc']:.0f} us/doc")  # fmt: skip
     if "gets_per_doc_total" in r:
         top = ", ".join(f"{t} {c:.2f}" for t, c in r["gets_per_doc"].items())
-        extra.append(f"gets/doc {r['gets_per_doc_total']:.2f} ({top})")
+        hits = ", ".join(f"{t} {c:.2f}" for t, c in r["hits_per_doc"].items())
+        again = ", ".join(f"{t} {c:.2f}" for t, c in r["repeat_gets_per_doc"].items())
+        extra.append(f"gets/doc {r['gets_per_doc_total']:.2f} ({top}); hits/doc ({hits});"
+                     f" repeats of a key read in the same add ({again})")  # fmt: skip
     extra.append(f"originals new {r['originals_new_group']:.3f}, "
                  f"reposts joined {r['reposts_joined']:.3f}")  # fmt: skip
     return (
@@ -446,6 +464,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR,
                         help=f"where {DATA_FILE} is (default {DATA_DIR})")  # fmt: skip
+    parser.add_argument(
+        "--leveldb-options",
+        default=None,
+        help="plyvel options for leveldb as JSON (e.g. '{}' for plyvel's defaults) instead of"
+        " nshash.leveldb_base.OPEN_OPTIONS",
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--redis-url", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -454,6 +478,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Error: {data} is missing: this benchmark reads ../shared/data/ next to the"
               " repository (or pass --data-dir)", file=sys.stderr)  # fmt: skip
         return 2
+    if args.leveldb_options is not None:
+        try:
+            options = json.loads(args.leveldb_options)
+            if not isinstance(options, dict):
+                raise ValueError
+        except ValueError:
+            print(f"Error: --leveldb-options must be a JSON object, not {args.leveldb_options!r}",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+        from nshash import leveldb_base
+
+        leveldb_base.OPEN_OPTIONS = options
     if args.worker:
         result = run_worker(args.worker, args.docs, args.seed, args.batch, args.redis_url,
                             args.count_gets, data)  # fmt: skip
