@@ -55,6 +55,18 @@ logger = logging.getLogger("nshash")
 #: Attempts to copy a directory that a writer is not compacting at that very moment.
 CHECKPOINT_ATTEMPTS = 50
 
+#: The ``plyvel.DB`` options every open uses (open-time settings: a directory written with
+#: other ones, or with LevelDB's defaults, opens as before; tables written earlier simply
+#: have no filter). A bloom filter of 10 bits a key (~1 % false positives) spares a ``get``
+#: of a missing key, most of the store's reads, the table blocks it would read; a 64 MB
+#: block cache (LevelDB's default: 8 MB) keeps the hot blocks of a large directory; a
+#: 16 MB write buffer (default 4 MB) makes fewer, larger level-0 tables, so less compaction.
+OPEN_OPTIONS: dict[str, int] = {
+    "bloom_filter_bits": 10,
+    "lru_cache_size": 64 * 1024 * 1024,
+    "write_buffer_size": 16 * 1024 * 1024,
+}
+
 
 def _db_files(path: str) -> set[str]:
     """The names of the files LevelDB needs to open *path* (not its LOCK or info logs)."""
@@ -228,7 +240,7 @@ class LevelDB:
     def _open(self, path: str) -> plyvel.DB:
         try:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            return plyvel.DB(path, create_if_missing=True)
+            return plyvel.DB(path, create_if_missing=True, **OPEN_OPTIONS)
         except plyvel.IOError as exc:
             # LevelDB says "IO error: lock DIR/LOCK: ..." when the lock is taken; other
             # failures may name the LOCK file too ("IO error: DIR/LOCK: Not a directory").
@@ -251,7 +263,7 @@ class LevelDB:
         self._copy = tempfile.mkdtemp(prefix="nshash-leveldb-ro-")
         try:
             checkpoint(path, self._copy)
-            return plyvel.DB(self._copy, create_if_missing=False)
+            return plyvel.DB(self._copy, create_if_missing=False, **OPEN_OPTIONS)
         except plyvel.CorruptionError as exc:
             self._drop_copy()
             raise StoreCorruptError(
