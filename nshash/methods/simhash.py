@@ -238,20 +238,24 @@ class _LocalBackend(_Backend):
             gid = _U64.unpack(raw)[0]
         raise StoreCorruptError(f"The merges of {self.url!r} form a cycle", url=self.url)
 
-    def _near(self, doc: SimhashDoc, k: int) -> list[tuple[int, int]]:
+    def _near(
+        self, doc: SimhashDoc, k: int
+    ) -> tuple[list[tuple[int, int]], list[tuple[bytes, bytes]]]:
         """``(distance, canonical group)`` of every filed fingerprint within *k* (a distance
-        of 0: the same fingerprint is filed already)."""
+        of 0: the same fingerprint is filed already), and the document's buckets as read."""
         fp = doc.fingerprint
         out: set[tuple[int, int]] = set()
+        buckets = []
+        get = self._kv.get
         for key in doc.keys:
-            entry = self._kv.get(b"b" + _U64.pack(key))
-            if not entry:
-                continue
+            bkey = b"b" + _U64.pack(key)
+            entry = get(bkey) or b""
+            buckets.append((bkey, entry))
             for other, gid in _PAIR.iter_unpack(entry):
                 d = (fp ^ other).bit_count()
                 if d <= k:
                     out.add((d, gid))
-        return [(d, self._resolve(g)) for d, g in out]
+        return [(d, self._resolve(g)) for d, g in out], buckets
 
     def place(self, doc: SimhashDoc, k: int, doc_id: str | None, title: str | None) -> _Placed:
         with self._lock:
@@ -262,7 +266,7 @@ class _LocalBackend(_Backend):
                     record, _ = _parse_record(doc_id, raw)
                     return _Placed(record.similar_id, record.duplicate, (), record)
             meta = dict(self._meta)
-            near = self._near(doc, k)
+            near, buckets = self._near(doc, k)
             root, merged = _choose(near)
             puts: dict[bytes, bytes] = {}
             if root is None:
@@ -274,10 +278,9 @@ class _LocalBackend(_Backend):
                 meta["groups"] -= 1
             meta["documents"] += 1
             filed = _PAIR.pack(doc.fingerprint, root)
-            for key in () if any(d == 0 for d, _ in near) else doc.keys:
-                bkey = b"b" + _U64.pack(key)
-                entry = self._kv.get(bkey) or b""
-                if len(entry) < self._max * _PAIR.size:
+            full = self._max * _PAIR.size
+            for bkey, entry in () if any(d == 0 for d, _ in near) else buckets:
+                if len(entry) < full:
                     puts[bkey] = entry + filed
             duplicate = root <= self._meta["counter"]
             if doc_id is not None:
@@ -294,7 +297,7 @@ class _LocalBackend(_Backend):
     def lookup(self, doc: SimhashDoc, k: int) -> int | None:
         with self._lock:
             self._check()
-            return _choose(self._near(doc, k))[0]
+            return _choose(self._near(doc, k)[0])[0]
 
     def resolve(self, gid: int) -> int:
         with self._lock:
