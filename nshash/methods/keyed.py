@@ -124,14 +124,13 @@ import farmhash
 from ..errors import (
     ConfigError,
     EmptyDocumentError,
-    StoreClosedError,
     StoreCorruptError,
     StoreError,
 )
 from ..inputs import check_doc_id, check_text, check_title
 from ..method import Method
 from ..results import AddResult, DocumentRecord, StoreStats
-from ..stores.kv import KV, check_settings
+from ..stores.kv import KV, KVTables, check_settings
 from ..stores.registry import open_kv
 from ..stores.scripts import lua_script
 from ..stores.url import parse_url
@@ -361,27 +360,15 @@ _FORMAT = b"1"
 _META_NAMES = ("counter", "documents", "keys")
 
 
-class _LocalBackend(_Backend):
+class _LocalBackend(KVTables, _Backend):
     """The keyed tables on a :class:`~nshash.stores.kv.KV`, behind one lock, with local Bloom
     filters."""
 
     def __init__(self, kv: KV, expected_items: int, fp_rate: float, max_candidates: int) -> None:
-        self._kv = kv
-        self.url = kv.url
-        self._lock = threading.RLock()
+        super().__init__(kv, "keyed", _FORMAT, _META_NAMES)
         self._max = max_candidates
-        self._closed = False
         self._sizes = (expected_items, fp_rate)
         try:
-            fmt = kv.get(b"m:format")
-            if fmt is None:
-                kv.write({b"m:format": _FORMAT})
-            elif fmt != _FORMAT:
-                raise StoreCorruptError(
-                    f"{kv.url!r} holds keyed tables of format {fmt!r}, not {_FORMAT!r}",
-                    url=kv.url,
-                )
-            self._meta = {n: int(kv.get(b"m:" + n.encode()) or 0) for n in _META_NAMES}
             self._blooms = self._load_blooms()
         except BaseException:
             kv.close()
@@ -403,7 +390,7 @@ class _LocalBackend(_Backend):
         """The saved filters, if they were saved at the current count and sizes."""
         try:
             head = json.loads(saved[: saved.index(b"\n")])
-            if head["documents"] != self._meta["documents"] or head["sizes"] != list(self._sizes):
+            if head["documents"] != self.meta["documents"] or head["sizes"] != list(self._sizes):
                 return None
             off = saved.index(b"\n") + 1
             blooms = []
@@ -417,26 +404,13 @@ class _LocalBackend(_Backend):
     def _save_blooms(self) -> None:
         blobs = [b.to_bytes() for b in self._blooms]
         head = {
-            "documents": self._meta["documents"],
+            "documents": self.meta["documents"],
             "sizes": list(self._sizes),
             "lengths": [len(b) for b in blobs],
         }
         self._kv.write({b"m:bloom": json.dumps(head).encode() + b"\n" + b"".join(blobs)})
 
     # -- the contract ----------------------------------------------------------------------
-    def _check(self) -> None:
-        if self._closed:
-            raise StoreClosedError(f"{self.url} is closed", url=self.url)
-
-    def settle(self, settings: dict[str, Any]) -> None:
-        with self._lock:
-            self._check()
-            stored = self._kv.get(b"m:settings")
-            if stored is None:
-                self._kv.write({b"m:settings": json.dumps(settings, sort_keys=True).encode()})
-            else:
-                check_settings(self.url, stored, settings, "keyed")
-
     def lock(self) -> contextlib.AbstractContextManager[Any]:
         return self._lock
 
@@ -479,7 +453,7 @@ class _LocalBackend(_Backend):
         title: str | None,
     ) -> _Written | None:
         self._check()
-        meta = dict(self._meta)
+        meta = dict(self.meta)
         duplicate = similar_id is not None
         if similar_id is None:
             meta["counter"] += 1
@@ -503,11 +477,9 @@ class _LocalBackend(_Backend):
             puts[b"d" + doc_id.encode("utf-8")] = _record_json(
                 similar_id, duplicate, title, doc.keys
             )
-        for name, value in meta.items():
-            if value != self._meta[name]:
-                puts[b"m:" + name.encode()] = str(value).encode()
+        puts.update(self.counter_puts(meta))
         self._kv.write(puts)
-        self._meta = meta
+        self.meta = meta
         for kind, h in enumerate(doc.keys):
             if h:
                 self._blooms[kind].add(h)
@@ -523,27 +495,20 @@ class _LocalBackend(_Backend):
         with self._lock:
             self._check()
             return StoreStats(
-                documents=self._meta["documents"],
-                groups=self._meta["counter"],
-                fingerprints=self._meta["keys"],
+                documents=self.meta["documents"],
+                groups=self.meta["counter"],
+                fingerprints=self.meta["keys"],
                 common_fingerprints=0,
-                last_id=self._meta["counter"],
+                last_id=self.meta["counter"],
             )
 
-    def ping(self) -> None:
-        self._check()
-
-    def close(self) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            try:
-                # After a failed write the filters are not saved: the next open rebuilds them.
-                if self._kv.persistent and getattr(self._kv, "failed", None) is None:
-                    self._save_blooms()
-            finally:
-                self._kv.close()
+    def _release(self) -> None:
+        try:
+            # After a failed write the filters are not saved: the next open rebuilds them.
+            if self._kv.persistent and getattr(self._kv, "failed", None) is None:
+                self._save_blooms()
+        finally:
+            self._kv.close()
 
 
 # -- Redis ---------------------------------------------------------------------------------

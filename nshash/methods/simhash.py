@@ -62,17 +62,16 @@ import contextlib
 import importlib
 import json
 import struct
-import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigError, StoreClosedError, StoreCorruptError
+from ..errors import ConfigError, StoreCorruptError
 from ..inputs import check_doc_id, check_text, check_title
 from ..method import Method
 from ..results import AddResult, DocumentRecord, StoreStats
-from ..stores.kv import KV, check_settings
+from ..stores.kv import KV, KVTables, check_settings
 from ..stores.registry import open_kv
 from ..stores.scripts import lua_script
 from ..stores.url import parse_url
@@ -191,41 +190,12 @@ class _Backend(ABC):
         """Release everything (idempotent)."""
 
 
-class _LocalBackend(_Backend):
+class _LocalBackend(KVTables, _Backend):
     """The simhash tables on a :class:`~nshash.stores.kv.KV`, behind one lock."""
 
     def __init__(self, kv: KV, max_bucket: int) -> None:
-        self._kv = kv
-        self.url = kv.url
-        self._lock = threading.RLock()
+        super().__init__(kv, "simhash", _FORMAT, _META_NAMES)
         self._max = max_bucket
-        self._closed = False
-        try:
-            fmt = kv.get(b"m:format")
-            if fmt is None:
-                kv.write({b"m:format": _FORMAT})
-            elif fmt != _FORMAT:
-                raise StoreCorruptError(
-                    f"{kv.url!r} holds simhash tables of format {fmt!r}, not {_FORMAT!r}",
-                    url=kv.url,
-                )
-            self._meta = {n: int(kv.get(b"m:" + n.encode()) or 0) for n in _META_NAMES}
-        except BaseException:
-            kv.close()
-            raise
-
-    def _check(self) -> None:
-        if self._closed:
-            raise StoreClosedError(f"{self.url} is closed", url=self.url)
-
-    def settle(self, settings: dict[str, Any]) -> None:
-        with self._lock:
-            self._check()
-            stored = self._kv.get(b"m:settings")
-            if stored is None:
-                self._kv.write({b"m:settings": json.dumps(settings, sort_keys=True).encode()})
-            else:
-                check_settings(self.url, stored, settings, "simhash")
 
     def _resolve(self, gid: int, puts: dict[bytes, bytes] | None = None) -> int:
         for _ in range(1 << 20):
@@ -265,7 +235,7 @@ class _LocalBackend(_Backend):
                 if raw is not None:
                     record, _ = _parse_record(doc_id, raw)
                     return _Placed(record.similar_id, record.duplicate, (), record)
-            meta = dict(self._meta)
+            meta = dict(self.meta)
             near, buckets = self._near(doc, k)
             root, merged = _choose(near)
             puts: dict[bytes, bytes] = {}
@@ -282,16 +252,14 @@ class _LocalBackend(_Backend):
             for bkey, entry in () if any(d == 0 for d, _ in near) else buckets:
                 if len(entry) < full:
                     puts[bkey] = entry + filed
-            duplicate = root <= self._meta["counter"]
+            duplicate = root <= self.meta["counter"]
             if doc_id is not None:
                 puts[b"d" + doc_id.encode("utf-8")] = _record_json(
                     root, duplicate, merged, title, doc.fingerprint, meta["documents"]
                 )
-            for name, value in meta.items():
-                if value != self._meta[name]:
-                    puts[b"m:" + name.encode()] = str(value).encode()
+            puts.update(self.counter_puts(meta))
             self._kv.write(puts)
-            self._meta = meta
+            self.meta = meta
             return _Placed(root, duplicate, merged)
 
     def lookup(self, doc: SimhashDoc, k: int) -> int | None:
@@ -314,21 +282,13 @@ class _LocalBackend(_Backend):
         with self._lock:
             self._check()
             return StoreStats(
-                documents=self._meta["documents"],
-                groups=self._meta["groups"],
-                fingerprints=self._meta["documents"],
+                documents=self.meta["documents"],
+                groups=self.meta["groups"],
+                fingerprints=self.meta["documents"],
                 common_fingerprints=0,
-                last_id=self._meta["counter"],
+                last_id=self.meta["counter"],
             )
 
-    def ping(self) -> None:
-        self._check()
-
-    def close(self) -> None:
-        with self._lock:
-            if not self._closed:
-                self._closed = True
-                self._kv.close()
 
 
 #: The Redis keys the script takes, after ``{P}:simhash:``.
@@ -355,11 +315,11 @@ class _RedisBackend(_Backend):
         self.url = self._conn.url
         tag = "{" + self._conn.prefix + "}:simhash:"
         self._keys = [tag + name for name in _REDIS_KEYS]
-        self._meta_key = tag + "meta"
+        self.meta_key = tag + "meta"
         self._script = self._client.register_script(lua_script("simhash_assign"))
         with self._errors():
-            self._client.hsetnx(self._meta_key, "max_bucket", max_bucket)
-            self._max = int(self._client.hget(self._meta_key, "max_bucket"))
+            self._client.hsetnx(self.meta_key, "max_bucket", max_bucket)
+            self._max = int(self._client.hget(self.meta_key, "max_bucket"))
 
     def _errors(self) -> contextlib.AbstractContextManager[None]:
         errors: contextlib.AbstractContextManager[None] = self._conn.errors()
@@ -367,8 +327,8 @@ class _RedisBackend(_Backend):
 
     def settle(self, settings: dict[str, Any]) -> None:
         with self._errors():
-            self._client.hsetnx(self._meta_key, "settings", json.dumps(settings, sort_keys=True))
-            stored = self._client.hget(self._meta_key, "settings")
+            self._client.hsetnx(self.meta_key, "settings", json.dumps(settings, sort_keys=True))
+            stored = self._client.hget(self.meta_key, "settings")
         check_settings(self.url, stored, settings, "simhash")
 
     def place(self, doc: SimhashDoc, k: int, doc_id: str | None, title: str | None) -> _Placed:

@@ -10,13 +10,14 @@ as the nshash LevelDB store). :func:`nshash.stores.registry.open_kv` opens the o
 from __future__ import annotations
 
 import json
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..errors import ConfigError, StoreCorruptError
+from ..errors import ConfigError, StoreClosedError, StoreCorruptError
 
-__all__ = ["KV", "check_settings"]
+__all__ = ["KV", "KVTables", "check_settings"]
 
 
 class KV(ABC):
@@ -64,3 +65,75 @@ def check_settings(url: str, stored: bytes, settings: dict[str, Any], method: st
             f"The {method} tables in {url!r} were built with {theirs!r}; open them with the"
             " same settings (they define the keys)"
         )
+
+
+class KVTables:
+    """What a method's tables on a :class:`KV` share: one lock, the format marker, the
+    counters under ``m:NAME``, the settings check, and closing.
+
+    Args:
+        kv: the key-value store (closed here if opening fails).
+        method: the method's name, for messages (``"keyed"``, ``"simhash"``).
+        fmt: the layout version written to ``m:format``; another one is refused.
+        counters: the names of the counters kept under ``m:NAME`` (read into :attr:`meta`).
+
+    Raises:
+        StoreCorruptError: *kv* holds the method's tables in another format.
+    """
+
+    def __init__(self, kv: KV, method: str, fmt: bytes, counters: Sequence[str]) -> None:
+        self._kv = kv
+        self.url = kv.url
+        self.method = method
+        self._lock = threading.RLock()
+        self._closed = False
+        try:
+            stored = kv.get(b"m:format")
+            if stored is None:
+                kv.write({b"m:format": fmt})
+            elif stored != fmt:
+                raise StoreCorruptError(
+                    f"{kv.url!r} holds {method} tables of format {stored!r}, not {fmt!r}",
+                    url=kv.url,
+                )
+            #: The counters as committed (a write's new values are put by :meth:`counter_puts`).
+            self.meta = {n: int(kv.get(b"m:" + n.encode()) or 0) for n in counters}
+        except BaseException:
+            kv.close()
+            raise
+
+    def _check(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"{self.url} is closed", url=self.url)
+
+    def settle(self, settings: dict[str, Any]) -> None:
+        """Store the key-defining settings on first use; refuse different ones later."""
+        with self._lock:
+            self._check()
+            stored = self._kv.get(b"m:settings")
+            if stored is None:
+                self._kv.write({b"m:settings": json.dumps(settings, sort_keys=True).encode()})
+            else:
+                check_settings(self.url, stored, settings, self.method)
+
+    def counter_puts(self, meta: dict[str, int]) -> dict[bytes, bytes]:
+        """The writes that bring the stored counters to *meta*."""
+        return {
+            b"m:" + name.encode(): str(value).encode()
+            for name, value in meta.items()
+            if value != self.meta[name]
+        }
+
+    def ping(self) -> None:
+        self._check()
+
+    def _release(self) -> None:
+        """Close the key-value store (a method saves what it keeps in memory first)."""
+        self._kv.close()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._release()
