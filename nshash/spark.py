@@ -148,12 +148,13 @@ def _scorer(policy: MatchPolicy) -> Callable[[int, int, int], float]:
     return score
 
 
-def _agree(best: set[int], best_size: int, shared: set[int], size: int, guard: float) -> bool:
-    """Whether two matches of a node are alike: what the node shares with both, over the
-    smaller of the two matches' sketches, is at least *guard* (a lower bound of their
-    :func:`~nshash.assign.kinship`, from what the node sees of them)."""
-    smaller = min(best_size, size)
-    return bool(smaller) and len(best & shared) / smaller >= guard
+def _agree(best: set[int], shared: set[int], size: int, guard: float) -> bool:
+    """Whether a match of a node is alike its best match: what the node shares with both is
+    at least *guard* of the match's own sketch (*size* values). That is a lower bound of the
+    two matches' :func:`~nshash.assign.kinship` from what the node sees of them, and it keeps
+    a short page that is mostly a columnist's bio from tying all of the columnist's articles
+    to its best match: each shares the bio, a small part of each."""
+    return bool(size) and len(best & shared) / size >= guard
 
 
 def _guard_rows(policy: MatchPolicy) -> Callable[[Iterable[Any]], Iterator[tuple[int, int, bool]]]:
@@ -165,13 +166,13 @@ def _guard_rows(policy: MatchPolicy) -> Callable[[Iterable[Any]], Iterator[tuple
     ...])``; out come ``(node, other, pick)`` for every match the node agrees to.
 
     The matches are taken best first (ties by id); a later match agrees with the best when
-    what the node shares with both is at least ``merge_guard`` of the smaller of the two
-    matches' sketches (the online merge guard, as far as the node can see the two). The node *picks* its strong
-    agreeing matches, or only its best when none is strong, and merely *accepts* its other
-    agreeing matches. An edge stays when both nodes agree to it and one picks it: a heavily
-    edited copy still joins its story through its best match, while a weak match between two
-    stories glues nothing, nor does a digest page quoting both (its two matches share disjoint
-    parts of it).
+    what the node shares with both is at least ``merge_guard`` of the later match's sketch
+    (the online merge guard, as far as the node can see the two). The node
+    *picks* its strong agreeing matches, or only its best when none is strong, and merely
+    *accepts* its other agreeing matches. An edge stays when both nodes agree to it and one
+    picks it: a heavily edited copy still joins its story through its best match, while a
+    weak match between two stories glues nothing, nor does a digest page quoting both (its
+    two matches share disjoint parts of it).
     """
 
     def run(rows: Iterable[Any]) -> Iterator[tuple[int, int, bool]]:
@@ -179,9 +180,9 @@ def _guard_rows(policy: MatchPolicy) -> Callable[[Iterable[Any]], Iterator[tuple
         for node, matches in rows:
             ordered = sorted(matches, key=lambda m: (-m[1], m[0]))
             any_strong = ordered[0][1] >= strong
-            best, best_size = set(ordered[0][2]), ordered[0][3]
+            best = set(ordered[0][2])
             for rank, (other, score, shared, size) in enumerate(ordered):
-                if rank and not _agree(best, best_size, set(shared), size, guard):
+                if rank and not _agree(best, set(shared), size, guard):
                     continue
                 yield node, other, score >= strong if any_strong else rank == 0
 
@@ -239,7 +240,10 @@ def _verify(pairs: DataFrame, nodes: DataFrame, policy: MatchPolicy) -> DataFram
     counted = joined.select(
         "a", "b", "hits", live["a"].alias("mine"), live["b"].alias("theirs")
     ).withColumn("shared", F.array_sort(F.array_intersect("mine", "theirs")))
-    score = F.udf(_scorer(policy), T.DoubleType())(
+    scorer = _scorer(policy)
+    # A plain Python UDF (no Arrow, no pandas: pyspark alone runs it); the lambda has no type
+    # hints, from which pyspark would try to infer a pandas UDF.
+    score = F.udf(lambda s, m, t: scorer(s, m, t), T.DoubleType(), useArrow=False)(
         F.size("shared"), F.size("mine"), F.size("theirs")
     )
     scored = counted.select(
@@ -313,9 +317,11 @@ def components(edges: DataFrame) -> DataFrame:
     """
     sql = _pyspark()
     F = sql.functions
-    e = edges.select(
-        F.greatest("a", "b").alias("x"), F.least("a", "b").alias("y")
-    ).where(F.col("x") != F.col("y")).distinct()
+    e = (
+        edges.select(F.greatest("a", "b").alias("x"), F.least("a", "b").alias("y"))
+        .where(F.col("x") != F.col("y"))
+        .distinct()
+    )
     e = _materialize(e)
     while True:
         # Large star: every node's larger neighbours point at the node's smallest neighbour.
@@ -349,9 +355,7 @@ def components(edges: DataFrame) -> DataFrame:
     return e.select(F.col("x").alias("node"), F.col("y").alias("comp")).unionByName(roots)
 
 
-def _common(
-    verdicts: DataFrame, comps: DataFrame, votes: int
-) -> DataFrame:
+def _common(verdicts: DataFrame, comps: DataFrame, votes: int) -> DataFrame:
     """Hashes (column ``h``) that refused pairs kept apart across *votes* components."""
     sql = _pyspark()
     F = sql.functions
@@ -449,11 +453,15 @@ def dedup(
     prints = clock("fingerprint", spark.createDataFrame(rows, prints_schema, verifySchema=False))
 
     # 2. One node per distinct text, numbered in id order (so node order is id order).
-    reps = prints.where("ok").groupBy("exact").agg(
-        F.min("id").alias("rep_id"),
-        F.first("anchors").alias("anchors"),
-        F.first("sketch").alias("sketch"),
-        F.first("limit").alias("limit"),
+    reps = (
+        prints.where("ok")
+        .groupBy("exact")
+        .agg(
+            F.min("id").alias("rep_id"),
+            F.first("anchors").alias("anchors"),
+            F.first("sketch").alias("sketch"),
+            F.first("limit").alias("limit"),
+        )
     )
     ranked = reps.select("rep_id").orderBy("rep_id").rdd.map(lambda r: r[0]).zipWithIndex()
     numbering = spark.createDataFrame(
@@ -477,8 +485,10 @@ def dedup(
     order = sql.Window.partitionBy("node").orderBy("pos")
     anchors = live.withColumn("r", F.row_number().over(order)).where(F.col("r") <= policy.n)
     sampled = nodes.select("node", F.explode("sketch").alias("h"))
-    dropped = sampled.join(F.broadcast(common), "h").groupBy("node").agg(
-        F.collect_list("h").alias("common")
+    dropped = (
+        sampled.join(F.broadcast(common), "h")
+        .groupBy("node")
+        .agg(F.collect_list("h").alias("common"))
     )
     cleaned = nodes.join(dropped, "node", "left").select("node", "sketch", "limit", "common")
     verdicts2 = clock(
@@ -504,8 +514,10 @@ def dedup(
     named = named.select("exact", F.coalesce("comp", "node").alias("comp"))
     names = numbering.select(F.col("node").alias("comp"), F.col("rep_id").alias("similar_id"))
     by_text = named.join(names, "comp").select("exact", "similar_id")
-    answers = prints.join(by_text, "exact", "left").groupBy("id").agg(
-        F.min("similar_id").alias("similar_id")
+    answers = (
+        prints.join(by_text, "exact", "left")
+        .groupBy("id")
+        .agg(F.min("similar_id").alias("similar_id"))
     )
     answers = answers.withColumnRenamed("id", "_nshash_id")
     out = df.join(answers, df[id_col] == answers["_nshash_id"], "left").drop("_nshash_id")
@@ -556,6 +568,7 @@ def dedup_file(
         F.sum(F.col("duplicate").cast("long")).alias("duplicates"),
         F.sum(F.col("similar_id").isNull().cast("long")).alias("errors"),
     ).first()
+    assert row is not None  # an aggregate has one row
     groups = result.where("duplicate").select("similar_id").distinct().count()
     counts = {
         "documents": int(row["documents"] or 0),
