@@ -162,29 +162,32 @@ def _guard_rows(policy: MatchPolicy) -> Callable[[Iterable[Any]], Iterator[tuple
 
     The batch form of the online choice (:mod:`nshash.assign`): a document joins its best
     match, and merges others into it only where they match strongly (``merge_theta``) and
-    agree with the best one (``merge_guard``). Rows are ``(node, [(other, score, shared),
-    ...])``; out come ``(node, other, pick)`` for every match the node agrees to.
+    agree with the best one (``merge_guard``). Rows are ``(node, [(other, score, shared,
+    size), ...])``, *size* being the other node's live sketch size; out come ``(node, other,
+    pick)`` for every match the node agrees to.
 
-    The matches are taken best first (ties by id); a later match agrees with the best when
-    what the node shares with both is at least ``merge_guard`` of the later match's sketch
-    (the online merge guard, as far as the node can see the two). The node
-    *picks* its strong agreeing matches, or only its best when none is strong, and merely
-    *accepts* its other agreeing matches. An edge stays when both nodes agree to it and one
-    picks it: a heavily edited copy still joins its story through its best match, while a
-    weak match between two stories glues nothing, nor does a digest page quoting both (its
-    two matches share disjoint parts of it).
+    The node's reference match is the one it shares the most with (ties: the better score,
+    the smaller id); another match agrees with it when what the node shares with both is at
+    least ``merge_guard`` of the other match's sketch (the online merge guard, as far as the
+    node can see the two). The node *picks* its strong agreeing matches, or only the
+    reference when none is strong, and merely *accepts* its other agreeing matches. An edge
+    stays when both nodes agree to it and one picks it: a heavily edited copy still joins its
+    story through its best match, while a weak match between two stories glues nothing, nor
+    does a digest page quoting both (its two matches share disjoint parts of it).
     """
 
     def run(rows: Iterable[Any]) -> Iterator[tuple[int, int, bool]]:
         guard, strong = policy.merge_guard, policy.merge_theta
         for node, matches in rows:
-            ordered = sorted(matches, key=lambda m: (-m[1], m[0]))
-            any_strong = ordered[0][1] >= strong
-            best = set(ordered[0][2])
-            for rank, (other, score, shared, size) in enumerate(ordered):
-                if rank and not _agree(best, set(shared), size, guard):
+            # The reference is the match the node shares most with (then the best score, then
+            # the smallest id): a contained short copy scores 1.0 but says little of the rest.
+            ref = max(matches, key=lambda m: (len(m[2]), m[1], -m[0]))
+            best = set(ref[2])
+            any_strong = max(m[1] for m in matches) >= strong
+            for other, score, shared, size in matches:
+                if other != ref[0] and not _agree(best, set(shared), size, guard):
                     continue
-                yield node, other, score >= strong if any_strong else rank == 0
+                yield node, other, score >= strong if any_strong else other == ref[0]
 
     return run
 
