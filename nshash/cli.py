@@ -877,7 +877,7 @@ def _dedup_spark(args: argparse.Namespace) -> int:
         raise UsageError("--engine spark writes a directory of part files: give -o OUT")
     if args.store:
         raise UsageError("--engine spark keeps no store: leave out --store")
-    fmt = "jsonl" if args.format == "jsonl" else args.format
+    fmt = args.format
     if fmt is None:
         try:
             fmt = _format_of(args.input)
