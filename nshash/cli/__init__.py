@@ -901,7 +901,76 @@ def _store_url(args: argparse.Namespace, *, saved: bool) -> str:
 
 
 def _cmd_dedup(args: argparse.Namespace) -> int:
+    if args.engine == "spark":
+        return _dedup_spark(args)
     return _records(args, "add", _store_url(args, saved=False))
+
+
+def _dedup_spark(args: argparse.Namespace) -> int:
+    """``dedup --engine spark``: the batch job of :mod:`nshash.spark` on a file Spark reads.
+
+    Spark's master comes from ``spark-submit`` or ``spark.master`` when set, else
+    ``local[N]`` with N from ``--jobs``. The output is a directory of part files.
+    """
+    from ..spark import SPARK_FORMATS, _format_of, _pyspark, dedup_file
+
+    if args.method != "nshash":
+        raise UsageError("--engine spark runs the nshash method only")
+    if not args.output:
+        raise UsageError("--engine spark writes a directory of part files: give -o OUT")
+    if args.store:
+        raise UsageError("--engine spark keeps no store: leave out --store")
+    fmt = args.format
+    if fmt is None:
+        try:
+            fmt = _format_of(args.input)
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
+    if fmt not in SPARK_FORMATS:
+        raise UsageError(f"--engine spark reads {' or '.join(SPARK_FORMATS)}, not {fmt!r}")
+    if not os.path.exists(args.input):
+        raise ConfigError(f"No such file: {args.input!r}")
+    started = time.perf_counter()
+    sql = _pyspark()
+    had_session = sql.SparkSession.getActiveSession() is not None
+    builder = sql.SparkSession.builder.appName("nshash dedup")
+    from pyspark import SparkConf
+
+    if not SparkConf().contains("spark.master"):
+        builder = builder.master(f"local[{args.jobs}]")
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:  # no Java, or Spark would not start
+        raise ConfigError(f"Spark did not start: {str(exc).splitlines()[0]}") from None
+    try:
+        if not args.quiet and not _show_progress(args):
+            spark.sparkContext.setLogLevel("ERROR")
+        try:
+            counts = dedup_file(
+                spark,
+                args.input,
+                args.output,
+                fmt=fmt,
+                text_col=args.text_field,
+                id_col=args.id_field,
+                **NSHASH_OPTIONS,
+            )
+        except ConfigError:
+            raise
+        except Exception as exc:  # Spark's own errors (a bad file, an output that exists)
+            raise ConfigError(f"the Spark job failed: {str(exc).strip().splitlines()[0]}") from None
+    finally:
+        if not had_session:
+            spark.stop()
+    if not args.quiet:
+        elapsed = time.perf_counter() - started
+        print(
+            f"dedup (spark): {counts['documents']:,} documents, {counts['groups']:,} groups"
+            f" of 2+, {counts['duplicates']:,} duplicates, {counts['errors']:,} without a"
+            f" group; {elapsed:.1f} s -> {args.output}",
+            file=sys.stderr,
+        )
+    return 0
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
@@ -1309,6 +1378,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="nshash's sentence anchors (default); the keyed method: content, head, tail"
         " and title keys confirmed by cosine (needs nshash[keyed]); or simhash: one 64-bit"
         " simhash a document, Hamming distance <= 3 (seed 002). Each keeps its own tables",
+    )
+    p.add_argument(
+        "--engine",
+        choices=("local", "spark"),
+        default="local",
+        help="local: this machine, in input order (default); spark: the batch job of"
+        " nshash.spark on a Parquet or JSONL input (needs nshash[spark] and Java; -o names"
+        " the output directory; --jobs N runs local[N] unless spark-submit sets a master)",
     )
     _add_record_options(p)
     p.set_defaults(func=_cmd_dedup, parser=p)

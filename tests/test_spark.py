@@ -1,0 +1,215 @@
+"""nshash.spark: the batch job in Spark's local mode (few, short: one session for the file).
+
+Skipped when pyspark or Java is missing, except under CI (``CI=true``), where ``.ci/run``
+installs both and a skip would hide a broken job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nshash.cli import main
+from nshash.errors import ConfigError
+
+_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _need(ok: bool, reason: str) -> None:
+    if not ok:
+        if _CI:
+            pytest.fail(f"{reason} (CI runs the Spark tests: .ci/run installs it)")
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    """One local[2] session for the module."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        _need(False, "pyspark is not installed: pip install 'nshash[spark]'")
+    _need(shutil.which("java") is not None, "java is not installed")
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("nshash-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def _story(rng: random.Random, words: list[str], sentences: int = 8) -> list[str]:
+    return [
+        " ".join(rng.choice(words) for _ in range(rng.randint(10, 16))).capitalize() + "."
+        for _ in range(sentences)
+    ]
+
+
+def _corpus() -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """Documents ``(id, text)`` and each one's story.
+
+    A hot story in 12 edited copies, three stories in 3 copies, 30 single articles, every
+    one with one of two sites' long footers (the boilerplate trap), and a digest page quoting
+    stories ``s1`` and ``s2`` whole.
+    """
+    rng = random.Random(7)
+    words = [
+        "".join(rng.choice("bcdfghklmnprstvz") for _ in range(rng.randint(4, 8)))
+        for _ in range(3000)
+    ]
+    footers = [
+        "Copyright Example Media Group. All rights reserved. This material may not be"
+        " published, broadcast, rewritten or redistributed without written permission.",
+        "Disclaimer: the views expressed in this article are the author's own and do not"
+        " necessarily reflect the editorial policy of this website or its partners.",
+    ]
+    docs: list[tuple[str, str]] = []
+    story: dict[str, str] = {}
+    bodies: dict[str, list[str]] = {}
+
+    def add(doc_id: str, sentences: list[str], name: str) -> None:
+        footer = footers[len(docs) % 2]
+        docs.append((doc_id, "\n".join([*sentences, footer])))
+        story[doc_id] = name
+
+    hot = _story(rng, words, 10)
+    bodies["hot"] = hot
+    for i in range(12):
+        copy = list(hot)
+        del copy[rng.randrange(len(copy))]  # a dropped sentence
+        if i % 3 == 0:
+            copy = copy[: 6 + i % 4]  # truncated
+        if i % 4 == 1:
+            copy.insert(0, "Breaking: " + " ".join(rng.choice(words) for _ in range(8)) + ".")
+        add(f"hot-{i:02d}", copy, "hot")
+    for s in range(3):
+        body = _story(rng, words)
+        bodies[f"s{s}"] = body
+        for i in range(3):
+            add(f"s{s}-{i}", body if i == 0 else body[:-1], f"s{s}")
+    for i in range(30):
+        add(f"single-{i:02d}", _story(rng, words, rng.randint(3, 8)), f"single-{i:02d}")
+    add("digest", ["Today's top stories."] + bodies["s1"] + bodies["s2"], "digest")
+    return docs, story
+
+
+@pytest.fixture(scope="module")
+def corpus() -> tuple[list[tuple[str, str]], dict[str, str]]:
+    return _corpus()
+
+
+@pytest.fixture(scope="module")
+def grouped(spark: Any, corpus: tuple[list[tuple[str, str]], dict[str, str]]) -> dict[str, Any]:
+    """The corpus (plus an empty text) through :func:`nshash.spark.dedup`, as id -> row."""
+    from nshash.spark import dedup
+
+    docs, _ = corpus
+    rows = [*docs, ("empty", " ... "), ("hot-copy", docs[0][1])]
+    df = spark.createDataFrame(rows, "id string, text string")
+    return {r["id"]: r for r in dedup(df).collect()}
+
+
+class TestDedup:
+    def test_columns_and_rows(self, grouped: dict[str, Any], corpus: Any) -> None:
+        """Every row comes back once, with similar_id and duplicate added."""
+        docs, _ = corpus
+        assert len(grouped) == len(docs) + 2
+        row = grouped["hot-00"]
+        assert set(row.asDict()) == {"id", "text", "similar_id", "duplicate"}
+
+    def test_hot_story_one_group_named_by_smallest_id(self, grouped: dict[str, Any]) -> None:
+        """All copies of a hot story share one id: the smallest document id of the group."""
+        ids = {grouped[f"hot-{i:02d}"]["similar_id"] for i in range(12)}
+        assert ids == {"hot-00"}
+        assert grouped["hot-00"]["duplicate"] is False
+        assert grouped["hot-05"]["duplicate"] is True
+        assert grouped["hot-copy"]["similar_id"] == "hot-00"  # identical text
+
+    def test_footers_do_not_merge_stories(self, grouped: dict[str, Any], corpus: Any) -> None:
+        """Articles that share only a site footer stay apart; reposts share their story's id."""
+        _, story = corpus
+        by_story: dict[str, set[Any]] = {}
+        for doc_id, name in story.items():
+            if doc_id != "digest":
+                by_story.setdefault(name, set()).add(grouped[doc_id]["similar_id"])
+        assert all(len(ids) == 1 for ids in by_story.values()), by_story
+        assert len({next(iter(ids)) for ids in by_story.values()}) == len(by_story)
+
+    def test_digest_does_not_merge_two_stories(self, grouped: dict[str, Any]) -> None:
+        """A digest page quoting two stories joins at most one of them."""
+        assert grouped["s1-0"]["similar_id"] != grouped["s2-0"]["similar_id"]
+        assert grouped["digest"]["similar_id"] in ("digest", "s1-0", "s2-0")
+
+    def test_empty_text_gets_no_group(self, grouped: dict[str, Any]) -> None:
+        """A text with no letters or digits gets similar_id and duplicate null."""
+        assert grouped["empty"]["similar_id"] is None
+        assert grouped["empty"]["duplicate"] is None
+
+    def test_order_does_not_matter(self, spark: Any, grouped: dict[str, Any], corpus: Any) -> None:
+        """Shuffled input over more partitions gives the same groups."""
+        from nshash.spark import dedup
+
+        docs, _ = corpus
+        rows = [*docs, ("empty", " ... "), ("hot-copy", docs[0][1])]
+        random.Random(3).shuffle(rows)
+        df = spark.createDataFrame(rows, "id string, text string").repartition(3)
+        again = {r["id"]: r["similar_id"] for r in dedup(df).collect()}
+        assert again == {k: r["similar_id"] for k, r in grouped.items()}
+
+    def test_bad_arguments(self, spark: Any) -> None:
+        """A missing column or a bad option is a ConfigError."""
+        from nshash.spark import dedup
+
+        df = spark.createDataFrame([("a", "x")], "id string, body string")
+        with pytest.raises(ConfigError, match="no column 'text'"):
+            dedup(df)
+        with pytest.raises(ConfigError, match="Unknown option"):
+            dedup(df, "body", nonsense=1)
+        with pytest.raises(ConfigError, match="theta"):
+            dedup(df, "body", theta=2.0)
+
+
+class TestCli:
+    def test_engine_spark_jsonl(
+        self, spark: Any, corpus: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """``nshash dedup --engine spark`` reads JSONL and writes every record with its id."""
+        docs, _ = corpus
+        src = tmp_path / "in.jsonl"
+        src.write_text(
+            "".join(json.dumps({"id": i, "text": t, "site": "x"}) + "\n" for i, t in docs),
+            "utf-8",
+        )
+        out = tmp_path / "out.jsonl"
+        assert main(["dedup", str(src), "--engine", "spark", "-o", str(out), "--jobs", "2"]) == 0
+        rows = [json.loads(line) for f in sorted(out.glob("part-*")) for line in f.open()]
+        assert len(rows) == len(docs)
+        got = {r["id"]: r["similar_id"] for r in rows}
+        assert {got[f"hot-{i:02d}"] for i in range(12)} == {"hot-00"}
+        assert all(r["site"] == "x" for r in rows)
+        assert "groups" in capsys.readouterr().err
+
+    def test_engine_spark_errors(
+        self, spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A missing input is one Error line; a format Spark does not read is bad usage."""
+        code = main(["dedup", str(tmp_path / "no.jsonl"), "--engine", "spark", "-o", "x"])
+        assert code == 1
+        assert capsys.readouterr().err.startswith("Error: ")
+        (tmp_path / "a.csv").write_text("id,text\n1,x\n", "utf-8")
+        code = main(["dedup", str(tmp_path / "a.csv"), "--engine", "spark", "-o", "x"])
+        assert code == 2
