@@ -317,8 +317,8 @@ def run_worker(store: str, n: int, seed: int, batch: int, redis_url: str | None,
             nsh = NSHash.open(url)
             counter = None
             if count_gets and store == "leveldb":
-                counter = GetCounter(nsh.store._db)  # type: ignore[attr-defined]
-                nsh.store._db = counter  # type: ignore[attr-defined]
+                counter = GetCounter(nsh.store._kv.db)  # type: ignore[attr-defined]
+                nsh.store._kv.db = counter  # type: ignore[attr-defined]
             before = _redis_info(client) if client is not None else None
             if store == "redis":
                 docs = corpus.stream(n)
@@ -351,7 +351,7 @@ def run_worker(store: str, n: int, seed: int, batch: int, redis_url: str | None,
                 out["hits_per_doc"] = {t: c / n for t, c in counter.hits.most_common()}
                 out["gets_per_doc_total"] = sum(counter.gets.values()) / n
                 out["repeat_gets_per_doc"] = {t: c / n for t, c in counter.repeats.most_common()}
-                nsh.store._db = counter._db  # type: ignore[attr-defined]
+                nsh.store._kv.db = counter._db  # type: ignore[attr-defined]
             if store == "memory":
                 gc.collect()
                 out["bytes_per_doc"] = (rss_bytes() - rss0) / n

@@ -13,24 +13,25 @@ and that no module imports itself back through others)::
     client.py      the HTTP client; scrapy.py the Scrapy pipeline; spark.py the Spark job
     methods/       the dedup methods, each with its tables on every backend:
       nshash/        NSHash (core), the assignment and its guard (assign), the store contract
-                     (base) and factory (store), its tables on memory, LevelDB and Redis
+                     (base) and factory (store), its tables in memory (memory), on any
+                     ordered key-value backend (kvstore: LevelDB, SQLite) and in Redis (Lua)
       keyed.py       seed 001's four keys (KeyedDedup), behind Bloom filters (bloom.py)
       simhash.py     seed 002's simhash (SimhashDedup)
     method.py      what every method shares (add_many, get_similar, the context manager)
     toolkit/       the similarity measures and soft-404 detection (seeds 000, 002, 004)
-    stores/        the backends every method stands on: durable (journal, snapshot and lock of
-                   every memory store), memory (the memory key-value store), leveldb (the
-                   LevelDB host and key-value store), redis (connections and errors),
-                   scripts (each method's Lua, in lua/), kv and registry (the key-value
-                   interface and which URL opens which), url (store URLs)
+    stores/        the backends every method stands on, one module each: memory (the memory
+                   key-value store, kept by durable: journal, snapshot and lock of every
+                   memory store), leveldb, sqlite, redis (connections and errors; each
+                   method's Lua in lua/, loaded by scripts); kv (the key-value interfaces),
+                   registry (which URL scheme opens which backend), url (store URLs)
     text/          the text pipeline: folding, sentence keys, shingles, anchors and sketches,
                    the simhash fingerprint (simprint), the optional compiled kernel
     errors.py, results.py, inputs.py   the vocabulary every layer shares
 
 An ``add`` flows down and back: the text pipeline makes the document's fingerprints
 (:class:`~nshash.DocPrint`); the method hands them to its store, whose tables run the
-assignment in one atomic step (a journal line, a LevelDB batch or one Lua call on the
-backend); the answer comes back as an :class:`~nshash.AddResult`. The HTTP service
+assignment in one atomic step (a journal line, a LevelDB batch, a SQLite transaction or one
+Lua call on the backend); the answer comes back as an :class:`~nshash.AddResult`. The HTTP service
 (``service/``) and the command line sit on the methods.
 """
 

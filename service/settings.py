@@ -40,7 +40,8 @@ class Settings(BaseSettings):
     )
 
     #: Where the groups live: ``memory://`` (gone on exit), ``memory:///path/file.pkl``
-    #: (journaled), ``leveldb:///path/dir`` or ``redis://host:6379/0?prefix=news``.
+    #: (journaled), ``leveldb:///path/dir``, ``sqlite:///path/news.db`` or
+    #: ``redis://host:6379/0?prefix=news``.
     store_url: str = DEFAULT_STORE_URL
     #: The dedup method: ``nshash`` (default; anchor sentences, groups that merge) or
     #: ``keyed`` (:class:`nshash.KeyedDedup`: content, head, tail and title keys behind Bloom

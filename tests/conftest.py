@@ -3,6 +3,7 @@
 * ``memory``: ``memory://`` in this process.
 * ``memory-file``: ``memory:///tmp/.../store.pkl``, journaled.
 * ``leveldb``: real LevelDB through plyvel in a temp directory.
+* ``sqlite``: a real SQLite file (the standard library's ``sqlite3``) in a temp directory.
 * ``redis``: a real ``redis-server``. ``--redis-url`` or ``NSHASH_TEST_REDIS_URL`` names one;
   otherwise a session fixture starts its own on a free port in a temp dir. Without the binary
   the Redis cases are skipped locally (with the install hint) and fail under CI (``CI`` set).
@@ -27,7 +28,15 @@ settings.register_profile("ci", derandomize=True, database=None)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
-BACKENDS = ["memory", "memory-file", "leveldb", "redis"]
+#: Backend -> (URL of a fresh store under the test's temp dir, the module it needs). A new
+#: backend is one row here; "redis" is filled in from the session's server.
+_URLS: dict[str, tuple[str, str | None]] = {
+    "memory": ("memory://", None),
+    "memory-file": ("memory://{tmp}/store.pkl", None),
+    "leveldb": ("leveldb://{tmp}/store.ldb", "plyvel"),
+    "sqlite": ("sqlite://{tmp}/store.db", None),
+}
+BACKENDS = [*_URLS, "redis"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -69,13 +78,11 @@ def _with_prefix(url: str, prefix: str) -> str:
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh, empty store URL for each backend."""
     backend = request.param
-    if backend == "memory":
-        return "memory://"
-    if backend == "memory-file":
-        return f"memory://{tmp_path}/store.pkl"
-    if backend == "leveldb":
-        pytest.importorskip("plyvel")
-        return f"leveldb://{tmp_path}/store.ldb"
+    if backend in _URLS:
+        template, needs = _URLS[backend]
+        if needs is not None:
+            pytest.importorskip(needs)
+        return template.format(tmp=tmp_path)
     pytest.importorskip("nshash.methods.nshash.redis", reason="the Redis store needs redis-py")
     base = request.getfixturevalue("redis_base_url")
     return _with_prefix(base, f"test-{uuid.uuid4().hex[:12]}")

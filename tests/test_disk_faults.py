@@ -118,7 +118,13 @@ class TestRealFullDisk:
 
     @pytest.mark.parametrize(
         "backend,fsync",
-        [("memory", "always"), ("memory", "everysec"), ("leveldb", "always"), ("leveldb", "no")],
+        [
+            ("memory", "always"),
+            ("memory", "everysec"),
+            ("leveldb", "always"),
+            ("leveldb", "no"),
+            ("sqlite", "everysec"),
+        ],
     )
     def test_full_disk_then_sigkill_loses_nothing_acknowledged(
         self, small_disk: Path, backend: str, fsync: str
@@ -128,6 +134,8 @@ class TestRealFullDisk:
         if backend == "leveldb":
             pytest.importorskip("plyvel")
             url = f"leveldb://{small_disk}/store.ldb?fsync={fsync}"
+        elif backend == "sqlite":
+            url = f"sqlite://{small_disk}/store.db?fsync={fsync}"
         else:
             url = f"memory://{small_disk}/store.pkl?fsync={fsync}"
         filler = fill(small_disk, leave=96 * 1024)
@@ -404,10 +412,10 @@ class TestLevelDBWriteFailure:
         with NSHash.open(url) as nsh:
             first = nsh.add(doc(0), doc_id="d0")
             store: Any = nsh.store
-            store._db = _FailingBatchDB(store._db)
+            store._kv.db = _FailingBatchDB(store._kv.db)
             with pytest.raises(StoreError, match="No space left"):
                 nsh.add(doc(3), doc_id="d3")
-            store._db.failing = False  # space is back, but the log may hold half a record
+            store._kv.db.failing = False  # space is back, but the log may hold half a record
             with pytest.raises(StoreError, match="refuses writes until it is reopened"):
                 nsh.add(doc(3), doc_id="d3")
             with pytest.raises(StoreError):
@@ -641,7 +649,7 @@ class TestLevelDBReads:
 
         with NSHash.open(f"leveldb://{tmp_path}/db") as nsh:
             nsh.add(doc(0), doc_id="d0")
-            db: Any = nsh.store._db  # type: ignore[attr-defined]
+            db: Any = nsh.store._kv.db  # type: ignore[attr-defined]
             for bad in (b"[-1,false,[],null,[]]", b"[1.5,false,[],null,[]]", b"[NaN,0,[],0,[]]"):
                 db.put(b"dd0", bad)
                 with pytest.raises(StoreCorruptError, match="d0"):

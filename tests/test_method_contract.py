@@ -191,7 +191,7 @@ class TestLifecycle:
             assert dedup.stats().documents == 4
 
     def test_second_opener_is_locked_out(self, method: str, store_url: str) -> None:
-        if not store_url.startswith(("leveldb:", "memory:///")):
+        if not store_url.startswith(("leveldb:", "sqlite:", "memory:///")):
             pytest.skip("only file stores admit one opener")
         with METHODS[method](store_url), pytest.raises(StoreLockedError):
             METHODS[method](store_url)

@@ -25,8 +25,9 @@ def _needs(scheme: str) -> None:
 
 
 def store_url(scheme: str, root: Path) -> str:
-    """The URL of a store under *root*: a snapshot file or a LevelDB directory."""
-    return f"memory://{root}/news.pkl" if scheme == "memory" else f"leveldb://{root}/news.ldb"
+    """The URL of a store under *root*: a snapshot file, a LevelDB directory, a SQLite file."""
+    path = {"memory": "news.pkl", "leveldb": "news.ldb", "sqlite": "news.db"}[scheme]
+    return f"{scheme}://{root}/{path}"
 
 
 def fingerprint_tree(root: Path) -> dict[str, tuple[str, int]]:
@@ -47,7 +48,7 @@ def fill(url: str) -> None:
     assert main(["dedup", str(ARTICLES), "--store", url, "-q", "-o", os.devnull]) == 0
 
 
-@pytest.mark.parametrize("scheme", ["memory", "leveldb"])
+@pytest.mark.parametrize("scheme", ["memory", "leveldb", "sqlite"])
 class TestNothingChanges:
     """A read-only open leaves every file of the store byte-identical."""
 
@@ -127,7 +128,7 @@ WRITER = textwrap.dedent(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scheme", ["memory", "leveldb"])
+@pytest.mark.parametrize("scheme", ["memory", "leveldb", "sqlite"])
 def test_reader_sees_live_writer(scheme: str, tmp_path: Path) -> None:
     """While a writer process holds the store, a read-only open sees every acknowledged add."""
     _needs(scheme)

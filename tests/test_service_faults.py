@@ -175,9 +175,9 @@ class TestReadiness:
         with TestClient(create_app(settings)) as client:
             client.post("/v1/documents", json={"text": FLOOD})
             store: Any = client.app.state.service.store.current.store  # type: ignore[attr-defined]
-            store._db = _FailingBatchDB(store._db)
+            store._kv.db = _FailingBatchDB(store._kv.db)
             assert client.post("/v1/documents", json={"text": ORCHARD}).status_code == 503
-            store._db.failing = False
+            store._kv.db.failing = False
             assert client.get("/readyz").status_code == 503
             time.sleep(1.1)
             assert client.get("/readyz").status_code == 200

@@ -100,11 +100,12 @@ class TestOpenLevelDB:
 
     def test_absolute_path(self, tmp_path: Path) -> None:
         """leveldb:///abs/dir creates the LevelDB directory there."""
-        from nshash.methods.nshash.leveldb import LevelDBStore
+        from nshash.methods.nshash.kvstore import KVStore
+        from nshash.stores.leveldb import LevelKV
 
         path = tmp_path / "db"
         with open_store(f"leveldb://{path}?fsync=no") as store:
-            assert isinstance(store, LevelDBStore)
+            assert isinstance(store, KVStore) and isinstance(store._kv, LevelKV)
             assert store.url == f"leveldb://{path}"
         assert (path / "CURRENT").is_file()
 
@@ -160,15 +161,88 @@ class TestOpenLevelDB:
             open_store(f"leveldb://{tmp_path}/db")
 
 
+class TestOpenSQLite:
+    """sqlite:// URLs open the nshash tables in one SQLite file."""
+
+    def test_absolute_path(self, tmp_path: Path) -> None:
+        """sqlite:///abs/file.db creates the file there, and keeps what was added."""
+        from nshash.methods.nshash.kvstore import KVStore
+        from nshash.stores.sqlite import SQLiteKV
+
+        path = tmp_path / "sub" / "news.db"
+        with open_store(f"sqlite://{path}?fsync=always") as store:
+            assert isinstance(store, KVStore) and isinstance(store._kv, SQLiteKV)
+            assert store.url == f"sqlite://{path}"
+        with NSHash.open(f"sqlite://{path}") as nsh:
+            first = nsh.add(EN_RAIL, doc_id="a")
+        with NSHash.open(f"sqlite://{path}") as nsh:
+            assert nsh.add(EN_RAIL, doc_id="b").similar_id == first.similar_id
+        assert path.is_file()
+
+    def test_relative_path(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """sqlite://rel/file.db is relative to the working directory."""
+        monkeypatch.chdir(tmp_path)
+        with NSHash.open("sqlite://data/news.db") as nsh:
+            nsh.add(EN_RAIL)
+        assert (tmp_path / "data" / "news.db").is_file()
+
+    @pytest.mark.parametrize("url", ["sqlite://", "sqlite:///", "sqlite:///tmp/dir/"])
+    def test_needs_a_file(self, url: str) -> None:
+        """A SQLite URL without a file name is refused with the right form."""
+        with pytest.raises(ConfigError, match="sqlite:///path/to/news.db"):
+            open_store(url)
+
+    def test_same_file_twice(self, tmp_path: Path) -> None:
+        """A second writer of one file gets StoreLockedError; a reader is let in."""
+        path = tmp_path / "news.db"
+        with open_store(f"sqlite://{path}") as store:
+            with pytest.raises(StoreLockedError, match=str(path)):
+                open_store(f"sqlite://{path}")
+            with open_store(f"sqlite://{path}", readonly=True) as reader:
+                assert reader.stats().documents == store.stats().documents == 0
+        with open_store(f"sqlite://{path}"):
+            pass  # closed: the file is free again
+
+    def test_path_is_a_directory(self, tmp_path: Path) -> None:
+        """A path that is a directory is a StoreError that is not about locking."""
+        (tmp_path / "dir").mkdir()
+        with pytest.raises(StoreError, match="Cannot open SQLite file") as info:
+            open_store(f"sqlite://{tmp_path}/dir")
+        assert type(info.value) is StoreError
+
+    def test_not_a_database(self, tmp_path: Path) -> None:
+        """A file that is not SQLite is StoreCorruptError, left untouched."""
+        path = tmp_path / "notes.db"
+        path.write_bytes(b"these are my notes, not a database" * 100)
+        with pytest.raises(StoreCorruptError, match="damaged"):
+            open_store(f"sqlite://{path}")
+        assert path.read_bytes() == b"these are my notes, not a database" * 100
+
+    def test_foreign_database_refused(self, tmp_path: Path) -> None:
+        """A SQLite file with someone else's tables is StoreCorruptError, left untouched."""
+        import sqlite3
+
+        path = tmp_path / "app.db"
+        db = sqlite3.connect(path)
+        db.execute("CREATE TABLE users (name TEXT)")
+        db.execute("INSERT INTO users VALUES ('alice')")
+        db.commit()
+        db.close()
+        before = path.read_bytes()
+        with pytest.raises(StoreCorruptError, match="not an nshash store"):
+            open_store(f"sqlite://{path}")
+        assert path.read_bytes() == before
+
+
 class TestBadUrls:
     """Unknown schemes, options and fsync policies are ConfigErrors that say what to use."""
 
     def test_unknown_scheme(self) -> None:
         """An unknown scheme is named, with the schemes that exist."""
-        with pytest.raises(ConfigError, match="'sqlite'") as info:
-            open_store("sqlite:///tmp/x.db")
+        with pytest.raises(ConfigError, match="'mysql'") as info:
+            open_store("mysql:///tmp/x.db")
         message = str(info.value)
-        assert all(name in message for name in ("memory", "leveldb", "redis"))
+        assert all(name in message for name in ("memory", "leveldb", "sqlite", "redis"))
 
     @pytest.mark.parametrize(
         "url",
@@ -176,12 +250,14 @@ class TestBadUrls:
             "memory://?colour=red",
             "memory:///tmp/x.pkl?fsync=no&colour=red",
             "leveldb:///x?colour=red",
+            "sqlite:///x?colour=red",
         ],
     )
     def test_unknown_option(self, url: str, tmp_path: Path) -> None:
         """A misspelt option is refused by name, never ignored, and nothing is created."""
         if url.startswith("leveldb"):
             pytest.importorskip("plyvel")
+        if url.startswith(("leveldb", "sqlite")):
             url = url.replace("///x", f"//{tmp_path}/x")
         with pytest.raises(ConfigError, match="colour"):
             open_store(url)
@@ -192,7 +268,7 @@ class TestBadUrls:
         with pytest.raises(ConfigError, match="'fsync' is given twice"):
             open_store("memory://?fsync=no&fsync=always")
 
-    @pytest.mark.parametrize("scheme", ["memory", "leveldb"])
+    @pytest.mark.parametrize("scheme", ["memory", "leveldb", "sqlite"])
     def test_bad_fsync(self, scheme: str, tmp_path: Path) -> None:
         """A bad fsync policy is quoted, with the three valid ones."""
         if scheme == "leveldb":

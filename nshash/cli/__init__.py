@@ -44,7 +44,7 @@ except ImportError:  # pragma: no cover - Windows
 from ..errors import ConfigError, EmptyDocumentError, NSHashError
 from ..inputs import check_doc_id
 from ..methods.nshash.core import NSHash
-from ..methods.nshash.store import open_store
+from ..methods.nshash.store import file_schemes, open_store
 from ..results import AddResult
 from ..stores.url import mask_url, parse_url
 from ..text.fingerprint import DocPrint
@@ -1077,8 +1077,10 @@ def _cmd_stats(args: argparse.Namespace) -> int:
 def _cmd_repair(args: argparse.Namespace) -> int:
     url = _store_url(args, saved=True)
     scheme = parse_url(url)[0]
-    if scheme not in ("memory", "leveldb"):
-        raise UsageError(f"repair works on memory and leveldb stores, not {mask_url(url)!r}")
+    if scheme not in file_schemes():
+        raise UsageError(
+            f"repair works on {', '.join(file_schemes())} stores, not {mask_url(url)!r}"
+        )
     with open_store(url, repair=True) as store:
         repaired: str | None = getattr(store, "repaired", None)
         stats = store.stats()

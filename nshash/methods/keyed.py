@@ -705,7 +705,7 @@ def _open_backend(
     scheme, _, _ = parse_url(url)
     if scheme in ("redis", "rediss", "unix"):
         return _RedisBackend(url, options, expected_items, fp_rate, max_candidates)
-    kv = open_kv(url, options, "keyed")
+    kv = open_kv(url, options, "keyed", others="redis rediss unix")
     return _LocalBackend(kv, expected_items, fp_rate, max_candidates)
 
 

@@ -290,7 +290,6 @@ class _LocalBackend(KVTables, _Backend):
             )
 
 
-
 #: The Redis keys the script takes, after ``{P}:simhash:``.
 _REDIS_KEYS = ("idx", "parent", "docs", "counter", "documents", "groups")
 
@@ -419,7 +418,7 @@ def _open_backend(url: str, options: dict[str, Any], max_bucket: int) -> _Backen
     scheme, _, _ = parse_url(url)
     if scheme in ("redis", "rediss", "unix"):
         return _RedisBackend(url, options, max_bucket)
-    return _LocalBackend(open_kv(url, options, "simhash"), max_bucket)
+    return _LocalBackend(open_kv(url, options, "simhash", others="redis rediss unix"), max_bucket)
 
 
 def _positive_int(name: str, value: object, most: int) -> int:

@@ -13,6 +13,7 @@ import os
 import pickle
 import re
 import threading
+import weakref
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -33,6 +34,7 @@ __all__ = [
     "lock_path",
     "probe_writable",
     "replace_snapshot",
+    "start_flusher",
 ]
 
 #: The system calls a journal append makes, looked up at call time so tests can make them
@@ -146,6 +148,30 @@ def lock_path(path: str, what: str, url: str) -> BinaryIO:
             f"{what.capitalize()} {path!r} is open in another process", url=url
         ) from exc
     return lockfile
+
+
+class _Flushable(Protocol):
+    def flush_pending(self) -> None: ...
+
+
+def _flush_loop(ref: weakref.ref[_Flushable], stop: threading.Event) -> None:
+    while not stop.wait(1.0):
+        owner = ref()
+        if owner is None:
+            return
+        owner.flush_pending()
+        del owner
+
+
+def start_flusher(owner: _Flushable, stop: threading.Event, name: str) -> threading.Thread:
+    """Start the thread of an ``everysec`` policy: ``owner.flush_pending()`` about once a
+    second until *stop* is set. The thread holds only a weak reference, so an owner dropped
+    without closing is still collected (and its ``__del__`` releases the files)."""
+    thread = threading.Thread(
+        target=_flush_loop, args=(weakref.ref(owner), stop), name=name, daemon=True
+    )
+    thread.start()
+    return thread
 
 
 #: How much a writability probe writes: about what one large journal record needs.

@@ -1,10 +1,17 @@
-"""The key-value interface under the in-process tables of the keyed and simhash methods.
+"""The key-value interfaces every method's in-process tables stand on.
 
-A :class:`KV` is what such tables need and nothing more: ``get``, an atomic and durable
-``write`` of a batch, a prefix ``scan``. One backend module implements it each:
-:class:`nshash.stores.memory.MemoryKV` (a dict, durable through the same journal and snapshot as
-the nshash memory store) and :class:`nshash.stores.leveldb.LevelKV` (LevelDB, on the same host
-as the nshash LevelDB store). :func:`nshash.stores.registry.open_kv` opens the one a URL names.
+A :class:`KV` is what the keyed and simhash tables need and nothing more: ``get``, an atomic
+and durable ``write`` of a batch, a prefix ``scan``. An :class:`OrderedKV` adds what the nshash
+tables need on top: deletes in a batch, reads of a key range in order (either way), one error
+type, a read-only open and the refusal of writes after a failed one. Each backend is one
+module implementing them: :class:`nshash.stores.memory.MemoryKV` (a dict, durable through the
+same journal and snapshot as the nshash memory store; not ordered: the nshash memory store
+keeps its own dicts), :class:`nshash.stores.leveldb.LevelKV` (LevelDB) and
+:class:`nshash.stores.sqlite.SQLiteKV` (SQLite, from the standard library).
+:func:`nshash.stores.registry.open_kv` opens the one a URL names.
+
+Every method keeps its keys under its own :func:`namespace` of one store, so the keyed tables
+and the nshash tables could share a LevelDB directory without reading each other's keys.
 """
 
 from __future__ import annotations
@@ -12,12 +19,13 @@ from __future__ import annotations
 import json
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from ..errors import ConfigError, StoreClosedError, StoreCorruptError
 
-__all__ = ["KV", "KVTables", "check_settings"]
+__all__ = ["KV", "KVTables", "OrderedKV", "check_settings", "namespace", "prefix_end"]
 
 
 class KV(ABC):
@@ -42,6 +50,78 @@ class KV(ABC):
     @abstractmethod
     def close(self) -> None:
         """Flush and release (idempotent)."""
+
+
+def namespace(method: str) -> bytes:
+    """The key prefix of *method*'s tables in a shared store: ``METHOD\\x00``, or nothing for
+    the nshash tables (whose LevelDB layout predates namespaces and starts every key with
+    one table byte, never a method's name)."""
+    return b"" if method == "nshash" else method.encode("ascii") + b"\x00"
+
+
+def prefix_end(prefix: bytes) -> bytes | None:
+    """The smallest key greater than every key that starts with *prefix* (None: no bound)."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return None
+    return stripped[:-1] + bytes([stripped[-1] + 1])
+
+
+class OrderedKV(KV):
+    """A :class:`KV` with keys in byte order: what the nshash tables need of a backend.
+
+    Attributes:
+        readonly: opened for reading only (a consistent view as of the open, taken without
+            locking or writing anything, while another process may be writing); every
+            write raises :class:`~nshash.StoreReadOnlyError` in the tables above it.
+        failed: why writes are refused after a write failed half-way (a backend whose failed
+            write may have left a torn record sets it), until :meth:`reopen` and the owner's
+            check have run; None while writes are accepted.
+    """
+
+    readonly: bool = False
+    failed: str | None = None
+    persistent = True
+
+    @abstractmethod
+    def write(self, puts: Mapping[bytes, bytes | None], *, sync: bool = False) -> None:
+        """Set every pair, None deleting the key, all or none; durably per the fsync policy,
+        and on the disk itself before returning when *sync*.
+
+        Raises:
+            StoreError: nothing of *puts* was written.
+        """
+
+    @abstractmethod
+    def items(
+        self,
+        prefix: bytes = b"",
+        *,
+        start: bytes | None = None,
+        stop: bytes | None = None,
+        reverse: bool = False,
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Yield the ``(key, value)`` pairs of keys that start with *prefix*, or (without a
+        prefix) lie in ``start <= key < stop``, in key order (descending with *reverse*)."""
+
+    def scan(self, prefix: bytes) -> Iterator[bytes]:
+        return (key for key, _value in self.items(prefix))
+
+    @abstractmethod
+    def errors(self, doing: str = "The store failed in") -> AbstractContextManager[None]:
+        """A context in which the backend's own errors become :class:`~nshash.StoreError`
+        naming the store (*doing* starts the message)."""
+
+    def recovery_due(self) -> bool:
+        """Whether a failed store should try :meth:`reopen` now (at most once a second)."""
+        return False
+
+    def reopen(self) -> None:
+        """Open the store again after a failed write (the owner then checks its tables)."""
+
+    def recovered(self) -> None:
+        """The owner checked the reopened store: writes are accepted again."""
+        self.failed = None
 
 
 def check_settings(url: str, stored: bytes, settings: dict[str, Any], method: str) -> None:

@@ -31,7 +31,6 @@ import shutil
 import tempfile
 import threading
 import time
-import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -43,9 +42,11 @@ from ..errors import (
     StoreError,
     StoreLockedError,
     StoreNotFoundError,
+    StoreReadOnlyError,
 )
-from .kv import KV
-from .url import FSYNC_POLICIES
+from .durable import start_flusher
+from .kv import OrderedKV, namespace
+from .url import FSYNC_POLICIES, fsync_option, mask_url, refuse_unknown
 
 __all__ = ["LevelDB", "LevelKV", "checkpoint"]
 
@@ -129,7 +130,6 @@ def checkpoint(path: str, into: str) -> None:
     )
 
 
-
 def reason(exc: Exception) -> str:
     """The text of a plyvel error (plyvel passes LevelDB's status as bytes)."""
     arg = exc.args[0] if exc.args else exc
@@ -147,15 +147,6 @@ class _ClosedDB:
 
     def close(self) -> None:
         pass
-
-
-def _flush_loop(ref: weakref.ref[LevelDB], stop: threading.Event) -> None:
-    while not stop.wait(1.0):
-        host = ref()
-        if host is None:
-            return
-        host.flush_pending()
-        del host
 
 
 class LevelDB:
@@ -218,15 +209,7 @@ class LevelDB:
                 self._repair_files()
             self.db = self._open(path)
         if fsync == "everysec" and not readonly:
-            # The thread holds only a weak reference, so a host dropped without close() is
-            # still collected (and __del__ releases the directory).
-            self._flusher = threading.Thread(
-                target=_flush_loop,
-                args=(weakref.ref(self), self._stop),
-                name="nshash-leveldb-fsync",
-                daemon=True,
-            )
-            self._flusher.start()
+            self._flusher = start_flusher(self, self._stop, "nshash-leveldb-fsync")
 
     # -- opening -------------------------------------------------------------------------
     def _repair_files(self) -> None:
@@ -325,8 +308,9 @@ class LevelDB:
         except plyvel.Error as exc:
             raise StoreError(f"{doing} {self.path!r}: {reason(exc)}", url=self.url) from exc
 
-    def write(self, puts: Mapping[bytes, bytes | None]) -> None:
-        """Write *puts* (None deletes) in one transactional batch, synced per the policy.
+    def write(self, puts: Mapping[bytes, bytes | None], sync: bool = False) -> None:
+        """Write *puts* (None deletes) in one transactional batch, synced per the policy (and
+        whatever the policy when *sync*).
 
         Raises:
             StoreError: the batch failed: nothing of it was written, and writes are refused
@@ -340,8 +324,10 @@ class LevelDB:
         if not puts:
             return
         now = time.monotonic()
-        sync = self._fsync == "always" or (
-            self._fsync == "everysec" and now - self._last_sync >= 1.0
+        sync = (
+            sync
+            or self._fsync == "always"
+            or (self._fsync == "everysec" and now - self._last_sync >= 1.0)
         )
         try:
             batch = self.db.write_batch(transaction=True, sync=sync)
@@ -412,37 +398,132 @@ class LevelDB:
             self._flusher.join(timeout=2)
 
 
-class LevelKV(KV):
-    """A :class:`~nshash.stores.kv.KV` in a :class:`LevelDB` directory, under the key prefix
-    ``METHOD\\x00`` (``keyed\\x00``, ``simhash\\x00``)."""
+class LevelKV(OrderedKV):
+    """The :class:`~nshash.stores.kv.OrderedKV` of a method in a :class:`LevelDB` directory,
+    its keys under the method's :func:`~nshash.stores.kv.namespace`.
 
-    persistent = True
+    Args:
+        path: the directory; created when missing (unless *readonly*).
+        fsync: ``"always"``, ``"everysec"`` (default) or ``"no"``.
+        method: whose tables (``"nshash"``, ``"keyed"``, ``"simhash"``).
+        readonly: read a checkpoint (see the module docstring), even while a writer holds
+            the directory.
+        repair: run LevelDB's repair on the directory first.
 
-    def __init__(self, path: str, fsync: str, method: str) -> None:
+    Raises:
+        See :class:`LevelDB`.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        fsync: str = "everysec",
+        method: str = "nshash",
+        *,
+        readonly: bool = False,
+        repair: bool = False,
+    ) -> None:
         self.url = f"leveldb://{path}"
-        self._prefix = method.encode() + b"\x00"
-        self._host = LevelDB(path, fsync, sync_key=(self._prefix + b"m:synced", b"1"))
-        self._ns = self._host.db.prefixed_db(self._prefix)
+        self.path = path
+        self.readonly = readonly
+        self._prefix = namespace(method)
+        self._lock = threading.RLock()
+        self._host = LevelDB(
+            path,
+            fsync,
+            # Rewritten to force an everysec write to disk: a meta key no table scans.
+            sync_key=(self._prefix + b"\x00synced", b"1"),
+            readonly=readonly,
+            repair=repair,
+            lock=self._lock,
+        )
+        self._view_of: Any = None
+        self._view: Any = None
+
+    @classmethod
+    def from_url(
+        cls, url: str, path: str, options: dict[str, Any], method: str, readonly: bool, repair: bool
+    ) -> LevelKV:
+        """Open what ``leveldb:///path/to/dir?fsync=...`` names (the registry's call)."""
+        if not path or path == "/":
+            raise ConfigError(
+                f"A LevelDB URL needs a directory: 'leveldb:///path/to/dir', not {mask_url(url)!r}"
+            )
+        fsync = fsync_option(options, url)
+        refuse_unknown(options, url)
+        return cls(path, fsync, method, readonly=readonly, repair=repair)
+
+    @property
+    def db(self) -> Any:
+        """The open ``plyvel.DB`` (a checkpoint's when read-only); tests may put a spy or a
+        failing disk in its place."""
+        return self._host.db
+
+    @db.setter
+    def db(self, db: Any) -> None:
+        self._host.db = db
+
+    def _ns(self) -> Any:
+        """The namespace's view of the database (the database itself for no namespace)."""
+        db = self._host.db
+        if not self._prefix:
+            return db
+        if self._view_of is not db:
+            self._view_of, self._view = db, db.prefixed_db(self._prefix)
+        return self._view
 
     @property
     def failed(self) -> str | None:
         """Why writes are refused (a write failed), until the directory is reopened."""
         return self._host.failed
 
+    @failed.setter
+    def failed(self, why: str | None) -> None:
+        self._host.failed = why
+
+    def errors(self, doing: str = "LevelDB failed in") -> contextlib.AbstractContextManager[None]:
+        return self._host.errors(doing)
+
     def get(self, key: bytes) -> bytes | None:
         with self._host.errors():
-            value: bytes | None = self._ns.get(key)
+            value: bytes | None = self._ns().get(key)
         return value
 
-    def write(self, puts: dict[bytes, bytes]) -> None:
-        with self._host._lock:
-            self._host.write({self._prefix + key: value for key, value in puts.items()})
+    def write(self, puts: Mapping[bytes, bytes | None], *, sync: bool = False) -> None:
+        if self.readonly:
+            raise StoreReadOnlyError(f"{self.url} is open read-only", url=self.url)
+        with self._lock:
+            prefix = self._prefix
+            self._host.write({prefix + k: v for k, v in puts.items()} if prefix else puts, sync)
+
+    def items(
+        self,
+        prefix: bytes = b"",
+        *,
+        start: bytes | None = None,
+        stop: bytes | None = None,
+        reverse: bool = False,
+    ) -> Iterator[tuple[bytes, bytes]]:
+        with self._host.errors():
+            if prefix:
+                yield from self._ns().iterator(prefix=prefix, reverse=reverse)
+            else:
+                yield from self._ns().iterator(start=start, stop=stop, reverse=reverse)
 
     def scan(self, prefix: bytes) -> Iterator[bytes]:
         with self._host.errors():
-            yield from self._ns.iterator(prefix=prefix, include_value=False)
+            yield from self._ns().iterator(prefix=prefix, include_value=False)
+
+    def recovery_due(self) -> bool:
+        return self._host.recovery_due()
+
+    def reopen(self) -> None:
+        self._host.reopen()
+
+    def recovered(self) -> None:
+        self._host.recovered()
 
     def close(self) -> None:
-        with self._host._lock:
+        with self._lock:
             self._host.close()
         self._host.join()

@@ -18,6 +18,7 @@ from typing import Any
 from ..errors import StoreCorruptError
 from .durable import JournaledFile
 from .kv import KV
+from .url import fsync_option, refuse_unknown
 
 __all__ = ["MemoryKV"]
 
@@ -116,6 +117,15 @@ class MemoryKV(KV):
         assert isinstance(state, _KVState)
         #: The pairs (the state's dict: loading is over once the file is open).
         self.data = state.data
+
+    @classmethod
+    def from_url(
+        cls, url: str, path: str, options: dict[str, Any], method: str, readonly: bool, repair: bool
+    ) -> MemoryKV:
+        """Open what ``memory://`` or ``memory:///path?fsync=...`` names (the registry's call)."""
+        fsync = fsync_option(options, url)
+        refuse_unknown(options, url)
+        return cls(path or None, fsync, method)
 
     def get(self, key: bytes) -> bytes | None:
         return self.data.get(key)

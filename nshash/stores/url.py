@@ -9,7 +9,16 @@ from urllib.parse import parse_qsl, urlsplit
 
 from ..errors import ConfigError
 
-__all__ = ["FSYNC_POLICIES", "mask_url", "parse_url"]
+__all__ = [
+    "FSYNC_POLICIES",
+    "fsync_option",
+    "mask_url",
+    "parse_url",
+    "readonly_option",
+    "refuse_unknown",
+    "repair_option",
+    "require_package",
+]
 
 #: How often the memory journal and LevelDB writes reach the disk: after every write, about
 #: once a second, or when the operating system decides. Every policy survives a killed
@@ -90,7 +99,7 @@ def parse_url(url: str) -> tuple[str, str, dict[str, str]]:
     return parts.scheme.lower(), path, options
 
 
-def _fsync_option(options: dict[str, Any], url: str) -> str:
+def fsync_option(options: dict[str, Any], url: str) -> str:
     fsync = options.pop("fsync", "everysec")
     if fsync not in FSYNC_POLICIES:
         raise ConfigError(
@@ -99,7 +108,7 @@ def _fsync_option(options: dict[str, Any], url: str) -> str:
     return str(fsync)
 
 
-def _readonly_option(options: dict[str, Any], url: str) -> bool:
+def readonly_option(options: dict[str, Any], url: str) -> bool:
     value = options.pop("readonly", False)
     if isinstance(value, bool):
         return value
@@ -108,12 +117,12 @@ def _readonly_option(options: dict[str, Any], url: str) -> bool:
     raise ConfigError(f"readonly must be true or false, not {value!r} in {mask_url(url)!r}")
 
 
-def _refuse_unknown(options: dict[str, Any], url: str) -> None:
+def refuse_unknown(options: dict[str, Any], url: str) -> None:
     if options:
         raise ConfigError(f"Unknown option(s) {sorted(options)} in store URL {mask_url(url)!r}")
 
 
-def _repair_option(options: dict[str, Any], url: str) -> bool:
+def repair_option(options: dict[str, Any], url: str) -> bool:
     value = options.pop("repair", False)
     if isinstance(value, bool):
         return value
@@ -124,7 +133,7 @@ def _repair_option(options: dict[str, Any], url: str) -> bool:
     raise ConfigError(f"repair must be true or false, not {value!r} in {mask_url(url)!r}")
 
 
-def _require(module: str, extra: str) -> Any:
+def require_package(module: str, extra: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as exc:

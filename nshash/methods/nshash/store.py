@@ -1,7 +1,7 @@
 """The store contract and the URL factory that picks a backend.
 
 A store keeps the fingerprint -> group tables and makes the assignment of one document atomic.
-Three backends share one contract, checked by one test suite:
+Four backends share one contract, checked by one test suite:
 
 ===============================  ==============================================================
 URL                              backend
@@ -10,10 +10,11 @@ URL                              backend
 ``memory:///path/news.pkl``      dicts, journaled to ``news.pkl.journal`` before every answer,
                                  compacted into the snapshot ``news.pkl``
 ``leveldb:///path/to/dir``       LevelDB through plyvel (``pip install 'nshash[leveldb]'``)
+``sqlite:///path/to/news.db``    SQLite through the standard library's ``sqlite3``
 ``redis://host:6379/0?prefix=n`` Redis, shared by many processes (``pip install 'nshash[redis]'``)
 ===============================  ==============================================================
 
-Query parameters tune a backend: ``fsync=always|everysec|no`` for memory and LevelDB,
+Query parameters tune a backend: ``fsync=always|everysec|no`` for memory, LevelDB and SQLite,
 ``prefix=NAME`` for Redis. Unknown parameters are refused, so a typo never passes silently.
 
 ``readonly=True`` (a keyword, or ``?readonly=1``) opens a store for reading only: nothing is
@@ -29,28 +30,30 @@ from typing import Any
 
 from ...errors import ConfigError, NSHashError, StoreReadOnlyError
 from ...results import Activity, Assignment, DocMeta, DocumentRecord, Explanation, Group, StoreStats
+from ...stores.registry import open_ordered_kv, ordered_schemes
 from ...stores.url import (
-    _fsync_option,
-    _readonly_option,
-    _refuse_unknown,
-    _repair_option,
-    _require,
+    fsync_option,
     mask_url,
     parse_url,
+    readonly_option,
+    refuse_unknown,
+    repair_option,
+    require_package,
 )
 from ...text.fingerprint import DocPrint
 from .assign import MatchPolicy
 from .base import Store
 
-__all__ = ["ReadOnlyStore", "open_path", "open_store"]
+__all__ = ["ReadOnlyStore", "file_schemes", "open_path", "open_store"]
+
 
 def _open_memory(url: str, path: str, options: dict[str, Any]) -> Store:
     from .memory import MemoryStore
 
-    fsync = _fsync_option(options, url)
-    repair = _repair_option(options, url)
-    readonly = _readonly_option(options, url)
-    _refuse_unknown(options, url)
+    fsync = fsync_option(options, url)
+    repair = repair_option(options, url)
+    readonly = readonly_option(options, url)
+    refuse_unknown(options, url)
     if readonly and not path:
         raise ConfigError(
             f"{mask_url(url)!r} starts empty in every process, so there is nothing to read;"
@@ -59,24 +62,17 @@ def _open_memory(url: str, path: str, options: dict[str, Any]) -> Store:
     return MemoryStore(path or None, fsync=fsync, repair=repair, readonly=readonly)
 
 
-def _open_leveldb(url: str, path: str, options: dict[str, Any]) -> Store:
-    _require("plyvel", "leveldb")
-    from .leveldb import LevelDBStore
+def _open_kv(url: str, path: str, options: dict[str, Any]) -> Store:
+    from .kvstore import KVStore
 
-    if not path or path == "/":
-        raise ConfigError(
-            f"A LevelDB URL needs a directory: 'leveldb:///path/to/dir', not {mask_url(url)!r}"
-        )
-    fsync = _fsync_option(options, url)
-    repair = _repair_option(options, url)
-    readonly = _readonly_option(options, url)
-    _refuse_unknown(options, url)
-    return LevelDBStore(path, fsync=fsync, repair=repair, readonly=readonly)
+    repair = repair_option(dict(options), url)
+    kv = open_ordered_kv(url, options, "nshash")
+    return KVStore(kv, repair=repair)
 
 
 def _open_redis(url: str, path: str, options: dict[str, Any]) -> Store:
-    _require("redis", "redis")
-    readonly = _readonly_option(options, url)
+    require_package("redis", "redis")
+    readonly = readonly_option(options, url)
     module = importlib.import_module("nshash.methods.nshash.redis")
     store: Store = module.RedisStore.from_url(url, **options)
     return ReadOnlyStore(store) if readonly else store
@@ -152,20 +148,29 @@ class ReadOnlyStore(Store):
         self.inner.close()
 
 
-#: Scheme -> opener. Adding a backend means one module and one row here.
+#: Scheme -> opener: the nshash memory store keeps its own dicts and the Redis store runs in
+#: Lua; every other backend is a row of :data:`nshash.stores.registry.BACKENDS` (one module
+#: each) holding :class:`~nshash.methods.nshash.kvstore.KVStore`'s tables.
 _OPENERS: dict[str, Callable[[str, str, dict[str, Any]], Store]] = {
+    **dict.fromkeys(ordered_schemes(), _open_kv),
     "memory": _open_memory,
-    "leveldb": _open_leveldb,
     "redis": _open_redis,
     "rediss": _open_redis,
     "unix": _open_redis,
 }
 
 
+def file_schemes() -> list[str]:
+    """The schemes of the stores kept in files here (what ``repair`` and :func:`open_path`
+    take): the memory store's and every ordered backend's."""
+    return ["memory", *ordered_schemes()]
+
+
 def open_path(scheme: str, path: str, **options: Any) -> Store:
-    """Open a file-backed store (``memory`` or ``leveldb``) at *path*, with no URL quoting."""
-    if scheme not in ("memory", "leveldb"):
-        raise ConfigError(f"open_path takes 'memory' or 'leveldb', not {scheme!r}")
+    """Open a file-backed store (one of :func:`file_schemes`) at *path*, with no URL quoting."""
+    files = file_schemes()
+    if scheme not in files:
+        raise ConfigError(f"open_path takes one of {files}, not {scheme!r}")
     return _OPENERS[scheme](f"{scheme}://{path}", path, dict(options))
 
 
@@ -173,8 +178,8 @@ def open_store(url: str, **options: Any) -> Store:
     """Open the store a URL names.
 
     Args:
-        url: ``memory://``, ``memory:///path/file.pkl``, ``leveldb:///path/dir`` or
-            ``redis://host:port/db?prefix=NAME``.
+        url: ``memory://``, ``memory:///path/file.pkl``, ``leveldb:///path/dir``,
+            ``sqlite:///path/news.db`` or ``redis://host:port/db?prefix=NAME``.
         **options: backend options; they override the URL's query options.
             ``readonly=True`` opens for reading only (see the module docstring).
 

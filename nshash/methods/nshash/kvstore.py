@@ -1,0 +1,708 @@
+"""KVStore: the nshash tables (:mod:`~nshash.methods.nshash.assign`) on an ordered key-value store.
+
+The tables are written once, against :class:`nshash.stores.kv.OrderedKV`; every backend that
+implements it holds them unchanged: LevelDB (:class:`nshash.stores.leveldb.LevelKV`,
+``leveldb:///path/to/dir``) and SQLite (:class:`nshash.stores.sqlite.SQLiteKV`,
+``sqlite:///path/to/news.db``). The backend keeps the files: one writing process at a time
+(a second opener gets :class:`~nshash.StoreLockedError`), read-only opens that work while a
+writer holds the store, repair, the ``fsync`` policies (``always``, ``everysec`` by default,
+``no``), and, where a failed write may leave a torn record (LevelDB), the refusal of writes
+until a reopen has verified the counters. Threads of one process share a store safely: a
+lock serializes every call.
+
+**Atomicity.** :meth:`KVStore.assign` runs :func:`nshash.methods.nshash.assign.assign`
+over an in-memory overlay, so the algorithm reads its own writes, then commits the overlay in
+one batch (a LevelDB ``write_batch(transaction=True)``, a SQLite transaction): a document's
+changes land together or not at all. Every committed batch is in the backend's log before it
+returns, so a killed process loses nothing it acknowledged.
+
+**Key layout.** Every key starts with a one-byte table prefix. Integers (ids, counts, sequence
+numbers and the unsigned 64-bit fingerprints) are 8 bytes big-endian, converted only by
+:func:`_enc` and :func:`_dec`, so a table's keys sort by number:
+
+===========================  ============================================================
+key                          value
+===========================  ============================================================
+``\\x00`` + name              a meta counter (``format``, ``counter``, ``documents``,
+                             ``groups``, ``fingerprints``, ``common``, ``mseq``)
+``f`` + fingerprint          anchor fingerprint -> group id (never moved)
+``x`` + fingerprint          whole-text fingerprint -> group id
+``c`` + hash                 empty: the hash is common (boilerplate)
+``v`` + hash                 the groups kept apart on it so far, 8 bytes each (a few hashes)
+``p`` + group id             the id this merged group resolves to
+``s`` + group id             the group's sketch: its limit, then its sorted values, 8 bytes
+                             each (capped by the policy's ``sketch_cap``, so it stays small)
+``z`` + group id             the group's document count (canonical groups only)
+``m`` + group id + seq       a member's ``doc_id`` (UTF-8); ``seq`` is a store-wide arrival
+                             number, so a group's members list in arrival order
+``d`` + doc_id (UTF-8)       JSON ``[similar_id, duplicate, merged_from, title, fingerprints]``
+``h`` + hour + group id      documents of the (canonical) group added in that hour (hours
+                             since the epoch): a window is one range scan
+``a`` + group id + hour      the same count, keyed by group, so a merge finds its hours
+``t`` + group id             the group's first and last seen (epoch seconds)
+``u`` + doc_id (UTF-8)       JSON ``[added, url, site]`` of a document added with a DocMeta
+===========================  ============================================================
+
+The ``h``/``a``/``t``/``u`` tables (activity) are an addition to format 2: a directory
+written before them opens with no activity.
+
+Members get one key each: adding a document writes one small key, never a growing list. A
+merge moves the merged group's member keys and sketch to the canonical id. :meth:`stats`
+reads the meta counters; :meth:`~KVStore.groups` scans the ``z`` table (one key per
+canonical group). The ``c`` table is also held in memory, read once on open: the guard asks
+about every sketch value of every document, and the table stays small (only hashes that
+several groups were kept apart on).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import logging
+import struct
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+
+from ...errors import (
+    ConfigError,
+    StoreClosedError,
+    StoreCorruptError,
+    StoreError,
+    StoreReadOnlyError,
+)
+from ...results import (
+    HOUR,
+    Activity,
+    Assignment,
+    DocMeta,
+    DocumentRecord,
+    Explanation,
+    Group,
+    Member,
+    StoreStats,
+)
+from ...stores.kv import OrderedKV
+from ...text.fingerprint import NO_LIMIT, DocPrint
+from .assign import MatchPolicy, assign, combine_sketch, explain, lookup, resolve
+from .base import Store
+
+__all__ = ["KVStore"]
+
+logger = logging.getLogger("nshash")
+
+#: The layout version written to ``\x00format``; a different one is refused on open.
+_FORMAT = 2
+
+_META = b"\x00"
+_FP = b"f"
+_EXACT = b"x"
+_COMMON = b"c"
+_VOTES = b"v"
+_PARENT = b"p"
+_SKETCH = b"s"
+_SIZE = b"z"
+_MEMBER = b"m"
+_DOC = b"d"
+_HOUR = b"h"
+_GROUP_HOUR = b"a"
+_SEEN = b"t"
+_DOC_META = b"u"
+
+_COUNTERS = ("counter", "documents", "groups", "fingerprints", "common", "mseq")
+
+
+def _enc(*values: int) -> bytes:
+    """Pack unsigned 64-bit integers as 8 bytes each, big-endian (the one place that does)."""
+    try:
+        return struct.pack(f">{len(values)}Q", *values)
+    except struct.error as exc:
+        raise ConfigError(f"Not an unsigned 64-bit integer in {values!r}") from exc
+
+
+def _dec(data: bytes) -> tuple[int, ...]:
+    """Unpack what :func:`_enc` packed."""
+    if len(data) % 8:
+        raise StoreCorruptError(f"A stored integer field has {len(data)} bytes, not 8 per value")
+    return struct.unpack(f">{len(data) // 8}Q", data)
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a value this store writes")
+
+
+def _one(data: bytes) -> int:
+    (value,) = _dec(data)
+    return value
+
+
+class _Overlay:
+    """The :class:`~nshash.methods.nshash.assign.Tables` of one call: the store's reads under
+    this call's writes.
+
+    Writes go to ``pending`` (``None`` marks a deletion) and ``meta``; nothing reaches the
+    store until :meth:`KVStore.assign` commits them in one batch.
+    """
+
+    def __init__(self, db: OrderedKV, meta: dict[str, int], common: set[int]) -> None:
+        self.db = db
+        self.meta = dict(meta)
+        self.pending: dict[bytes, bytes | None] = {}
+        #: The committed common fingerprints (the store's cache, read only here).
+        self.common = common
+        #: Fingerprints this call made common.
+        self.new_common: set[int] = set()
+
+    # -- raw access ----------------------------------------------------------------------
+    def get(self, key: bytes) -> bytes | None:
+        if key in self.pending:
+            return self.pending[key]
+        value: bytes | None = self.db.get(key)
+        return value
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self.pending[key] = value
+
+    def delete(self, key: bytes) -> None:
+        self.pending[key] = None
+
+    def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Yield the live ``(key, value)`` pairs under *prefix*, database and overlay merged."""
+        seen: set[bytes] = set()
+        for key, value in self.db.items(prefix):
+            seen.add(key)
+            if key in self.pending:
+                mine = self.pending[key]
+                if mine is not None:
+                    yield key, mine
+            else:
+                yield key, value
+        for key, mine in sorted(
+            (k, v) for k, v in self.pending.items() if k.startswith(prefix) and k not in seen
+        ):
+            if mine is not None:
+                yield key, mine
+
+    def get_int(self, key: bytes) -> int | None:
+        value = self.get(key)
+        return None if value is None else _one(value)
+
+    # -- reads of the Tables protocol ------------------------------------------------------
+    def get_fp(self, h: int) -> int | None:
+        return self.get_int(_FP + _enc(h))
+
+    def get_exact(self, h: int) -> int | None:
+        return self.get_int(_EXACT + _enc(h))
+
+    def is_common(self, h: int) -> bool:
+        return h in self.common or h in self.new_common
+
+    def not_common(self, hs: Iterable[int]) -> list[int]:
+        common, new = self.common, self.new_common
+        return [h for h in dict.fromkeys(hs) if h not in common and h not in new]
+
+    def live_set(self, hs: Iterable[int]) -> set[int]:
+        return set(hs).difference(self.common, self.new_common)
+
+    def get_parent(self, gid: int) -> int | None:
+        return self.get_int(_PARENT + _enc(gid))
+
+    def group_sketch(self, gid: int) -> tuple[tuple[int, ...], int]:
+        value = self.get(_SKETCH + _enc(gid))
+        if not value:
+            return (), NO_LIMIT
+        limit, *values = _dec(value)
+        return tuple(values), limit
+
+    def get_votes(self, h: int) -> tuple[int, ...]:
+        value = self.get(_VOTES + _enc(h))
+        return _dec(value) if value else ()
+
+    def get_doc(self, doc_id: str) -> DocumentRecord | None:
+        value = self.get(_DOC + doc_id.encode("utf-8"))
+        if value is None:
+            return None
+        try:
+            sid, duplicate, merged, title, fps = json.loads(value, parse_constant=_refuse_constant)
+            ids = [sid, *merged]
+            if (
+                any(type(i) is not int or not 0 < i < 1 << 63 for i in ids)
+                or type(duplicate) is not bool
+                or not (title is None or type(title) is str)
+                or any(type(h) is not int or not 0 <= h < 1 << 64 for h in fps)
+            ):
+                raise ValueError("a field has the wrong type or is out of range")
+            return DocumentRecord(doc_id, sid, duplicate, tuple(merged), title, tuple(fps))
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise StoreCorruptError(
+                f"The record of doc_id {doc_id!r:.80} is unreadable: {exc}"
+            ) from exc
+
+    def get_size(self, gid: int) -> int:
+        return self.get_int(_SIZE + _enc(gid)) or 0
+
+    # -- writes of the Tables protocol -----------------------------------------------------
+    def set_fp(self, h: int, gid: int) -> None:
+        key = _FP + _enc(h)
+        if self.get(key) is None:
+            self.meta["fingerprints"] += 1
+        self.put(key, _enc(gid))
+
+    def set_exact(self, h: int, gid: int) -> None:
+        self.put(_EXACT + _enc(h), _enc(gid))
+
+    def add_common(self, hs: Iterable[int]) -> None:
+        for h in hs:
+            if not self.is_common(h):
+                self.new_common.add(h)
+                self.meta["common"] += 1
+                self.put(_COMMON + _enc(h), b"")
+
+    def set_votes(self, h: int, gids: tuple[int, ...]) -> None:
+        if gids:
+            self.put(_VOTES + _enc(h), _enc(*gids))
+        else:
+            self.delete(_VOTES + _enc(h))
+
+    def _put_sketch(self, gid: int, hs: set[int], limit: int) -> None:
+        self.put(_SKETCH + _enc(gid), _enc(limit, *sorted(hs)))
+
+    def new_group(self, sketch: Iterable[int], limit: int) -> int:
+        gid = self.meta["counter"] + 1
+        self.meta["counter"] = gid
+        self.meta["groups"] += 1
+        self._put_sketch(gid, set(sketch), limit)
+        self.put(_SIZE + _enc(gid), _enc(0))
+        return gid
+
+    def extend_sketch(self, gid: int, hs: Iterable[int], limit: int, cap: int) -> None:
+        self._put_sketch(gid, *combine_sketch(*self.group_sketch(gid), hs, limit, cap))
+
+    def merge_into(self, root: int, gid: int, cap: int) -> None:
+        self.put(_PARENT + _enc(gid), _enc(root))
+        self._put_sketch(
+            root, *combine_sketch(*self.group_sketch(root), *self.group_sketch(gid), cap)
+        )
+        self.delete(_SKETCH + _enc(gid))
+        self.put(_SIZE + _enc(root), _enc(self.get_size(root) + self.get_size(gid)))
+        self.delete(_SIZE + _enc(gid))
+        self.meta["groups"] -= 1
+        old = _MEMBER + _enc(gid)
+        new = _MEMBER + _enc(root)
+        for key, doc_id in list(self.scan(old)):
+            # The arrival number stays, so the merged members interleave in arrival order.
+            self.put(new + key[len(old) :], doc_id)
+            self.delete(key)
+        seen = self.get_seen(gid)
+        if seen is not None:
+            self.delete(_SEEN + _enc(gid))
+            self._widen(root, *seen)
+        old = _GROUP_HOUR + _enc(gid)
+        for key, value in list(self.scan(old)):
+            (hour,) = _dec(key[len(old) :])
+            self.delete(key)
+            self.delete(_HOUR + _enc(hour, gid))
+            self._count_hour(root, hour, _one(value))
+
+    def get_seen(self, gid: int) -> tuple[int, int] | None:
+        value = self.get(_SEEN + _enc(gid))
+        if value is None:
+            return None
+        first, last = _dec(value)
+        return first, last
+
+    def _widen(self, gid: int, first: int, last: int) -> None:
+        seen = self.get_seen(gid)
+        if seen is not None:
+            first, last = min(first, seen[0]), max(last, seen[1])
+        self.put(_SEEN + _enc(gid), _enc(first, last))
+
+    def _count_hour(self, gid: int, hour: int, n: int) -> None:
+        key = _GROUP_HOUR + _enc(gid, hour)
+        total = (self.get_int(key) or 0) + n
+        self.put(key, _enc(total))
+        self.put(_HOUR + _enc(hour, gid), _enc(total))
+
+    def note(self, gid: int, doc_id: str | None, meta: DocMeta) -> None:
+        self._widen(gid, meta.added, meta.added)
+        self._count_hour(gid, meta.added // HOUR, 1)
+        if doc_id is not None:
+            value = json.dumps([meta.added, meta.url, meta.site], separators=(",", ":"))
+            self.put(_DOC_META + doc_id.encode("utf-8"), value.encode("utf-8"))
+
+    def add_member(self, gid: int, record: DocumentRecord | None) -> None:
+        self.put(_SIZE + _enc(gid), _enc(self.get_size(gid) + 1))
+        self.meta["documents"] += 1
+        if record is None:
+            return
+        seq = self.meta["mseq"] + 1
+        self.meta["mseq"] = seq
+        doc_id = record.doc_id.encode("utf-8")
+        self.put(_MEMBER + _enc(gid, seq), doc_id)
+        value = [
+            record.similar_id,
+            record.duplicate,
+            list(record.merged_from),
+            record.title,
+            list(record.fingerprints),
+        ]
+        self.put(_DOC + doc_id, json.dumps(value, separators=(",", ":")).encode("utf-8"))
+
+
+class KVStore(Store):
+    """The tables on an ordered key-value store: one process, large corpora on disk.
+
+    Use it when the state outgrows memory or must survive restarts without a snapshot, and
+    one process does the writing. Share state between processes through Redis instead.
+    :func:`~nshash.open_store` makes one for a ``leveldb://`` or ``sqlite://`` URL.
+
+    Args:
+        kv: the open store (see :func:`nshash.stores.registry.open_kv`), closed with this one
+            (and here, if opening fails); read-only when ``kv.readonly``.
+        repair: recount every counter and write those that disagree (what ``nshash repair``
+            does, after the backend's own repair); :attr:`repaired` then says what was fixed.
+
+    Raises:
+        StoreCorruptError: *kv* holds data that is not an nshash store, or tables in another
+            format, or counters behind what it holds.
+        StoreError: the store cannot be read.
+
+    Example:
+        >>> import tempfile
+        >>> from nshash.stores.sqlite import SQLiteKV
+        >>> store = KVStore(SQLiteKV(tempfile.mkdtemp() + "/news.db"))
+        >>> store.stats().documents
+        0
+        >>> store.close()
+    """
+
+    def __init__(self, kv: OrderedKV, *, repair: bool = False) -> None:
+        self._kv = kv
+        self.url = kv.url
+        self.readonly = kv.readonly
+        self._lock = threading.Lock()
+        self._closed = False
+        #: What opening with ``repair=True`` found and fixed (None: nothing to fix).
+        self.repaired: str | None = None
+        try:
+            if self.readonly:
+                self._meta = self._load_meta()
+                self._common = self._load_common()
+            else:
+                self._meta, self._common = self._verified(recount=repair)
+        except BaseException:
+            kv.close()
+            raise
+
+    # -- opening -------------------------------------------------------------------------
+    def _verified(self, recount: bool = False) -> tuple[dict[str, int], set[int]]:
+        """Read the counters of the open store and check them against its tables."""
+        with self._kv.errors("Cannot read"):
+            meta = self._load_meta()
+            if recount:
+                meta = self._recount(meta)
+            self._meta = meta
+            common = self._load_common()
+            self._verify(meta)
+        return meta, common
+
+    def _last_id(self, prefix: bytes) -> int:
+        """The largest group id keyed under *prefix* (0 for none): one seek, not a scan."""
+        first = next(self._kv.items(prefix, reverse=True), None)
+        return 0 if first is None else _one(first[0][1:9])
+
+    def _verify(self, meta: dict[str, int]) -> None:
+        """Refuse a store whose id counter is behind an id it holds (ids would repeat)."""
+        last = max(self._last_id(prefix) for prefix in (_SIZE, _SKETCH, _PARENT, _MEMBER))
+        if last > meta["counter"]:
+            raise StoreCorruptError(
+                f"{self.url!r} holds group {last} but its id counter is"
+                f" {meta['counter']}; reopen it with repair (nshash repair --store URL)",
+                url=self.url,
+            )
+
+    def _recount(self, meta: dict[str, int]) -> dict[str, int]:
+        """Count every table again and write the counters that disagree (for repair)."""
+        kv = self._kv
+        counts = dict.fromkeys(_COUNTERS, 0)
+        last = 0
+        for key, value in kv.items(_SIZE):
+            counts["groups"] += 1
+            counts["documents"] += _one(value)
+            last = max(last, _one(key[1:]))
+        for key, value in kv.items(_PARENT):
+            last = max(last, _one(key[1:]), _one(value))
+        for prefix in (_FP, _EXACT):
+            for _key, value in kv.items(prefix):
+                if prefix == _FP:
+                    counts["fingerprints"] += 1
+                last = max(last, _one(value))
+        for key, _value in kv.items(_MEMBER):
+            gid, seq = _dec(key[1:])
+            last = max(last, gid)
+            counts["mseq"] = max(counts["mseq"], seq)
+        counts["common"] = sum(1 for _ in kv.items(_COMMON))
+        # Ids are never reused: the counter only moves forward.
+        counts["counter"] = max(last, meta["counter"])
+        counts["mseq"] = max(counts["mseq"], meta["mseq"])
+        fixed = {k: v for k, v in counts.items() if v != meta[k]}
+        if fixed:
+            puts = {_META + name.encode("ascii"): _enc(n) for name, n in fixed.items()}
+            kv.write(puts, sync=True)
+            self.repaired = ", ".join(f"{k} {meta[k]} -> {v}" for k, v in sorted(fixed.items()))
+        return counts
+
+    def _recover(self) -> None:
+        """After a failed write: reopen the store and verify it, or stay failed.
+
+        LevelDB may have half a record in its log after a full disk; a reopen reads the log up
+        to the last whole record, and the counters are checked against the tables before a
+        write is accepted again. Tried at most once a second; the caller holds the lock.
+        """
+        kv = self._kv
+        if not kv.recovery_due():
+            return
+        try:
+            kv.reopen()
+            self._meta, self._common = self._verified()
+        except StoreError as exc:
+            kv.failed = f"{kv.failed}; reopening failed too: {exc}"
+            return
+        kv.recovered()
+
+    def _load_meta(self) -> dict[str, int]:
+        kv = self._kv
+        with kv.errors("Cannot read"):
+            stored = kv.get(_META + b"format")
+            if stored is None:
+                if next(kv.items(), None) is not None:
+                    raise StoreCorruptError(
+                        f"{self.url!r} holds data that is not an nshash store", url=self.url
+                    )
+                if not self.readonly:
+                    kv.write({_META + b"format": _enc(_FORMAT)}, sync=True)
+            elif _one(stored) != _FORMAT:
+                raise StoreCorruptError(
+                    f"{self.url!r} has store format {_one(stored)!r}; "
+                    f"this version reads format {_FORMAT!r}",
+                    url=self.url,
+                )
+            meta: dict[str, int] = {}
+            for name in _COUNTERS:
+                value = kv.get(_META + name.encode("ascii"))
+                meta[name] = 0 if value is None else _one(value)
+            return meta
+
+    def _load_common(self) -> set[int]:
+        with self._kv.errors("Cannot read"):
+            common = {_one(key[1:]) for key, _value in self._kv.items(_COMMON)}
+        if len(common) != self._meta["common"]:
+            raise StoreCorruptError(
+                f"{self.url!r} counts {self._meta['common']} common "
+                f"fingerprints but holds {len(common)}",
+                url=self.url,
+            )
+        return common
+
+    # -- durability ----------------------------------------------------------------------
+    def _commit(self, overlay: _Overlay) -> None:
+        """Write one call's changes in one transactional batch; the caller holds the lock."""
+        changed = {k: v for k, v in overlay.meta.items() if v != self._meta[k]}
+        if not overlay.pending and not changed:
+            return
+        puts: dict[bytes, bytes | None] = dict(overlay.pending)
+        for name, value in changed.items():
+            puts[_META + name.encode("ascii")] = _enc(value)
+        self._kv.write(puts)
+        self._meta = overlay.meta
+        self._common |= overlay.new_common
+
+    def _check_writable(self) -> None:
+        if self._kv.failed is not None:
+            self._recover()
+        if self._kv.failed is not None:
+            raise StoreError(
+                f"The store refuses writes until it is reopened and verified: {self._kv.failed}",
+                url=self.url,
+            )
+
+    # -- the Store contract ----------------------------------------------------------------
+    def _check(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"{self.url} is closed", url=self.url)
+
+    @contextmanager
+    def _open_db(self) -> Iterator[None]:
+        """Hold the lock on an open store; the backend's failures become :class:`StoreError`."""
+        with self._lock:
+            self._check()
+            with self._kv.errors():
+                yield
+
+    def _reader(self) -> _Overlay:
+        return _Overlay(self._kv, self._meta, self._common)
+
+    def assign(
+        self,
+        doc: DocPrint,
+        policy: MatchPolicy,
+        doc_id: str | None = None,
+        title: str | None = None,
+        meta: DocMeta | None = None,
+    ) -> tuple[Assignment, tuple[int, ...]]:
+        with self._open_db():
+            if self.readonly:
+                raise StoreReadOnlyError(f"{self.url} is open read-only", url=self.url)
+            self._check_writable()
+            overlay = self._reader()
+            result = assign(overlay, doc, policy, doc_id, title, meta)
+            self._commit(overlay)
+            return result
+
+    def lookup(self, doc: DocPrint, policy: MatchPolicy) -> int | None:
+        with self._open_db():
+            return lookup(self._reader(), doc, policy)
+
+    def explain(self, doc: DocPrint, policy: MatchPolicy) -> Explanation:
+        with self._open_db():
+            return explain(self._reader(), doc, policy)
+
+    def resolve(self, similar_id: int) -> int:
+        with self._open_db():
+            return resolve(self._reader(), similar_id)
+
+    def document(self, doc_id: str) -> DocumentRecord | None:
+        with self._open_db():
+            reader = self._reader()
+            rec = reader.get_doc(doc_id)
+            if rec is None:
+                return None
+            return DocumentRecord(
+                rec.doc_id,
+                resolve(reader, rec.similar_id),
+                rec.duplicate,
+                rec.merged_from,
+                rec.title,
+                rec.fingerprints,
+            )
+
+    def group_head(self, similar_id: int, members: int) -> Group | None:
+        with self._open_db():
+            if not 0 < similar_id <= self._meta["counter"]:
+                return None
+            reader = self._reader()
+            return self._group(reader, resolve(reader, similar_id), members)
+
+    def _group(self, reader: _Overlay, gid: int, most: int | None = None) -> Group:
+        members: list[Member] = []
+        for _key, raw in reader.scan(_MEMBER + _enc(gid)):
+            if most is not None and len(members) >= most:
+                break
+            try:
+                doc_id = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise StoreCorruptError(
+                    f"A member of group {gid} is not UTF-8", url=self.url
+                ) from exc
+            rec = reader.get_doc(doc_id)
+            members.append(Member(doc_id, rec.title if rec is not None else None))
+        return Group(gid, reader.get_size(gid), tuple(members))
+
+    def group(self, similar_id: int) -> Group | None:
+        with self._open_db():
+            if not 0 < similar_id <= self._meta["counter"]:
+                return None
+            reader = self._reader()
+            return self._group(reader, resolve(reader, similar_id))
+
+    def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
+        with self._open_db():
+            sizes = ((_one(key[1:]), _one(value)) for key, value in self._kv.items(_SIZE))
+            top = heapq.nlargest(
+                limit,
+                ((size, -gid) for gid, size in sizes if size >= min_size),
+            )
+            reader = self._reader()
+            return [self._group(reader, -neg) for _size, neg in top]
+
+    def hot(self, first_hour: int, last_hour: int, limit: int = 30) -> list[tuple[int, int]]:
+        with self._open_db():
+            if last_hour < first_hour or last_hour < 0:
+                return []
+            start = _HOUR + _enc(max(first_hour, 0), 0)
+            stop = _HOUR + _enc(last_hour + 1, 0)
+            counts: dict[int, int] = {}
+            get = counts.get
+            for key, value in self._kv.items(start=start, stop=stop):
+                gid = _one(key[9:])
+                counts[gid] = get(gid, 0) + _one(value)
+            top = heapq.nlargest(limit, counts.items(), key=lambda kv: (kv[1], -kv[0]))
+            return [(g, n) for g, n in top]
+
+    def activity(self, similar_id: int) -> Activity | None:
+        with self._open_db():
+            if not 0 < similar_id <= self._meta["counter"]:
+                return None
+            reader = self._reader()
+            gid = resolve(reader, similar_id)
+            seen = reader.get_seen(gid)
+            if seen is None:
+                return None
+            prefix = _GROUP_HOUR + _enc(gid)
+            hours = tuple((_one(key[9:]) * HOUR, _one(value)) for key, value in reader.scan(prefix))
+            return Activity(gid, seen[0], seen[1], hours)
+
+    def doc_meta(self, doc_ids: Sequence[str]) -> list[DocMeta | None]:
+        with self._open_db():
+            out: list[DocMeta | None] = []
+            for doc_id in doc_ids:
+                raw = self._kv.get(_DOC_META + doc_id.encode("utf-8"))
+                if raw is None:
+                    out.append(None)
+                    continue
+                try:
+                    added, url, site = json.loads(raw, parse_constant=_refuse_constant)
+                    if type(added) is not int or not all(
+                        v is None or type(v) is str for v in (url, site)
+                    ):
+                        raise ValueError("a field has the wrong type")
+                except (ValueError, TypeError, RecursionError) as exc:
+                    raise StoreCorruptError(
+                        f"The metadata of doc_id {doc_id!r:.80} is unreadable: {exc}",
+                        url=self.url,
+                    ) from exc
+                out.append(DocMeta(added, url, site))
+            return out
+
+    def stats(self) -> StoreStats:
+        with self._open_db():
+            m = self._meta
+            return StoreStats(
+                documents=m["documents"],
+                groups=m["groups"],
+                fingerprints=m["fingerprints"],
+                common_fingerprints=m["common"],
+                last_id=m["counter"],
+            )
+
+    def ping(self) -> None:
+        """Raise StoreError while the store cannot write (see :meth:`_check_writable`)."""
+        with self._open_db():
+            self._check_writable()
+            self._kv.get(_META + b"format")
+
+    def close(self) -> None:
+        """Sync pending writes and release the directory; closing twice is harmless."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._kv.close()
+
+    def __del__(self) -> None:
+        # A store dropped without close() still releases the LOCK for a later opener.
+        try:
+            if not getattr(self, "_closed", True):
+                self.close()
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
