@@ -486,10 +486,7 @@ class _LocalBackend(KVTables, _Backend):
         return _Written(similar_id, duplicate)
 
     def document(self, doc_id: str) -> DocumentRecord | None:
-        with self._lock:
-            self._check()
-            raw = self._kv.get(b"d" + doc_id.encode("utf-8"))
-            return None if raw is None else _parse_record_json(doc_id, raw)
+        return self.read_record(doc_id, _parse_record_json)
 
     def stats(self) -> StoreStats:
         with self._lock:

@@ -273,10 +273,7 @@ class _LocalBackend(KVTables, _Backend):
             return self._resolve(gid)
 
     def record(self, doc_id: str) -> tuple[DocumentRecord, int] | None:
-        with self._lock:
-            self._check()
-            raw = self._kv.get(b"d" + doc_id.encode("utf-8"))
-            return None if raw is None else _parse_record(doc_id, raw)
+        return self.read_record(doc_id, _parse_record)
 
     def stats(self) -> StoreStats:
         with self._lock:

@@ -19,11 +19,14 @@ from __future__ import annotations
 import json
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import ConfigError, StoreClosedError, StoreCorruptError
+from .url import fsync_option, mask_url, refuse_unknown
+
+T = TypeVar("T")
 
 __all__ = ["KV", "KVTables", "OrderedKV", "check_settings", "namespace", "prefix_end"]
 
@@ -82,6 +85,42 @@ class OrderedKV(KV):
     readonly: bool = False
     failed: str | None = None
     persistent = True
+    #: What the backend is called and the form of its URLs, for the message when a URL
+    #: names no place (see :meth:`from_url`).
+    kind = "key-value"
+    url_form = ""
+
+    @abstractmethod
+    def __init__(
+        self,
+        path: str,
+        fsync: str = "everysec",
+        method: str = "nshash",
+        *,
+        readonly: bool = False,
+        repair: bool = False,
+    ) -> None:
+        """Open *path* for *method*'s tables under the *fsync* policy (see each backend)."""
+
+    @staticmethod
+    def names_place(path: str) -> bool:
+        """Whether a URL's *path* names a place to keep the store (not empty, not ``/``)."""
+        return bool(path) and path != "/"
+
+    @classmethod
+    def from_url(
+        cls, url: str, path: str, options: dict[str, Any], method: str, readonly: bool, repair: bool
+    ) -> OrderedKV:
+        """Open what ``SCHEME:///path?fsync=...`` names (the registry's call).
+
+        Raises:
+            ConfigError: the URL names no place, or has an unknown option.
+        """
+        if not cls.names_place(path):
+            raise ConfigError(f"A {cls.kind} URL needs {cls.url_form}, not {mask_url(url)!r}")
+        fsync = fsync_option(options, url)
+        refuse_unknown(options, url)
+        return cls(path, fsync, method, readonly=readonly, repair=repair)
 
     @abstractmethod
     def write(self, puts: Mapping[bytes, bytes | None], *, sync: bool = False) -> None:
@@ -195,6 +234,13 @@ class KVTables:
                 self._kv.write({b"m:settings": json.dumps(settings, sort_keys=True).encode()})
             else:
                 check_settings(self.url, stored, settings, self.method)
+
+    def read_record(self, doc_id: str, parse: Callable[[str, bytes], T]) -> T | None:
+        """The record of *doc_id* (kept under ``d`` + its UTF-8) as *parse* reads it, or None."""
+        with self._lock:
+            self._check()
+            raw = self._kv.get(b"d" + doc_id.encode("utf-8"))
+            return None if raw is None else parse(doc_id, raw)
 
     def counter_puts(self, meta: dict[str, int]) -> dict[bytes, bytes]:
         """The writes that bring the stored counters to *meta*."""

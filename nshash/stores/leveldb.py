@@ -46,7 +46,7 @@ from ..errors import (
 )
 from .durable import start_flusher
 from .kv import OrderedKV, namespace
-from .url import FSYNC_POLICIES, fsync_option, mask_url, refuse_unknown
+from .url import FSYNC_POLICIES
 
 __all__ = ["LevelDB", "LevelKV", "checkpoint"]
 
@@ -414,6 +414,9 @@ class LevelKV(OrderedKV):
         See :class:`LevelDB`.
     """
 
+    kind = "LevelDB"
+    url_form = "a directory: 'leveldb:///path/to/dir'"
+
     def __init__(
         self,
         path: str,
@@ -439,19 +442,6 @@ class LevelKV(OrderedKV):
         )
         self._view_of: Any = None
         self._view: Any = None
-
-    @classmethod
-    def from_url(
-        cls, url: str, path: str, options: dict[str, Any], method: str, readonly: bool, repair: bool
-    ) -> LevelKV:
-        """Open what ``leveldb:///path/to/dir?fsync=...`` names (the registry's call)."""
-        if not path or path == "/":
-            raise ConfigError(
-                f"A LevelDB URL needs a directory: 'leveldb:///path/to/dir', not {mask_url(url)!r}"
-            )
-        fsync = fsync_option(options, url)
-        refuse_unknown(options, url)
-        return cls(path, fsync, method, readonly=readonly, repair=repair)
 
     @property
     def db(self) -> Any:

@@ -48,7 +48,7 @@ from ..errors import (
 )
 from .durable import lock_path, start_flusher
 from .kv import OrderedKV, namespace, prefix_end
-from .url import FSYNC_POLICIES, fsync_option, mask_url, refuse_unknown
+from .url import FSYNC_POLICIES
 
 __all__ = ["SQLiteKV"]
 
@@ -80,6 +80,9 @@ class SQLiteKV(OrderedKV):
         StoreCorruptError: *path* is not a SQLite database, or a damaged one.
         StoreError: it cannot be opened for another reason.
     """
+
+    kind = "SQLite"
+    url_form = "a file: 'sqlite:///path/to/news.db'"
 
     def __init__(
         self,
@@ -118,18 +121,9 @@ class SQLiteKV(OrderedKV):
         if fsync == "everysec" and not readonly:
             self._flusher = start_flusher(self, self._stop, "nshash-sqlite-fsync")
 
-    @classmethod
-    def from_url(
-        cls, url: str, path: str, options: dict[str, Any], method: str, readonly: bool, repair: bool
-    ) -> SQLiteKV:
-        """Open what ``sqlite:///path/to/news.db?fsync=...`` names (the registry's call)."""
-        if not path or path.endswith("/"):
-            raise ConfigError(
-                f"A SQLite URL needs a file: 'sqlite:///path/to/news.db', not {mask_url(url)!r}"
-            )
-        fsync = fsync_option(options, url)
-        refuse_unknown(options, url)
-        return cls(path, fsync, method, readonly=readonly, repair=repair)
+    @staticmethod
+    def names_place(path: str) -> bool:
+        return bool(path) and not path.endswith("/")
 
     # -- opening -------------------------------------------------------------------------
     def _connect(self, target: str, uri: bool = False) -> sqlite3.Connection:
