@@ -229,31 +229,50 @@ class TestGuardHelpers:
 
     @settings(max_examples=300, deadline=None)
     @given(
-        live=st.sets(VALUES, max_size=300),
+        sketch=st.lists(VALUES, max_size=300),
         doc_limit=LIMITS,
         values=st.sets(VALUES, max_size=300),
         group_limit=LIMITS,
+        common=st.sets(VALUES, max_size=30),
+        more=st.sets(VALUES, max_size=5),
         as_list=st.booleans(),
+        ascending=st.booleans(),
     )
-    def test_sketch_overlap(
-        self, live: set[int], doc_limit: int, values: set[int], group_limit: int, as_list: bool
+    def test_sketch_guard(
+        self,
+        sketch: list[int],
+        doc_limit: int,
+        values: set[int],
+        group_limit: int,
+        common: set[int],
+        more: set[int],
+        as_list: bool,
+        ascending: bool,
     ) -> None:
-        """The compiled comparison counts what the Python one counts, for sets and lists."""
-        from nshash.methods.nshash.assign import _OVERLAP, sketch_overlap, sketch_overlap_pure
+        """The compiled comparison counts what the Python one counts: for group sketches as
+        sets and lists, document sketches ascending or not (with repeats), common values."""
+        from nshash.methods.nshash.assign import _GUARD, sketch_guard, sketch_guard_pure
 
-        assert _OVERLAP is not None
+        assert _GUARD is not None
+        doc = tuple(sorted(set(sketch))) if ascending else tuple(sketch)
         theirs = sorted(values) if as_list else values
-        shared, mine, compared = sketch_overlap(live, doc_limit, theirs, group_limit)
-        shared_p, mine_p, compared_p = sketch_overlap_pure(live, doc_limit, theirs, group_limit)
-        assert (shared, mine, list(compared)) == (shared_p, mine_p, list(compared_p))
+        fast = sketch_guard(doc, doc_limit, theirs, group_limit, common, more)
+        assert fast == sketch_guard_pure(doc, doc_limit, theirs, group_limit, common, more)
+        shared, mine, compared = fast
+        limit = min(doc_limit, group_limit)
+        boiler = common | more
+        assert set(shared) == {v for v in set(doc) & values if v < limit} - boiler
+        assert mine == len({v for v in doc if v < limit} - boiler)
+        assert compared == len({v for v in values if v < limit} - boiler)
 
     def test_odd_values_take_the_python_path(self) -> None:
         """Values that are not plain ints below 2**64 give the Python answer, not an error."""
-        from nshash.methods.nshash.assign import cut_sketch, sketch_overlap
+        from nshash.methods.nshash.assign import cut_sketch, sketch_guard
 
         odd = {-1, 5, 1 << 70, 3}
         assert cut_sketch(set(odd), 2) == 5
-        assert sketch_overlap({True, 2}, 1 << 53, [2, -5], 3) == ({2}, 2, [2, -5])
+        assert sketch_guard((True, 2), 1 << 53, [2, -5], 3, set(), set()) == ([2], 2, 2)
+        assert sketch_guard((2, 1 << 70), 1 << 53, [2], 3, set(), set()) == ([2], 1, 1)
 
 
 @compiled

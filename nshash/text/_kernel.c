@@ -21,7 +21,7 @@
 #include <string.h>
 
 #define BMP 0x10000
-#define KERNEL_ABI 4 /* bump with every change of Kernel's arguments or tables */
+#define KERNEL_ABI 5 /* bump with every change of Kernel's arguments or tables */
 
 /* default_process of every BMP code point (0: dropped), and what folding a kept character
  * needs: 0 nothing, 1 full-width digit or letter (its NFKC form is c - 0xFEE0), 2 the pure
@@ -889,6 +889,16 @@ static int sketch_value(PyObject *o, uint64_t *v)
 {
     if (!PyLong_CheckExact(o))
         return 1;
+#if PY_VERSION_HEX < 0x030C0000 && PYLONG_BITS_IN_DIGIT == 30
+    /* Up to 2 digits (60 bits, every sketch value): read them directly, the one cost that
+     * shows when a guard compares a few hundred values. */
+    Py_ssize_t size = Py_SIZE(o);
+    if (size >= 0 && size <= 2) {
+        const digit *d = ((PyLongObject *)o)->ob_digit;
+        *v = size == 0 ? 0 : size == 1 ? d[0] : (uint64_t)d[0] | ((uint64_t)d[1] << 30);
+        return 0;
+    }
+#endif
     /* Sketch values have 53 bits: the signed conversion reads the digits directly (the
      * unsigned one goes through a byte array). Past 63 bits or negative: the Python way. */
     int overflow;
@@ -904,12 +914,20 @@ static int sketch_value(PyObject *o, uint64_t *v)
 /* cut_sketch(values, cap): cut the set *values* (more than cap ints, each below 2**64) to its
  * cap smallest, in place, and return the smallest value dropped (the new limit); None, with
  * the set unchanged, when a value is not such an int (the caller then cuts it in Python). */
+static PyObject *cut_in_place(PyObject *values, Py_ssize_t cap);
+
 static PyObject *cut_sketch(PyObject *self, PyObject *args)
 {
     PyObject *values;
     Py_ssize_t cap;
     if (!PyArg_ParseTuple(args, "O!n", &PySet_Type, &values, &cap))
         return NULL;
+    return cut_in_place(values, cap);
+}
+
+/* What cut_sketch does, for a set already checked. */
+static PyObject *cut_in_place(PyObject *values, Py_ssize_t cap)
+{
     Py_ssize_t n = PySet_GET_SIZE(values);
     if (cap < 0 || n <= cap)
         Py_RETURN_NONE;
@@ -965,77 +983,595 @@ done:
     return result;
 }
 
-/* sketch_overlap(live, doc_limit, values, group_limit): the guard's comparison of a
- * document's live sketch values (a set) with a group's, each complete below its own limit:
- * (the shared values (a set), how many of the document's are compared, the group's values
- * compared) with values at or past the smaller limit left out. None when a value is not a
- * plain int below 2**64 (the Python version then answers). */
-static PyObject *sketch_overlap(PyObject *self, PyObject *args)
+/* Whether *item* is in one of the sets *a*, *b* (either may be an empty set): 1, 0 or -1. */
+static int in_either(PyObject *a, PyObject *b, PyObject *item)
 {
-    PyObject *live, *doc_limit_o, *values, *group_limit_o;
-    if (!PyArg_ParseTuple(args, "O!OOO", &PySet_Type, &live, &doc_limit_o, &values,
-                          &group_limit_o))
-        return NULL;
-    uint64_t doc_limit, group_limit, v;
-    int rc = sketch_value(doc_limit_o, &doc_limit);
-    if (rc == 0)
-        rc = sketch_value(group_limit_o, &group_limit);
-    if (rc)
-        return rc < 0 ? NULL : Py_NewRef(Py_None);
-    uint64_t limit = doc_limit < group_limit ? doc_limit : group_limit;
-    Py_ssize_t mine = 0;
-    PyObject *it = NULL, *item, *theirs = NULL, *shared = NULL, *result = NULL;
-    if (limit >= doc_limit) {
-        mine = PySet_GET_SIZE(live);
-    } else {
-        it = PyObject_GetIter(live);
-        if (!it)
-            return NULL;
-        while ((item = PyIter_Next(it)) != NULL) {
-            rc = sketch_value(item, &v);
-            Py_DECREF(item);
-            if (rc)
-                goto done;
-            mine += v < limit;
-        }
-        if (PyErr_Occurred())
-            goto done;
-        Py_CLEAR(it);
+    int in = PySet_GET_SIZE(a) ? PySet_Contains(a, item) : 0;
+    if (in == 0 && PySet_GET_SIZE(b))
+        in = PySet_Contains(b, item);
+    return in;
+}
+
+/* Whether the sorted array v[0..n) holds x. */
+static int sorted_has(const uint64_t *v, Py_ssize_t n, uint64_t x)
+{
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (v[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    shared = PySet_New(NULL);
-    if (!shared)
+    return lo < n && v[lo] == x;
+}
+
+/* The guard's comparison (see sketch_guard): counts into *mine*, *theirs* and *shared_n*,
+ * and appends the shared values to *shared* unless it is NULL. 0 on success, 1 when a value
+ * is not a plain int below 2**63 (the Python version then answers), -1 on an error. */
+static int guard_core(PyObject *sketch, uint64_t doc_limit, PyObject *values,
+                      uint64_t group_limit, PyObject *common, PyObject *more, PyObject *shared,
+                      Py_ssize_t *shared_n, Py_ssize_t *mine, Py_ssize_t *theirs)
+{
+    uint64_t limit = doc_limit < group_limit ? doc_limit : group_limit, v;
+    PyObject *fast = PySequence_Fast(sketch, "sketch_guard: the sketch must be a sequence");
+    if (!fast)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast), kept = 0, i;
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    PyObject *it = NULL, *item;
+    int rc = 0;
+    *shared_n = *mine = *theirs = 0;
+    uint64_t *live = PyMem_Malloc((size_t)(n ? n : 1) * sizeof *live);
+    if (!live) {
+        PyErr_NoMemory();
+        rc = -1;
         goto done;
-    int filter = limit < group_limit;
-    if (filter && !(theirs = PyList_New(0)))
-        goto done;
+    }
+    int sorted = 1;
+    for (i = 0; i < n; i++) {
+        rc = sketch_value(items[i], &v);
+        if (rc)
+            goto done;
+        if (v >= limit)
+            continue;
+        int in = in_either(common, more, items[i]);
+        if (in < 0) {
+            rc = -1;
+            goto done;
+        }
+        if (in)
+            continue;
+        if (kept && live[kept - 1] >= v)
+            sorted = 0;
+        live[kept++] = v;
+    }
+    if (!sorted) { /* a sketch is ascending; anything else is sorted and its repeats dropped */
+        sort_u64(live, kept);
+        Py_ssize_t w = 0;
+        for (i = 0; i < kept; i++)
+            if (w == 0 || live[w - 1] != live[i])
+                live[w++] = live[i];
+        kept = w;
+    }
+    *mine = kept;
     it = PyObject_GetIter(values);
-    if (!it)
+    if (!it) {
+        rc = -1;
         goto done;
+    }
     while ((item = PyIter_Next(it)) != NULL) {
         rc = sketch_value(item, &v);
-        if (rc == 0 && filter && v >= limit) {
-            Py_DECREF(item);
-            continue;
-        }
-        if (rc == 0 && filter)
-            rc = PyList_Append(theirs, item);
-        if (rc == 0) {
-            int in = PySet_Contains(live, item);
-            rc = in < 0 ? -1 : in ? PySet_Add(shared, item) : 0;
+        if (rc == 0 && v < limit) {
+            int in = in_either(common, more, item);
+            if (in < 0)
+                rc = -1;
+            else if (!in) {
+                (*theirs)++;
+                if (sorted_has(live, kept, v)) {
+                    (*shared_n)++;
+                    if (shared)
+                        rc = PyList_Append(shared, item);
+                }
+            }
         }
         Py_DECREF(item);
         if (rc)
             goto done;
     }
     if (PyErr_Occurred())
-        goto done;
-    result = Py_BuildValue("OnO", shared, mine, filter ? theirs : values);
+        rc = -1;
 done:
-    if (!result && rc > 0 && !PyErr_Occurred())
-        result = Py_NewRef(Py_None);
     Py_XDECREF(it);
-    Py_XDECREF(theirs);
-    Py_XDECREF(shared);
+    Py_DECREF(fast);
+    PyMem_Free(live);
+    return rc;
+}
+
+/* sketch_guard(sketch, doc_limit, values, group_limit, common, more): the guard's comparison
+ * of a document's sketch (a sequence of ints) with a group's (a set, tuple or list), each
+ * complete below its own limit, leaving out values at or past the smaller limit and values in
+ * the sets *common* or *more* (boilerplate): (the values both hold (a list), how many of the
+ * document's are compared, how many of the group's). No set is built: the document's values
+ * are sorted into an array once, and each group value is looked up in it. None when a value
+ * is not a plain int below 2**63 (the Python version then answers). */
+static PyObject *sketch_guard(PyObject *self, PyObject *args)
+{
+    PyObject *sketch, *doc_limit_o, *values, *group_limit_o, *common, *more;
+    if (!PyArg_ParseTuple(args, "OOOOO!O!", &sketch, &doc_limit_o, &values, &group_limit_o,
+                          &PySet_Type, &common, &PySet_Type, &more))
+        return NULL;
+    uint64_t doc_limit, group_limit;
+    int rc = sketch_value(doc_limit_o, &doc_limit);
+    if (rc == 0)
+        rc = sketch_value(group_limit_o, &group_limit);
+    if (rc)
+        return rc < 0 ? NULL : Py_NewRef(Py_None);
+    PyObject *shared = PyList_New(0);
+    if (!shared)
+        return NULL;
+    Py_ssize_t shared_n, mine, theirs;
+    rc = guard_core(sketch, doc_limit, values, group_limit, common, more, shared, &shared_n,
+                    &mine, &theirs);
+    PyObject *result = rc == 0   ? Py_BuildValue("Onn", shared, mine, theirs)
+                       : rc > 0 ? Py_NewRef(Py_None)
+                                : NULL;
+    Py_DECREF(shared);
+    return result;
+}
+
+/* -- the memory store's common cases ------------------------------------------------------- */
+
+/* The names of the _Tables attributes fast_assign reads, interned once (a lookup by a C
+ * string would make a str each time). */
+enum { T_DOCS, T_FP, T_EXACT, T_COMMON, T_PARENT, T_SKETCH, T_LIMIT, T_SIZE, T_VOTES, T_MEMBERS,
+       T_LOG, T_UNDO, T_COUNTER, T_DOCUMENTS, T_NAMES };
+static const char *const table_names[T_NAMES] = {
+    "docs", "fp", "exact", "common", "parent", "sketch", "limit", "size", "votes", "members",
+    "log", "undo", "counter", "documents"};
+static PyObject *table_keys[T_NAMES];
+
+static int intern_table_names(void)
+{
+    for (int i = 0; i < T_NAMES; i++)
+        if (!table_keys[i] && !(table_keys[i] = PyUnicode_InternFromString(table_names[i])))
+            return -1;
+    return 0;
+}
+
+/* A new reference to table *which* of *t*, which must be of *type* (dict or set). */
+static PyObject *table(PyObject *t, int which, PyTypeObject *type)
+{
+    PyObject *o = PyObject_GetAttr(t, table_keys[which]);
+    if (o && Py_TYPE(o) != type) {
+        PyErr_Format(PyExc_TypeError, "fast_assign: table %s is a %s", table_names[which],
+                     Py_TYPE(o)->tp_name);
+        Py_CLEAR(o);
+    }
+    return o;
+}
+
+/* Follow merge links from *gid* in the dict *parent*: a new reference, or NULL on an error. */
+static PyObject *resolve_in(PyObject *parent, PyObject *gid)
+{
+    Py_INCREF(gid);
+    for (;;) {
+        PyObject *up = PyDict_GetItemWithError(parent, gid);
+        if (!up) {
+            if (PyErr_Occurred()) {
+                Py_DECREF(gid);
+                return NULL;
+            }
+            return gid;
+        }
+        Py_INCREF(up);
+        Py_DECREF(gid);
+        gid = up;
+    }
+}
+
+#define FAST_ANCHORS 64
+
+/* The int 1 (made at import), for counting. */
+static PyObject *ONE;
+
+/* *o* + 1 into attribute or dict entry: helpers of fast_assign's counters. */
+static int bump_attr(PyObject *t, int which)
+{
+    PyObject *o = PyObject_GetAttr(t, table_keys[which]), *more;
+    if (!o)
+        return -1;
+    more = PyNumber_Add(o, ONE);
+    Py_DECREF(o);
+    int rc = more ? PyObject_SetAttr(t, table_keys[which], more) : -1;
+    Py_XDECREF(more);
+    return rc;
+}
+
+static int bump_item(PyObject *d, PyObject *key)
+{
+    PyObject *o = PyDict_GetItemWithError(d, key), *more;
+    if (!o) {
+        if (!PyErr_Occurred())
+            PyErr_SetObject(PyExc_KeyError, key);
+        return -1;
+    }
+    more = PyNumber_Add(o, ONE);
+    int rc = more ? PyDict_SetItem(d, key, more) : -1;
+    Py_XDECREF(more);
+    return rc;
+}
+
+/* _vote of nshash.methods.nshash.assign: record that *groups* (a 2-tuple) were kept apart on
+ * each hash of the sorted list *hs*; a hash becomes common once *votes* distinct groups
+ * (after merges) have been. */
+static int vote_on(PyObject *hs, PyObject *groups, Py_ssize_t votes, PyObject *table,
+                   PyObject *common, PyObject *parent)
+{
+    Py_ssize_t i, n = PyList_GET_SIZE(hs);
+    for (i = 0; i < n; i++) {
+        PyObject *h = PyList_GET_ITEM(hs, i);
+        PyObject *old = PyDict_GetItemWithError(table, h);
+        if (!old && PyErr_Occurred())
+            return -1;
+        PyObject *seen = PySet_New(old);
+        if (!seen || _PySet_Update(seen, groups) < 0) {
+            Py_XDECREF(seen);
+            return -1;
+        }
+        if (PySet_GET_SIZE(seen) >= votes) {
+            PyObject *roots = PySet_New(NULL), *it = PyObject_GetIter(seen), *g;
+            int rc = roots && it ? 0 : -1;
+            while (rc == 0 && (g = PyIter_Next(it)) != NULL) {
+                PyObject *r = resolve_in(parent, g);
+                Py_DECREF(g);
+                rc = r ? PySet_Add(roots, r) : -1;
+                Py_XDECREF(r);
+            }
+            Py_XDECREF(it);
+            if (rc < 0 || PyErr_Occurred()) {
+                Py_XDECREF(roots);
+                Py_DECREF(seen);
+                return -1;
+            }
+            if (PySet_GET_SIZE(roots) >= votes) {
+                Py_DECREF(roots);
+                Py_DECREF(seen);
+                if (PySet_Add(common, h) < 0)
+                    return -1;
+                if (PyDict_Contains(table, h) == 1 && PyDict_DelItem(table, h) < 0)
+                    return -1;
+                continue;
+            }
+            Py_SETREF(seen, roots); /* kept as resolved, as the Python version keeps them */
+        }
+        PyObject *ordered = PySequence_List(seen);
+        Py_DECREF(seen);
+        if (!ordered || PyList_Sort(ordered) < 0) {
+            Py_XDECREF(ordered);
+            return -1;
+        }
+        PyObject *kept = PyList_AsTuple(ordered);
+        Py_DECREF(ordered);
+        int rc = kept ? PyDict_SetItem(table, h, kept) : -1;
+        Py_XDECREF(kept);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* fast_assign(t, sentences, sketch, exact, doc_limit, n, theta, min_overlap, cap, no_limit,
+ * votes, doc_id, title): nshash.methods.nshash.assign.assign on the dicts of a memory store's
+ * _Tables *t* (neither journaled nor undoable), for every case but a merge: an exact repeat,
+ * a new story, and a document whose candidates the guard refuses (their hashes get votes)
+ * but for at most one it accepts (the document joins it). Returns (similar_id, duplicate,
+ * anchors), having made the writes assign makes; None, having written nothing, for the
+ * other cases (a doc_id seen before, two accepted groups, an odd value): the caller then
+ * runs assign. */
+static PyObject *fast_assign(PyObject *self, PyObject *args)
+{
+    PyObject *t, *sentences, *sketch, *exact_h, *doc_limit_o, *no_limit_o, *doc_id, *title;
+    Py_ssize_t n, min_overlap, cap, votes;
+    double theta;
+    if (!PyArg_ParseTuple(args, "OO!O!OOndnnOnOO", &t, &PyTuple_Type, &sentences,
+                          &PyTuple_Type, &sketch, &exact_h, &doc_limit_o, &n, &theta,
+                          &min_overlap, &cap, &no_limit_o, &votes, &doc_id, &title))
+        return NULL;
+    PyObject *result = NULL, *anchors = NULL, *root = NULL, *values = NULL, *bound = NULL;
+    PyObject *fp = NULL, *exact = NULL, *common = NULL, *parent = NULL, *sketches = NULL;
+    PyObject *limits = NULL, *size = NULL, *docs = NULL, *log = NULL, *undo = NULL;
+    PyObject *vote_table = NULL, *empty = NULL;
+    PyObject *known[FAST_ANCHORS], *picked[FAST_ANCHORS];
+    /* The candidates: canonical id, the anchors that hit it, the values shared, accepted. */
+    PyObject *cand[FAST_ANCHORS], *hits[FAST_ANCHORS], *shared[FAST_ANCHORS];
+    int accepted[FAST_ANCHORS];
+    Py_ssize_t i, k, nc = 0, np = 0, joined = -1;
+    int duplicate = 1, fresh = 0;
+    uint64_t doc_limit, no_limit;
+    int rc = sketch_value(doc_limit_o, &doc_limit);
+    if (rc == 0)
+        rc = sketch_value(no_limit_o, &no_limit);
+    if (rc || n > FAST_ANCHORS || n < 0)
+        goto fallback;
+    /* Journaled or undoable tables keep their ops: the Python path writes those. */
+    if (!(log = PyObject_GetAttr(t, table_keys[T_LOG])) || !(undo = PyObject_GetAttr(t, table_keys[T_UNDO])))
+        goto done;
+    if (log != Py_None || undo != Py_None)
+        goto fallback;
+    if (!(docs = table(t, T_DOCS, &PyDict_Type)) || !(fp = table(t, T_FP, &PyDict_Type))
+        || !(exact = table(t, T_EXACT, &PyDict_Type)) || !(common = table(t, T_COMMON, &PySet_Type))
+        || !(parent = table(t, T_PARENT, &PyDict_Type))
+        || !(sketches = table(t, T_SKETCH, &PyDict_Type))
+        || !(limits = table(t, T_LIMIT, &PyDict_Type)) || !(size = table(t, T_SIZE, &PyDict_Type))
+        || !(vote_table = table(t, T_VOTES, &PyDict_Type)) || !(empty = PySet_New(NULL)))
+        goto done;
+    if (doc_id != Py_None) {
+        int seen = PyDict_Contains(docs, doc_id);
+        if (seen < 0)
+            goto done;
+        if (seen)
+            goto fallback; /* a retry: the Python path answers it */
+    }
+    /* The anchors: the first n candidates that are not common (all of them if none is). */
+    Py_ssize_t ns = PyTuple_GET_SIZE(sentences);
+    if (PySet_GET_SIZE(common)) {
+        for (i = 0; i < ns && np < n; i++) {
+            int in = PySet_Contains(common, PyTuple_GET_ITEM(sentences, i));
+            if (in < 0)
+                goto done;
+            if (!in)
+                picked[np++] = PyTuple_GET_ITEM(sentences, i);
+        }
+    }
+    if (np == 0)
+        for (i = 0; i < ns && np < n; i++)
+            picked[np++] = PyTuple_GET_ITEM(sentences, i);
+    if (!(anchors = PyTuple_New(np)))
+        goto done;
+    for (i = 0; i < np; i++) {
+        PyTuple_SET_ITEM(anchors, i, Py_NewRef(picked[i]));
+        known[i] = PyDict_GetItemWithError(fp, picked[i]);
+        if (!known[i] && PyErr_Occurred())
+            goto done;
+    }
+    PyObject *hit = PyDict_GetItemWithError(exact, exact_h);
+    if (!hit && PyErr_Occurred())
+        goto done;
+    if (hit) {
+        if (!(root = resolve_in(parent, hit)))
+            goto done;
+        goto write;
+    }
+    /* Each group an anchor hits, in order of first hit, with the anchors that hit it. */
+    for (i = 0; i < np; i++) {
+        if (!known[i])
+            continue;
+        PyObject *r = resolve_in(parent, known[i]);
+        if (!r)
+            goto done;
+        for (k = 0; k < nc; k++) {
+            int same = PyObject_RichCompareBool(cand[k], r, Py_EQ);
+            if (same < 0) {
+                Py_DECREF(r);
+                goto done;
+            }
+            if (same)
+                break;
+        }
+        if (k == nc) {
+            shared[nc] = PyList_New(0);
+            hits[nc] = PyList_New(0);
+            cand[nc++] = r;
+            if (!shared[k] || !hits[k])
+                goto done;
+        } else {
+            Py_DECREF(r);
+        }
+        if (PyList_Append(hits[k], picked[i]) < 0)
+            goto done;
+    }
+    /* The guard, for each candidate. */
+    for (k = 0; k < nc; k++) {
+        PyObject *vals = PyDict_GetItemWithError(sketches, cand[k]);
+        if (!vals && PyErr_Occurred())
+            goto done;
+        PyObject *gl = PyDict_GetItemWithError(limits, cand[k]);
+        if (!gl && PyErr_Occurred())
+            goto done;
+        uint64_t group_limit = no_limit;
+        if (gl && (rc = sketch_value(gl, &group_limit)) != 0)
+            goto fail_or_fallback;
+        Py_ssize_t same, mine, theirs;
+        rc = guard_core(sketch, doc_limit, vals ? vals : empty, group_limit, common, empty,
+                        shared[k], &same, &mine, &theirs);
+        if (rc)
+            goto fail_or_fallback;
+        Py_ssize_t smaller = mine < theirs ? mine : theirs;
+        double score = 0.0;
+        if (smaller && same >= (min_overlap < smaller ? min_overlap : smaller))
+            score = (double)same / (double)smaller;
+        accepted[k] = score >= theta;
+        if (accepted[k]) {
+            if (joined >= 0)
+                goto fallback; /* two accepted groups: a merge may follow */
+            if (!vals || (!PySet_CheckExact(vals) && !PyTuple_CheckExact(vals)))
+                goto fallback; /* a group without a sketch of its own: the Python way */
+            joined = k;
+        }
+    }
+    if (joined >= 0) { /* join the document's values to the group's, in place (combine_sketch) */
+        root = Py_NewRef(cand[joined]);
+        values = Py_NewRef(PyDict_GetItem(sketches, root));
+        if (PyTuple_CheckExact(values)) { /* a group's second document: its sketch becomes a set */
+            Py_SETREF(values, PySet_New(values));
+            if (!values || PyDict_SetItem(sketches, root, values) < 0)
+                goto done;
+        }
+        PyObject *gl = PyDict_GetItem(limits, root);
+        uint64_t old_limit = no_limit, v;
+        if (gl)
+            sketch_value(gl, &old_limit); /* checked by the guard */
+        uint64_t cut = doc_limit < old_limit ? doc_limit : old_limit;
+        if (old_limit > cut) { /* the group's values at or past the new bound go */
+            PyObject *drop = PyList_New(0), *it = drop ? PyObject_GetIter(values) : NULL, *item;
+            rc = it ? 0 : -1;
+            while (rc == 0 && (item = PyIter_Next(it)) != NULL) {
+                if (sketch_value(item, &v) == 0 && v >= cut)
+                    rc = PyList_Append(drop, item);
+                Py_DECREF(item);
+            }
+            Py_XDECREF(it);
+            for (i = 0; rc == 0 && !PyErr_Occurred() && i < PyList_GET_SIZE(drop); i++)
+                rc = PySet_Discard(values, PyList_GET_ITEM(drop, i)) < 0 ? -1 : 0;
+            Py_XDECREF(drop);
+            if (rc < 0 || PyErr_Occurred())
+                goto done;
+        }
+        Py_ssize_t nsk = PyTuple_GET_SIZE(sketch);
+        for (i = 0; i < nsk; i++) {
+            PyObject *item = PyTuple_GET_ITEM(sketch, i);
+            sketch_value(item, &v); /* checked by the guard */
+            if (doc_limit > cut && v >= cut)
+                continue;
+            if (PySet_Add(values, item) < 0)
+                goto done;
+        }
+        if (PySet_GET_SIZE(values) > cap) {
+            if (!(bound = cut_in_place(values, cap)))
+                goto done;
+        } else if (!(bound = PyLong_FromUnsignedLongLong(cut))) {
+            goto done;
+        }
+    } else { /* a new story */
+        duplicate = 0;
+        fresh = 1;
+        /* Its sketch is kept as it is, so it must be ascending (as the text pipeline makes it;
+         * anything else goes the Python way). */
+        uint64_t prev = 0, v;
+        for (i = 0; i < PyTuple_GET_SIZE(sketch); i++) {
+            if ((rc = sketch_value(PyTuple_GET_ITEM(sketch, i), &v)) != 0)
+                goto fail_or_fallback;
+            if (i && v <= prev)
+                goto fallback;
+            prev = v;
+        }
+        PyObject *counter = PyObject_GetAttr(t, table_keys[T_COUNTER]);
+        if (!counter)
+            goto done;
+        root = PyNumber_Add(counter, ONE);
+        Py_DECREF(counter);
+        if (!root || PyObject_SetAttr(t, table_keys[T_COUNTER], root) < 0)
+            goto done;
+        /* The document's sketch is kept as it is, a sorted tuple (cut to its cap smallest:
+         * the limit is then the first value dropped, as combine_sketch makes it). */
+        Py_ssize_t nsk = PyTuple_GET_SIZE(sketch);
+        if (nsk > cap) {
+            values = PyTuple_GetSlice(sketch, 0, cap);
+            bound = Py_NewRef(PyTuple_GET_ITEM(sketch, cap));
+        } else {
+            values = Py_NewRef(sketch);
+            bound = Py_NewRef(doc_limit_o);
+        }
+        if (!values || PyDict_SetItem(sketches, root, values) < 0)
+            goto done;
+        PyObject *zero = PyLong_FromLong(0);
+        rc = zero ? PyDict_SetItem(size, root, zero) : -1;
+        Py_XDECREF(zero);
+        if (rc < 0)
+            goto done;
+    }
+    /* _set_sketch: a limit is kept only where the sketch was cut. */
+    uint64_t b = no_limit;
+    sketch_value(bound, &b);
+    if (b < no_limit) {
+        if (PyDict_SetItem(limits, root, bound) < 0)
+            goto done;
+    } else if (PyDict_Contains(limits, root) == 1 && PyDict_DelItem(limits, root) < 0) {
+        goto done;
+    }
+    /* The refused candidates' hashes get their votes, in candidate order. */
+    for (k = 0; k < nc; k++) {
+        if (accepted[k])
+            continue;
+        PyObject *hs = PySet_New(hits[k]), *ordered = NULL, *pair = NULL;
+        rc = hs && _PySet_Update(hs, shared[k]) == 0 ? 0 : -1;
+        if (rc == 0 && (ordered = PySequence_List(hs)) != NULL && PyList_Sort(ordered) == 0
+            && (pair = PyTuple_Pack(2, cand[k], root)) != NULL)
+            rc = vote_on(ordered, pair, votes, vote_table, common, parent);
+        else
+            rc = -1;
+        Py_XDECREF(hs);
+        Py_XDECREF(ordered);
+        Py_XDECREF(pair);
+        if (rc < 0)
+            goto done;
+    }
+    if (PyDict_SetItem(exact, exact_h, root) < 0)
+        goto done;
+write:
+    (void)fresh;
+    for (i = 0; i < np; i++)
+        if (!known[i] && PyDict_SetItem(fp, PyTuple_GET_ITEM(anchors, i), root) < 0)
+            goto done;
+    /* add_member */
+    if (bump_item(size, root) < 0 || bump_attr(t, T_DOCUMENTS) < 0)
+        goto done;
+    if (doc_id != Py_None) {
+        PyObject *members = table(t, T_MEMBERS, &PyDict_Type), *list;
+        if (!members)
+            goto done;
+        list = PyDict_GetItemWithError(members, root);
+        if (!list && !PyErr_Occurred()) {
+            list = PyList_New(0);
+            if (list && PyDict_SetItem(members, root, list) < 0)
+                Py_CLEAR(list);
+            Py_XDECREF(list); /* the dict holds it now */
+        }
+        Py_DECREF(members);
+        if (!list || PyList_Append(list, doc_id) < 0)
+            goto done;
+        PyObject *none_merged = PyTuple_New(0), *record = NULL;
+        if (none_merged)
+            record = Py_BuildValue("(OOOOO)", root, duplicate ? Py_True : Py_False, none_merged,
+                                   title, anchors);
+        Py_XDECREF(none_merged);
+        if (!record)
+            goto done;
+        rc = PyDict_SetItem(docs, doc_id, record);
+        Py_DECREF(record);
+        if (rc < 0)
+            goto done;
+    }
+    result = Py_BuildValue("(OOO)", root, duplicate ? Py_True : Py_False, anchors);
+    goto done;
+fail_or_fallback:
+    if (rc < 0)
+        goto done;
+fallback:
+    result = Py_NewRef(Py_None);
+done:
+    for (k = 0; k < nc; k++) {
+        Py_XDECREF(cand[k]);
+        Py_XDECREF(hits[k]);
+        Py_XDECREF(shared[k]);
+    }
+    Py_XDECREF(anchors);
+    Py_XDECREF(root);
+    Py_XDECREF(values);
+    Py_XDECREF(bound);
+    Py_XDECREF(fp);
+    Py_XDECREF(exact);
+    Py_XDECREF(common);
+    Py_XDECREF(parent);
+    Py_XDECREF(sketches);
+    Py_XDECREF(limits);
+    Py_XDECREF(size);
+    Py_XDECREF(docs);
+    Py_XDECREF(log);
+    Py_XDECREF(undo);
+    Py_XDECREF(vote_table);
+    Py_XDECREF(empty);
     return result;
 }
 
@@ -1079,8 +1615,12 @@ static PyMethodDef module_methods[] = {
      "cut_sketch(values, cap) -> the new limit; values (a set of ints) keeps its cap smallest."},
     {"surrogate_at", surrogate_at, METH_O,
      "surrogate_at(text) -> the index of the first lone surrogate, or -1."},
-    {"sketch_overlap", sketch_overlap, METH_VARARGS,
-     "sketch_overlap(live, doc_limit, values, group_limit) -> (shared, mine, theirs) or None."},
+    {"fast_assign", fast_assign, METH_VARARGS,
+     "fast_assign(t, sentences, sketch, exact, doc_limit, n, theta, min_overlap, cap, no_limit,"
+     " votes, doc_id, title) -> (similar_id, duplicate, anchors) or None."},
+    {"sketch_guard", sketch_guard, METH_VARARGS,
+     "sketch_guard(sketch, doc_limit, values, group_limit, common, more) -> (shared, mine,"
+     " theirs) or None."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef kernel_module = {
@@ -1091,6 +1631,8 @@ static struct PyModuleDef kernel_module = {
 PyMODINIT_FUNC PyInit__kernel(void)
 {
     if (PyType_Ready(&KernelType) < 0)
+        return NULL;
+    if ((!ONE && !(ONE = PyLong_FromLong(1))) || intern_table_names() < 0)
         return NULL;
     PyObject *m = PyModule_Create(&kernel_module);
     if (!m)

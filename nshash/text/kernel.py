@@ -8,7 +8,7 @@ arbitrary Unicode and on real articles), so stores written by either keep matchi
 hashed by farmhash's own ``Fingerprint64``, found in pyfarmhash's module and checked against
 ``farmhash.fingerprint64`` at start-up (else through ``farmhash.fingerprint64`` itself). The
 extension also compiles the store's guard helpers
-(:func:`nshash.methods.nshash.assign.sketch_overlap`,
+(:func:`nshash.methods.nshash.assign.sketch_guard`,
 :func:`~nshash.methods.nshash.assign.cut_sketch`) and the surrogate scan of
 :mod:`nshash.inputs`, each with its Python version next to it.
 
@@ -66,7 +66,7 @@ _FULLWIDTH_KEPT = (*range(0xFF10, 0xFF1A), *range(0xFF41, 0xFF5B))
 _BMP = 0x10000
 
 #: The interface version of the extension this module drives (``KERNEL_ABI`` in _kernel.c).
-ABI = 4
+ABI = 5
 
 
 def _load() -> tuple[Any, str]:

@@ -172,6 +172,11 @@ class Tables(Protocol):
         """The hashes of *hs* that are not common, as a set."""
         ...
 
+    def common_sets(self) -> tuple[set[int], set[int]]:
+        """The common hashes: the store's set and those this call made common (often
+        :data:`NO_HASHES`), for :func:`sketch_guard`; read only."""
+        ...
+
     def get_parent(self, gid: int) -> int | None: ...
     def group_sketch(self, gid: int) -> tuple[Collection[int], int]:
         """The group's sketch values (common ones included) and its limit."""
@@ -238,47 +243,61 @@ def _candidates(tables: Tables, known: dict[int, int | None]) -> dict[int, list[
 
 
 def _verify(
-    tables: Tables, doc: DocPrint, live: set[int], gid: int, hits: list[int], policy: MatchPolicy
-) -> tuple[Candidate, set[int]]:
-    """Judge group *gid* against the document's live sketch; returns the shared values too."""
+    tables: Tables, doc: DocPrint, gid: int, hits: list[int], policy: MatchPolicy
+) -> tuple[Candidate, list[int]]:
+    """Judge group *gid* against the document's sketch; returns the shared values too."""
     values, group_limit = tables.group_sketch(gid)
-    shared, mine, theirs = sketch_overlap(live, doc.limit, values, group_limit)
-    candidate = judged(gid, tuple(hits), len(shared), mine, len(tables.live_set(theirs)), policy)
-    return candidate, shared
+    common, more = tables.common_sets()
+    shared, mine, theirs = sketch_guard(doc.sketch, doc.limit, values, group_limit, common, more)
+    return judged(gid, tuple(hits), len(shared), mine, theirs, policy), shared
 
 
-#: The compiled comparison (nshash._kernel.sketch_overlap), or None on the pure path.
-_OVERLAP = compiled_function("sketch_overlap")
+#: The compiled comparison (nshash._kernel.sketch_guard), or None on the pure path.
+_GUARD = compiled_function("sketch_guard")
+
+#: An empty set to pass for "no more common hashes" (never changed).
+NO_HASHES: set[int] = set()
 
 
-def sketch_overlap_pure(
-    live: set[int], doc_limit: int, values: Collection[int], group_limit: int
-) -> tuple[set[int], int, Collection[int]]:
-    """:func:`sketch_overlap` in Python: what the compiled one must equal."""
+def sketch_guard_pure(
+    sketch: Iterable[int],
+    doc_limit: int,
+    values: Iterable[int],
+    group_limit: int,
+    common: Collection[int],
+    more: Collection[int],
+) -> tuple[list[int], int, int]:
+    """:func:`sketch_guard` in Python: what the compiled one must equal."""
     limit = min(doc_limit, group_limit)
-    mine = len(live) if limit >= doc_limit else sum(1 for v in live if v < limit)
-    theirs = values if limit >= group_limit else [v for v in values if v < limit]
-    return live.intersection(theirs), mine, theirs
+    live = {v for v in sketch if v < limit and v not in common and v not in more}
+    theirs = [v for v in values if v < limit and v not in common and v not in more]
+    return [v for v in theirs if v in live], len(live), len(theirs)
 
 
-def sketch_overlap(
-    live: set[int], doc_limit: int, values: Collection[int], group_limit: int
-) -> tuple[set[int], int, Collection[int]]:
-    """Compare a document's live sketch values with a group's sketch, the guard's core.
+def sketch_guard(
+    sketch: Iterable[int],
+    doc_limit: int,
+    values: Iterable[int],
+    group_limit: int,
+    common: set[int],
+    more: set[int],
+) -> tuple[list[int], int, int]:
+    """Compare a document's sketch with a group's sketch, the guard's core.
 
     Each side holds every sampled value below its limit, so only values below the smaller
-    limit are compared. Returns the values both hold (every one is live: it is in *live*),
-    how many of the document's live values were compared, and the group's values compared
-    (common ones included: the caller leaves those out through its store). Compiled where
-    the kernel is built, else :func:`sketch_overlap_pure`; the answers are equal.
+    limit are compared, and values in *common* or *more* (known boilerplate) are left out.
+    Returns the values both hold (in the group's order), how many of the document's values
+    were compared, and how many of the group's. Compiled where the kernel is built (no set
+    is built: the document's values are sorted into an array once), else
+    :func:`sketch_guard_pure`; the answers are equal.
     """
-    if _OVERLAP is not None:
-        found: tuple[set[int], int, Collection[int]] | None = _OVERLAP(
-            live, doc_limit, values, group_limit
+    if _GUARD is not None:
+        found: tuple[list[int], int, int] | None = _GUARD(
+            sketch, doc_limit, values, group_limit, common, more
         )
         if found is not None:
             return found
-    return sketch_overlap_pure(live, doc_limit, values, group_limit)
+    return sketch_guard_pure(sketch, doc_limit, values, group_limit, common, more)
 
 
 def judged(
@@ -327,16 +346,14 @@ def _choose(tables: Tables, scores: dict[int, float], policy: MatchPolicy) -> li
 
 def _judge(
     tables: Tables, doc: DocPrint, known: dict[int, int | None], policy: MatchPolicy
-) -> tuple[list[Candidate], list[set[int]], list[int]]:
+) -> tuple[list[Candidate], list[list[int]], list[int]]:
     """Verify every candidate group (*known*: each anchor's group, see :func:`_known`);
     returns the candidates, their shared values and the groups to join, in id order (the
     document goes to the first, the rest merge into it)."""
     candidates: list[Candidate] = []
-    shared: list[set[int]] = []
-    found = _candidates(tables, known)
-    live = tables.live_set(doc.sketch) if found else set()  # a new story compares nothing
-    for gid, hits in found.items():
-        candidate, common = _verify(tables, doc, live, gid, hits, policy)
+    shared: list[list[int]] = []
+    for gid, hits in _candidates(tables, known).items():
+        candidate, common = _verify(tables, doc, gid, hits, policy)
         candidates.append(candidate)
         shared.append(common)
     return candidates, shared, _choose(tables, {c.similar_id: c.score for c in candidates}, policy)
@@ -451,7 +468,7 @@ def assign(
             duplicate = False
         for c, common in zip(candidates, shared, strict=True):
             if c.score < policy.theta:
-                _vote(tables, sorted(set(c.anchors) | common), (c.similar_id, root), policy)
+                _vote(tables, sorted(set(c.anchors).union(common)), (c.similar_id, root), policy)
         tables.set_exact(doc.exact, root)
     for h, hit in known.items():
         if hit is None:

@@ -204,6 +204,9 @@ class _Overlay:
     def live_set(self, hs: Iterable[int]) -> set[int]:
         return set(hs).difference(self.common, self.new_common)
 
+    def common_sets(self) -> tuple[set[int], set[int]]:
+        return self.common, self.new_common
+
     def get_parent(self, gid: int) -> int | None:
         return self.get_int(_PARENT + _enc(gid))
 

@@ -36,7 +36,7 @@ import heapq
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from ...errors import ConfigError, StoreClosedError, StoreCorruptError, StoreReadOnlyError
@@ -54,10 +54,26 @@ from ...results import (
 from ...stores.durable import DAMAGE, JournaledFile, count, reason
 from ...stores.url import FSYNC_POLICIES
 from ...text.fingerprint import NO_LIMIT, DocPrint
-from .assign import MatchPolicy, assign, combine_sketch, explain, lookup, resolve
+from ...text.kernel import compiled_function
+from .assign import (
+    NO_HASHES,
+    MatchPolicy,
+    assign,
+    combine_sketch,
+    explain,
+    lookup,
+    resolve,
+)
 from .base import Store
 
 __all__ = ["MemoryStore"]
+
+#: The compiled assignment of every case but a merge (nshash._kernel.fast_assign: an exact
+#: repeat, a new story, refused candidates and their votes, one accepted group) on tables that
+#: are neither journaled nor tracked; None on the pure path. It answers exactly as
+#: :func:`assign` (tests/test_fast_assign.py runs both), and returns None, having written
+#: nothing, for every other case, which assign then takes.
+_FAST = compiled_function("fast_assign")
 
 logger = logging.getLogger("nshash")
 
@@ -68,7 +84,6 @@ logger = logging.getLogger("nshash")
 _SNAPSHOT_FORMAT = 2
 _MISSING: Any = object()
 _U64 = 1 << 64
-
 
 
 def _gid(value: Any) -> int:
@@ -114,7 +129,9 @@ class _Tables:
         self.common: set[int] = set()
         self.votes: dict[int, tuple[int, ...]] = {}
         self.parent: dict[int, int] = {}
-        self.sketch: dict[int, set[int]] = {}
+        #: A group's sketch: a sorted tuple while the group has one document (its sketch, as
+        #: the text pipeline made it: nothing to copy), a set once documents join it.
+        self.sketch: dict[int, Collection[int]] = {}
         #: A group's sketch limit, for the groups whose sketch was cut (see combine_sketch).
         self.limit: dict[int, int] = {}
         self.size: dict[int, int] = {}
@@ -170,11 +187,14 @@ class _Tables:
     def live_set(self, hs: Iterable[int]) -> set[int]:
         return set(hs).difference(self.common)
 
+    def common_sets(self) -> tuple[set[int], set[int]]:
+        return self.common, NO_HASHES
+
     def get_parent(self, gid: int) -> int | None:
         return self.parent.get(gid)
 
-    def group_sketch(self, gid: int) -> tuple[set[int], int]:
-        return self.sketch.get(gid, set()), self.limit.get(gid, NO_LIMIT)
+    def group_sketch(self, gid: int) -> tuple[Collection[int], int]:
+        return self.sketch.get(gid, ()), self.limit.get(gid, NO_LIMIT)
 
     def get_votes(self, h: int) -> tuple[int, ...]:
         return self.votes.get(h, ())
@@ -228,7 +248,7 @@ class _Tables:
         if self.log is not None:
             self.log.append(["v", h, list(gids)])
 
-    def _set_sketch(self, gid: int, sketch: set[int], limit: int) -> None:
+    def _set_sketch(self, gid: int, sketch: Collection[int], limit: int) -> None:
         """Replace a group's sketch and limit (old values restorable on rollback)."""
         if self.undo is not None:
             self._restore(self.sketch, gid)
@@ -244,7 +264,9 @@ class _Tables:
         if self.undo is not None:
             self.undo.append((self, "counter", gid - 1))
             self.undo.append((self.size, gid, _MISSING))
-        self._set_sketch(gid, set(sketch), limit)
+        # A sketch as the text pipeline makes it (a sorted tuple) is kept as it is.
+        kept = sketch if type(sketch) is tuple else tuple(sorted(set(sketch)))
+        self._set_sketch(gid, kept, limit)
         self.size[gid] = 0
         if self.log is not None:
             self.log.append(["n", gid, list(self.sketch[gid]), limit])
@@ -277,7 +299,7 @@ class _Tables:
             self.undo.append(undo)
         self.parent[gid] = root
         old, old_limit = self.group_sketch(root)
-        more, more_limit = self.sketch.pop(gid, set()), self.limit.pop(gid, NO_LIMIT)
+        more, more_limit = self.sketch.pop(gid, ()), self.limit.pop(gid, NO_LIMIT)
         self._set_sketch(root, *combine_sketch(old, old_limit, more, more_limit, cap))
         self.size[root] += self.size.pop(gid, 0)
         moved = self.members.pop(gid, None)
@@ -546,8 +568,8 @@ def _check_snapshot(data: dict[str, Any]) -> tuple[Any, ...]:
     sketch, size, members = table("sketch"), table("size"), table("members")
     for gid, hs in sketch.items():
         group(gid)
-        if type(hs) is not set:
-            raise ValueError(f"the sketch of group {gid} is not a set")
+        if type(hs) is not set and type(hs) is not tuple:
+            raise ValueError(f"the sketch of group {gid} is not a set or a tuple")
         _u64s(hs)
     for gid, n in size.items():
         group(gid)
@@ -720,6 +742,25 @@ class MemoryStore(Store):
             self._check()
             self._refuse_writes()
             if self._file is None:
+                if meta is None and _FAST is not None:
+                    placed = _FAST(
+                        self._t,
+                        doc.sentences,
+                        doc.sketch,
+                        doc.exact,
+                        doc.limit,
+                        policy.n,
+                        policy.theta,
+                        policy.min_overlap,
+                        policy.sketch_cap,
+                        NO_LIMIT,
+                        policy.votes,
+                        doc_id,
+                        title,
+                    )
+                    if placed is not None:
+                        root, duplicate, anchors = placed
+                        return Assignment(root, duplicate, ()), anchors
                 return assign(self._t, doc, policy, doc_id, title, meta)
             # The tables change first (the algorithm reads its own writes), then the journal
             # line is written; if that fails, every change is taken back: no trace is left.

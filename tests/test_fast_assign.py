@@ -1,0 +1,159 @@
+"""The compiled assignment of the memory store (``nshash._kernel.fast_assign``) against
+:func:`nshash.methods.nshash.assign.assign`, the one algorithm it must equal.
+
+Two memory stores take the same documents: one places them through the compiled path where it
+applies (``MemoryStore._FAST``), the other through the Python assignment only. Every answer and,
+at the end, every table must be the same (a group's sketch compared as a set: the compiled path
+keeps a one-document group's sketch as the document's tuple, as the Python one does).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nshash import EmptyDocumentError, NSHash, kernel_info
+from nshash.methods.nshash import memory
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("NSHASH_DATA_DIR", ROOT.parent / "shared" / "data"))
+
+pytestmark = pytest.mark.skipif(
+    kernel_info()["path"] != "compiled" or memory._FAST is None,
+    reason=f"the compiled kernel is not active: {kernel_info()}",
+)
+
+TABLES = ("fp", "exact", "common", "votes", "parent", "limit", "size", "members", "docs")
+
+
+class Counted:
+    """The compiled function, counting how often it placed a document and how often it left
+    the document to the Python assignment."""
+
+    def __init__(self) -> None:
+        self.real = memory._FAST
+        self.placed = 0
+        self.left = 0
+
+    def __call__(self, *args: Any) -> Any:
+        answer = self.real(*args)
+        if answer is None:
+            self.left += 1
+        else:
+            self.placed += 1
+        return answer
+
+
+def snapshot(nsh: NSHash) -> dict[str, Any]:
+    t = nsh.store._t  # type: ignore[attr-defined]
+    out = {name: getattr(t, name) for name in TABLES}
+    out["sketch"] = {gid: set(values) for gid, values in t.sketch.items()}
+    out["counter"], out["documents"] = t.counter, t.documents
+    return out
+
+
+def run_both(
+    monkeypatch: pytest.MonkeyPatch,
+    stream: list[tuple[str, str | None, str | None]],
+    **options: Any,
+) -> Counted:
+    """Feed *stream* (text, doc_id, title) to both stores; assert they answer and end alike."""
+    counted = Counted()
+    answers = []
+    tables = []
+    for fast in (counted, None):
+        monkeypatch.setattr(memory, "_FAST", fast)
+        nsh = NSHash.open("memory://", **options)
+        got = []
+        for text, doc_id, title in stream:
+            try:
+                r = nsh.add(text, doc_id, title=title)
+            except EmptyDocumentError:
+                got.append(None)
+                continue
+            got.append((r.similar_id, r.duplicate, r.merged_from, r.fingerprints, r.replayed))
+            got.append(r.canonical_id)
+        answers.append(got)
+        tables.append(snapshot(nsh))
+        nsh.close()
+    assert answers[0] == answers[1]
+    assert tables[0] == tables[1]
+    return counted
+
+
+def _texts(name: str, limit: int) -> list[str]:
+    path = DATA / name
+    if not path.exists():
+        pytest.skip(f"{path} is not available")
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        records = [json.loads(line) for _, line in zip(range(limit), f, strict=False)]
+    return [r.get("text") or r.get("content") or "" for r in records]
+
+
+@pytest.mark.parametrize("name", ["zh_hot_dev.jsonl.gz", "en_hot_dev.jsonl.gz"])
+def test_hot_stories_alike(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Hot stories (dozens of edited copies, site boilerplate, refusals, votes, merges): the
+    same answers and tables, and the compiled path places nearly every document."""
+    texts = _texts(name, 700)
+    stream = [
+        (t, f"d{i}" if i % 3 else None, f"t{i}" if i % 5 == 0 else None)
+        for i, t in enumerate(texts)
+    ]
+    stream += [(texts[i], f"d{i}", None) for i in range(1, 60, 3)]  # retries answer as first
+    counted = run_both(monkeypatch, stream)
+    assert counted.placed > 0.9 * len(stream), (counted.placed, counted.left)
+    assert counted.left > 0  # retries and merges went to the Python assignment
+
+
+def test_cut_sketches_and_small_policies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sketches past the cap (cut, with a limit) and a strict policy, on long articles."""
+    texts = _texts("zh_reposts_dev.jsonl.gz", 300)
+    stream = [(t, None, None) for t in texts] + [(t[: len(t) // 2], None, None) for t in texts[:80]]
+    run_both(monkeypatch, stream, sketch_cap=24, sketch_size=40, votes=2, theta=0.7)
+
+
+#: Sentences that documents share: a site footer, a disclaimer, story lines.
+POOL = [
+    "本网站所有内容均受版权保护，未经授权不得转载。",
+    "责任编辑：王小明。",
+    "The views expressed here are the author's own and not those of this site.",
+    "江城地铁5号线今天上午正式开通运营，全长二十八公里，设站二十二座。",
+    "首班列车早上六点从南湖站发车，末班车晚上十一点收车。",
+    "市民可以使用交通卡和手机扫码进站，票价两元起。",
+    "The council voted on Monday to close the river ferry next spring after six years of losses.",
+    "A bus link over the northern bridge will replace it, running every twelve minutes.",
+    "Ridership fell by a third since the new motorway opened, the report said.",
+    "气象台发布暴雨黄色预警，预计未来六小时内将有五十毫米以上降水。",
+    "请市民减少外出，注意防范城市内涝和山洪地质灾害。",
+    "A small bakery on the harbour front won the national prize for rye bread this year.",
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    docs=st.lists(
+        st.tuples(
+            st.lists(st.integers(0, len(POOL) - 1), min_size=1, max_size=6),
+            st.one_of(st.none(), st.integers(0, 12)),
+            st.integers(0, 3),
+        ),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_random_streams_alike(docs: list[tuple[list[int], int | None, int]]) -> None:
+    """Streams of documents made of shared sentences (boilerplate that becomes common, stories
+    that merge, exact repeats, retried ids), under a policy that votes and merges quickly."""
+    stream = []
+    for picks, doc_id, edit in docs:
+        text = "\n".join(POOL[i] for i in picks) + "。" * edit
+        stream.append((text, None if doc_id is None else f"id{doc_id}", None))
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        run_both(monkeypatch, stream, votes=2, min_overlap=1, n=4)
