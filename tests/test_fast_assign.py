@@ -157,3 +157,30 @@ def test_random_streams_alike(docs: list[tuple[list[int], int | None, int]]) -> 
         stream.append((text, None if doc_id is None else f"id{doc_id}", None))
     with pytest.MonkeyPatch.context() as monkeypatch:
         run_both(monkeypatch, stream, votes=2, min_overlap=1, n=4)
+
+
+@pytest.mark.parametrize(
+    "cls,values",
+    [
+        ("AddResult", (7, True, (3,), (1, 2), "a1", False, None, None)),
+        ("Assignment", (7, False, (), False, None)),
+    ],
+)
+def test_records_made_without_init_are_the_same(cls: str, values: tuple[Any, ...]) -> None:
+    """make_record gives what the frozen dataclass's own __init__ gives: equal, hashed alike,
+    shown alike, and just as frozen."""
+    import dataclasses
+
+    import nshash.results
+    from nshash.text.kernel import compiled_function
+
+    make = compiled_function("make_record")
+    kind = getattr(nshash.results, cls)
+    fields = tuple(f.name for f in dataclasses.fields(kind))
+    made, built = make(kind, fields, *values), kind(*values)
+    assert type(made) is kind and made == built and repr(made) == repr(built)
+    assert hash(made) == hash(built)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.similar_id = 8
+    with pytest.raises(TypeError, match="one value a name"):
+        make(kind, fields, *values[:-1])

@@ -466,6 +466,11 @@ static int utf8_offsets(const uint32_t *s, Py_ssize_t n, char *out, Py_ssize_t *
         off[i] = (Py_ssize_t)(o - (unsigned char *)out);
         if (c < 0x80) {
             *o++ = (unsigned char)c;
+        } else if (c - 0x800u < 0xD000u) { /* U+0800..U+D7FF: three bytes (CJK, kana...) */
+            o[0] = (unsigned char)(0xE0 | (c >> 12));
+            o[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+            o[2] = (unsigned char)(0x80 | (c & 0x3F));
+            o += 3;
         } else if (c < 0x800) {
             *o++ = (unsigned char)(0xC0 | (c >> 6));
             *o++ = (unsigned char)(0x80 | (c & 0x3F));
@@ -1009,9 +1014,13 @@ static int sorted_has(const uint64_t *v, Py_ssize_t n, uint64_t x)
 /* The guard's comparison (see sketch_guard): counts into *mine*, *theirs* and *shared_n*,
  * and appends the shared values to *shared* unless it is NULL. 0 on success, 1 when a value
  * is not a plain int below 2**63 (the Python version then answers), -1 on an error. */
+static int guard_common(const void *ci, PyObject *common, PyObject *more, PyObject *item,
+                        uint64_t v);
+
 static int guard_core(PyObject *sketch, uint64_t doc_limit, PyObject *values,
                       uint64_t group_limit, PyObject *common, PyObject *more, PyObject *shared,
-                      Py_ssize_t *shared_n, Py_ssize_t *mine, Py_ssize_t *theirs)
+                      Py_ssize_t *shared_n, Py_ssize_t *mine, Py_ssize_t *theirs,
+                      const void *ci)
 {
     uint64_t limit = doc_limit < group_limit ? doc_limit : group_limit, v;
     PyObject *fast = PySequence_Fast(sketch, "sketch_guard: the sketch must be a sequence");
@@ -1035,7 +1044,7 @@ static int guard_core(PyObject *sketch, uint64_t doc_limit, PyObject *values,
             goto done;
         if (v >= limit)
             continue;
-        int in = in_either(common, more, items[i]);
+        int in = guard_common(ci, common, more, items[i], v);
         if (in < 0) {
             rc = -1;
             goto done;
@@ -1063,7 +1072,7 @@ static int guard_core(PyObject *sketch, uint64_t doc_limit, PyObject *values,
     while ((item = PyIter_Next(it)) != NULL) {
         rc = sketch_value(item, &v);
         if (rc == 0 && v < limit) {
-            int in = in_either(common, more, item);
+            int in = guard_common(ci, common, more, item, v);
             if (in < 0)
                 rc = -1;
             else if (!in) {
@@ -1112,7 +1121,7 @@ static PyObject *sketch_guard(PyObject *self, PyObject *args)
         return NULL;
     Py_ssize_t shared_n, mine, theirs;
     rc = guard_core(sketch, doc_limit, values, group_limit, common, more, shared, &shared_n,
-                    &mine, &theirs);
+                    &mine, &theirs, NULL);
     PyObject *result = rc == 0   ? Py_BuildValue("Onn", shared, mine, theirs)
                        : rc > 0 ? Py_NewRef(Py_None)
                                 : NULL;
@@ -1120,15 +1129,223 @@ static PyObject *sketch_guard(PyObject *self, PyObject *args)
     return result;
 }
 
+/* -- a mirror of the common hashes, for the memory store's compiled assignment ------------- */
+
+/* The set of common hashes of a memory store's _Tables as a table of uint64 (open
+ * addressing): a lookup costs a multiply and a probe or two, where PySet_Contains hashes a
+ * Python int and walks a large set. It mirrors one Python set, and is valid while that set is
+ * the same object with the size it had when mirrored: on the tables fast_assign runs on
+ * (neither journaled nor undoable) the set only grows, by add_common or by fast_assign, which
+ * adds to both; any other change of size makes the next call mirror it again. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *src;     /* the mirrored set (a strong reference) */
+    Py_ssize_t seen;   /* its size when mirrored, plus what was added through both */
+    uint64_t *keys;    /* 0 marks an empty slot; the value 0 itself is has_zero */
+    Py_ssize_t cap, n; /* slots (a power of two), values held */
+    int has_zero, valid; /* valid: every member is an int in [0, 2**64) */
+} CommonIndex;
+
+static void CommonIndex_dealloc(CommonIndex *ci)
+{
+    Py_XDECREF(ci->src);
+    PyMem_Free(ci->keys);
+    Py_TYPE(ci)->tp_free((PyObject *)ci);
+}
+
+static PyTypeObject CommonIndexType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "nshash.text._kernel.CommonIndex",
+    .tp_basicsize = sizeof(CommonIndex),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The common hashes of a memory store, mirrored for fast_assign (internal).",
+    .tp_dealloc = (destructor)CommonIndex_dealloc,
+};
+
+static inline Py_ssize_t index_slot(uint64_t v, Py_ssize_t cap)
+{
+    return (Py_ssize_t)((v * 0x9E3779B97F4A7C15ULL) >> 32) & (cap - 1);
+}
+
+static int index_has(const CommonIndex *ci, uint64_t v)
+{
+    if (v == 0)
+        return ci->has_zero;
+    for (Py_ssize_t i = index_slot(v, ci->cap);; i = (i + 1) & (ci->cap - 1)) {
+        if (ci->keys[i] == v)
+            return 1;
+        if (ci->keys[i] == 0)
+            return 0;
+    }
+}
+
+static int index_put(CommonIndex *ci, uint64_t v);
+
+static int index_grow(CommonIndex *ci, Py_ssize_t want)
+{
+    Py_ssize_t cap = 64;
+    while (cap < 2 * want)
+        cap *= 2;
+    if (cap <= ci->cap)
+        return 0;
+    uint64_t *old = ci->keys;
+    Py_ssize_t old_cap = ci->cap;
+    ci->keys = PyMem_Calloc((size_t)cap, sizeof *ci->keys);
+    if (!ci->keys) {
+        ci->keys = old;
+        PyErr_NoMemory();
+        return -1;
+    }
+    ci->cap = cap;
+    ci->n = 0;
+    for (Py_ssize_t i = 0; i < old_cap; i++)
+        if (old[i])
+            index_put(ci, old[i]);
+    PyMem_Free(old);
+    return 0;
+}
+
+static int index_put(CommonIndex *ci, uint64_t v)
+{
+    if (v == 0) {
+        ci->has_zero = 1;
+        return 0;
+    }
+    if (2 * (ci->n + 1) > ci->cap && index_grow(ci, ci->n + 1) < 0)
+        return -1;
+    Py_ssize_t i = index_slot(v, ci->cap);
+    while (ci->keys[i] && ci->keys[i] != v)
+        i = (i + 1) & (ci->cap - 1);
+    if (!ci->keys[i]) {
+        ci->keys[i] = v;
+        ci->n++;
+    }
+    return 0;
+}
+
+/* A Python int as a uint64: 0, or 1 when it is not an int in [0, 2**64), -1 on an error. */
+static int u64_value(PyObject *o, uint64_t *v)
+{
+    if (sketch_value(o, v) == 0)
+        return 0;
+    if (!PyLong_CheckExact(o) || _PyLong_Sign(o) < 0)
+        return 1;
+    unsigned long long x = PyLong_AsUnsignedLongLong(o);
+    if (x == (unsigned long long)-1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+            return -1;
+        PyErr_Clear();
+        return 1;
+    }
+    *v = (uint64_t)x;
+    return 0;
+}
+
+/* The index of *t*'s common set, mirrored again when it is not current: a new reference. */
+static CommonIndex *common_index(PyObject *t, PyObject *common, PyObject *name)
+{
+    PyObject *o = PyObject_GetAttr(t, name);
+    if (!o)
+        return NULL;
+    CommonIndex *ci = NULL;
+    if (Py_TYPE(o) == &CommonIndexType) {
+        ci = (CommonIndex *)o;
+        if (ci->src == common && ci->seen == PySet_GET_SIZE(common))
+            return ci;
+        Py_DECREF(o);
+    } else {
+        Py_DECREF(o);
+    }
+    ci = PyObject_New(CommonIndex, &CommonIndexType);
+    if (!ci)
+        return NULL;
+    ci->src = Py_NewRef(common);
+    ci->seen = PySet_GET_SIZE(common);
+    ci->keys = NULL;
+    ci->cap = ci->n = 0;
+    ci->has_zero = 0;
+    ci->valid = 1;
+    if (index_grow(ci, ci->seen) < 0) {
+        Py_DECREF(ci);
+        return NULL;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *item;
+    Py_hash_t hash;
+    while (_PySet_NextEntry(common, &pos, &item, &hash)) {
+        uint64_t v;
+        int rc = u64_value(item, &v);
+        if (rc < 0 || (rc == 0 && index_put(ci, v) < 0)) {
+            Py_DECREF(ci);
+            return NULL;
+        }
+        if (rc > 0)
+            ci->valid = 0; /* a member the index cannot hold: lookups go to the set */
+    }
+    if (PyObject_SetAttr(t, name, (PyObject *)ci) < 0) {
+        Py_DECREF(ci);
+        return NULL;
+    }
+    return ci;
+}
+
+/* Whether *item* (with value *v* when have_v) is common: through the index when it is valid,
+ * else through the set. 1, 0 or -1. */
+static int is_common(const CommonIndex *ci, PyObject *common, PyObject *item, int have_v,
+                     uint64_t v)
+{
+    if (ci && ci->valid) {
+        if (!have_v) {
+            int rc = u64_value(item, &v);
+            if (rc < 0)
+                return -1;
+            if (rc > 0)
+                return PySet_Contains(common, item);
+        }
+        return index_has(ci, v);
+    }
+    return PySet_GET_SIZE(common) ? PySet_Contains(common, item) : 0;
+}
+
+/* guard_core's test of a sketch value: through *ci* (a CommonIndex) when given and valid. */
+static int guard_common(const void *ci, PyObject *common, PyObject *more, PyObject *item,
+                        uint64_t v)
+{
+    const CommonIndex *index = ci;
+    if (index && index->valid && !PySet_GET_SIZE(more))
+        return index_has(index, v);
+    return in_either(common, more, item);
+}
+
+/* Add *h* to the common set and its index. 0 or -1. */
+static int add_common(CommonIndex *ci, PyObject *common, PyObject *h)
+{
+    Py_ssize_t before = PySet_GET_SIZE(common);
+    if (PySet_Add(common, h) < 0)
+        return -1;
+    if (!ci || PySet_GET_SIZE(common) == before)
+        return 0;
+    ci->seen++;
+    uint64_t v;
+    int rc = u64_value(h, &v);
+    if (rc < 0)
+        return -1;
+    if (rc > 0)
+        ci->valid = 0;
+    else if (index_put(ci, v) < 0)
+        return -1;
+    return 0;
+}
+
 /* -- the memory store's common cases ------------------------------------------------------- */
 
 /* The names of the _Tables attributes fast_assign reads, interned once (a lookup by a C
  * string would make a str each time). */
 enum { T_DOCS, T_FP, T_EXACT, T_COMMON, T_PARENT, T_SKETCH, T_LIMIT, T_SIZE, T_VOTES, T_MEMBERS,
-       T_LOG, T_UNDO, T_COUNTER, T_DOCUMENTS, T_NAMES };
+       T_LOG, T_UNDO, T_COUNTER, T_DOCUMENTS, T_COMMON_INDEX, T_NAMES };
 static const char *const table_names[T_NAMES] = {
     "docs", "fp", "exact", "common", "parent", "sketch", "limit", "size", "votes", "members",
-    "log", "undo", "counter", "documents"};
+    "log", "undo", "counter", "documents", "common_index"};
 static PyObject *table_keys[T_NAMES];
 
 static int intern_table_names(void)
@@ -1206,7 +1423,7 @@ static int bump_item(PyObject *d, PyObject *key)
  * each hash of the sorted list *hs*; a hash becomes common once *votes* distinct groups
  * (after merges) have been. */
 static int vote_on(PyObject *hs, PyObject *groups, Py_ssize_t votes, PyObject *table,
-                   PyObject *common, PyObject *parent)
+                   PyObject *common, CommonIndex *ci, PyObject *parent)
 {
     Py_ssize_t i, n = PyList_GET_SIZE(hs);
     for (i = 0; i < n; i++) {
@@ -1237,7 +1454,7 @@ static int vote_on(PyObject *hs, PyObject *groups, Py_ssize_t votes, PyObject *t
             if (PySet_GET_SIZE(roots) >= votes) {
                 Py_DECREF(roots);
                 Py_DECREF(seen);
-                if (PySet_Add(common, h) < 0)
+                if (add_common(ci, common, h) < 0)
                     return -1;
                 if (PyDict_Contains(table, h) == 1 && PyDict_DelItem(table, h) < 0)
                     return -1;
@@ -1282,6 +1499,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *args)
     PyObject *fp = NULL, *exact = NULL, *common = NULL, *parent = NULL, *sketches = NULL;
     PyObject *limits = NULL, *size = NULL, *docs = NULL, *log = NULL, *undo = NULL;
     PyObject *vote_table = NULL, *empty = NULL;
+    CommonIndex *ci = NULL;
     PyObject *known[FAST_ANCHORS], *picked[FAST_ANCHORS];
     /* The candidates: canonical id, the anchors that hit it, the values shared, accepted. */
     PyObject *cand[FAST_ANCHORS], *hits[FAST_ANCHORS], *shared[FAST_ANCHORS];
@@ -1315,9 +1533,11 @@ static PyObject *fast_assign(PyObject *self, PyObject *args)
     }
     /* The anchors: the first n candidates that are not common (all of them if none is). */
     Py_ssize_t ns = PyTuple_GET_SIZE(sentences);
+    if (!(ci = common_index(t, common, table_keys[T_COMMON_INDEX])))
+        goto done;
     if (PySet_GET_SIZE(common)) {
         for (i = 0; i < ns && np < n; i++) {
-            int in = PySet_Contains(common, PyTuple_GET_ITEM(sentences, i));
+            int in = is_common(ci, common, PyTuple_GET_ITEM(sentences, i), 0, 0);
             if (in < 0)
                 goto done;
             if (!in)
@@ -1384,7 +1604,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *args)
             goto fail_or_fallback;
         Py_ssize_t same, mine, theirs;
         rc = guard_core(sketch, doc_limit, vals ? vals : empty, group_limit, common, empty,
-                        shared[k], &same, &mine, &theirs);
+                        shared[k], &same, &mine, &theirs, ci);
         if (rc)
             goto fail_or_fallback;
         Py_ssize_t smaller = mine < theirs ? mine : theirs;
@@ -1498,7 +1718,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *args)
         rc = hs && _PySet_Update(hs, shared[k]) == 0 ? 0 : -1;
         if (rc == 0 && (ordered = PySequence_List(hs)) != NULL && PyList_Sort(ordered) == 0
             && (pair = PyTuple_Pack(2, cand[k], root)) != NULL)
-            rc = vote_on(ordered, pair, votes, vote_table, common, parent);
+            rc = vote_on(ordered, pair, votes, vote_table, common, ci, parent);
         else
             rc = -1;
         Py_XDECREF(hs);
@@ -1572,8 +1792,33 @@ done:
     Py_XDECREF(undo);
     Py_XDECREF(vote_table);
     Py_XDECREF(empty);
+    Py_XDECREF(ci);
     return result;
 }
+
+/* make_record(cls, names, *values): an instance of the slotted class *cls* with each slot of
+ * *names* (a tuple of str) set to the value in the same place, without calling its __init__:
+ * what a frozen dataclass's generated __init__ does for a class without defaults to fill or a
+ * __post_init__, at a fraction of the cost (the results of every add are made this way). */
+static PyObject *make_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 2 || !PyType_Check(args[0]) || !PyTuple_CheckExact(args[1])
+        || PyTuple_GET_SIZE(args[1]) != nargs - 2) {
+        PyErr_SetString(PyExc_TypeError, "make_record(cls, names, *values): one value a name");
+        return NULL;
+    }
+    PyTypeObject *tp = (PyTypeObject *)args[0];
+    PyObject *obj = tp->tp_alloc(tp, 0);
+    if (!obj)
+        return NULL;
+    for (Py_ssize_t i = 2; i < nargs; i++)
+        if (PyObject_GenericSetAttr(obj, PyTuple_GET_ITEM(args[1], i - 2), args[i]) < 0) {
+            Py_DECREF(obj);
+            return NULL;
+        }
+    return obj;
+}
+
 
 /* surrogate_at(text): the index of the first lone surrogate in the str *text*, or -1 (a
  * str of one byte per character has none: nothing to scan). */
@@ -1618,6 +1863,8 @@ static PyMethodDef module_methods[] = {
     {"fast_assign", fast_assign, METH_VARARGS,
      "fast_assign(t, sentences, sketch, exact, doc_limit, n, theta, min_overlap, cap, no_limit,"
      " votes, doc_id, title) -> (similar_id, duplicate, anchors) or None."},
+    {"make_record", (PyCFunction)(void (*)(void))make_record, METH_FASTCALL,
+     "make_record(cls, names, *values) -> an instance of the slotted class cls, slots set."},
     {"sketch_guard", sketch_guard, METH_VARARGS,
      "sketch_guard(sketch, doc_limit, values, group_limit, common, more) -> (shared, mine,"
      " theirs) or None."},
@@ -1630,7 +1877,7 @@ static struct PyModuleDef kernel_module = {
 
 PyMODINIT_FUNC PyInit__kernel(void)
 {
-    if (PyType_Ready(&KernelType) < 0)
+    if (PyType_Ready(&KernelType) < 0 || PyType_Ready(&CommonIndexType) < 0)
         return NULL;
     if ((!ONE && !(ONE = PyLong_FromLong(1))) || intern_table_names() < 0)
         return NULL;

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -26,6 +27,7 @@ from ...results import (
     StoreStats,
 )
 from ...text.fingerprint import DEFAULT_DELIMITERS, DocPrint, Fingerprinter
+from ...text.kernel import compiled_function
 from .assign import MatchPolicy
 from .base import Store
 from .store import open_path, open_store
@@ -37,6 +39,11 @@ __all__ = ["Document", "NSHash"]
 Document = str | dict[str, Any]
 
 #: The original release's file names: ``hashdb`` -> (store scheme, suffix added to ``name``).
+#: nshash._kernel.make_record (None on the pure path): a result made without the frozen
+#: dataclass's __init__, field by field as that __init__ sets them (tests compare the two).
+_MAKE = compiled_function("make_record")
+_ADD_RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(AddResult))
+
 _HASHDBS = {"memory": ("memory", ".hashdb.pkl"), "leveldb": ("leveldb", ".hashdb")}
 
 
@@ -325,7 +332,7 @@ class NSHash(Method):
         """:meth:`add_prepared` for arguments already checked."""
         why = self.store.explain(doc, self.policy) if explain else None
         answer, anchors = self.store.assign(doc, self.policy, doc_id, title, meta)
-        return AddResult(
+        values = (
             answer.similar_id,
             answer.duplicate,
             answer.merged_from,
@@ -335,6 +342,10 @@ class NSHash(Method):
             answer.canonical_id,
             why,
         )
+        if _MAKE is not None:  # AddResult(*values), without the frozen __init__'s cost
+            made: AddResult = _MAKE(AddResult, _ADD_RESULT_FIELDS, *values)
+            return made
+        return AddResult(*values)
 
     def add_many(self, documents: Iterable[Document]) -> list[AddResult | NSHashError]:
         """Add documents in order, batched for server stores (one round trip on Redis).

@@ -32,6 +32,7 @@ open. A snapshot replaced while it is being read is detected and the read is ret
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import logging
 import os
@@ -74,6 +75,9 @@ __all__ = ["MemoryStore"]
 #: :func:`assign` (tests/test_fast_assign.py runs both), and returns None, having written
 #: nothing, for every other case, which assign then takes.
 _FAST = compiled_function("fast_assign")
+#: nshash._kernel.make_record: the Assignment of the compiled path without its __init__'s cost.
+_MAKE = compiled_function("make_record")
+_ASSIGNMENT_FIELDS = tuple(f.name for f in dataclasses.fields(Assignment))
 
 logger = logging.getLogger("nshash")
 
@@ -127,6 +131,8 @@ class _Tables:
         self.fp: dict[int, int] = {}
         self.exact: dict[int, int] = {}
         self.common: set[int] = set()
+        #: The compiled assignment's mirror of ``common`` (see nshash._kernel.fast_assign).
+        self.common_index: object = None
         self.votes: dict[int, tuple[int, ...]] = {}
         self.parent: dict[int, int] = {}
         #: A group's sketch: a sorted tuple while the group has one document (its sketch, as
@@ -760,6 +766,11 @@ class MemoryStore(Store):
                     )
                     if placed is not None:
                         root, duplicate, anchors = placed
+                        if _MAKE is not None:  # Assignment(root, duplicate), made cheaply
+                            made = _MAKE(
+                                Assignment, _ASSIGNMENT_FIELDS, root, duplicate, (), False, None
+                            )
+                            return made, anchors
                         return Assignment(root, duplicate, ()), anchors
                 return assign(self._t, doc, policy, doc_id, title, meta)
             # The tables change first (the algorithm reads its own writes), then the journal
