@@ -1486,14 +1486,19 @@ static int vote_on(PyObject *hs, PyObject *groups, Py_ssize_t votes, PyObject *t
  * anchors), having made the writes assign makes; None, having written nothing, for the
  * other cases (a doc_id seen before, two accepted groups, an odd value): the caller then
  * runs assign. */
-static PyObject *fast_assign(PyObject *self, PyObject *args)
+static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *t, *sentences, *sketch, *exact_h, *doc_limit_o, *no_limit_o, *doc_id, *title;
-    Py_ssize_t n, min_overlap, cap, votes;
-    double theta;
-    if (!PyArg_ParseTuple(args, "OO!O!OOndnnOnOO", &t, &PyTuple_Type, &sentences,
-                          &PyTuple_Type, &sketch, &exact_h, &doc_limit_o, &n, &theta,
-                          &min_overlap, &cap, &no_limit_o, &votes, &doc_id, &title))
+    if (nargs != 13 || !PyTuple_CheckExact(args[1]) || !PyTuple_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "fast_assign takes 13 arguments (see its docstring)");
+        return NULL;
+    }
+    PyObject *t = args[0], *sentences = args[1], *sketch = args[2], *exact_h = args[3];
+    PyObject *doc_limit_o = args[4], *no_limit_o = args[9], *doc_id = args[11];
+    PyObject *title = args[12];
+    Py_ssize_t n = PyLong_AsSsize_t(args[5]), min_overlap = PyLong_AsSsize_t(args[7]);
+    Py_ssize_t cap = PyLong_AsSsize_t(args[8]), votes = PyLong_AsSsize_t(args[10]);
+    double theta = PyFloat_AsDouble(args[6]);
+    if (PyErr_Occurred())
         return NULL;
     PyObject *result = NULL, *anchors = NULL, *root = NULL, *values = NULL, *bound = NULL;
     PyObject *fp = NULL, *exact = NULL, *common = NULL, *parent = NULL, *sketches = NULL;
@@ -1860,7 +1865,7 @@ static PyMethodDef module_methods[] = {
      "cut_sketch(values, cap) -> the new limit; values (a set of ints) keeps its cap smallest."},
     {"surrogate_at", surrogate_at, METH_O,
      "surrogate_at(text) -> the index of the first lone surrogate, or -1."},
-    {"fast_assign", fast_assign, METH_VARARGS,
+    {"fast_assign", (PyCFunction)(void (*)(void))fast_assign, METH_FASTCALL,
      "fast_assign(t, sentences, sketch, exact, doc_limit, n, theta, min_overlap, cap, no_limit,"
      " votes, doc_id, title) -> (similar_id, duplicate, anchors) or None."},
     {"make_record", (PyCFunction)(void (*)(void))make_record, METH_FASTCALL,
