@@ -184,3 +184,46 @@ def test_records_made_without_init_are_the_same(cls: str, values: tuple[Any, ...
         made.similar_id = 8
     with pytest.raises(TypeError, match="one value a name"):
         make(kind, fields, *values[:-1])
+
+
+#: Hashes around every boundary the compiled path reads ints at (0, 2**30, 2**53, 2**60,
+#: 2**63, 2**64 - 1), and ints a store never holds (negative, past 64 bits).
+HASHES = st.one_of(
+    st.integers(0, 5),
+    st.integers(0, (1 << 64) - 1),
+    st.sampled_from([(1 << b) + d for b in (30, 53, 60, 63) for d in (-1, 0, 1)]),
+    st.just((1 << 64) - 1),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    common=st.sets(st.one_of(HASHES, st.integers(-3, -1), st.just(1 << 70)), max_size=40),
+    sentences=st.lists(HASHES, min_size=1, max_size=30, unique=True),
+    n=st.integers(1, 20),
+    data=st.data(),
+)
+def test_anchors_skip_common_hashes(
+    common: set[int], sentences: list[int], n: int, data: st.DataObject
+) -> None:
+    """The anchors the compiled path picks are the first n hashes that are not common (all
+    of them when every one is), for common sets of every kind of int: the same as Python's."""
+    from nshash.text.fingerprint import NO_LIMIT
+
+    tables = memory._Tables()
+    tables.common.update(common)
+    tables.common.update(data.draw(st.sets(st.sampled_from(sentences), max_size=5)))
+    placed = memory._FAST(
+        tables, tuple(sentences), (1, 2, 3), 99, NO_LIMIT, n, 0.5, 3, 256, NO_LIMIT, 4, None, None
+    )
+    assert placed is not None
+    live = [h for h in sentences if h not in tables.common]
+    assert placed[2] == tuple((live or sentences)[:n])
+    # A hash made common later is seen at once (the mirror follows the set's growth).
+    tables.common.add(sentences[0])
+    again = memory._FAST(
+        tables, tuple(sentences), (1, 2, 3), 98, NO_LIMIT, n, 0.5, 3, 256, NO_LIMIT, 4, None, None
+    )
+    assert again is not None
+    live = [h for h in sentences if h not in tables.common]
+    assert again[2] == tuple((live or sentences)[:n])

@@ -1228,6 +1228,15 @@ static int u64_value(PyObject *o, uint64_t *v)
 {
     if (sketch_value(o, v) == 0)
         return 0;
+#if PY_VERSION_HEX < 0x030C0000 && PYLONG_BITS_IN_DIGIT == 30
+    if (PyLong_CheckExact(o) && Py_SIZE(o) == 3) { /* 61 to 90 bits: an anchor's fingerprint */
+        const digit *d = ((PyLongObject *)o)->ob_digit;
+        if (d[2] >= 16) /* past 64 bits */
+            return 1;
+        *v = (uint64_t)d[0] | ((uint64_t)d[1] << 30) | ((uint64_t)d[2] << 60);
+        return 0;
+    }
+#endif
     if (!PyLong_CheckExact(o) || _PyLong_Sign(o) < 0)
         return 1;
     unsigned long long x = PyLong_AsUnsignedLongLong(o);
