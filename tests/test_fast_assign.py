@@ -31,6 +31,8 @@ pytestmark = pytest.mark.skipif(
 )
 
 TABLES = ("fp", "exact", "common", "votes", "parent", "limit", "size", "members", "docs")
+#: The activity tables (documents added while tracking).
+ACTIVITY = ("seen", "hours", "buckets", "meta")
 
 
 class Counted:
@@ -53,7 +55,7 @@ class Counted:
 
 def snapshot(nsh: NSHash) -> dict[str, Any]:
     t = nsh.store._t  # type: ignore[attr-defined]
-    out = {name: getattr(t, name) for name in TABLES}
+    out = {name: getattr(t, name) for name in TABLES + ACTIVITY}
     out["sketch"] = {gid: set(values) for gid, values in t.sketch.items()}
     out["counter"], out["documents"] = t.counter, t.documents
     return out
@@ -64,17 +66,25 @@ def run_both(
     stream: list[tuple[str, str | None, str | None]],
     **options: Any,
 ) -> Counted:
-    """Feed *stream* (text, doc_id, title) to both stores; assert they answer and end alike."""
+    """Feed *stream* (text, doc_id, title) to both stores; assert they answer and end alike.
+    With ``track=True`` in *options*, each document comes ten minutes after the last, with a
+    url, so the activity tables fill too."""
     counted = Counted()
     answers = []
     tables = []
     for fast in (counted, None):
         monkeypatch.setattr(memory, "_FAST", fast)
         nsh = NSHash.open("memory://", **options)
+        tracked = {}
         got = []
-        for text, doc_id, title in stream:
+        for i, (text, doc_id, title) in enumerate(stream):
+            if options.get("track"):
+                tracked = {
+                    "published_at": 1_700_000_000 + 600 * i,
+                    "url": f"https://s{i % 7}.example/{i}",
+                }
             try:
-                r = nsh.add(text, doc_id, title=title)
+                r = nsh.add(text, doc_id, title=title, **tracked)
             except EmptyDocumentError:
                 got.append(None)
                 continue
@@ -107,7 +117,7 @@ def test_hot_stories_alike(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
         for i, t in enumerate(texts)
     ]
     stream += [(texts[i], f"d{i}", None) for i in range(1, 60, 3)]  # retries answer as first
-    counted = run_both(monkeypatch, stream)
+    counted = run_both(monkeypatch, stream, track=True)
     assert counted.placed > 0.9 * len(stream), (counted.placed, counted.left)
     assert counted.left > 0  # retries and merges went to the Python assignment
 

@@ -71,7 +71,8 @@ __all__ = ["MemoryStore"]
 
 #: The compiled assignment of every case but a merge (nshash._kernel.fast_assign: an exact
 #: repeat, a new story, refused candidates and their votes, one accepted group) on tables that
-#: are neither journaled nor tracked; None on the pure path. It answers exactly as
+#: are not journaled (activity is then noted in Python, as assign notes it last); None on the
+#: pure path. It answers exactly as
 #: :func:`assign` (tests/test_fast_assign.py runs both), and returns None, having written
 #: nothing, for every other case, which assign then takes.
 _FAST = compiled_function("fast_assign")
@@ -748,7 +749,7 @@ class MemoryStore(Store):
             self._check()
             self._refuse_writes()
             if self._file is None:
-                if meta is None and _FAST is not None:
+                if _FAST is not None:
                     placed = _FAST(
                         self._t,
                         doc.sentences,
@@ -766,6 +767,8 @@ class MemoryStore(Store):
                     )
                     if placed is not None:
                         root, duplicate, anchors = placed
+                        if meta is not None:  # what assign does last, in Python
+                            self._t.note(root, doc_id, meta)
                         if _MAKE is not None:  # Assignment(root, duplicate), made cheaply
                             made = _MAKE(
                                 Assignment, _ASSIGNMENT_FIELDS, root, duplicate, (), False, None
