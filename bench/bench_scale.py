@@ -48,8 +48,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 #: Every store the bench knows, in the order it runs them.
-STORES = ("seed", "memory", "memfile", "leveldb", "redis", "redis-add")
-DEFAULT_STORES = ("seed", "memory", "memfile", "leveldb", "redis")
+STORES = ("seed", "memory", "memfile", "leveldb", "sqlite", "redis", "redis-add")
+DEFAULT_STORES = ("seed", "memory", "memfile", "leveldb", "sqlite", "redis")
 
 #: Where clauses end inside a sentence, and where sentences end.
 _CLAUSE = re.compile(r"(?<=[，、；：])")
@@ -307,6 +307,8 @@ def run_worker(store: str, n: int, seed: int, batch: int, redis_url: str | None,
                 url = f"memory://{tmp}/scale.pkl"
             elif store == "leveldb":
                 url = f"leveldb://{tmp}/db"
+            elif store == "sqlite":
+                url = f"sqlite://{tmp}/scale.db"
             else:
                 import redis
 
@@ -366,7 +368,7 @@ def run_worker(store: str, n: int, seed: int, batch: int, redis_url: str | None,
             t0 = time.perf_counter()
             nsh.close()
             out["close_s"] = time.perf_counter() - t0
-            if store in ("memfile", "leveldb"):
+            if store in ("memfile", "leveldb", "sqlite"):
                 out["bytes_per_doc"] = dir_bytes(tmp) / n
                 out["bytes_what"] = "files after close"
                 if store == "memfile":

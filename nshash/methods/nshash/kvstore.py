@@ -148,6 +148,9 @@ class _Overlay:
         self.db = db
         self.meta = dict(meta)
         self.pending: dict[bytes, bytes | None] = {}
+        #: What this call read from the store (a key is read once: the assignment asks about
+        #: an anchor, a sketch or a size more than once).
+        self.read: dict[bytes, bytes | None] = {}
         #: The committed common fingerprints (the store's cache, read only here).
         self.common = common
         #: Fingerprints this call made common.
@@ -157,7 +160,11 @@ class _Overlay:
     def get(self, key: bytes) -> bytes | None:
         if key in self.pending:
             return self.pending[key]
+        read = self.read
+        if key in read:
+            return read[key]
         value: bytes | None = self.db.get(key)
+        read[key] = value
         return value
 
     def put(self, key: bytes, value: bytes) -> None:
