@@ -256,9 +256,23 @@ def _window_counts(activity: Activity | None, first_hour: int, last_hour: int) -
 
 
 # -- the front page --------------------------------------------------------------------------
-async def _nshash(service: Service) -> NSHash | None:
+_OTHER_METHOD = (
+    "The hot-stories pages need NSHASH_METHOD=nshash: the {method} method keeps no stories"
+    " and no activity."
+)
+
+
+async def _nshash(request: Request, service: Service) -> NSHash | Response:
+    """What every page needs first: the caller let in (see :func:`_guard`) and the nshash
+    method; else the page to answer instead (the login form, or 501 for another method)."""
+    denied = _guard(request, service)
+    if denied is not None:
+        return denied
     nsh = await service.nshash()
-    return nsh if isinstance(nsh, NSHash) else None
+    if isinstance(nsh, NSHash):
+        return nsh
+    message = _OTHER_METHOD.format(method=service.settings.method)
+    return _render("message.html", 501, title="Not available", message=message, nav=True)
 
 
 def _int(value: str | None, default: int, least: int, most: int) -> int:
@@ -271,12 +285,9 @@ def _int(value: str | None, default: int, least: int, most: int) -> int:
 @pages.get("/")
 async def hot_page(request: Request, service: ServiceDep) -> Response:
     """The hot stories of a window."""
-    denied = _guard(request, service)
-    if denied is not None:
-        return denied
-    nsh = await _nshash(service)
-    if nsh is None:
-        return _render("message.html", 501, title="Not available", message=_KEYED, nav=True)
+    nsh = await _nshash(request, service)
+    if not isinstance(nsh, NSHash):
+        return nsh
     since = request.query_params.get("since") or "24h"
     try:
         seconds = parse_window(since)
@@ -315,18 +326,12 @@ async def hot_page(request: Request, service: ServiceDep) -> Response:
     )
 
 
-_KEYED = "The hot-stories pages need NSHASH_METHOD=nshash: the keyed method keeps no groups."
-
-
 @pages.get("/stories/{similar_id}")
 async def story_page(similar_id: str, request: Request, service: ServiceDep) -> Response:
     """One story and its copies."""
-    denied = _guard(request, service)
-    if denied is not None:
-        return denied
-    nsh = await _nshash(service)
-    if nsh is None:
-        return _render("message.html", 501, title="Not available", message=_KEYED, nav=True)
+    nsh = await _nshash(request, service)
+    if not isinstance(nsh, NSHash):
+        return nsh
     if not similar_id.isdigit() or not 0 < int(similar_id) < 2**63:
         return _render(
             "message.html", 404, title="No such story", message=f"No story {similar_id!r}", nav=True
@@ -434,12 +439,9 @@ async def check_form(request: Request, service: ServiceDep) -> Response:
 @pages.post("/check")
 async def check(request: Request, service: ServiceDep) -> Response:
     """Which story a pasted text belongs to, and why; writes nothing."""
-    denied = _guard(request, service)
-    if denied is not None:
-        return denied
-    nsh = await _nshash(service)
-    if nsh is None:
-        return _render("message.html", 501, title="Not available", message=_KEYED, nav=True)
+    nsh = await _nshash(request, service)
+    if not isinstance(nsh, NSHash):
+        return nsh
     text = (await _form(request)).get("text", "")
     if len(text) > MAX_CHECK_CHARS:
         message = f"The text has {len(text)} characters; this form takes {MAX_CHECK_CHARS}"

@@ -178,10 +178,16 @@ class TestPages:
         empty = client.post("/check", data={"text": "  ...  "}, headers=AUTH)
         assert empty.status_code == 422 and 'id="error"' in empty.text
 
-    def test_keyed_method_has_no_pages(self) -> None:
-        """Under NSHASH_METHOD=keyed the pages say they need the nshash method."""
-        with TestClient(create_app(Settings(store_url="memory://", method="keyed"))) as c:
-            assert c.get("/").status_code == 501
+    @pytest.mark.parametrize("method", ["keyed", "simhash"])
+    def test_other_methods_have_no_pages(self, method: str) -> None:
+        """Under NSHASH_METHOD=keyed or simhash every page says it needs the nshash method
+        (and names the method in use); the paste form itself still shows."""
+        with TestClient(create_app(Settings(store_url="memory://", method=method))) as c:
+            for answer in (c.get("/"), c.get("/stories/1"), c.post("/check", data={"text": "x"})):
+                assert answer.status_code == 501
+                assert "NSHASH_METHOD=nshash" in answer.text
+                assert f"the {method} method" in answer.text
+            assert c.get("/check").status_code == 200
 
     def test_docs_are_local(self, client: TestClient) -> None:
         """Swagger UI and ReDoc load their files from this server."""
