@@ -9,8 +9,11 @@ hashed by farmhash's own ``Fingerprint64``, found in pyfarmhash's module and che
 ``farmhash.fingerprint64`` at start-up (else through ``farmhash.fingerprint64`` itself). The
 extension also compiles the store's guard helpers
 (:func:`nshash.methods.nshash.assign.sketch_guard`,
-:func:`~nshash.methods.nshash.assign.cut_sketch`) and the surrogate scan of
-:mod:`nshash.inputs`, each with its Python version next to it.
+:func:`~nshash.methods.nshash.assign.cut_sketch`), the memory store's assignment of every
+case but a merge (``fast_assign``, used by :mod:`nshash.methods.nshash.memory`; the Python
+:func:`~nshash.methods.nshash.assign.assign` is its reference, and tests/test_fast_assign.py
+runs both), results made without a frozen dataclass's ``__init__`` (``make_record``) and the
+surrogate scan of :mod:`nshash.inputs`, each with its Python version next to it.
 
 It needs two character tables, built here once per process from the very functions the pure
 path calls: rapidfuzz's ``default_process`` of every BMP character, and which characters are
