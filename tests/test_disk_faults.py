@@ -611,6 +611,7 @@ BAD_SNAPSHOTS = {
     "missing-table": lambda data: data.pop("docs"),
     "doc-record-short": _first("docs", (1, False)),
     "sketch-not-set": _first("sketch", [1, 2]),
+    "sketch-torn-bytes": _first("sketch", b"\x01\x02\x03"),
     "member-without-record": _first("members", ["nobody"]),
     "table-not-dict": _set("fp", [1, 2]),
     "deep": _set("common", [[[[[[[[[[1]]]]]]]]]]),
@@ -628,6 +629,21 @@ class TestDamagedSnapshot:
         path = tampered_snapshot(tmp_path, BAD_SNAPSHOTS[name])
         with pytest.raises(StoreCorruptError, match="snap.pkl"):
             MemoryStore(path)
+
+    def test_snapshot_with_sketch_sets_opens(self, tmp_path: Path) -> None:
+        """A snapshot written before sketches were packed (a set of ints a group) opens, and
+        its groups take their reposts as before, now packed."""
+        import struct
+
+        def as_sets(data: dict[str, Any]) -> None:
+            for gid, packed in data["sketch"].items():
+                data["sketch"][gid] = set(struct.unpack(f"<{len(packed) // 8}Q", packed))
+
+        path = tampered_snapshot(tmp_path, as_sets)
+        with NSHash.open(f"memory://{path}") as nsh:
+            assert all(type(v) is bytes for v in nsh.store._t.sketch.values())  # type: ignore[attr-defined]
+            again = nsh.add(doc(1), doc_id="d1")  # a version of the story of d0
+            assert again.duplicate and again.similar_id == nsh.document("d0").similar_id
 
     def test_deeply_nested_pickle(self, tmp_path: Path) -> None:
         """A pickle nested past the recursion limit is StoreCorruptError, not RecursionError."""

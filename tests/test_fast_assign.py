@@ -56,7 +56,7 @@ class Counted:
 def snapshot(nsh: NSHash) -> dict[str, Any]:
     t = nsh.store._t  # type: ignore[attr-defined]
     out = {name: getattr(t, name) for name in TABLES + ACTIVITY}
-    out["sketch"] = {gid: set(values) for gid, values in t.sketch.items()}
+    out["sketch"] = {gid: set(memory.unpack_sketch(v)) for gid, v in t.sketch.items()}
     out["counter"], out["documents"] = t.counter, t.documents
     return out
 

@@ -1011,6 +1011,22 @@ static int sorted_has(const uint64_t *v, Py_ssize_t n, uint64_t x)
     return lo < n && v[lo] == x;
 }
 
+/* A packed sketch value (8 bytes, little-endian: how the memory store keeps a one-document
+ * group's sketch) read and written. */
+static inline uint64_t load_le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static inline void store_le64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++, v >>= 8)
+        p[i] = (unsigned char)v;
+}
+
 /* The guard's comparison (see sketch_guard): counts into *mine*, *theirs* and *shared_n*,
  * and appends the shared values to *shared* unless it is NULL. 0 on success, 1 when a value
  * is not a plain int below 2**63 (the Python version then answers), -1 on an error. */
@@ -1064,6 +1080,34 @@ static int guard_core(PyObject *sketch, uint64_t doc_limit, PyObject *values,
         kept = w;
     }
     *mine = kept;
+    if (PyBytes_CheckExact(values)) { /* packed values: no object until one is shared */
+        const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(values);
+        Py_ssize_t nv = PyBytes_GET_SIZE(values) / 8;
+        for (i = 0; i < nv; i++) {
+            v = load_le64(p + 8 * i);
+            if (v >= limit)
+                continue;
+            int in = guard_common(ci, common, more, NULL, v);
+            if (in < 0) {
+                rc = -1;
+                goto done;
+            }
+            if (in)
+                continue;
+            (*theirs)++;
+            if (sorted_has(live, kept, v)) {
+                (*shared_n)++;
+                if (shared) {
+                    PyObject *o = PyLong_FromUnsignedLongLong(v);
+                    rc = o ? PyList_Append(shared, o) : -1;
+                    Py_XDECREF(o);
+                    if (rc)
+                        goto done;
+                }
+            }
+        }
+        goto done;
+    }
     it = PyObject_GetIter(values);
     if (!it) {
         rc = -1;
@@ -1323,7 +1367,14 @@ static int guard_common(const void *ci, PyObject *common, PyObject *more, PyObje
     const CommonIndex *index = ci;
     if (index && index->valid && !PySet_GET_SIZE(more))
         return index_has(index, v);
-    return in_either(common, more, item);
+    if (!PySet_GET_SIZE(common) && !PySet_GET_SIZE(more))
+        return 0;
+    if (item)
+        return in_either(common, more, item);
+    PyObject *o = PyLong_FromUnsignedLongLong(v); /* a packed value: as an int to look up */
+    int in = o ? in_either(common, more, o) : -1;
+    Py_XDECREF(o);
+    return in;
 }
 
 /* Add *h* to the common set and its index. 0 or -1. */
@@ -1569,6 +1620,18 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         if (!known[i] && PyErr_Occurred())
             goto done;
     }
+    /* The document's sketch is merged with a group's or kept packed as it is: it must be
+     * ascending, as the text pipeline makes it (anything else goes the Python way). */
+    {
+        uint64_t prev = 0, v;
+        for (i = 0; i < PyTuple_GET_SIZE(sketch); i++) {
+            if ((rc = sketch_value(PyTuple_GET_ITEM(sketch, i), &v)) != 0)
+                goto fail_or_fallback;
+            if (i && v <= prev)
+                goto fallback;
+            prev = v;
+        }
+    }
     PyObject *hit = PyDict_GetItemWithError(exact, exact_h);
     if (!hit && PyErr_Occurred())
         goto done;
@@ -1629,67 +1692,60 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         if (accepted[k]) {
             if (joined >= 0)
                 goto fallback; /* two accepted groups: a merge may follow */
-            if (!vals || (!PySet_CheckExact(vals) && !PyTuple_CheckExact(vals)))
-                goto fallback; /* a group without a sketch of its own: the Python way */
+            if (!vals || !PyBytes_CheckExact(vals))
+                goto fallback; /* a group without a packed sketch of its own: the Python way */
+            const unsigned char *gp = (const unsigned char *)PyBytes_AS_STRING(vals);
+            for (i = 1; i < PyBytes_GET_SIZE(vals) / 8; i++)
+                if (load_le64(gp + 8 * (i - 1)) >= load_le64(gp + 8 * i))
+                    goto fallback; /* packed, but not ascending: the Python way */
             joined = k;
         }
     }
-    if (joined >= 0) { /* join the document's values to the group's, in place (combine_sketch) */
+    if (joined >= 0) { /* the document's values and the group's, joined (combine_sketch) */
         root = Py_NewRef(cand[joined]);
-        values = Py_NewRef(PyDict_GetItem(sketches, root));
-        if (PyTuple_CheckExact(values)) { /* a group's second document: its sketch becomes a set */
-            Py_SETREF(values, PySet_New(values));
-            if (!values || PyDict_SetItem(sketches, root, values) < 0)
-                goto done;
-        }
+        PyObject *old = PyDict_GetItem(sketches, root); /* packed and ascending (checked) */
+        const unsigned char *gp = (const unsigned char *)PyBytes_AS_STRING(old);
+        Py_ssize_t ng = PyBytes_GET_SIZE(old) / 8, nd = PyTuple_GET_SIZE(sketch), a = 0, d = 0;
         PyObject *gl = PyDict_GetItem(limits, root);
-        uint64_t old_limit = no_limit, v;
+        uint64_t old_limit = no_limit, cut;
         if (gl)
             sketch_value(gl, &old_limit); /* checked by the guard */
-        uint64_t cut = doc_limit < old_limit ? doc_limit : old_limit;
-        if (old_limit > cut) { /* the group's values at or past the new bound go */
-            PyObject *drop = PyList_New(0), *it = drop ? PyObject_GetIter(values) : NULL, *item;
-            rc = it ? 0 : -1;
-            while (rc == 0 && (item = PyIter_Next(it)) != NULL) {
-                if (sketch_value(item, &v) == 0 && v >= cut)
-                    rc = PyList_Append(drop, item);
-                Py_DECREF(item);
-            }
-            Py_XDECREF(it);
-            for (i = 0; rc == 0 && !PyErr_Occurred() && i < PyList_GET_SIZE(drop); i++)
-                rc = PySet_Discard(values, PyList_GET_ITEM(drop, i)) < 0 ? -1 : 0;
-            Py_XDECREF(drop);
-            if (rc < 0 || PyErr_Occurred())
-                goto done;
-        }
-        Py_ssize_t nsk = PyTuple_GET_SIZE(sketch);
-        for (i = 0; i < nsk; i++) {
-            PyObject *item = PyTuple_GET_ITEM(sketch, i);
-            sketch_value(item, &v); /* checked by the guard */
-            if (doc_limit > cut && v >= cut)
-                continue;
-            if (PySet_Add(values, item) < 0)
-                goto done;
-        }
-        if (PySet_GET_SIZE(values) > cap) {
-            if (!(bound = cut_in_place(values, cap)))
-                goto done;
-        } else if (!(bound = PyLong_FromUnsignedLongLong(cut))) {
+        cut = doc_limit < old_limit ? doc_limit : old_limit;
+        if (!(values = PyBytes_FromStringAndSize(NULL, 8 * (ng + nd > cap ? cap : ng + nd))))
             goto done;
+        unsigned char *out = (unsigned char *)PyBytes_AS_STRING(values);
+        Py_ssize_t kept = 0;
+        uint64_t gv = 0, dv = 0;
+        /* A merge of the two ascending runs below the bound, without repeats, stopping at the
+         * cap: the value that would come next is the new limit. */
+        for (;;) {
+            int has_g = a < ng && (gv = load_le64(gp + 8 * a)) < cut;
+            int has_d = 0;
+            if (d < nd) {
+                sketch_value(PyTuple_GET_ITEM(sketch, d), &dv); /* checked by the guard */
+                has_d = dv < cut;
+            }
+            if (!has_g && !has_d)
+                break;
+            uint64_t next = !has_d || (has_g && gv <= dv) ? gv : dv;
+            if (has_g && gv == next)
+                a++;
+            if (has_d && dv == next)
+                d++;
+            if (kept == cap) {
+                cut = next; /* the smallest value dropped */
+                break;
+            }
+            store_le64(out + 8 * kept++, next);
         }
+        if (kept < PyBytes_GET_SIZE(values) / 8 && _PyBytes_Resize(&values, 8 * kept) < 0)
+            goto done;
+        if (PyDict_SetItem(sketches, root, values) < 0 || !(bound = PyLong_FromUnsignedLongLong(cut)))
+            goto done;
     } else { /* a new story */
         duplicate = 0;
         fresh = 1;
-        /* Its sketch is kept as it is, so it must be ascending (as the text pipeline makes it;
-         * anything else goes the Python way). */
-        uint64_t prev = 0, v;
-        for (i = 0; i < PyTuple_GET_SIZE(sketch); i++) {
-            if ((rc = sketch_value(PyTuple_GET_ITEM(sketch, i), &v)) != 0)
-                goto fail_or_fallback;
-            if (i && v <= prev)
-                goto fallback;
-            prev = v;
-        }
+        uint64_t v;
         PyObject *counter = PyObject_GetAttr(t, table_keys[T_COUNTER]);
         if (!counter)
             goto done;
@@ -1697,15 +1753,16 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         Py_DECREF(counter);
         if (!root || PyObject_SetAttr(t, table_keys[T_COUNTER], root) < 0)
             goto done;
-        /* The document's sketch is kept as it is, a sorted tuple (cut to its cap smallest:
-         * the limit is then the first value dropped, as combine_sketch makes it). */
-        Py_ssize_t nsk = PyTuple_GET_SIZE(sketch);
-        if (nsk > cap) {
-            values = PyTuple_GetSlice(sketch, 0, cap);
-            bound = Py_NewRef(PyTuple_GET_ITEM(sketch, cap));
-        } else {
-            values = Py_NewRef(sketch);
-            bound = Py_NewRef(doc_limit_o);
+        /* The document's sketch is kept packed (cut to its cap smallest: the limit is then
+         * the first value dropped, as combine_sketch makes it). */
+        Py_ssize_t nsk = PyTuple_GET_SIZE(sketch), keep = nsk > cap ? cap : nsk;
+        bound = Py_NewRef(nsk > cap ? PyTuple_GET_ITEM(sketch, cap) : doc_limit_o);
+        if ((values = PyBytes_FromStringAndSize(NULL, 8 * keep)) != NULL) {
+            unsigned char *p = (unsigned char *)PyBytes_AS_STRING(values);
+            for (i = 0; i < keep; i++) {
+                sketch_value(PyTuple_GET_ITEM(sketch, i), &v); /* checked ascending above */
+                store_le64(p + 8 * i, v);
+            }
         }
         if (!values || PyDict_SetItem(sketches, root, values) < 0)
             goto done;

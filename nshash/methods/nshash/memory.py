@@ -36,6 +36,7 @@ import dataclasses
 import heapq
 import logging
 import os
+import struct
 import threading
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
@@ -91,6 +92,17 @@ _MISSING: Any = object()
 _U64 = 1 << 64
 
 
+def pack_sketch(values: Sequence[int]) -> bytes:
+    """Sketch values packed as the memory store keeps a one-document group's: 8 bytes each,
+    little-endian (the compiled assignment reads and writes the same layout)."""
+    return struct.pack(f"<{len(values)}Q", *values)
+
+
+def unpack_sketch(stored: bytes) -> tuple[int, ...]:
+    """The values of a group's sketch as :func:`pack_sketch` packed them."""
+    return struct.unpack(f"<{len(stored) // 8}Q", stored)
+
+
 def _gid(value: Any) -> int:
     """*value* if it is a group id (a positive int), else ValueError."""
     if type(value) is not int or value < 1:
@@ -136,9 +148,9 @@ class _Tables:
         self.common_index: object = None
         self.votes: dict[int, tuple[int, ...]] = {}
         self.parent: dict[int, int] = {}
-        #: A group's sketch: a sorted tuple while the group has one document (its sketch, as
-        #: the text pipeline made it: nothing to copy), a set once documents join it.
-        self.sketch: dict[int, Collection[int]] = {}
+        #: A group's sketch: its values packed, ascending, 8 bytes each (:func:`pack_sketch`;
+        #: a Python int in a set costs over 50 bytes), read through :func:`unpack_sketch`.
+        self.sketch: dict[int, bytes] = {}
         #: A group's sketch limit, for the groups whose sketch was cut (see combine_sketch).
         self.limit: dict[int, int] = {}
         self.size: dict[int, int] = {}
@@ -201,7 +213,7 @@ class _Tables:
         return self.parent.get(gid)
 
     def group_sketch(self, gid: int) -> tuple[Collection[int], int]:
-        return self.sketch.get(gid, ()), self.limit.get(gid, NO_LIMIT)
+        return unpack_sketch(self.sketch.get(gid, b"")), self.limit.get(gid, NO_LIMIT)
 
     def get_votes(self, h: int) -> tuple[int, ...]:
         return self.votes.get(h, ())
@@ -256,11 +268,16 @@ class _Tables:
             self.log.append(["v", h, list(gids)])
 
     def _set_sketch(self, gid: int, sketch: Collection[int], limit: int) -> None:
-        """Replace a group's sketch and limit (old values restorable on rollback)."""
+        """Replace a group's sketch (kept packed) and limit (old values restorable on
+        rollback)."""
+        if isinstance(sketch, bytes):
+            packed = sketch
+        else:  # a tuple comes ascending (from the text pipeline or unpack_sketch)
+            packed = pack_sketch(sketch if type(sketch) is tuple else sorted(sketch))
         if self.undo is not None:
             self._restore(self.sketch, gid)
             self._restore(self.limit, gid)
-        self.sketch[gid] = sketch
+        self.sketch[gid] = packed
         if limit < NO_LIMIT:
             self.limit[gid] = limit
         else:
@@ -271,12 +288,11 @@ class _Tables:
         if self.undo is not None:
             self.undo.append((self, "counter", gid - 1))
             self.undo.append((self.size, gid, _MISSING))
-        # A sketch as the text pipeline makes it (a sorted tuple) is kept as it is.
-        kept = sketch if type(sketch) is tuple else tuple(sorted(set(sketch)))
-        self._set_sketch(gid, kept, limit)
+        values = sketch if type(sketch) is tuple else tuple(sorted(set(sketch)))
+        self._set_sketch(gid, values, limit)
         self.size[gid] = 0
         if self.log is not None:
-            self.log.append(["n", gid, list(self.sketch[gid]), limit])
+            self.log.append(["n", gid, list(values), limit])
         return gid
 
     def extend_sketch(self, gid: int, hs: Iterable[int], limit: int, cap: int) -> None:
@@ -306,7 +322,8 @@ class _Tables:
             self.undo.append(undo)
         self.parent[gid] = root
         old, old_limit = self.group_sketch(root)
-        more, more_limit = self.sketch.pop(gid, ()), self.limit.pop(gid, NO_LIMIT)
+        more = unpack_sketch(self.sketch.pop(gid, b""))
+        more_limit = self.limit.pop(gid, NO_LIMIT)
         self._set_sketch(root, *combine_sketch(old, old_limit, more, more_limit, cap))
         self.size[root] += self.size.pop(gid, 0)
         moved = self.members.pop(gid, None)
@@ -575,9 +592,14 @@ def _check_snapshot(data: dict[str, Any]) -> tuple[Any, ...]:
     sketch, size, members = table("sketch"), table("size"), table("members")
     for gid, hs in sketch.items():
         group(gid)
-        if type(hs) is not set and type(hs) is not tuple:
-            raise ValueError(f"the sketch of group {gid} is not a set or a tuple")
-        _u64s(hs)
+        if type(hs) is bytes:  # packed: every 8 bytes are a value below 2**64
+            if len(hs) % 8:
+                raise ValueError(f"the packed sketch of group {gid} has {len(hs)} bytes")
+        elif type(hs) is set:  # as snapshots before packed sketches kept them
+            _u64s(hs)
+            sketch[gid] = pack_sketch(sorted(hs))
+        else:
+            raise ValueError(f"the sketch of group {gid} is not a set or packed values")
     for gid, n in size.items():
         group(gid)
         count(n, "size")
