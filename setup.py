@@ -1,7 +1,9 @@
-"""Build the optional C text kernel (nshash.text._kernel); the metadata lives in pyproject.toml.
+"""Build the optional C extensions; the metadata lives in pyproject.toml.
 
-Where no C compiler exists (or the build fails) the install still succeeds without it, and
-nshash runs its pure-Python text path with the same results (``nshash --version`` says which).
+``nshash.text._kernel`` is the text kernel (``Fingerprinter.prepare`` in one pass) and
+``nshash.methods.nshash._assign`` the compiled half of the nshash assignment. Where no C
+compiler exists (or a build fails) the install still succeeds without them, and nshash runs
+its pure-Python paths with the same results (``nshash --version`` says which run).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from setuptools.command.build_ext import build_ext
 
 
 class OptionalBuildExt(build_ext):
-    """build_ext that warns instead of failing: the kernel is an accelerator, not a need."""
+    """build_ext that warns instead of failing: the extensions accelerate, nothing needs them."""
 
     def run(self) -> None:
         try:
@@ -32,19 +34,32 @@ class OptionalBuildExt(build_ext):
         if os.environ.get("NSHASH_REQUIRE_KERNEL"):
             raise exc
         print(
-            f"warning: nshash's C kernel was not built ({exc}); the pure-Python path will run",
+            f"warning: an nshash C extension was not built ({exc}); its pure-Python path will run",
             file=sys.stderr,
         )
 
+
+#: The header both extensions include (listed so that a change rebuilds them, and so that
+#: the source distribution carries it).
+SHARED = ["nshash/text/_u64sort.h"]
+FLAGS = [] if sys.platform == "win32" else ["-O2", "-std=c99"]
 
 setup(
     ext_modules=[
         Extension(
             "nshash.text._kernel",
             sources=["nshash/text/_kernel.c"],
-            extra_compile_args=[] if sys.platform == "win32" else ["-O2", "-std=c99"],
+            depends=SHARED,
+            extra_compile_args=FLAGS,
             optional=True,
-        )
+        ),
+        Extension(
+            "nshash.methods.nshash._assign",
+            sources=["nshash/methods/nshash/_assign.c"],
+            depends=SHARED,
+            extra_compile_args=FLAGS,
+            optional=True,
+        ),
     ],
     cmdclass={"build_ext": OptionalBuildExt},
 )

@@ -19,15 +19,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nshash import EmptyDocumentError, NSHash, kernel_info
+from nshash import EmptyDocumentError, NSHash
 from nshash.methods.nshash import memory
+from nshash.methods.nshash.compiled import assign_info
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("NSHASH_DATA_DIR", ROOT.parent / "shared" / "data"))
 
 pytestmark = pytest.mark.skipif(
-    kernel_info()["path"] != "compiled" or memory._FAST is None,
-    reason=f"the compiled kernel is not active: {kernel_info()}",
+    memory._FAST is None, reason=f"the compiled assignment is not active: {assign_info()}"
 )
 
 TABLES = ("fp", "exact", "common", "votes", "parent", "limit", "size", "members", "docs")
@@ -182,9 +182,9 @@ def test_records_made_without_init_are_the_same(cls: str, values: tuple[Any, ...
     import dataclasses
 
     import nshash.results
-    from nshash.text.kernel import compiled_function
+    from nshash.methods.nshash.compiled import compiled
 
-    make = compiled_function("make_record")
+    make = compiled("make_record")
     kind = getattr(nshash.results, cls)
     fields = tuple(f.name for f in dataclasses.fields(kind))
     made, built = make(kind, fields, *values), kind(*values)

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nshash import ConfigError, EmptyDocumentError, Fingerprinter, NSHash, kernel_info
+from nshash.methods.nshash.compiled import assign_info
 from nshash.text.kernel import PURE_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,10 +87,11 @@ class TestKernelInfo:
             assert info["path"] == "pure" and PURE_ENV in info["reason"]
 
     def test_ci_runs_the_compiled_kernel(self) -> None:
-        """Under CI (a compiler is installed there) the kernel is built and active."""
+        """Under CI (a compiler is installed there) both extensions are built and active."""
         if not os.environ.get("CI") or PURE:
             pytest.skip("only under CI, without NSHASH_PURE")
         assert kernel_info()["path"] == "compiled", kernel_info()
+        assert assign_info()["path"] == "compiled", assign_info()
 
     @pytest.mark.parametrize("pure", ["1", "0"])
     def test_env_var_and_version(self, pure: str) -> None:
@@ -105,9 +107,10 @@ class TestKernelInfo:
         assert done.returncode == 0, done.stderr
         assert done.stdout.startswith("nshash ") and "text path: " in done.stdout
         if pure == "1":
-            assert "text path: pure" in done.stdout
+            assert "text path: pure" in done.stdout and "assignment: pure" in done.stdout
         elif not PURE:  # this process runs with the same build: it must agree
             assert f"text path: {kernel_info()['path']}" in done.stdout
+            assert f"assignment: {assign_info()['path']}" in done.stdout
 
     def test_pure_env_gives_the_same_fingerprints(self) -> None:
         """A process on the pure path computes what this one computes."""
@@ -213,7 +216,10 @@ VALUES = st.one_of(st.integers(0, 40), st.integers(0, (1 << 53) - 1))
 LIMITS = st.one_of(st.just(1 << 53), st.integers(0, 45))
 
 
-@compiled
+@pytest.mark.skipif(
+    assign_info()["path"] != "compiled",
+    reason=f"the compiled assignment is not active: {assign_info()}",
+)
 class TestGuardHelpers:
     @settings(max_examples=200, deadline=None)
     @given(values=st.sets(VALUES, min_size=2, max_size=400), data=st.data())

@@ -1332,10 +1332,14 @@ class _VersionAction(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
         from .. import __version__
+        from ..methods.nshash.compiled import assign_info
         from ..text.kernel import kernel_info
 
-        info = kernel_info()
-        print(f"nshash {__version__} (text path: {info['path']}; {info['reason']})")
+        info, assign = kernel_info(), assign_info()
+        print(
+            f"nshash {__version__} (text path: {info['path']}; {info['reason']})"
+            f" (assignment: {assign['path']}; {assign['reason']})"
+        )
         parser.exit()
 
 

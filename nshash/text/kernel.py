@@ -7,13 +7,9 @@ the sketch. Its results are bit-identical to the pure path's (the tests compare 
 arbitrary Unicode and on real articles), so stores written by either keep matching. Keys are
 hashed by farmhash's own ``Fingerprint64``, found in pyfarmhash's module and checked against
 ``farmhash.fingerprint64`` at start-up (else through ``farmhash.fingerprint64`` itself). The
-extension also compiles the store's guard helpers
-(:func:`nshash.methods.nshash.assign.sketch_guard`,
-:func:`~nshash.methods.nshash.assign.cut_sketch`), the memory store's assignment of every
-case but a merge (``fast_assign``, used by :mod:`nshash.methods.nshash.memory`; the Python
-:func:`~nshash.methods.nshash.assign.assign` is its reference, and tests/test_fast_assign.py
-runs both), results made without a frozen dataclass's ``__init__`` (``make_record``) and the
-surrogate scan of :mod:`nshash.inputs`, each with its Python version next to it.
+extension also compiles the surrogate scan of :mod:`nshash.inputs`. The nshash assignment has
+an extension of its own (:mod:`nshash.methods.nshash.compiled`), loaded by
+:func:`load_extension` under the same rules.
 
 It needs two character tables, built here once per process from the very functions the pure
 path calls: rapidfuzz's ``default_process`` of every BMP character, and which characters are
@@ -38,7 +34,7 @@ from typing import Any
 import farmhash
 from rapidfuzz.utils import default_process
 
-__all__ = ["PURE_ENV", "compile_kernel", "compiled_function", "kernel_info"]
+__all__ = ["PURE_ENV", "compile_kernel", "compiled_function", "kernel_info", "load_extension"]
 
 #: Set this environment variable (to anything but "" or "0") to force the pure-Python path.
 PURE_ENV = "NSHASH_PURE"
@@ -69,23 +65,26 @@ _FULLWIDTH_KEPT = (*range(0xFF10, 0xFF1A), *range(0xFF41, 0xFF5B))
 _BMP = 0x10000
 
 #: The interface version of the extension this module drives (``KERNEL_ABI`` in _kernel.c).
-ABI = 5
+ABI = 6
 
 
-def _load() -> tuple[Any, str]:
+def load_extension(module: str, abi: int, what: str) -> tuple[Any, str]:
+    """Import the optional C extension *module* if it may run: not with ``NSHASH_PURE`` set,
+    and not a stale build (its ``ABI`` constant must be *abi*). Returns the module (or None)
+    and why, for messages about *what* it is."""
     if os.environ.get(PURE_ENV, "") not in ("", "0"):
         return None, f"{PURE_ENV} is set"
     try:
-        _kernel = importlib.import_module(f"{__package__}._kernel")
+        found = importlib.import_module(module)
     except ImportError as exc:
-        return None, f"the compiled kernel is not built ({type(exc).__name__})"
-    if getattr(_kernel, "ABI", None) != ABI:
-        where = getattr(_kernel, "__file__", "nshash.text._kernel")
-        return None, f"the compiled kernel at {where} is stale: rebuild it"
-    return _kernel, "built"
+        return None, f"{what} is not built ({type(exc).__name__})"
+    if getattr(found, "ABI", None) != abi:
+        where = getattr(found, "__file__", module)
+        return None, f"{what} at {where} is stale: rebuild it"
+    return found, "built"
 
 
-_MODULE, _WHY = _load()
+_MODULE, _WHY = load_extension(f"{__package__}._kernel", ABI, "the compiled kernel")
 
 
 @lru_cache(maxsize=1)
@@ -200,8 +199,8 @@ def compile_kernel(
 
 
 def compiled_function(name: str) -> Any:
-    """The extension's function *name* (a helper of the store's guard), or None: on the pure
-    path, or in a build that lacks it, the caller runs its Python version."""
+    """The text kernel's function *name* (the surrogate scan of :mod:`nshash.inputs`), or
+    None: on the pure path, or in a build that lacks it, the caller runs its Python version."""
     return getattr(_MODULE, name, None) if _MODULE is not None else None
 
 

@@ -55,7 +55,7 @@ from typing import Protocol
 from ...errors import ConfigError
 from ...results import Assignment, Candidate, DocMeta, DocumentRecord, Explanation
 from ...text.fingerprint import NO_LIMIT, DocPrint
-from ...text.kernel import compiled_function
+from .compiled import compiled
 
 __all__ = [
     "MatchPolicy",
@@ -136,8 +136,8 @@ def combine_sketch(
     return joined, bound
 
 
-#: The compiled cut (nshash._kernel.cut_sketch), or None on the pure path.
-_CUT = compiled_function("cut_sketch")
+#: The compiled cut (_assign.cut_sketch), or None on the pure path.
+_CUT = compiled("cut_sketch")
 
 
 def cut_sketch_pure(values: set[int], cap: int) -> int:
@@ -252,8 +252,8 @@ def _verify(
     return judged(gid, tuple(hits), len(shared), mine, theirs, policy), shared
 
 
-#: The compiled comparison (nshash._kernel.sketch_guard), or None on the pure path.
-_GUARD = compiled_function("sketch_guard")
+#: The compiled comparison (_assign.sketch_guard), or None on the pure path.
+_GUARD = compiled("sketch_guard")
 
 #: An empty set to pass for "no more common hashes" (never changed).
 NO_HASHES: set[int] = set()

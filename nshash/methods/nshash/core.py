@@ -27,9 +27,9 @@ from ...results import (
     StoreStats,
 )
 from ...text.fingerprint import DEFAULT_DELIMITERS, DocPrint, Fingerprinter
-from ...text.kernel import compiled_function
 from .assign import MatchPolicy
 from .base import Store
+from .compiled import compiled
 from .store import open_path, open_store
 
 __all__ = ["Document", "NSHash"]
@@ -39,9 +39,9 @@ __all__ = ["Document", "NSHash"]
 Document = str | dict[str, Any]
 
 #: The original release's file names: ``hashdb`` -> (store scheme, suffix added to ``name``).
-#: nshash._kernel.make_record (None on the pure path): a result made without the frozen
+#: _assign.make_record (None on the pure path): a result made without the frozen
 #: dataclass's __init__, field by field as that __init__ sets them (tests compare the two).
-_MAKE = compiled_function("make_record")
+_MAKE = compiled("make_record")
 _ADD_RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(AddResult))
 
 _HASHDBS = {"memory": ("memory", ".hashdb.pkl"), "leveldb": ("leveldb", ".hashdb")}

@@ -56,7 +56,6 @@ from ...results import (
 from ...stores.durable import DAMAGE, JournaledFile, count, reason
 from ...stores.url import FSYNC_POLICIES
 from ...text.fingerprint import NO_LIMIT, DocPrint
-from ...text.kernel import compiled_function
 from .assign import (
     NO_HASHES,
     MatchPolicy,
@@ -67,18 +66,19 @@ from .assign import (
     resolve,
 )
 from .base import Store
+from .compiled import compiled
 
 __all__ = ["MemoryStore"]
 
-#: The compiled assignment of every case but a merge (nshash._kernel.fast_assign: an exact
-#: repeat, a new story, refused candidates and their votes, one accepted group) on tables that
-#: are not journaled (activity is then noted in Python, as assign notes it last); None on the
-#: pure path. It answers exactly as
+#: The compiled assignment of every case but a merge (``fast_assign`` of
+#: :mod:`nshash.methods.nshash.compiled`: an exact repeat, a new story, refused candidates and
+#: their votes, one accepted group) on tables that are not journaled (activity is then noted in
+#: Python, as assign notes it last); None on the pure path. It answers exactly as
 #: :func:`assign` (tests/test_fast_assign.py runs both), and returns None, having written
 #: nothing, for every other case, which assign then takes.
-_FAST = compiled_function("fast_assign")
-#: nshash._kernel.make_record: the Assignment of the compiled path without its __init__'s cost.
-_MAKE = compiled_function("make_record")
+_FAST = compiled("fast_assign")
+#: ``make_record``: the Assignment of the compiled path, without its frozen __init__'s cost.
+_MAKE = compiled("make_record")
 _ASSIGNMENT_FIELDS = tuple(f.name for f in dataclasses.fields(Assignment))
 
 logger = logging.getLogger("nshash")
@@ -144,7 +144,7 @@ class _Tables:
         self.fp: dict[int, int] = {}
         self.exact: dict[int, int] = {}
         self.common: set[int] = set()
-        #: The compiled assignment's mirror of ``common`` (see nshash._kernel.fast_assign).
+        #: The compiled assignment's mirror of ``common`` (see _assign.c: CommonIndex).
         self.common_index: object = None
         self.votes: dict[int, tuple[int, ...]] = {}
         self.parent: dict[int, int] = {}

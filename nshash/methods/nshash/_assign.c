@@ -1,0 +1,1059 @@
+/* The compiled half of the nshash method's assignment (nshash/methods/nshash/assign.py).
+ *
+ *   - sketch_guard and cut_sketch: the guard's comparison of a document's sketch with a
+ *     group's, and the cut of a sketch to its cap, for every store (assign.py calls them and
+ *     keeps their Python versions, which the tests compare);
+ *   - fast_assign: assign itself, on the dicts of a memory store's tables (memory.py), for
+ *     every case but a merge; it returns None, having written nothing, for the others, which
+ *     the Python assign then takes (tests/test_fast_assign.py runs both on the same streams);
+ *   - make_record: a result of every add made without its frozen dataclass's __init__.
+ *
+ * Built as an optional extension, like the text kernel: without it the Python versions run,
+ * with the same answers. NSHASH_PURE=1 turns it off too.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../text/_u64sort.h"
+
+#define ASSIGN_ABI 1 /* bump with every change of a function's arguments or answers */
+
+/* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
+ * caller then answers None: the Python version runs), -1 on another error. */
+static int sketch_value(PyObject *o, uint64_t *v)
+{
+    if (!PyLong_CheckExact(o))
+        return 1;
+#if PY_VERSION_HEX < 0x030C0000 && PYLONG_BITS_IN_DIGIT == 30
+    /* Up to 2 digits (60 bits, every sketch value): read them directly, the one cost that
+     * shows when a guard compares a few hundred values. */
+    Py_ssize_t size = Py_SIZE(o);
+    if (size >= 0 && size <= 2) {
+        const digit *d = ((PyLongObject *)o)->ob_digit;
+        *v = size == 0 ? 0 : size == 1 ? d[0] : (uint64_t)d[0] | ((uint64_t)d[1] << 30);
+        return 0;
+    }
+#endif
+    /* Sketch values have 53 bits: the signed conversion reads the digits directly (the
+     * unsigned one goes through a byte array). Past 63 bits or negative: the Python way. */
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (x == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow || x < 0)
+        return 1;
+    *v = (uint64_t)x;
+    return 0;
+}
+
+/* cut_sketch(values, cap): cut the set *values* (more than cap ints, each below 2**64) to its
+ * cap smallest, in place, and return the smallest value dropped (the new limit); None, with
+ * the set unchanged, when a value is not such an int (the caller then cuts it in Python). */
+static PyObject *cut_in_place(PyObject *values, Py_ssize_t cap);
+
+static PyObject *cut_sketch(PyObject *self, PyObject *args)
+{
+    PyObject *values;
+    Py_ssize_t cap;
+    if (!PyArg_ParseTuple(args, "O!n", &PySet_Type, &values, &cap))
+        return NULL;
+    return cut_in_place(values, cap);
+}
+
+/* What cut_sketch does, for a set already checked. */
+static PyObject *cut_in_place(PyObject *values, Py_ssize_t cap)
+{
+    Py_ssize_t n = PySet_GET_SIZE(values);
+    if (cap < 0 || n <= cap)
+        Py_RETURN_NONE;
+    PyObject **objs = PyMem_Malloc((size_t)n * sizeof *objs);
+    uint64_t *vals = PyMem_Malloc((size_t)n * sizeof *vals);
+    uint64_t *sorted = PyMem_Malloc((size_t)n * sizeof *sorted);
+    PyObject *it = NULL, *result = NULL;
+    Py_ssize_t got = 0, i;
+    if (!objs || !vals || !sorted) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    it = PyObject_GetIter(values);
+    if (!it)
+        goto done;
+    PyObject *item;
+    while (got < n && (item = PyIter_Next(it)) != NULL) {
+        objs[got++] = item;
+        uint64_t v;
+        int rc = sketch_value(item, &v);
+        if (rc) { /* not a sketch value: the Python way (or an error) */
+            if (rc > 0)
+                result = Py_NewRef(Py_None);
+            goto done;
+        }
+        vals[got - 1] = sorted[got - 1] = v;
+    }
+    if (PyErr_Occurred() || got != n) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "cut_sketch: the set changed size");
+        goto done;
+    }
+    sort_u64(sorted, n);
+    uint64_t bound = sorted[cap]; /* distinct values: exactly cap of them are below it */
+    PyObject *bound_obj = NULL;
+    for (i = 0; i < n; i++) {
+        if (vals[i] < bound)
+            continue;
+        if (vals[i] == bound)
+            bound_obj = objs[i];
+        if (PySet_Discard(values, objs[i]) < 0)
+            goto done;
+    }
+    result = bound_obj ? Py_NewRef(bound_obj) : PyLong_FromUnsignedLongLong(bound);
+done:
+    Py_XDECREF(it);
+    if (objs)
+        for (i = 0; i < got; i++)
+            Py_DECREF(objs[i]);
+    PyMem_Free(objs);
+    PyMem_Free(vals);
+    PyMem_Free(sorted);
+    return result;
+}
+
+/* Whether *item* is in one of the sets *a*, *b* (either may be an empty set): 1, 0 or -1. */
+static int in_either(PyObject *a, PyObject *b, PyObject *item)
+{
+    int in = PySet_GET_SIZE(a) ? PySet_Contains(a, item) : 0;
+    if (in == 0 && PySet_GET_SIZE(b))
+        in = PySet_Contains(b, item);
+    return in;
+}
+
+/* Whether the sorted array v[0..n) holds x. */
+static int sorted_has(const uint64_t *v, Py_ssize_t n, uint64_t x)
+{
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (v[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && v[lo] == x;
+}
+
+/* A packed sketch value (8 bytes, little-endian: how the memory store keeps a one-document
+ * group's sketch) read and written. */
+static inline uint64_t load_le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static inline void store_le64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++, v >>= 8)
+        p[i] = (unsigned char)v;
+}
+
+/* The guard's comparison (see sketch_guard): counts into *mine*, *theirs* and *shared_n*,
+ * and appends the shared values to *shared* unless it is NULL. 0 on success, 1 when a value
+ * is not a plain int below 2**63 (the Python version then answers), -1 on an error. */
+static int guard_common(const void *ci, PyObject *common, PyObject *more, PyObject *item,
+                        uint64_t v);
+
+static int guard_core(PyObject *sketch, uint64_t doc_limit, PyObject *values,
+                      uint64_t group_limit, PyObject *common, PyObject *more, PyObject *shared,
+                      Py_ssize_t *shared_n, Py_ssize_t *mine, Py_ssize_t *theirs,
+                      const void *ci)
+{
+    uint64_t limit = doc_limit < group_limit ? doc_limit : group_limit, v;
+    PyObject *fast = PySequence_Fast(sketch, "sketch_guard: the sketch must be a sequence");
+    if (!fast)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast), kept = 0, i;
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    PyObject *it = NULL, *item;
+    int rc = 0;
+    *shared_n = *mine = *theirs = 0;
+    uint64_t *live = PyMem_Malloc((size_t)(n ? n : 1) * sizeof *live);
+    if (!live) {
+        PyErr_NoMemory();
+        rc = -1;
+        goto done;
+    }
+    int sorted = 1;
+    for (i = 0; i < n; i++) {
+        rc = sketch_value(items[i], &v);
+        if (rc)
+            goto done;
+        if (v >= limit)
+            continue;
+        int in = guard_common(ci, common, more, items[i], v);
+        if (in < 0) {
+            rc = -1;
+            goto done;
+        }
+        if (in)
+            continue;
+        if (kept && live[kept - 1] >= v)
+            sorted = 0;
+        live[kept++] = v;
+    }
+    if (!sorted) { /* a sketch is ascending; anything else is sorted and its repeats dropped */
+        sort_u64(live, kept);
+        Py_ssize_t w = 0;
+        for (i = 0; i < kept; i++)
+            if (w == 0 || live[w - 1] != live[i])
+                live[w++] = live[i];
+        kept = w;
+    }
+    *mine = kept;
+    if (PyBytes_CheckExact(values)) { /* packed values: no object until one is shared */
+        const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(values);
+        Py_ssize_t nv = PyBytes_GET_SIZE(values) / 8;
+        for (i = 0; i < nv; i++) {
+            v = load_le64(p + 8 * i);
+            if (v >= limit)
+                continue;
+            int in = guard_common(ci, common, more, NULL, v);
+            if (in < 0) {
+                rc = -1;
+                goto done;
+            }
+            if (in)
+                continue;
+            (*theirs)++;
+            if (sorted_has(live, kept, v)) {
+                (*shared_n)++;
+                if (shared) {
+                    PyObject *o = PyLong_FromUnsignedLongLong(v);
+                    rc = o ? PyList_Append(shared, o) : -1;
+                    Py_XDECREF(o);
+                    if (rc)
+                        goto done;
+                }
+            }
+        }
+        goto done;
+    }
+    it = PyObject_GetIter(values);
+    if (!it) {
+        rc = -1;
+        goto done;
+    }
+    while ((item = PyIter_Next(it)) != NULL) {
+        rc = sketch_value(item, &v);
+        if (rc == 0 && v < limit) {
+            int in = guard_common(ci, common, more, item, v);
+            if (in < 0)
+                rc = -1;
+            else if (!in) {
+                (*theirs)++;
+                if (sorted_has(live, kept, v)) {
+                    (*shared_n)++;
+                    if (shared)
+                        rc = PyList_Append(shared, item);
+                }
+            }
+        }
+        Py_DECREF(item);
+        if (rc)
+            goto done;
+    }
+    if (PyErr_Occurred())
+        rc = -1;
+done:
+    Py_XDECREF(it);
+    Py_DECREF(fast);
+    PyMem_Free(live);
+    return rc;
+}
+
+/* sketch_guard(sketch, doc_limit, values, group_limit, common, more): the guard's comparison
+ * of a document's sketch (a sequence of ints) with a group's (a set, tuple or list), each
+ * complete below its own limit, leaving out values at or past the smaller limit and values in
+ * the sets *common* or *more* (boilerplate): (the values both hold (a list), how many of the
+ * document's are compared, how many of the group's). No set is built: the document's values
+ * are sorted into an array once, and each group value is looked up in it. None when a value
+ * is not a plain int below 2**63 (the Python version then answers). */
+static PyObject *sketch_guard(PyObject *self, PyObject *args)
+{
+    PyObject *sketch, *doc_limit_o, *values, *group_limit_o, *common, *more;
+    if (!PyArg_ParseTuple(args, "OOOOO!O!", &sketch, &doc_limit_o, &values, &group_limit_o,
+                          &PySet_Type, &common, &PySet_Type, &more))
+        return NULL;
+    uint64_t doc_limit, group_limit;
+    int rc = sketch_value(doc_limit_o, &doc_limit);
+    if (rc == 0)
+        rc = sketch_value(group_limit_o, &group_limit);
+    if (rc)
+        return rc < 0 ? NULL : Py_NewRef(Py_None);
+    PyObject *shared = PyList_New(0);
+    if (!shared)
+        return NULL;
+    Py_ssize_t shared_n, mine, theirs;
+    rc = guard_core(sketch, doc_limit, values, group_limit, common, more, shared, &shared_n,
+                    &mine, &theirs, NULL);
+    PyObject *result = rc == 0   ? Py_BuildValue("Onn", shared, mine, theirs)
+                       : rc > 0 ? Py_NewRef(Py_None)
+                                : NULL;
+    Py_DECREF(shared);
+    return result;
+}
+
+/* -- a mirror of the common hashes, for the memory store's compiled assignment ------------- */
+
+/* The set of common hashes of a memory store's _Tables as a table of uint64 (open
+ * addressing): a lookup costs a multiply and a probe or two, where PySet_Contains hashes a
+ * Python int and walks a large set. It mirrors one Python set, and is valid while that set is
+ * the same object with the size it had when mirrored: on the tables fast_assign runs on
+ * (neither journaled nor undoable) the set only grows, by add_common or by fast_assign, which
+ * adds to both; any other change of size makes the next call mirror it again. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *src;     /* the mirrored set (a strong reference) */
+    Py_ssize_t seen;   /* its size when mirrored, plus what was added through both */
+    uint64_t *keys;    /* 0 marks an empty slot; the value 0 itself is has_zero */
+    Py_ssize_t cap, n; /* slots (a power of two), values held */
+    int has_zero, valid; /* valid: every member is an int in [0, 2**64) */
+} CommonIndex;
+
+static void CommonIndex_dealloc(CommonIndex *ci)
+{
+    Py_XDECREF(ci->src);
+    PyMem_Free(ci->keys);
+    Py_TYPE(ci)->tp_free((PyObject *)ci);
+}
+
+static PyTypeObject CommonIndexType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "nshash.text._kernel.CommonIndex",
+    .tp_basicsize = sizeof(CommonIndex),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The common hashes of a memory store, mirrored for fast_assign (internal).",
+    .tp_dealloc = (destructor)CommonIndex_dealloc,
+};
+
+static inline Py_ssize_t index_slot(uint64_t v, Py_ssize_t cap)
+{
+    return (Py_ssize_t)((v * 0x9E3779B97F4A7C15ULL) >> 32) & (cap - 1);
+}
+
+static int index_has(const CommonIndex *ci, uint64_t v)
+{
+    if (v == 0)
+        return ci->has_zero;
+    for (Py_ssize_t i = index_slot(v, ci->cap);; i = (i + 1) & (ci->cap - 1)) {
+        if (ci->keys[i] == v)
+            return 1;
+        if (ci->keys[i] == 0)
+            return 0;
+    }
+}
+
+static int index_put(CommonIndex *ci, uint64_t v);
+
+static int index_grow(CommonIndex *ci, Py_ssize_t want)
+{
+    Py_ssize_t cap = 64;
+    while (cap < 2 * want)
+        cap *= 2;
+    if (cap <= ci->cap)
+        return 0;
+    uint64_t *old = ci->keys;
+    Py_ssize_t old_cap = ci->cap;
+    ci->keys = PyMem_Calloc((size_t)cap, sizeof *ci->keys);
+    if (!ci->keys) {
+        ci->keys = old;
+        PyErr_NoMemory();
+        return -1;
+    }
+    ci->cap = cap;
+    ci->n = 0;
+    for (Py_ssize_t i = 0; i < old_cap; i++)
+        if (old[i])
+            index_put(ci, old[i]);
+    PyMem_Free(old);
+    return 0;
+}
+
+static int index_put(CommonIndex *ci, uint64_t v)
+{
+    if (v == 0) {
+        ci->has_zero = 1;
+        return 0;
+    }
+    if (2 * (ci->n + 1) > ci->cap && index_grow(ci, ci->n + 1) < 0)
+        return -1;
+    Py_ssize_t i = index_slot(v, ci->cap);
+    while (ci->keys[i] && ci->keys[i] != v)
+        i = (i + 1) & (ci->cap - 1);
+    if (!ci->keys[i]) {
+        ci->keys[i] = v;
+        ci->n++;
+    }
+    return 0;
+}
+
+/* A Python int as a uint64: 0, or 1 when it is not an int in [0, 2**64), -1 on an error. */
+static int u64_value(PyObject *o, uint64_t *v)
+{
+    if (sketch_value(o, v) == 0)
+        return 0;
+#if PY_VERSION_HEX < 0x030C0000 && PYLONG_BITS_IN_DIGIT == 30
+    if (PyLong_CheckExact(o) && Py_SIZE(o) == 3) { /* 61 to 90 bits: an anchor's fingerprint */
+        const digit *d = ((PyLongObject *)o)->ob_digit;
+        if (d[2] >= 16) /* past 64 bits */
+            return 1;
+        *v = (uint64_t)d[0] | ((uint64_t)d[1] << 30) | ((uint64_t)d[2] << 60);
+        return 0;
+    }
+#endif
+    if (!PyLong_CheckExact(o) || _PyLong_Sign(o) < 0)
+        return 1;
+    unsigned long long x = PyLong_AsUnsignedLongLong(o);
+    if (x == (unsigned long long)-1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+            return -1;
+        PyErr_Clear();
+        return 1;
+    }
+    *v = (uint64_t)x;
+    return 0;
+}
+
+/* The index of *t*'s common set, mirrored again when it is not current: a new reference. */
+static CommonIndex *common_index(PyObject *t, PyObject *common, PyObject *name)
+{
+    PyObject *o = PyObject_GetAttr(t, name);
+    if (!o)
+        return NULL;
+    CommonIndex *ci = NULL;
+    if (Py_TYPE(o) == &CommonIndexType) {
+        ci = (CommonIndex *)o;
+        if (ci->src == common && ci->seen == PySet_GET_SIZE(common))
+            return ci;
+        Py_DECREF(o);
+    } else {
+        Py_DECREF(o);
+    }
+    ci = PyObject_New(CommonIndex, &CommonIndexType);
+    if (!ci)
+        return NULL;
+    ci->src = Py_NewRef(common);
+    ci->seen = PySet_GET_SIZE(common);
+    ci->keys = NULL;
+    ci->cap = ci->n = 0;
+    ci->has_zero = 0;
+    ci->valid = 1;
+    if (index_grow(ci, ci->seen) < 0) {
+        Py_DECREF(ci);
+        return NULL;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *item;
+    Py_hash_t hash;
+    while (_PySet_NextEntry(common, &pos, &item, &hash)) {
+        uint64_t v;
+        int rc = u64_value(item, &v);
+        if (rc < 0 || (rc == 0 && index_put(ci, v) < 0)) {
+            Py_DECREF(ci);
+            return NULL;
+        }
+        if (rc > 0)
+            ci->valid = 0; /* a member the index cannot hold: lookups go to the set */
+    }
+    if (PyObject_SetAttr(t, name, (PyObject *)ci) < 0) {
+        Py_DECREF(ci);
+        return NULL;
+    }
+    return ci;
+}
+
+/* Whether *item* (with value *v* when have_v) is common: through the index when it is valid,
+ * else through the set. 1, 0 or -1. */
+static int is_common(const CommonIndex *ci, PyObject *common, PyObject *item, int have_v,
+                     uint64_t v)
+{
+    if (ci && ci->valid) {
+        if (!have_v) {
+            int rc = u64_value(item, &v);
+            if (rc < 0)
+                return -1;
+            if (rc > 0)
+                return PySet_Contains(common, item);
+        }
+        return index_has(ci, v);
+    }
+    return PySet_GET_SIZE(common) ? PySet_Contains(common, item) : 0;
+}
+
+/* guard_core's test of a sketch value: through *ci* (a CommonIndex) when given and valid. */
+static int guard_common(const void *ci, PyObject *common, PyObject *more, PyObject *item,
+                        uint64_t v)
+{
+    const CommonIndex *index = ci;
+    if (index && index->valid && !PySet_GET_SIZE(more))
+        return index_has(index, v);
+    if (!PySet_GET_SIZE(common) && !PySet_GET_SIZE(more))
+        return 0;
+    if (item)
+        return in_either(common, more, item);
+    PyObject *o = PyLong_FromUnsignedLongLong(v); /* a packed value: as an int to look up */
+    int in = o ? in_either(common, more, o) : -1;
+    Py_XDECREF(o);
+    return in;
+}
+
+/* Add *h* to the common set and its index. 0 or -1. */
+static int add_common(CommonIndex *ci, PyObject *common, PyObject *h)
+{
+    Py_ssize_t before = PySet_GET_SIZE(common);
+    if (PySet_Add(common, h) < 0)
+        return -1;
+    if (!ci || PySet_GET_SIZE(common) == before)
+        return 0;
+    ci->seen++;
+    uint64_t v;
+    int rc = u64_value(h, &v);
+    if (rc < 0)
+        return -1;
+    if (rc > 0)
+        ci->valid = 0;
+    else if (index_put(ci, v) < 0)
+        return -1;
+    return 0;
+}
+
+/* -- the memory store's common cases ------------------------------------------------------- */
+
+/* The names of the _Tables attributes fast_assign reads, interned once (a lookup by a C
+ * string would make a str each time). */
+enum { T_DOCS, T_FP, T_EXACT, T_COMMON, T_PARENT, T_SKETCH, T_LIMIT, T_SIZE, T_VOTES, T_MEMBERS,
+       T_LOG, T_UNDO, T_COUNTER, T_DOCUMENTS, T_COMMON_INDEX, T_NAMES };
+static const char *const table_names[T_NAMES] = {
+    "docs", "fp", "exact", "common", "parent", "sketch", "limit", "size", "votes", "members",
+    "log", "undo", "counter", "documents", "common_index"};
+static PyObject *table_keys[T_NAMES];
+
+static int intern_table_names(void)
+{
+    for (int i = 0; i < T_NAMES; i++)
+        if (!table_keys[i] && !(table_keys[i] = PyUnicode_InternFromString(table_names[i])))
+            return -1;
+    return 0;
+}
+
+/* A new reference to table *which* of *t*, which must be of *type* (dict or set). */
+static PyObject *table(PyObject *t, int which, PyTypeObject *type)
+{
+    PyObject *o = PyObject_GetAttr(t, table_keys[which]);
+    if (o && Py_TYPE(o) != type) {
+        PyErr_Format(PyExc_TypeError, "fast_assign: table %s is a %s", table_names[which],
+                     Py_TYPE(o)->tp_name);
+        Py_CLEAR(o);
+    }
+    return o;
+}
+
+/* Follow merge links from *gid* in the dict *parent*: a new reference, or NULL on an error. */
+static PyObject *resolve_in(PyObject *parent, PyObject *gid)
+{
+    Py_INCREF(gid);
+    for (;;) {
+        PyObject *up = PyDict_GetItemWithError(parent, gid);
+        if (!up) {
+            if (PyErr_Occurred()) {
+                Py_DECREF(gid);
+                return NULL;
+            }
+            return gid;
+        }
+        Py_INCREF(up);
+        Py_DECREF(gid);
+        gid = up;
+    }
+}
+
+#define FAST_ANCHORS 64
+
+/* The int 1 (made at import), for counting. */
+static PyObject *ONE;
+
+/* *o* + 1 into attribute or dict entry: helpers of fast_assign's counters. */
+static int bump_attr(PyObject *t, int which)
+{
+    PyObject *o = PyObject_GetAttr(t, table_keys[which]), *more;
+    if (!o)
+        return -1;
+    more = PyNumber_Add(o, ONE);
+    Py_DECREF(o);
+    int rc = more ? PyObject_SetAttr(t, table_keys[which], more) : -1;
+    Py_XDECREF(more);
+    return rc;
+}
+
+static int bump_item(PyObject *d, PyObject *key)
+{
+    PyObject *o = PyDict_GetItemWithError(d, key), *more;
+    if (!o) {
+        if (!PyErr_Occurred())
+            PyErr_SetObject(PyExc_KeyError, key);
+        return -1;
+    }
+    more = PyNumber_Add(o, ONE);
+    int rc = more ? PyDict_SetItem(d, key, more) : -1;
+    Py_XDECREF(more);
+    return rc;
+}
+
+/* _vote of nshash.methods.nshash.assign: record that *groups* (a 2-tuple) were kept apart on
+ * each hash of the sorted list *hs*; a hash becomes common once *votes* distinct groups
+ * (after merges) have been. */
+static int vote_on(PyObject *hs, PyObject *groups, Py_ssize_t votes, PyObject *table,
+                   PyObject *common, CommonIndex *ci, PyObject *parent)
+{
+    Py_ssize_t i, n = PyList_GET_SIZE(hs);
+    for (i = 0; i < n; i++) {
+        PyObject *h = PyList_GET_ITEM(hs, i);
+        PyObject *old = PyDict_GetItemWithError(table, h);
+        if (!old && PyErr_Occurred())
+            return -1;
+        PyObject *seen = PySet_New(old);
+        if (!seen || _PySet_Update(seen, groups) < 0) {
+            Py_XDECREF(seen);
+            return -1;
+        }
+        if (PySet_GET_SIZE(seen) >= votes) {
+            PyObject *roots = PySet_New(NULL), *it = PyObject_GetIter(seen), *g;
+            int rc = roots && it ? 0 : -1;
+            while (rc == 0 && (g = PyIter_Next(it)) != NULL) {
+                PyObject *r = resolve_in(parent, g);
+                Py_DECREF(g);
+                rc = r ? PySet_Add(roots, r) : -1;
+                Py_XDECREF(r);
+            }
+            Py_XDECREF(it);
+            if (rc < 0 || PyErr_Occurred()) {
+                Py_XDECREF(roots);
+                Py_DECREF(seen);
+                return -1;
+            }
+            if (PySet_GET_SIZE(roots) >= votes) {
+                Py_DECREF(roots);
+                Py_DECREF(seen);
+                if (add_common(ci, common, h) < 0)
+                    return -1;
+                if (PyDict_Contains(table, h) == 1 && PyDict_DelItem(table, h) < 0)
+                    return -1;
+                continue;
+            }
+            Py_SETREF(seen, roots); /* kept as resolved, as the Python version keeps them */
+        }
+        PyObject *ordered = PySequence_List(seen);
+        Py_DECREF(seen);
+        if (!ordered || PyList_Sort(ordered) < 0) {
+            Py_XDECREF(ordered);
+            return -1;
+        }
+        PyObject *kept = PyList_AsTuple(ordered);
+        Py_DECREF(ordered);
+        int rc = kept ? PyDict_SetItem(table, h, kept) : -1;
+        Py_XDECREF(kept);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* fast_assign(t, sentences, sketch, exact, doc_limit, n, theta, min_overlap, cap, no_limit,
+ * votes, doc_id, title): nshash.methods.nshash.assign.assign on the dicts of a memory store's
+ * _Tables *t* (neither journaled nor undoable), for every case but a merge: an exact repeat,
+ * a new story, and a document whose candidates the guard refuses (their hashes get votes)
+ * but for at most one it accepts (the document joins it). Returns (similar_id, duplicate,
+ * anchors), having made the writes assign makes; None, having written nothing, for the
+ * other cases (a doc_id seen before, two accepted groups, an odd value): the caller then
+ * runs assign. */
+static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 13 || !PyTuple_CheckExact(args[1]) || !PyTuple_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "fast_assign takes 13 arguments (see its docstring)");
+        return NULL;
+    }
+    PyObject *t = args[0], *sentences = args[1], *sketch = args[2], *exact_h = args[3];
+    PyObject *doc_limit_o = args[4], *no_limit_o = args[9], *doc_id = args[11];
+    PyObject *title = args[12];
+    Py_ssize_t n = PyLong_AsSsize_t(args[5]), min_overlap = PyLong_AsSsize_t(args[7]);
+    Py_ssize_t cap = PyLong_AsSsize_t(args[8]), votes = PyLong_AsSsize_t(args[10]);
+    double theta = PyFloat_AsDouble(args[6]);
+    if (PyErr_Occurred())
+        return NULL;
+    PyObject *result = NULL, *anchors = NULL, *root = NULL, *values = NULL, *bound = NULL;
+    PyObject *fp = NULL, *exact = NULL, *common = NULL, *parent = NULL, *sketches = NULL;
+    PyObject *limits = NULL, *size = NULL, *docs = NULL, *log = NULL, *undo = NULL;
+    PyObject *vote_table = NULL, *empty = NULL;
+    CommonIndex *ci = NULL;
+    PyObject *known[FAST_ANCHORS], *picked[FAST_ANCHORS];
+    /* The candidates: canonical id, the anchors that hit it, the values shared, accepted. */
+    PyObject *cand[FAST_ANCHORS], *hits[FAST_ANCHORS], *shared[FAST_ANCHORS];
+    int accepted[FAST_ANCHORS];
+    Py_ssize_t i, k, nc = 0, np = 0, joined = -1;
+    int duplicate = 1, fresh = 0;
+    uint64_t doc_limit, no_limit;
+    int rc = sketch_value(doc_limit_o, &doc_limit);
+    if (rc == 0)
+        rc = sketch_value(no_limit_o, &no_limit);
+    if (rc || n > FAST_ANCHORS || n < 0)
+        goto fallback;
+    /* Journaled or undoable tables keep their ops: the Python path writes those. */
+    if (!(log = PyObject_GetAttr(t, table_keys[T_LOG])) || !(undo = PyObject_GetAttr(t, table_keys[T_UNDO])))
+        goto done;
+    if (log != Py_None || undo != Py_None)
+        goto fallback;
+    if (!(docs = table(t, T_DOCS, &PyDict_Type)) || !(fp = table(t, T_FP, &PyDict_Type))
+        || !(exact = table(t, T_EXACT, &PyDict_Type)) || !(common = table(t, T_COMMON, &PySet_Type))
+        || !(parent = table(t, T_PARENT, &PyDict_Type))
+        || !(sketches = table(t, T_SKETCH, &PyDict_Type))
+        || !(limits = table(t, T_LIMIT, &PyDict_Type)) || !(size = table(t, T_SIZE, &PyDict_Type))
+        || !(vote_table = table(t, T_VOTES, &PyDict_Type)) || !(empty = PySet_New(NULL)))
+        goto done;
+    if (doc_id != Py_None) {
+        int seen = PyDict_Contains(docs, doc_id);
+        if (seen < 0)
+            goto done;
+        if (seen)
+            goto fallback; /* a retry: the Python path answers it */
+    }
+    /* The anchors: the first n candidates that are not common (all of them if none is). */
+    Py_ssize_t ns = PyTuple_GET_SIZE(sentences);
+    if (!(ci = common_index(t, common, table_keys[T_COMMON_INDEX])))
+        goto done;
+    if (PySet_GET_SIZE(common)) {
+        for (i = 0; i < ns && np < n; i++) {
+            int in = is_common(ci, common, PyTuple_GET_ITEM(sentences, i), 0, 0);
+            if (in < 0)
+                goto done;
+            if (!in)
+                picked[np++] = PyTuple_GET_ITEM(sentences, i);
+        }
+    }
+    if (np == 0)
+        for (i = 0; i < ns && np < n; i++)
+            picked[np++] = PyTuple_GET_ITEM(sentences, i);
+    if (!(anchors = PyTuple_New(np)))
+        goto done;
+    for (i = 0; i < np; i++) {
+        PyTuple_SET_ITEM(anchors, i, Py_NewRef(picked[i]));
+        known[i] = PyDict_GetItemWithError(fp, picked[i]);
+        if (!known[i] && PyErr_Occurred())
+            goto done;
+    }
+    /* The document's sketch is merged with a group's or kept packed as it is: it must be
+     * ascending, as the text pipeline makes it (anything else goes the Python way). */
+    {
+        uint64_t prev = 0, v;
+        for (i = 0; i < PyTuple_GET_SIZE(sketch); i++) {
+            if ((rc = sketch_value(PyTuple_GET_ITEM(sketch, i), &v)) != 0)
+                goto fail_or_fallback;
+            if (i && v <= prev)
+                goto fallback;
+            prev = v;
+        }
+    }
+    PyObject *hit = PyDict_GetItemWithError(exact, exact_h);
+    if (!hit && PyErr_Occurred())
+        goto done;
+    if (hit) {
+        if (!(root = resolve_in(parent, hit)))
+            goto done;
+        goto write;
+    }
+    /* Each group an anchor hits, in order of first hit, with the anchors that hit it. */
+    for (i = 0; i < np; i++) {
+        if (!known[i])
+            continue;
+        PyObject *r = resolve_in(parent, known[i]);
+        if (!r)
+            goto done;
+        for (k = 0; k < nc; k++) {
+            int same = PyObject_RichCompareBool(cand[k], r, Py_EQ);
+            if (same < 0) {
+                Py_DECREF(r);
+                goto done;
+            }
+            if (same)
+                break;
+        }
+        if (k == nc) {
+            shared[nc] = PyList_New(0);
+            hits[nc] = PyList_New(0);
+            cand[nc++] = r;
+            if (!shared[k] || !hits[k])
+                goto done;
+        } else {
+            Py_DECREF(r);
+        }
+        if (PyList_Append(hits[k], picked[i]) < 0)
+            goto done;
+    }
+    /* The guard, for each candidate. */
+    for (k = 0; k < nc; k++) {
+        PyObject *vals = PyDict_GetItemWithError(sketches, cand[k]);
+        if (!vals && PyErr_Occurred())
+            goto done;
+        PyObject *gl = PyDict_GetItemWithError(limits, cand[k]);
+        if (!gl && PyErr_Occurred())
+            goto done;
+        uint64_t group_limit = no_limit;
+        if (gl && (rc = sketch_value(gl, &group_limit)) != 0)
+            goto fail_or_fallback;
+        Py_ssize_t same, mine, theirs;
+        rc = guard_core(sketch, doc_limit, vals ? vals : empty, group_limit, common, empty,
+                        shared[k], &same, &mine, &theirs, ci);
+        if (rc)
+            goto fail_or_fallback;
+        Py_ssize_t smaller = mine < theirs ? mine : theirs;
+        double score = 0.0;
+        if (smaller && same >= (min_overlap < smaller ? min_overlap : smaller))
+            score = (double)same / (double)smaller;
+        accepted[k] = score >= theta;
+        if (accepted[k]) {
+            if (joined >= 0)
+                goto fallback; /* two accepted groups: a merge may follow */
+            if (!vals || !PyBytes_CheckExact(vals))
+                goto fallback; /* a group without a packed sketch of its own: the Python way */
+            const unsigned char *gp = (const unsigned char *)PyBytes_AS_STRING(vals);
+            for (i = 1; i < PyBytes_GET_SIZE(vals) / 8; i++)
+                if (load_le64(gp + 8 * (i - 1)) >= load_le64(gp + 8 * i))
+                    goto fallback; /* packed, but not ascending: the Python way */
+            joined = k;
+        }
+    }
+    if (joined >= 0) { /* the document's values and the group's, joined (combine_sketch) */
+        root = Py_NewRef(cand[joined]);
+        PyObject *old = PyDict_GetItem(sketches, root); /* packed and ascending (checked) */
+        const unsigned char *gp = (const unsigned char *)PyBytes_AS_STRING(old);
+        Py_ssize_t ng = PyBytes_GET_SIZE(old) / 8, nd = PyTuple_GET_SIZE(sketch), a = 0, d = 0;
+        PyObject *gl = PyDict_GetItem(limits, root);
+        uint64_t old_limit = no_limit, cut;
+        if (gl)
+            sketch_value(gl, &old_limit); /* checked by the guard */
+        cut = doc_limit < old_limit ? doc_limit : old_limit;
+        if (!(values = PyBytes_FromStringAndSize(NULL, 8 * (ng + nd > cap ? cap : ng + nd))))
+            goto done;
+        unsigned char *out = (unsigned char *)PyBytes_AS_STRING(values);
+        Py_ssize_t kept = 0;
+        uint64_t gv = 0, dv = 0;
+        /* A merge of the two ascending runs below the bound, without repeats, stopping at the
+         * cap: the value that would come next is the new limit. */
+        for (;;) {
+            int has_g = a < ng && (gv = load_le64(gp + 8 * a)) < cut;
+            int has_d = 0;
+            if (d < nd) {
+                sketch_value(PyTuple_GET_ITEM(sketch, d), &dv); /* checked by the guard */
+                has_d = dv < cut;
+            }
+            if (!has_g && !has_d)
+                break;
+            uint64_t next = !has_d || (has_g && gv <= dv) ? gv : dv;
+            if (has_g && gv == next)
+                a++;
+            if (has_d && dv == next)
+                d++;
+            if (kept == cap) {
+                cut = next; /* the smallest value dropped */
+                break;
+            }
+            store_le64(out + 8 * kept++, next);
+        }
+        if (kept < PyBytes_GET_SIZE(values) / 8 && _PyBytes_Resize(&values, 8 * kept) < 0)
+            goto done;
+        if (PyDict_SetItem(sketches, root, values) < 0 || !(bound = PyLong_FromUnsignedLongLong(cut)))
+            goto done;
+    } else { /* a new story */
+        duplicate = 0;
+        fresh = 1;
+        uint64_t v;
+        PyObject *counter = PyObject_GetAttr(t, table_keys[T_COUNTER]);
+        if (!counter)
+            goto done;
+        root = PyNumber_Add(counter, ONE);
+        Py_DECREF(counter);
+        if (!root || PyObject_SetAttr(t, table_keys[T_COUNTER], root) < 0)
+            goto done;
+        /* The document's sketch is kept packed (cut to its cap smallest: the limit is then
+         * the first value dropped, as combine_sketch makes it). */
+        Py_ssize_t nsk = PyTuple_GET_SIZE(sketch), keep = nsk > cap ? cap : nsk;
+        bound = Py_NewRef(nsk > cap ? PyTuple_GET_ITEM(sketch, cap) : doc_limit_o);
+        if ((values = PyBytes_FromStringAndSize(NULL, 8 * keep)) != NULL) {
+            unsigned char *p = (unsigned char *)PyBytes_AS_STRING(values);
+            for (i = 0; i < keep; i++) {
+                sketch_value(PyTuple_GET_ITEM(sketch, i), &v); /* checked ascending above */
+                store_le64(p + 8 * i, v);
+            }
+        }
+        if (!values || PyDict_SetItem(sketches, root, values) < 0)
+            goto done;
+        PyObject *zero = PyLong_FromLong(0);
+        rc = zero ? PyDict_SetItem(size, root, zero) : -1;
+        Py_XDECREF(zero);
+        if (rc < 0)
+            goto done;
+    }
+    /* _set_sketch: a limit is kept only where the sketch was cut. */
+    uint64_t b = no_limit;
+    sketch_value(bound, &b);
+    if (b < no_limit) {
+        if (PyDict_SetItem(limits, root, bound) < 0)
+            goto done;
+    } else if (PyDict_Contains(limits, root) == 1 && PyDict_DelItem(limits, root) < 0) {
+        goto done;
+    }
+    /* The refused candidates' hashes get their votes, in candidate order. */
+    for (k = 0; k < nc; k++) {
+        if (accepted[k])
+            continue;
+        PyObject *hs = PySet_New(hits[k]), *ordered = NULL, *pair = NULL;
+        rc = hs && _PySet_Update(hs, shared[k]) == 0 ? 0 : -1;
+        if (rc == 0 && (ordered = PySequence_List(hs)) != NULL && PyList_Sort(ordered) == 0
+            && (pair = PyTuple_Pack(2, cand[k], root)) != NULL)
+            rc = vote_on(ordered, pair, votes, vote_table, common, ci, parent);
+        else
+            rc = -1;
+        Py_XDECREF(hs);
+        Py_XDECREF(ordered);
+        Py_XDECREF(pair);
+        if (rc < 0)
+            goto done;
+    }
+    if (PyDict_SetItem(exact, exact_h, root) < 0)
+        goto done;
+write:
+    (void)fresh;
+    for (i = 0; i < np; i++)
+        if (!known[i] && PyDict_SetItem(fp, PyTuple_GET_ITEM(anchors, i), root) < 0)
+            goto done;
+    /* add_member */
+    if (bump_item(size, root) < 0 || bump_attr(t, T_DOCUMENTS) < 0)
+        goto done;
+    if (doc_id != Py_None) {
+        PyObject *members = table(t, T_MEMBERS, &PyDict_Type), *list;
+        if (!members)
+            goto done;
+        list = PyDict_GetItemWithError(members, root);
+        if (!list && !PyErr_Occurred()) {
+            list = PyList_New(0);
+            if (list && PyDict_SetItem(members, root, list) < 0)
+                Py_CLEAR(list);
+            Py_XDECREF(list); /* the dict holds it now */
+        }
+        Py_DECREF(members);
+        if (!list || PyList_Append(list, doc_id) < 0)
+            goto done;
+        PyObject *none_merged = PyTuple_New(0), *record = NULL;
+        if (none_merged)
+            record = Py_BuildValue("(OOOOO)", root, duplicate ? Py_True : Py_False, none_merged,
+                                   title, anchors);
+        Py_XDECREF(none_merged);
+        if (!record)
+            goto done;
+        rc = PyDict_SetItem(docs, doc_id, record);
+        Py_DECREF(record);
+        if (rc < 0)
+            goto done;
+    }
+    result = Py_BuildValue("(OOO)", root, duplicate ? Py_True : Py_False, anchors);
+    goto done;
+fail_or_fallback:
+    if (rc < 0)
+        goto done;
+fallback:
+    result = Py_NewRef(Py_None);
+done:
+    for (k = 0; k < nc; k++) {
+        Py_XDECREF(cand[k]);
+        Py_XDECREF(hits[k]);
+        Py_XDECREF(shared[k]);
+    }
+    Py_XDECREF(anchors);
+    Py_XDECREF(root);
+    Py_XDECREF(values);
+    Py_XDECREF(bound);
+    Py_XDECREF(fp);
+    Py_XDECREF(exact);
+    Py_XDECREF(common);
+    Py_XDECREF(parent);
+    Py_XDECREF(sketches);
+    Py_XDECREF(limits);
+    Py_XDECREF(size);
+    Py_XDECREF(docs);
+    Py_XDECREF(log);
+    Py_XDECREF(undo);
+    Py_XDECREF(vote_table);
+    Py_XDECREF(empty);
+    Py_XDECREF(ci);
+    return result;
+}
+
+/* make_record(cls, names, *values): an instance of the slotted class *cls* with each slot of
+ * *names* (a tuple of str) set to the value in the same place, without calling its __init__:
+ * what a frozen dataclass's generated __init__ does for a class without defaults to fill or a
+ * __post_init__, at a fraction of the cost (the results of every add are made this way). */
+static PyObject *make_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 2 || !PyType_Check(args[0]) || !PyTuple_CheckExact(args[1])
+        || PyTuple_GET_SIZE(args[1]) != nargs - 2) {
+        PyErr_SetString(PyExc_TypeError, "make_record(cls, names, *values): one value a name");
+        return NULL;
+    }
+    PyTypeObject *tp = (PyTypeObject *)args[0];
+    PyObject *obj = tp->tp_alloc(tp, 0);
+    if (!obj)
+        return NULL;
+    for (Py_ssize_t i = 2; i < nargs; i++)
+        if (PyObject_GenericSetAttr(obj, PyTuple_GET_ITEM(args[1], i - 2), args[i]) < 0) {
+            Py_DECREF(obj);
+            return NULL;
+        }
+    return obj;
+}
+
+static PyMethodDef module_methods[] = {
+    {"cut_sketch", cut_sketch, METH_VARARGS,
+     "cut_sketch(values, cap) -> the new limit; values (a set of ints) keeps its cap smallest."},
+    {"sketch_guard", sketch_guard, METH_VARARGS,
+     "sketch_guard(sketch, doc_limit, values, group_limit, common, more) -> (shared, mine,"
+     " theirs) or None."},
+    {"fast_assign", (PyCFunction)(void (*)(void))fast_assign, METH_FASTCALL,
+     "fast_assign(t, sentences, sketch, exact, doc_limit, n, theta, min_overlap, cap, no_limit,"
+     " votes, doc_id, title) -> (similar_id, duplicate, anchors) or None."},
+    {"make_record", (PyCFunction)(void (*)(void))make_record, METH_FASTCALL,
+     "make_record(cls, names, *values) -> an instance of the slotted class cls, slots set."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef assign_module = {
+    PyModuleDef_HEAD_INIT, "nshash.methods.nshash._assign",
+    "The compiled half of the nshash assignment (see nshash/methods/nshash/compiled.py).", -1,
+    module_methods};
+
+PyMODINIT_FUNC PyInit__assign(void)
+{
+    if (PyType_Ready(&CommonIndexType) < 0)
+        return NULL;
+    if ((!ONE && !(ONE = PyLong_FromLong(1))) || intern_table_names() < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&assign_module);
+    if (!m)
+        return NULL;
+    /* What compiled.py checks before it uses the module: a stale build is refused. */
+    if (PyModule_AddIntConstant(m, "ABI", ASSIGN_ABI) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
