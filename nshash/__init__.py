@@ -12,9 +12,10 @@ and that no module imports itself back through others)::
     cli/           the command line: main, input and output formats, Parquet
     client.py      the HTTP client; scrapy.py the Scrapy pipeline; spark.py the Spark job
     methods/       the dedup methods, each with its tables on every backend:
-      nshash/        NSHash (core), the assignment and its guard (assign), the store contract
-                     (base) and factory (store), its tables in memory (memory), on any
-                     ordered key-value backend (kvstore: LevelDB, SQLite) and in Redis (Lua)
+      nshash/        NSHash (core), the assignment and its guard (assign, with its optional
+                     compiled half: compiled, _assign.c), the store contract (base) and
+                     factory (store), its tables in memory (memory), on any ordered
+                     key-value backend (kvstore: LevelDB, SQLite) and in Redis (Lua)
       keyed.py       seed 001's four keys (KeyedDedup), behind Bloom filters (bloom.py)
       simhash.py     seed 002's simhash (SimhashDedup)
     method.py      what every method shares (add_many, get_similar, the context manager)
@@ -31,8 +32,8 @@ and that no module imports itself back through others)::
 An ``add`` flows down and back: the text pipeline makes the document's fingerprints
 (:class:`~nshash.DocPrint`); the method hands them to its store, whose tables run the
 assignment in one atomic step (a journal line, a LevelDB batch, a SQLite transaction or one
-Lua call on the backend); the answer comes back as an :class:`~nshash.AddResult`. The HTTP service
-(``service/``) and the command line sit on the methods.
+Lua call on the backend); the answer comes back as an :class:`~nshash.AddResult`. The HTTP
+service (``service/``) and the command line sit on the methods.
 """
 
 from __future__ import annotations
