@@ -8,7 +8,7 @@ so code written against :class:`~nshash.NSHash` reads the same against a shared 
 **Retries.** A request that fails on the way (connection refused or reset, a timeout, a lost
 response) or that the service answers with 502, 503 or 504 is sent again, up to ``retries``
 more times, after an exponential, jittered pause. That is safe only where a resend changes
-nothing: reads (``query``, ``document``, ``groups``) always; an add only when the document
+nothing: reads (``query``, ``document``, ``groups``, ``hot``) always; an add only when the document
 has an id, since the service answers a known id with its first answer and stores nothing new.
 An add without an id is resent only when the first attempt certainly never reached the
 service (the connection could not be made). Give ids and every failure is retried.
@@ -35,6 +35,7 @@ import random
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from types import TracebackType
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -48,7 +49,7 @@ except ImportError as exc:  # pragma: no cover - the extra is installed under te
 
 from .errors import ConfigError, EmptyDocumentError, NSHashError, StoreUnavailableError
 from .methods.nshash.core import Document
-from .results import AddResult, DocumentRecord, Group, Member
+from .results import AddResult, DocumentRecord, Group, HotGroup, Member
 from .stores.url import mask_url
 
 __all__ = ["AsyncClient", "Client", "ServiceError"]
@@ -121,12 +122,44 @@ def _document_body(doc: Document) -> dict[str, Any]:
     raise ConfigError(f"A document is a str or a dict, not {type(doc).__name__}")
 
 
-def _add_call(text: str, doc_id: str | None, title: str | None, url: str | None) -> _Call:
+#: What a document may carry besides its text, as the service names it (``id`` for doc_id).
+_DOC_FIELDS = ("id", "title", "url", "site", "published_at")
+
+
+def _moment(value: float | datetime | None) -> Any:
+    """A ``published_at`` as the service reads it: epoch seconds, or an RFC 3339 time."""
+    if value is None or not isinstance(value, datetime):
+        return value
+    if value.tzinfo is None:
+        raise ConfigError(f"published_at must be timezone-aware, not {value!r}")
+    return value.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def _add_call(text: str, doc_id: str | None, **fields: Any) -> _Call:
+    fields["id"] = doc_id
+    fields["published_at"] = _moment(fields.get("published_at"))
     body: dict[str, Any] = {"text": text}
-    for key, value in (("id", doc_id), ("title", title), ("url", url)):
-        if value is not None:
-            body[key] = value
+    body.update((k, fields[k]) for k in _DOC_FIELDS if fields.get(k) is not None)
     return _Call("POST", "/v1/documents", body, safe=doc_id is not None)
+
+
+def _epoch(value: str | None) -> int | None:
+    """An RFC 3339 UTC time of the service as epoch seconds."""
+    if value is None:
+        return None
+    return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp())
+
+
+def _hot_group(data: dict[str, Any]) -> HotGroup:
+    return HotGroup(
+        similar_id=int(data["similar_id"]),
+        recent=int(data["recent"]),
+        size=int(data["size"]),
+        first_seen=_epoch(data.get("first_seen")),
+        last_seen=_epoch(data.get("last_seen")),
+        title=data.get("title"),
+        sites=tuple(data.get("sites") or ()),
+    )
 
 
 def _batch_calls(documents: Iterable[Document], size: int) -> list[_Call]:
@@ -282,6 +315,14 @@ class _Base:
     def _groups_call(min_size: int, limit: int) -> _Call:
         return _Call("GET", "/v1/groups", params={"min_size": min_size, "limit": limit})
 
+    @staticmethod
+    def _hot_call(since: str, limit: int, min_count: int) -> _Call:
+        if not isinstance(since, str) or not since:
+            raise ConfigError(f"since must be a window such as '24h', not {since!r}")
+        return _Call(
+            "GET", "/v1/groups", params={"since": since, "limit": limit, "min_size": min_count}
+        )
+
 
 class Client(_Base):
     """A blocking client of the nshash HTTP service, safe to share between threads.
@@ -343,15 +384,23 @@ class Client(_Base):
         *,
         title: str | None = None,
         url: str | None = None,
+        site: str | None = None,
+        published_at: float | datetime | None = None,
     ) -> AddResult:
         """Add one document and return its group (``fingerprints`` is empty: not sent).
 
+        *url*, *site* (default: the host of *url*) and *published_at* (epoch seconds or an
+        aware datetime; default: when the service receives it) are kept for the hot stories
+        when the service tracks activity (``NSHASH_TRACK``).
+
         Raises:
+            ConfigError: *published_at* is a naive datetime.
             EmptyDocumentError: the text has no letter or digit.
             ServiceError: the service refused the request (401, 413, 422).
             StoreUnavailableError: the service or its store cannot be reached.
         """
-        return _add_result(self._send(_add_call(text, doc_id, title, url)))
+        call = _add_call(text, doc_id, title=title, url=url, site=site, published_at=published_at)
+        return _add_result(self._send(call))
 
     def add_many(self, documents: Iterable[Document]) -> list[AddResult | NSHashError]:
         """Add documents in order, ``batch_size`` per request; a bad item yields its error."""
@@ -376,9 +425,16 @@ class Client(_Base):
         return None if data is None else _group(data)
 
     def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
-        """Return the largest groups first: the hot stories."""
+        """Return the largest groups first."""
         data = self._send(self._groups_call(min_size, limit))
         return [_group(g) for g in data["groups"]]
+
+    def hot(self, since: str = "24h", limit: int = 30, min_count: int = 1) -> list[HotGroup]:
+        """Return the hot stories: the groups with the most documents in the window *since*
+        (``24h``, ``90m``, ``7d``), at least *min_count* there, most first, as
+        :meth:`nshash.NSHash.hot` ranks them (``GET /v1/groups?since=``)."""
+        data = self._send(self._hot_call(since, limit, min_count))
+        return [_hot_group(g) for g in data["groups"]]
 
     def ping(self) -> None:
         """Check that the service and its store answer (``GET /readyz``).
@@ -460,9 +516,12 @@ class AsyncClient(_Base):
         *,
         title: str | None = None,
         url: str | None = None,
+        site: str | None = None,
+        published_at: float | datetime | None = None,
     ) -> AddResult:
         """Add one document and return its group (see :meth:`Client.add`)."""
-        return _add_result(await self._send(_add_call(text, doc_id, title, url)))
+        call = _add_call(text, doc_id, title=title, url=url, site=site, published_at=published_at)
+        return _add_result(await self._send(call))
 
     async def add_many(self, documents: Iterable[Document]) -> list[AddResult | NSHashError]:
         """Add documents in order, ``batch_size`` per request; a bad item yields its error."""
@@ -487,9 +546,14 @@ class AsyncClient(_Base):
         return None if data is None else _group(data)
 
     async def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
-        """Return the largest groups first: the hot stories."""
+        """Return the largest groups first."""
         data = await self._send(self._groups_call(min_size, limit))
         return [_group(g) for g in data["groups"]]
+
+    async def hot(self, since: str = "24h", limit: int = 30, min_count: int = 1) -> list[HotGroup]:
+        """Return the hot stories of the window *since* (see :meth:`Client.hot`)."""
+        data = await self._send(self._hot_call(since, limit, min_count))
+        return [_hot_group(g) for g in data["groups"]]
 
     async def ping(self) -> None:
         """Check that the service and its store answer (``GET /readyz``)."""

@@ -12,7 +12,9 @@ import random
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +122,32 @@ class TestClient:
             assert client.document("no/such/../id?x=1") is None
             assert client.group(10**12) is None
             client.ping()
+
+    def test_hot_stories(self, server: UvicornServer) -> None:
+        """url, site and published_at reach the service, and hot() ranks the window's stories
+        with their sites and times, as NSHash.hot does; both clients alike."""
+        story = "The harbour bridge will close for repairs in May, the city said today. " * 3
+        now = int(time.time())
+        with Client(server.url, api_key=KEY) as client:
+            first = client.add(story, "h-1", url="https://one.example/a", published_at=now - 90)
+            aware = datetime.fromtimestamp(now - 30, timezone.utc)
+            client.add("Update: " + story, "h-2", site="two.example", published_at=aware)
+            with pytest.raises(ConfigError, match="timezone-aware"):
+                client.add(story, "h-3", published_at=datetime(2024, 5, 3, 12, 0))
+            hot = {h.similar_id: h for h in client.hot("1h", limit=100)}
+            story_hot = hot[first.similar_id]
+            assert story_hot.recent == 2 and story_hot.size == 2
+            assert story_hot.sites == ("one.example", "two.example")
+            assert story_hot.first_seen == now - 90 and story_hot.last_seen == now - 30
+            assert all(h.recent >= 2 for h in client.hot("1h", min_count=2))
+            with pytest.raises(ServiceError, match="since"):
+                client.hot("yesterday")
+
+        async def run() -> list[Any]:
+            async with AsyncClient(server.url, api_key=KEY) as aclient:
+                return await aclient.hot("1h", limit=100)
+
+        assert first.similar_id in [h.similar_id for h in asyncio.run(run())]
 
     def test_ids_with_slashes_and_dots(self, server: UvicornServer) -> None:
         """An id is one path segment whatever it holds (slashes, dots, ? and %)."""
