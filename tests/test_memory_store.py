@@ -137,6 +137,39 @@ class TestSnapshot:
             group = again.group(1)
             assert group is not None and group.doc_ids == ["a", "b"]
 
+    def test_close_after_writes_folds_a_large_journal(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A close that follows writes folds a journal past its share of the snapshot into a
+        new snapshot (the next open reads no journal); a small journal stays as it is."""
+        from nshash.stores import durable
+
+        path, journal = tmp_path / "s.pkl", tmp_path / "s.pkl.journal"
+        with NSHash.open(f"memory://{path}") as nsh:
+            nsh.add(EN_RAIL, doc_id="a")
+        assert not path.exists() and journal.stat().st_size > 0  # under JOURNAL_MIN_BYTES
+        monkeypatch.setattr(durable, "JOURNAL_MIN_BYTES", 0)
+        with NSHash.open(f"memory://{path}") as nsh:
+            nsh.add(EN_RAIL_REPOST, doc_id="b")
+        assert path.stat().st_size > 0 and journal.stat().st_size == 0
+        with NSHash.open(f"memory://{path}") as again:
+            group = again.group(1)
+            assert group is not None and group.doc_ids == ["a", "b"]
+
+    def test_open_and_close_without_writes_fold_nothing(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """However large the journal, an open and a close with no write rewrite nothing."""
+        from nshash.stores import durable
+
+        path = tmp_path / "crash.pkl"
+        crash_after_adds(path, [*EN_STORIES, EN_RAIL_REPOST], "always")
+        monkeypatch.setattr(durable, "JOURNAL_MIN_BYTES", 0)
+        before = (tmp_path / "crash.pkl.journal").read_bytes()
+        with NSHash.open(f"memory://{path}") as nsh:
+            assert nsh.stats().documents == len(EN_STORIES) + 1
+        assert not path.exists() and (tmp_path / "crash.pkl.journal").read_bytes() == before
+
     @pytest.mark.parametrize("where", [40, -3], ids=["in-the-tables", "in-the-checksum"])
     def test_a_flipped_byte_is_refused(self, tmp_path: Path, where: int) -> None:
         """The snapshot carries a CRC32 of its tables: a damaged byte anywhere is found."""

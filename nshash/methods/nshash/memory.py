@@ -12,11 +12,13 @@ acknowledged:
   reaches the disk itself: ``always`` (before returning), ``everysec`` (a background flush
   about once a second, the default) or ``no`` (when the OS decides). Every policy survives a
   killed process, since each line is handed to the OS before the call returns.
-* ``PATH`` is a snapshot of all tables, written on :meth:`MemoryStore.save` and when a write
-  finds the journal grown past :data:`~nshash.stores.durable.JOURNAL_SHARE` times the snapshot (and
-  past :data:`~nshash.stores.durable.JOURNAL_MIN_BYTES`): pickled to ``PATH.tmp``, fsynced, then
-  renamed over ``PATH``.
-  Opening and closing alone never rewrite it; the journal is replayed on the next open.
+* ``PATH`` is a snapshot of all tables, written on :meth:`MemoryStore.save`, when a write
+  finds the journal grown past :data:`~nshash.stores.durable.JOURNAL_SHARE` times the
+  snapshot, and when a close that follows writes finds it past
+  :data:`~nshash.stores.durable.CLOSE_SHARE` of it (both only past
+  :data:`~nshash.stores.durable.JOURNAL_MIN_BYTES`): pickled to ``PATH.tmp``, fsynced, then
+  renamed over ``PATH``. Opening and closing without a write never rewrite it; otherwise the
+  journal is replayed on the next open.
   It is read back with an unpickler that admits only plain containers, numbers and
   strings, so a tampered snapshot cannot run code; still, load only snapshots you wrote.
   The snapshot records the last journal sequence number it includes, so a crash between
@@ -101,6 +103,52 @@ def pack_sketch(values: Sequence[int]) -> bytes:
 def unpack_sketch(stored: bytes) -> tuple[int, ...]:
     """The values of a group's sketch as :func:`pack_sketch` packed them."""
     return struct.unpack(f"<{len(stored) // 8}Q", stored)
+
+
+def _records_within(docs: dict[Any, Any], counter: int) -> bool:
+    """Whether every document record of a snapshot has the shape :meth:`_Tables.add_member`
+    writes, checked a field at a time over all records (see :func:`_ints_within`)."""
+    recs = list(docs.values())
+    if not (
+        set(map(type, docs)) <= {str}
+        and set(map(type, recs)) <= {tuple}
+        and set(map(len, recs)) <= {5}
+    ):
+        return False
+    gids, flags, merged, titles, fps = zip(*recs, strict=True) if recs else ((),) * 5
+    return (
+        _ints_within(gids, 1, counter + 1)
+        and set(map(type, flags)) <= {bool}
+        and set(map(type, merged)) <= {tuple}
+        and _ints_within([m for ms in merged for m in ms], 1, counter + 1)
+        and set(map(type, titles)) <= {str, type(None)}
+        and set(map(type, fps)) <= {tuple}
+        and _ints_within([h for hs in fps for h in hs], 0, _U64)
+    )
+
+
+def _check_records(docs: dict[Any, Any], group: Callable[[Any], int]) -> None:
+    """The document records of a snapshot checked one by one, to name the first bad one."""
+    for doc_id, rec in docs.items():
+        _text(doc_id, "doc_id")
+        if type(rec) is not tuple or len(rec) != 5:
+            raise ValueError(f"the record of {doc_id!r:.60} is not 5 fields")
+        gid, duplicate, merged, title, fps = rec
+        group(gid)
+        if type(duplicate) is not bool or type(merged) is not tuple or type(fps) is not tuple:
+            raise ValueError(f"the record of {doc_id!r:.60} has a field of the wrong type")
+        for m in merged:
+            group(m)
+        _text(title, "title", optional=True)
+        _u64s(fps)
+
+
+def _ints_within(values: Collection[Any], low: int, high: int) -> bool:
+    """Whether every value is an int (not a bool, not a subclass) in ``[low, high)``: three
+    passes in C (the types, the least, the greatest) instead of a Python call a value."""
+    if not values:
+        return True
+    return set(map(type, values)) == {int} and min(values) >= low and max(values) < high
 
 
 def _gid(value: Any) -> int:
@@ -578,19 +626,28 @@ def _check_snapshot(data: dict[str, Any]) -> tuple[Any, ...]:
 
     fp, exact = table("fp"), table("exact")
     for t in (fp, exact):
-        for h, gid in t.items():
-            _u64(h)
-            group(gid)
+        # The big tables are checked in a few passes at C speed; only a table that fails
+        # them is walked entry by entry, to name the entry.
+        if not (_ints_within(t, 0, _U64) and _ints_within(t.values(), 1, counter + 1)):
+            for h, gid in t.items():
+                _u64(h)
+                group(gid)
     common = data["common"]
     if type(common) is not set:
         raise ValueError("table 'common' is not a set")
-    _u64s(common)
+    if not _ints_within(common, 0, _U64):
+        _u64s(common)
     parent = table("parent")
     for gid, root in parent.items():
         if group(root) >= group(gid):
             raise ValueError(f"group {gid} resolves to {root}, which is not smaller")
     sketch, size, members = table("sketch"), table("size"), table("members")
-    for gid, hs in sketch.items():
+    packed = (
+        _ints_within(sketch, 1, counter + 1)
+        and set(map(type, sketch.values())) <= {bytes}
+        and not any(len(hs) & 7 for hs in sketch.values())
+    )
+    for gid, hs in () if packed else list(sketch.items()):
         group(gid)
         if type(hs) is bytes:  # packed: every 8 bytes are a value below 2**64
             if len(hs) % 8:
@@ -600,23 +657,22 @@ def _check_snapshot(data: dict[str, Any]) -> tuple[Any, ...]:
             sketch[gid] = pack_sketch(sorted(hs))
         else:
             raise ValueError(f"the sketch of group {gid} is not a set or packed values")
-    for gid, n in size.items():
-        group(gid)
-        count(n, "size")
+    if not (_ints_within(size, 1, counter + 1) and _ints_within(size.values(), 0, _U64)):
+        for gid, n in size.items():
+            group(gid)
+            count(n, "size")
     docs = table("docs")
-    for doc_id, rec in docs.items():
-        _text(doc_id, "doc_id")
-        if type(rec) is not tuple or len(rec) != 5:
-            raise ValueError(f"the record of {doc_id!r:.60} is not 5 fields")
-        gid, duplicate, merged, title, fps = rec
-        group(gid)
-        if type(duplicate) is not bool or type(merged) is not tuple or type(fps) is not tuple:
-            raise ValueError(f"the record of {doc_id!r:.60} has a field of the wrong type")
-        for m in merged:
-            group(m)
-        _text(title, "title", optional=True)
-        _u64s(fps)
-    for gid, ids in members.items():
+    if not _records_within(docs, counter):
+        _check_records(docs, group)
+    lists = members.values()
+    listed = set(map(type, lists)) <= {list} and [d for ids in lists for d in ids]
+    fast = (
+        listed is not False
+        and members.keys() <= size.keys()
+        and set(map(type, listed)) <= {str}
+        and docs.keys() >= set(listed)
+    )
+    for gid, ids in () if fast else members.items():
         if gid not in size:
             raise ValueError(f"group {gid} lists members but has no size")
         if type(ids) is not list:
@@ -625,13 +681,19 @@ def _check_snapshot(data: dict[str, Any]) -> tuple[Any, ...]:
             if type(doc_id) is not str or doc_id not in docs:
                 raise ValueError(f"group {gid} lists a document it has no record of")
     votes, limit = table("votes"), table("limit")
-    for h, gids in votes.items():
+    voted = (
+        _ints_within(votes, 0, _U64)
+        and set(map(type, votes.values())) <= {tuple}
+        and _ints_within([g for gids in votes.values() for g in gids], 1, counter + 1)
+    )
+    for h, gids in () if voted else votes.items():
         _u64(h)
         if type(gids) is not tuple:
             raise ValueError(f"the votes of {h} are not a tuple")
         for gid in gids:
             group(gid)
-    for gid, value in limit.items():
+    cut = _ints_within(limit, 1, counter + 1) and _ints_within(limit.values(), 0, NO_LIMIT + 1)
+    for gid, value in () if cut else limit.items():
         group(gid)
         _limit(value)
     return fp, exact, common, parent, sketch, size, members, docs, counter, documents, votes, limit
