@@ -218,6 +218,22 @@ class TestOpenSQLite:
             open_store(f"sqlite://{path}")
         assert path.read_bytes() == b"these are my notes, not a database" * 100
 
+    @pytest.mark.parametrize("scheme", ["memory", "leveldb", "sqlite"])
+    def test_open_path_takes_any_file_name(self, scheme: str, tmp_path: Path) -> None:
+        """open_path opens a file store at a path that a URL would quote (? and #)."""
+        from nshash.methods.nshash.store import open_path
+
+        if scheme == "leveldb":
+            pytest.importorskip("plyvel")
+        path = tmp_path / "odd?name#x"
+        with NSHash(store=open_path(scheme, str(path))) as nsh:
+            first = nsh.add(EN_RAIL, doc_id="a").similar_id
+        with NSHash(store=open_path(scheme, str(path))) as nsh:
+            assert nsh.document("a") is not None and nsh.add(EN_RAIL).similar_id == first
+        assert all(p.name.startswith("odd?name#x") for p in tmp_path.iterdir())
+        with pytest.raises(ConfigError, match="open_path takes one of"):
+            open_path("redis", str(path))
+
     def test_foreign_database_refused(self, tmp_path: Path) -> None:
         """A SQLite file with someone else's tables is StoreCorruptError, left untouched."""
         import sqlite3

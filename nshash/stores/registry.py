@@ -51,16 +51,24 @@ def ordered_schemes() -> list[str]:
     return [scheme for scheme, backend in BACKENDS.items() if backend.ordered]
 
 
-def open_ordered_kv(url: str, options: dict[str, Any], method: str) -> OrderedKV:
+def open_ordered_kv(
+    url: str, options: dict[str, Any], method: str, *, path: str | None = None
+) -> OrderedKV:
     """:func:`open_kv` for tables that need an :class:`~nshash.stores.kv.OrderedKV` (the
     nshash tables); ``readonly`` and ``repair`` options are taken."""
-    kv = open_kv(url, options, method, ordered=True)
+    kv = open_kv(url, options, method, ordered=True, path=path)
     assert isinstance(kv, OrderedKV)
     return kv
 
 
 def open_kv(
-    url: str, options: dict[str, Any], method: str, *, ordered: bool = False, others: str = ""
+    url: str,
+    options: dict[str, Any],
+    method: str,
+    *,
+    ordered: bool = False,
+    others: str = "",
+    path: str | None = None,
 ) -> KV:
     """Open the key-value store *url* names for *method*'s tables.
 
@@ -70,13 +78,18 @@ def open_kv(
         method: whose tables (their namespace in the store).
         ordered: an :class:`~nshash.stores.kv.OrderedKV` is needed.
         others: more schemes the caller opens itself, for the message naming the known ones.
+        path: the store's path as it is (no URL quoting: ``open_path``), instead of the
+            URL's; *options* are then the only options.
 
     Raises:
         ConfigError: a bad URL or option, or the backend's package missing.
         StoreError: the store cannot be opened.
     """
-    scheme, path, query = parse_url(url)
-    query.update(options)
+    if path is None:
+        scheme, path, query = parse_url(url)
+        query.update(options)
+    else:
+        scheme, query = url.partition("://")[0].lower(), dict(options)
     backend = BACKENDS.get(scheme)
     if backend is None or (ordered and not backend.ordered):
         fits = (s for s, b in BACKENDS.items() if b.ordered or not ordered)

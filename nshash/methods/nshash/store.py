@@ -66,7 +66,7 @@ def _open_kv(url: str, path: str, options: dict[str, Any]) -> Store:
     from .kvstore import KVStore
 
     repair = repair_option(dict(options), url)
-    kv = open_ordered_kv(url, options, "nshash")
+    kv = open_ordered_kv(url, options, "nshash", path=path)
     return KVStore(kv, repair=repair)
 
 
