@@ -297,9 +297,10 @@ JOURNAL_MIN_BYTES = 16 << 20
 
 #: A close that follows writes folds the journal into the snapshot when the journal has grown
 #: past this share of it (and past :data:`JOURNAL_MIN_BYTES`): the next open then reads the
-#: snapshot alone instead of replaying the journal line by line, which costs several times
-#: more than loading the same changes from a snapshot.
-CLOSE_SHARE = 0.25
+#: snapshot alone instead of replaying the journal line by line, which costs about ten times
+#: more a byte than loading the snapshot (a 200,000-document store: 1.6 s to reopen after
+#: such a close, 4.9 s with the journal left in place). 0: whenever it is past the minimum.
+CLOSE_SHARE = 0.0
 
 #: Attempts of a read-only open to read a snapshot and journal that a writer is not
 #: replacing at that very moment.
