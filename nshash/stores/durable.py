@@ -381,7 +381,8 @@ def _check_trailer(raw: bytes, end: int) -> None:
     tail = raw[end:]
     if not tail:
         return
-    if len(tail) != _TRAILER_LEN or tail != _TRAILER % zlib.crc32(raw[:end]):
+    # A view, not a slice: a slice would copy the whole snapshot once more.
+    if len(tail) != _TRAILER_LEN or tail != _TRAILER % zlib.crc32(memoryview(raw)[:end]):
         raise ValueError("it fails its checksum (the file is damaged)")
 
 
