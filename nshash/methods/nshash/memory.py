@@ -95,8 +95,9 @@ _U64 = 1 << 64
 
 
 def pack_sketch(values: Sequence[int]) -> bytes:
-    """Sketch values packed as the memory store keeps a one-document group's: 8 bytes each,
-    little-endian (the compiled assignment reads and writes the same layout)."""
+    """Sketch values packed as the memory store keeps every group's: 8 bytes each,
+    little-endian, in the order given (ascending; the compiled assignment reads and writes
+    the same layout)."""
     return struct.pack(f"<{len(values)}Q", *values)
 
 
