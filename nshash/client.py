@@ -127,11 +127,12 @@ _DOC_FIELDS = ("id", "title", "url", "site", "published_at")
 
 
 def _moment(value: float | datetime | None) -> Any:
-    """A ``published_at`` as the service reads it: epoch seconds, or an RFC 3339 time."""
+    """A ``published_at`` as the service reads it: epoch seconds, or an RFC 3339 time (a
+    naive datetime is UTC, as :meth:`nshash.NSHash.add` takes it)."""
     if value is None or not isinstance(value, datetime):
         return value
     if value.tzinfo is None:
-        raise ConfigError(f"published_at must be timezone-aware, not {value!r}")
+        value = value.replace(tzinfo=timezone.utc)
     return value.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
@@ -389,12 +390,11 @@ class Client(_Base):
     ) -> AddResult:
         """Add one document and return its group (``fingerprints`` is empty: not sent).
 
-        *url*, *site* (default: the host of *url*) and *published_at* (epoch seconds or an
-        aware datetime; default: when the service receives it) are kept for the hot stories
-        when the service tracks activity (``NSHASH_TRACK``).
+        *url*, *site* (default: the host of *url*) and *published_at* (epoch seconds or a
+        datetime, naive meaning UTC; default: when the service receives it) are kept for the
+        hot stories when the service tracks activity (``NSHASH_TRACK``).
 
         Raises:
-            ConfigError: *published_at* is a naive datetime.
             EmptyDocumentError: the text has no letter or digit.
             ServiceError: the service refused the request (401, 413, 422).
             StoreUnavailableError: the service or its store cannot be reached.

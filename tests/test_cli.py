@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 
 import httpx
@@ -636,6 +637,88 @@ class TestSavedStore:
         NSHash.open(f"memory://{tmp_path}/e.pkl").close()
         code, _, err = run("groups", "--store", f"memory://{tmp_path}/e.pkl", "--top", "0")
         assert code == 1 and err.startswith("Error: limit must be a positive integer")
+
+
+BRIDGE = (
+    "The harbour bridge will close for repairs in May, the city said today. Traffic will be"
+    " diverted over the northern ring road for six weeks, and buses will run every ten minutes."
+)
+
+
+class TestTrack:
+    """``dedup --track``: each record's url, site and time go into the store's activity."""
+
+    def test_jsonl_csv_parquet(self, run: Run, tmp_path: Path) -> None:
+        """The hot stories of a tracked dedup rank the story with its sites and times, from
+        JSONL, CSV and Parquet alike; an untracked run keeps none."""
+        now = int(time.time())
+        rows = [
+            {"id": "a", "content": BRIDGE, "url": "https://one.example/a", "when": now - 3600},
+            {"id": "b", "content": "Update: " + BRIDGE, "site": "two.example", "when": None},
+            {"id": "c", "content": BRIDGE + " More soon.", "url": "https://www.three.example/c"},
+        ]
+        iso = datetime.fromtimestamp(now - 60, timezone.utc).isoformat()
+        rows[1]["when"] = iso
+        jsonl = tmp_path / "in.jsonl"
+        jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        csv_path = tmp_path / "in.csv"
+        with open(csv_path, "w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(["id", "content", "url", "site", "when"])
+            for r in rows:
+                when = r.get("when")
+                writer.writerow([r["id"], r["content"], r.get("url", ""), r.get("site", ""),
+                                 "" if when is None else str(when)])  # fmt: skip
+        inputs = [jsonl, csv_path]
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            cols = ("id", "content", "url", "site")
+            table = pa.Table.from_pylist(
+                [{**{k: r.get(k) for k in cols}, "when": str(r.get("when") or "")} for r in rows]
+            )
+            pq.write_table(table, tmp_path / "in.parquet")
+            inputs.append(tmp_path / "in.parquet")
+        except ImportError:
+            pass
+        for i, src in enumerate(inputs):
+            store = f"memory://{tmp_path}/s{i}.pkl"
+            out = tmp_path / f"out{i}{src.suffix}"
+            code, _, err = run("dedup", src, "--store", store, "--track", "--time-field",
+                               "when", "-q", "-o", out)  # fmt: skip
+            assert code == 0, err
+            with NSHash.open(store, readonly=True) as nsh:
+                (hot,) = nsh.hot("1d")
+                assert hot.recent == 3, src
+                assert hot.sites == ("one.example", "two.example", "three.example"), src
+                assert hot.first_seen == now - 3600 and hot.last_seen >= now - 60, src
+        untracked = f"memory://{tmp_path}/plain.pkl"
+        assert run("dedup", jsonl, "--store", untracked, "-q", "-o", os.devnull)[0] == 0
+        with NSHash.open(untracked, readonly=True) as nsh:
+            assert nsh.hot("1d") == []
+
+    def test_bad_fields_are_bad_records(self, run: Run, tmp_path: Path) -> None:
+        """A url that is not a string or a time that is not one is a bad record, reported."""
+        src = tmp_path / "in.jsonl"
+        src.write_text(
+            json.dumps({"id": "x", "content": BRIDGE, "url": 5}) + "\n"
+            + json.dumps({"id": "y", "content": BRIDGE, "published_at": "soon"}) + "\n"
+            + json.dumps({"id": "z", "content": BRIDGE, "published_at": -5}) + "\n"
+            + json.dumps({"id": "ok", "content": BRIDGE, "published_at": 1_700_000_000}) + "\n"
+        )  # fmt: skip
+        code, out, err = run("dedup", src, "--track", "-o", "-")
+        assert code == 0
+        errors = [json.loads(line).get("error") for line in out.splitlines()]
+        assert "'url' field is a number, not a string" in errors[0]
+        assert "'published_at' field is not a time" in errors[1]
+        assert "1970 to 9999" in errors[2]
+        assert sum(line.startswith("bad record") for line in err.splitlines()) == 3
+
+    def test_other_methods_refused(self, run: Run) -> None:
+        """--track is the nshash method's: another method is a usage error (exit 2)."""
+        code, _, err = run("dedup", ARTICLES, "--method", "simhash", "--track")
+        assert code == 2 and "--track keeps activity for the nshash method" in err
 
 
 class TestCompare:

@@ -132,11 +132,11 @@ class TestClient:
             first = client.add(story, "h-1", url="https://one.example/a", published_at=now - 90)
             aware = datetime.fromtimestamp(now - 30, timezone.utc)
             client.add("Update: " + story, "h-2", site="two.example", published_at=aware)
-            with pytest.raises(ConfigError, match="timezone-aware"):
-                client.add(story, "h-3", published_at=datetime(2024, 5, 3, 12, 0))
+            naive = datetime.fromtimestamp(now - 45, timezone.utc).replace(tzinfo=None)
+            client.add("Later: " + story, "h-3", published_at=naive)  # naive means UTC
             hot = {h.similar_id: h for h in client.hot("1h", limit=100)}
             story_hot = hot[first.similar_id]
-            assert story_hot.recent == 2 and story_hot.size == 2
+            assert story_hot.recent == 3 and story_hot.size == 3
             assert story_hot.sites == ("one.example", "two.example")
             assert story_hot.first_seen == now - 90 and story_hot.last_seen == now - 30
             assert all(h.recent >= 2 for h in client.hot("1h", min_count=2))

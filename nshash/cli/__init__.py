@@ -45,7 +45,7 @@ from ..errors import ConfigError, EmptyDocumentError, NSHashError
 from ..inputs import check_doc_id
 from ..methods.nshash.core import NSHash
 from ..methods.nshash.store import file_schemes, open_store
-from ..results import AddResult
+from ..results import AddResult, DocMeta
 from ..stores.url import mask_url, parse_url
 from ..text.fingerprint import DocPrint
 from .io import (
@@ -58,6 +58,7 @@ from .io import (
     Prepared,
     Preparer,
     Source,
+    Tracker,
     detect_format,
     open_output,
     open_source,
@@ -603,19 +604,22 @@ class _MethodPreparer(Preparer):
         return (doc_id, title, first, second, (0, 0), head)
 
 
-def _adder(nsh: Method) -> Callable[[Prepared], AddResult]:
-    """The add call of the method, fed what its preparer made."""
+def _adder(nsh: Method) -> Callable[[Prepared, DocMeta | None], AddResult]:
+    """The add call of the method, fed what its preparer made (and, tracking, the record's
+    :class:`~nshash.DocMeta`)."""
     if isinstance(nsh, NSHash):
         plain = nsh
-        return lambda r: plain.add_prepared(DocPrint(r[2], r[3], *r[4]), r[0], title=r[1])
+        return lambda r, m: plain.add_prepared(
+            DocPrint(r[2], r[3], *r[4]), r[0], title=r[1], meta=m
+        )
     from ..methods.keyed import KeyedDedup, KeyedDoc
     from ..methods.simhash import SimhashDoc
 
     if isinstance(nsh, KeyedDedup):
         keyed = nsh
-        return lambda r: keyed.add_prepared(KeyedDoc(r[2], r[3]), r[0], title=r[1])
+        return lambda r, m: keyed.add_prepared(KeyedDoc(r[2], r[3]), r[0], title=r[1])
     sim = nsh
-    return lambda r: sim.add_prepared(SimhashDoc(r[3][0], r[2]), r[0], title=r[1])
+    return lambda r, m: sim.add_prepared(SimhashDoc(r[3][0], r[2]), r[0], title=r[1])
 
 
 def _run(
@@ -626,8 +630,10 @@ def _run(
     mode: str,
     on_error: str,
     show_progress: bool,
+    tracker: Tracker | None = None,
 ) -> Tally:
-    """Feed every record to the store in input order and write it with its answer."""
+    """Feed every record to the store in input order and write it with its answer (with its
+    url, site and time when *tracker* reads them: ``dedup --track``)."""
     tally = Tally()
     reporter = _Reporter(source, on_error)
     check = _FieldCheck(source, workers.preparer.fields)
@@ -640,6 +646,14 @@ def _run(
                 message = item.bad
                 if message is None and isinstance(result, BadRecord):
                     message = result.message
+                meta = None
+                if message is None and tracker is not None:
+                    assert isinstance(nsh, NSHash)  # --track is the nshash method's
+                    kept = tracker.meta(item, nsh)
+                    if isinstance(kept, str):
+                        message = kept
+                    else:
+                        meta = kept
                 if message is not None:
                     error = reporter.bad(item, message, tally)
                     if on_error == "write":
@@ -662,7 +676,7 @@ def _run(
                     tally.matched += found is not None
                     writer.write(item, result, (found,))
                     continue
-                answer = add(result)
+                answer = add(result, meta)
                 sid = answer.similar_id
                 tally.sizes[sid] += 1
                 tally.duplicates += answer.duplicate
@@ -744,7 +758,9 @@ def _count(n: int, noun: str) -> str:
 
 def _fields(args: argparse.Namespace) -> Fields:
     text = (args.text_field,) if args.text_field else Fields().text
-    return Fields(text=text, id=args.id_field, title=args.title_field)
+    names = ("url", "site", "time")
+    tracked = {k: getattr(args, f"{k}_field") for k in names if hasattr(args, f"{k}_field")}
+    return Fields(text=text, id=args.id_field, title=args.title_field, **tracked)
 
 
 def _show_progress(args: argparse.Namespace) -> bool:
@@ -801,6 +817,8 @@ def _records_run(
 ) -> int:
     """Run ``dedup`` or ``query`` once the input's format is known (see :func:`_records`)."""
     method = getattr(args, "method", "nshash")
+    if getattr(args, "track", False) and method != "nshash":
+        raise UsageError(f"--track keeps activity for the nshash method, not --method {method}")
     preparer = (
         Preparer(_fields(args), added, NSHASH_OPTIONS, args.encoding)
         if method == "nshash"
@@ -809,7 +827,12 @@ def _records_run(
     with (
         _open_input(args.input, fmt, preparer.fields, args.encoding) as source,
         Workers(args.jobs, preparer) as workers,
-        NSHash.open(store_url, readonly=mode == "query", **NSHASH_OPTIONS)
+        NSHash.open(
+            store_url,
+            readonly=mode == "query",
+            track=getattr(args, "track", False),
+            **NSHASH_OPTIONS,
+        )
         if method == "nshash"
         else _open_method(store_url, method) as nsh,
     ):
@@ -826,9 +849,17 @@ def _records_run(
                 writer = ParquetWriter(out, source, added)
             else:
                 writer = JsonlWriter(out, added)
+            tracker = Tracker(source, _fields(args)) if getattr(args, "track", False) else None
             try:
                 tally = _run(
-                    source, workers, nsh, writer, mode, args.on_error, _show_progress(args)
+                    source,
+                    workers,
+                    nsh,
+                    writer,
+                    mode,
+                    args.on_error,
+                    _show_progress(args),
+                    tracker,
                 )
             finally:
                 if isinstance(writer, CsvWriter):
@@ -1392,6 +1423,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="local: this machine, in input order (default); spark: the batch job of"
         " nshash.spark on a Parquet or JSONL input (needs nshash[spark] and Java; -o names"
         " the output directory; --jobs N runs local[N] unless spark-submit sets a master)",
+    )
+    p.add_argument(
+        "--track",
+        action="store_true",
+        help="keep each record's url, site and time with its group, as the service does, so"
+        " that `nshash groups --since 24h` and the hot-stories pages rank the stories (the"
+        " nshash method; fields named by --url-field, --site-field and --time-field)",
+    )
+    p.add_argument(
+        "--url-field", default="url", metavar="NAME", help="with --track: the url field (url)"
+    )
+    p.add_argument(
+        "--site-field",
+        default="site",
+        metavar="NAME",
+        help="with --track: the site field (site; default: the host of the url)",
+    )
+    p.add_argument(
+        "--time-field",
+        default="published_at",
+        metavar="NAME",
+        help="with --track: the time field, epoch seconds or an ISO 8601 time (published_at;"
+        " default: now)",
     )
     _add_record_options(p)
     p.set_defaults(func=_cmd_dedup, parser=p)

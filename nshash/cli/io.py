@@ -39,13 +39,18 @@ import sys
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from types import ModuleType
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from ..errors import ConfigError, EmptyDocumentError, NSHashError
 from ..inputs import check_doc_id, check_title
+from ..results import DocMeta
 from ..text.fingerprint import Fingerprinter
+
+if TYPE_CHECKING:
+    from ..methods.nshash.core import NSHash
 
 # Optional speedups (``pip install 'nshash[fast]'``), each with the standard library behind
 # it: isal's igzip is gzip's GzipFile, inflating about 3x faster (ISA-L); orjson parses a
@@ -85,6 +90,7 @@ __all__ = [
     "Prepared",
     "Preparer",
     "Source",
+    "Tracker",
     "detect_format",
     "open_output",
     "open_source",
@@ -262,6 +268,10 @@ class Fields:
     text: tuple[str, ...] = DEFAULT_TEXT_FIELDS
     id: str = "id"
     title: str = "title"
+    #: With ``dedup --track``: where a record's url, site and time are (see :class:`Tracker`).
+    url: str = "url"
+    site: str = "site"
+    time: str = "published_at"
 
     def describe_text(self) -> str:
         """Return the text field names for a message: ``'content' or 'text'``."""
@@ -454,6 +464,64 @@ def _loads(line: bytes, id_field: str, added: Sequence[str]) -> Any:
 
 class _Bad(Exception):
     """Raised inside :class:`Preparer` for a record that cannot be used."""
+
+
+class Tracker:
+    """What ``dedup --track`` keeps of each record besides its text: its url, site and time,
+    read from the fields :class:`Fields` names and handed to :meth:`nshash.NSHash.meta`.
+
+    A time is epoch seconds (a number, or a string of one in CSV) or an ISO 8601 string
+    (``2024-05-03T12:30:00Z``; without an offset it is UTC); a missing or empty one is now.
+    A value of the wrong kind makes the record a bad record, with the reason.
+    """
+
+    def __init__(self, source: Source, fields: Fields) -> None:
+        self.names = (fields.url, fields.site, fields.time)
+        self.format = source.format
+        self.id_field = fields.id
+        header = source.header or []
+        #: The CSV columns of the three fields (None: not in the header).
+        self.columns = [header.index(n) if n in header else None for n in self.names]
+
+    def _values(self, item: Item) -> list[Any]:
+        if self.format == "jsonl" and isinstance(item.payload, bytes):
+            record = _loads(item.payload, self.id_field, ())
+            return [record.get(n) for n in self.names]
+        if self.format == "csv" and item.row is not None:
+            return [item.row[c] if c is not None else None for c in self.columns]
+        chunk = getattr(item, "chunk", None)  # a Parquet row
+        if chunk is not None:
+            batch = chunk.batch
+            names = batch.schema.names
+            index = getattr(item, "index", 0)
+            return [batch.column(n)[index].as_py() if n in names else None for n in self.names]
+        return [None, None, None]  # a .txt file has none
+
+    def meta(self, item: Item, nsh: NSHash) -> DocMeta | str:
+        """The record's :class:`~nshash.DocMeta`, or why it cannot have one."""
+        url, site, when = (None if v == "" else v for v in self._values(item))
+        for name, value in zip(self.names[:2], (url, site), strict=True):
+            if value is not None and not isinstance(value, str):
+                return f"the {name!r} field is a {_json_type(value)}, not a string"
+        if isinstance(when, str):
+            text = when
+            try:
+                when = float(text)
+            except ValueError:
+                try:
+                    when = datetime.fromisoformat(text)
+                except ValueError:
+                    return f"the {self.names[2]!r} field is not a time: {text!r:.40}"
+        elif when is not None and not isinstance(when, (int, float, datetime)):
+            return f"the {self.names[2]!r} field is a {_json_type(when)}, not a time"
+        if isinstance(when, bool):
+            return f"the {self.names[2]!r} field is a boolean, not a time"
+        try:
+            found = nsh.meta(url or None, site or None, when)
+        except NSHashError as exc:
+            return str(exc)
+        assert found is not None  # the store was opened tracking
+        return found
 
 
 def _json_type(value: object) -> str:
