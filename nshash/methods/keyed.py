@@ -130,10 +130,10 @@ from ..errors import (
 from ..inputs import check_doc_id, check_text, check_title
 from ..method import Method
 from ..results import AddResult, DocumentRecord, StoreStats
-from ..stores.kv import KV, KVTables, check_settings
+from ..stores.kv import KV, KVTables
 from ..stores.registry import open_kv
 from ..stores.scripts import lua_script
-from ..stores.url import parse_url
+from ..stores.url import parse_url, require_package
 from ..text.normalize import normalize_key, normalize_text
 from ..text.tokenize import CJK_CHARS
 from .bloom import LocalBloom, bit_positions, bloom_params
@@ -531,19 +531,15 @@ class _RedisBackend(_Backend):
         fp_rate: float,
         max_candidates: int,
     ) -> None:
-        try:
-            redis_base = importlib.import_module("nshash.stores.redis")
-        except ImportError as exc:
-            raise ConfigError(
-                "This store needs the 'redis' package: pip install 'nshash[redis]'"
-            ) from exc
+        require_package("redis", "redis")
+        # Imported here (redis is optional); as a module of Any, since the replies' types are
+        # the scripts', not redis-py's declared ones.
+        redis_base = importlib.import_module("nshash.stores.redis")
         # The URL, its options and Redis's errors are handled as for every method.
         self._conn = redis_base.Connection(url, **options)
         self._client = self._conn.client
         self.url = self._conn.url
-        tag = "{" + self._conn.prefix + "}:keyed:"
-        self._keys = [tag + name for name in _REDIS_KEYS]
-        self._meta_key = tag + "meta"
+        self._keys, self._meta_key = self._conn.tables("keyed", _REDIS_KEYS)
         self._read_script = self._client.register_script(lua_script("keyed_read"))
         self._write_script = self._client.register_script(lua_script("keyed_write"))
         bits, hashes = bloom_params(expected_items, fp_rate)
@@ -560,10 +556,7 @@ class _RedisBackend(_Backend):
         return errors
 
     def settle(self, settings: dict[str, Any]) -> None:
-        with self._errors():
-            self._client.hsetnx(self._meta_key, "settings", json.dumps(settings, sort_keys=True))
-            stored = self._client.hget(self._meta_key, "settings")
-        check_settings(self.url, stored, settings, "keyed")
+        self._conn.settle(self._meta_key, settings, "keyed")
 
     def lock(self) -> contextlib.AbstractContextManager[Any]:
         return contextlib.nullcontext()

@@ -71,10 +71,10 @@ from ..errors import ConfigError, StoreCorruptError
 from ..inputs import check_doc_id, check_text, check_title
 from ..method import Method
 from ..results import AddResult, DocumentRecord, StoreStats
-from ..stores.kv import KV, KVTables, check_settings
+from ..stores.kv import KV, KVTables
 from ..stores.registry import open_kv
 from ..stores.scripts import lua_script
-from ..stores.url import parse_url
+from ..stores.url import parse_url, require_package
 from ..text.simprint import DEFAULT_K, TOP, index_keys, index_layout, simprint
 
 __all__ = ["SimhashDedup", "SimhashDoc", "prepare"]
@@ -299,19 +299,15 @@ class _RedisBackend(_Backend):
     """The simhash tables in Redis under ``{P}:simhash:``, placed by one Lua script."""
 
     def __init__(self, url: str, options: dict[str, Any], max_bucket: int) -> None:
-        try:
-            redis_base = importlib.import_module("nshash.stores.redis")
-        except ImportError as exc:
-            raise ConfigError(
-                "This store needs the 'redis' package: pip install 'nshash[redis]'"
-            ) from exc
+        require_package("redis", "redis")
+        # Imported here (redis is optional); as a module of Any, since the replies' types are
+        # the scripts', not redis-py's declared ones.
+        redis_base = importlib.import_module("nshash.stores.redis")
         # The URL, its options and Redis's errors are handled as for every method.
         self._conn = redis_base.Connection(url, **options)
         self._client = self._conn.client
         self.url = self._conn.url
-        tag = "{" + self._conn.prefix + "}:simhash:"
-        self._keys = [tag + name for name in _REDIS_KEYS]
-        self.meta_key = tag + "meta"
+        self._keys, self.meta_key = self._conn.tables("simhash", _REDIS_KEYS)
         self._script = self._client.register_script(lua_script("simhash_assign"))
         with self._errors():
             self._client.hsetnx(self.meta_key, "max_bucket", max_bucket)
@@ -322,10 +318,7 @@ class _RedisBackend(_Backend):
         return errors
 
     def settle(self, settings: dict[str, Any]) -> None:
-        with self._errors():
-            self._client.hsetnx(self.meta_key, "settings", json.dumps(settings, sort_keys=True))
-            stored = self._client.hget(self.meta_key, "settings")
-        check_settings(self.url, stored, settings, "simhash")
+        self._conn.settle(self.meta_key, settings, "simhash")
 
     def place(self, doc: SimhashDoc, k: int, doc_id: str | None, title: str | None) -> _Placed:
         hi, lo = _halves(doc.fingerprint)

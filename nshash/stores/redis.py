@@ -10,8 +10,9 @@ data, an unreachable server). Each method brings its own Lua scripts
 
 from __future__ import annotations
 
+import json
 import ssl
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -27,6 +28,7 @@ from ..errors import (
     StoreError,
     StoreUnavailableError,
 )
+from .kv import check_settings
 from .url import mask_url
 
 __all__ = ["DEFAULT_TIMEOUT", "Connection", "check_prefix", "connect", "translate"]
@@ -215,6 +217,20 @@ class Connection:
             yield
         except redis.RedisError as exc:
             raise translate(exc, self.url) from exc
+
+    def tables(self, method: str, names: Sequence[str]) -> tuple[list[str], str]:
+        """The keys of *method*'s tables, ``{P}:METHOD:NAME`` for each of *names* (the braces
+        put them in one hash slot, as a script needs), and its meta hash ``{P}:METHOD:meta``."""
+        tag = "{" + self.prefix + "}:" + method + ":"
+        return [tag + name for name in names], tag + "meta"
+
+    def settle(self, meta_key: str, settings: dict[str, Any], method: str) -> None:
+        """Store *method*'s key-defining settings in its meta hash on first use; refuse
+        different ones later (see :func:`~nshash.stores.kv.check_settings`)."""
+        with self.errors():
+            self.client.hsetnx(meta_key, "settings", json.dumps(settings, sort_keys=True))
+            stored: Any = self.client.hget(meta_key, "settings")
+        check_settings(self.url, stored, settings, method)
 
     def ping(self) -> None:
         """Raise a StoreError unless Redis answers."""
