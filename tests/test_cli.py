@@ -669,7 +669,7 @@ class TestTrack:
                 when = r.get("when")
                 writer.writerow([r["id"], r["content"], r.get("url", ""), r.get("site", ""),
                                  "" if when is None else str(when)])  # fmt: skip
-        inputs = [jsonl, csv_path]
+        inputs = [jsonl, csv_path, jsonl]  # JSONL twice: in this process, then by 2 workers
         try:
             import pyarrow as pa
             import pyarrow.parquet as pq
@@ -685,8 +685,9 @@ class TestTrack:
         for i, src in enumerate(inputs):
             store = f"memory://{tmp_path}/s{i}.pkl"
             out = tmp_path / f"out{i}{src.suffix}"
+            jobs = "2" if i == 2 else "1"
             code, _, err = run("dedup", src, "--store", store, "--track", "--time-field",
-                               "when", "-q", "-o", out)  # fmt: skip
+                               "when", "-j", jobs, "-q", "-o", out)  # fmt: skip
             assert code == 0, err
             with NSHash.open(store, readonly=True) as nsh:
                 (hot,) = nsh.hot("1d")

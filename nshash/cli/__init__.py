@@ -191,7 +191,7 @@ def _pack(results: list[Prepared | BadRecord]) -> tuple[Any, ...]:
                 continue
             flat.extend(r[2])
             flat.extend(r[3])
-            meta.append((r[0], r[1], len(r[2]), len(r[3]), r[4], r[5]))
+            meta.append((r[0], r[1], len(r[2]), len(r[3]), r[4], r[5], r[6]))
     except (TypeError, OverflowError):
         return ("plain", results)
     return ("packed", meta, flat.tobytes())
@@ -212,10 +212,12 @@ def _unpack(packed: tuple[Any, ...]) -> list[Prepared | BadRecord]:
         if isinstance(m, BadRecord):
             out.append(m)
             continue
-        doc_id, title, sentences, sketch, exact, head = m
+        doc_id, title, sentences, sketch, exact, head, tracked = m
         mid = pos + sentences
         end = mid + sketch
-        out.append((doc_id, title, tuple(ints[pos:mid]), tuple(ints[mid:end]), exact, head))
+        out.append(
+            (doc_id, title, tuple(ints[pos:mid]), tuple(ints[mid:end]), exact, head, tracked)
+        )
         pos = end
     return out
 
@@ -592,7 +594,12 @@ class _MethodPreparer(Preparer):
         return (_MethodPreparer, (self.fields, self.added, self.encoding, self.method))
 
     def _fingerprint(
-        self, text: str, doc_id: str | None, title: str | None, head: bytes | None
+        self,
+        text: str,
+        doc_id: str | None,
+        title: str | None,
+        head: bytes | None,
+        tracked: tuple[Any, Any, Any] | None = None,
     ) -> Prepared:
         try:
             check_doc_id(doc_id)
@@ -601,7 +608,7 @@ class _MethodPreparer(Preparer):
             raise _BadRecordError("the text has no letters or digits") from None
         except NSHashError as exc:  # an id or title the stores refuse (nshash.inputs)
             raise _BadRecordError(str(exc)) from None
-        return (doc_id, title, first, second, (0, 0), head)
+        return (doc_id, title, first, second, (0, 0), head, None)
 
 
 def _adder(nsh: Method) -> Callable[[Prepared, DocMeta | None], AddResult]:
@@ -649,7 +656,8 @@ def _run(
                 meta = None
                 if message is None and tracker is not None:
                     assert isinstance(nsh, NSHash)  # --track is the nshash method's
-                    kept = tracker.meta(item, nsh)
+                    assert not isinstance(result, BadRecord)
+                    kept = tracker.meta(item, result, nsh)
                     if isinstance(kept, str):
                         message = kept
                     else:
@@ -820,7 +828,9 @@ def _records_run(
     if getattr(args, "track", False) and method != "nshash":
         raise UsageError(f"--track keeps activity for the nshash method, not --method {method}")
     preparer = (
-        Preparer(_fields(args), added, NSHASH_OPTIONS, args.encoding)
+        Preparer(
+            _fields(args), added, NSHASH_OPTIONS, args.encoding, getattr(args, "track", False)
+        )
         if method == "nshash"
         else _MethodPreparer(_fields(args), added, args.encoding, method)
     )

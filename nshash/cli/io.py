@@ -286,11 +286,18 @@ class BadRecord:
 
 
 #: A fingerprinted record: doc id, title, the :class:`~nshash.DocPrint` fields (sentences,
-#: sketch, then exact and limit as a pair) and, for JSONL, the output line's head when the
-#: input line could not be reused as it is (None otherwise). Plain tuples keep the trip
-#: between processes cheap.
+#: sketch, then exact and limit as a pair), for JSONL the output line's head when the input
+#: line could not be reused as it is (None otherwise), and for a JSONL record read for
+#: ``dedup --track`` its url, site and time fields as they are (None otherwise: a
+#: :class:`Tracker` reads rows itself). Plain tuples keep the trip between processes cheap.
 Prepared = tuple[
-    str | None, str | None, tuple[int, ...], tuple[int, ...], tuple[int, int], bytes | None
+    str | None,
+    str | None,
+    tuple[int, ...],
+    tuple[int, ...],
+    tuple[int, int],
+    bytes | None,
+    tuple[Any, Any, Any] | None,
 ]
 
 #: What the parent sends a worker per record: a JSONL line (bytes), a CSV row's
@@ -341,6 +348,9 @@ class Preparer:
             JSONL record that already has one of them is rewritten without it.
         fingerprint_options: options for :class:`~nshash.Fingerprinter`; they must match the
             ``NSHash`` the results are added to.
+        encoding: how ``.txt`` files are decoded.
+        track: keep a JSONL record's url, site and time fields (``dedup --track``), so the
+            parent need not parse the line again.
     """
 
     def __init__(
@@ -349,8 +359,10 @@ class Preparer:
         added: Sequence[str],
         fingerprint_options: dict[str, Any] | None = None,
         encoding: str = "auto",
+        track: bool = False,
     ) -> None:
         self.fields = fields
+        self.track = track
         self.added = tuple(added)
         self.fingerprint_options = dict(fingerprint_options or {})
         self.fingerprinter = Fingerprinter(**self.fingerprint_options)
@@ -358,7 +370,10 @@ class Preparer:
         self.encoding = encoding if encoding == "auto" else _check_codec(encoding)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Preparer, (self.fields, self.added, self.fingerprint_options, self.encoding))
+        return (
+            Preparer,
+            (self.fields, self.added, self.fingerprint_options, self.encoding, self.track),
+        )
 
     def run(self, payloads: Sequence[Payload]) -> list[Prepared | BadRecord]:
         """Prepare a batch of payloads, in order."""
@@ -376,7 +391,12 @@ class Preparer:
         return out
 
     def _fingerprint(
-        self, text: str, doc_id: str | None, title: str | None, head: bytes | None
+        self,
+        text: str,
+        doc_id: str | None,
+        title: str | None,
+        head: bytes | None,
+        tracked: tuple[Any, Any, Any] | None = None,
     ) -> Prepared:
         try:
             check_doc_id(doc_id)
@@ -386,7 +406,7 @@ class Preparer:
             raise _Bad("the text has no letters or digits") from None
         except NSHashError as exc:  # an id or title the stores refuse (nshash.inputs)
             raise _Bad(str(exc)) from None
-        return (doc_id, title, doc.sentences, doc.sketch, (doc.exact, doc.limit), head)
+        return (doc_id, title, doc.sentences, doc.sketch, (doc.exact, doc.limit), head, tracked)
 
     def _jsonl(self, line: bytes) -> Prepared:
         try:
@@ -420,7 +440,10 @@ class Preparer:
             except UnicodeEncodeError:  # lone surrogates stay escaped, as they came
                 dumped = json.dumps(kept).encode("ascii")
             head = dumped[:-1] + (b", " if kept else b"")
-        return self._fingerprint(text, doc_id, title, head)
+        tracked = None
+        if self.track:
+            tracked = (record.get(fields.url), record.get(fields.site), record.get(fields.time))
+        return self._fingerprint(text, doc_id, title, head, tracked)
 
     def _txt(self, path: str, doc_id: str | None) -> Prepared:
         try:
@@ -478,15 +501,13 @@ class Tracker:
     def __init__(self, source: Source, fields: Fields) -> None:
         self.names = (fields.url, fields.site, fields.time)
         self.format = source.format
-        self.id_field = fields.id
         header = source.header or []
         #: The CSV columns of the three fields (None: not in the header).
         self.columns = [header.index(n) if n in header else None for n in self.names]
 
-    def _values(self, item: Item) -> list[Any]:
-        if self.format == "jsonl" and isinstance(item.payload, bytes):
-            record = _loads(item.payload, self.id_field, ())
-            return [record.get(n) for n in self.names]
+    def _values(self, item: Item, prepared: Prepared) -> list[Any]:
+        if prepared[6] is not None:  # a JSONL record: its worker kept the fields
+            return list(prepared[6])
         if self.format == "csv" and item.row is not None:
             return [item.row[c] if c is not None else None for c in self.columns]
         chunk = getattr(item, "chunk", None)  # a Parquet row
@@ -497,9 +518,10 @@ class Tracker:
             return [batch.column(n)[index].as_py() if n in names else None for n in self.names]
         return [None, None, None]  # a .txt file has none
 
-    def meta(self, item: Item, nsh: NSHash) -> DocMeta | str:
-        """The record's :class:`~nshash.DocMeta`, or why it cannot have one."""
-        url, site, when = (None if v == "" else v for v in self._values(item))
+    def meta(self, item: Item, prepared: Prepared, nsh: NSHash) -> DocMeta | str:
+        """The :class:`~nshash.DocMeta` of the record *item* (fingerprinted as *prepared*),
+        or why it cannot have one."""
+        url, site, when = (None if v == "" else v for v in self._values(item, prepared))
         for name, value in zip(self.names[:2], (url, site), strict=True):
             if value is not None and not isinstance(value, str):
                 return f"the {name!r} field is a {_json_type(value)}, not a string"
