@@ -14,6 +14,12 @@ Usage::
     python bench/bench_scale.py --sizes 10000,50000,200000 --stores memory,leveldb,seed
     python bench/bench_scale.py --docs 200000 --json > scale.json
     python bench/bench_scale.py --docs 50000 --stores leveldb --count-gets
+    python bench/bench_scale.py --docs 200000 --retention 40000   # a window of 40,000 docs
+
+With ``--retention W`` every store but the seed is opened with ``?retention=Ws`` on a clock
+that moves one second per document, so the stream runs several windows long; the bench then
+prints what the store holds at the end of each fifth (RSS, files or ``used_memory``), which
+stays flat once the stream is past the window.
 """
 
 from __future__ import annotations
@@ -256,8 +262,12 @@ def _redis_info(client: Any) -> dict[str, float]:
 
 
 def run_worker(store: str, n: int, seed: int, batch: int, redis_url: str | None,
-               count_gets: bool, data: Path = DATA_DIR / DATA_FILE) -> dict[str, Any]:  # fmt: skip
-    """Feed *n* documents to one *store*; return its figures (runs in its own process)."""
+               count_gets: bool, data: Path = DATA_DIR / DATA_FILE,
+               retention: int | None = None) -> dict[str, Any]:  # fmt: skip
+    """Feed *n* documents to one *store*; return its figures (runs in its own process).
+
+    With *retention* (documents), the store forgets groups older than that many documents
+    (a clock moving one second per document) and its size is measured at every fifth."""
     from nshash import AddResult, NSHash
 
     corpus = Corpus(data, seed=seed)
@@ -316,7 +326,26 @@ def run_worker(store: str, n: int, seed: int, batch: int, redis_url: str | None,
                 client = redis.Redis.from_url(redis_url)
                 client.config_resetstat()
                 url = f"{redis_url}?prefix=scale-{uuid.uuid4().hex[:8]}"
-            nsh = NSHash.open(url)
+            now = [1_700_000_000.0]
+            if retention is not None:
+                url += f"{'&' if '?' in url else '?'}retention={retention}s"
+                out["retention_docs"] = retention
+            nsh = NSHash.open(url, clock=lambda: now[0])
+            sizes: list[float] = []
+            ends = {n * f // 5 for f in range(1, 6)} if retention is not None else set()
+
+            def measure(k: int) -> None:
+                """At the end of each fifth (with a window): what the store holds now."""
+                if k + 1 not in ends:
+                    return
+                if store == "memory":
+                    gc.collect()
+                    sizes.append(rss_bytes() - rss0)
+                elif client is not None:
+                    sizes.append(_redis_info(client)["used_memory"] - before["used_memory"])
+                else:
+                    sizes.append(dir_bytes(tmp))
+
             counter = None
             if count_gets and store == "leveldb":
                 counter = GetCounter(nsh.store._kv.db)  # type: ignore[attr-defined]
@@ -336,7 +365,12 @@ def run_worker(store: str, n: int, seed: int, batch: int, redis_url: str | None,
                     for d, r in zip(chunk, results, strict=True):
                         assert isinstance(r, AddResult), r
                         score(d, r.similar_id)
-                    k += len(chunk)
+                    for _ in chunk:
+                        now[0] += 1
+                        measure(k)
+                        k += 1
+                if sizes:
+                    out["bytes_per_fifth"] = sizes
                 out["longest_is"] = f"add_many of {batch}"
             else:
                 for k, doc in enumerate(corpus.stream(n)):
@@ -348,6 +382,10 @@ def run_worker(store: str, n: int, seed: int, batch: int, redis_url: str | None,
                     fifths[k * 5 // n] += dt
                     longest = max(longest, dt)
                     score(doc, result.similar_id)
+                    now[0] += 1
+                    measure(k)
+            if sizes:
+                out["bytes_per_fifth"] = sizes
             if counter is not None:
                 out["gets_per_doc"] = {t: c / n for t, c in counter.gets.most_common()}
                 out["hits_per_doc"] = {t: c / n for t, c in counter.hits.most_common()}
@@ -405,6 +443,8 @@ def spawn(store: str, n: int, args: argparse.Namespace, redis_url: str | None) -
         cmd.append("--count-gets")
     if args.leveldb_options is not None:
         cmd += ["--leveldb-options", args.leveldb_options]
+    if args.retention is not None:
+        cmd += ["--retention", str(args.retention)]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"the {store} worker failed ({proc.returncode}):\n{proc.stderr}")
@@ -434,6 +474,9 @@ def _fmt_row(r: dict[str, Any], seed: dict[str, Any] | None, memory: dict[str, A
     extra = []
     if "reopen_s" in r:
         extra.append(f"reopen {r['reopen_s']:.2f}s, close {r['close_s']:.2f}s")
+    if "bytes_per_fifth" in r:
+        held = " / ".join(f"{b / 1e6:,.1f}" for b in r["bytes_per_fifth"])
+        extra.append(f"window {r['retention_docs']:,} docs: MB held per fifth {held}")
     if "server_cpu_us_per_doc" in r:
         extra.append(f"server CPU {r['server_cpu_us_per_doc']:.0f} us/doc, "
                      f"evalsha {r['evalsha_us_per_doc']:.0f} us/doc")  # fmt: skip
@@ -472,6 +515,9 @@ def main(argv: list[str] | None = None) -> int:
         help="plyvel options for leveldb as JSON (e.g. '{}' for plyvel's defaults) instead of"
         " nshash.stores.leveldb.OPEN_OPTIONS",
     )
+    parser.add_argument("--retention", type=int, default=None, metavar="DOCS",
+                        help="open the stores with a retention window this many documents"
+                        " long (a clock of one second per document)")  # fmt: skip
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--redis-url", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -494,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
         leveldb_base.OPEN_OPTIONS = options
     if args.worker:
         result = run_worker(args.worker, args.docs, args.seed, args.batch, args.redis_url,
-                            args.count_gets, data)  # fmt: skip
+                            args.count_gets, data, args.retention)  # fmt: skip
         print(json.dumps(result))
         return 0
     stores = [s for s in args.stores.split(",") if s]
@@ -511,6 +557,9 @@ def main(argv: list[str] | None = None) -> int:
         sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else [args.docs]
     except ValueError:
         print(f"Error: --sizes must be integers, not {args.sizes!r}", file=sys.stderr)
+        return 2
+    if args.retention is not None and args.retention < 1:
+        print("Error: --retention must be at least 1 document", file=sys.stderr)
         return 2
     if any(n < 5 for n in sizes):
         print("Error: every size must be at least 5 documents", file=sys.stderr)

@@ -78,8 +78,14 @@ class StoreHolder:
             return KeyedDedup.open(s.store_url, hashfunc=s.hashfunc)
         if s.method == "simhash":
             return SimhashDedup.open(s.store_url)
+        window: dict[str, Any] = {} if s.retention is None else {"retention": s.retention}
         return NSHash.open(
-            s.store_url, n=s.n, min_length=s.min_length, hashfunc=s.hashfunc, track=s.track
+            s.store_url,
+            n=s.n,
+            min_length=s.min_length,
+            hashfunc=s.hashfunc,
+            track=s.track,
+            **window,
         )
 
     def open(self) -> None:

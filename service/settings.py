@@ -11,8 +11,11 @@ from __future__ import annotations
 from typing import Literal
 from urllib.parse import parse_qsl, urlsplit
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from nshash.errors import ConfigError
+from nshash.stores.url import retention_option
 
 __all__ = ["DEFAULT_STORE_URL", "Settings"]
 
@@ -95,6 +98,21 @@ class Settings(BaseSettings):
     track: bool = True
     #: Seconds between attempts to reach a store that was down when the service started.
     reconnect_interval: float = Field(default=1.0, ge=0)
+    #: Forget the stories that got no new copy for this long (``30d``, ``12h``, ``90m``,
+    #: ``3600s``), and reclaim their space: the store's ``retention`` (``nshash`` method only;
+    #: see :mod:`nshash.methods.nshash.retention`). Unset: the store keeps the window it
+    #: was made with, if any.
+    retention: str | None = None
+
+    @field_validator("retention")
+    @classmethod
+    def _window(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                retention_option({"retention": value}, "NSHASH_RETENTION")
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
+        return value
 
     def inline_store_calls(self) -> bool:
         """Whether store calls run on the event loop (see :attr:`store_calls`)."""

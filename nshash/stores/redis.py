@@ -98,7 +98,7 @@ def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
 
 
 
-def connect(url: str, **options: Any) -> tuple[redis.Redis, str]:
+def connect(url: str, taken: Sequence[str] = (), **options: Any) -> tuple[redis.Redis, str]:
     """A client for the Redis a store URL names, and the URL's key prefix.
 
     Nothing is sent until the first call. URL forms: ``redis://[[user]:password@]host[:port][/db]``,
@@ -107,6 +107,8 @@ def connect(url: str, **options: Any) -> tuple[redis.Redis, str]:
     ``socket_timeout`` and ``socket_connect_timeout`` (seconds, default 1),
     ``max_connections``; with ``rediss://`` also ``ssl_ca_certs``, ``ssl_certfile``,
     ``ssl_keyfile`` and ``ssl_cert_reqs``.
+
+    *taken* names the query options the caller has read already (a method's own).
 
     Raises:
         ConfigError: the URL or an option is invalid, or an option is unknown.
@@ -123,6 +125,8 @@ def connect(url: str, **options: Any) -> tuple[redis.Redis, str]:
         )
     merged: dict[str, Any] = dict(parse_qsl(parts.query, keep_blank_values=True))
     merged.update(options)
+    for name in taken:
+        merged.pop(name, None)
     prefix = check_prefix(merged.pop("prefix", "nshash"))
     kwargs: dict[str, Any] = {
         "socket_timeout": _positive_float(

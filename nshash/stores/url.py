@@ -18,6 +18,7 @@ __all__ = [
     "refuse_unknown",
     "repair_option",
     "require_package",
+    "retention_option",
 ]
 
 #: How often the memory journal and LevelDB writes reach the disk: after every write, about
@@ -115,6 +116,36 @@ def readonly_option(options: dict[str, Any], url: str) -> bool:
     if isinstance(value, str) and value.lower() in ("1", "true", "yes", "0", "false", "no"):
         return value.lower() in ("1", "true", "yes")
     raise ConfigError(f"readonly must be true or false, not {value!r} in {mask_url(url)!r}")
+
+
+#: The units a retention window may be written in (``30d``, ``12h``, ``90m``, ``3600s``).
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_WINDOW = re.compile(r"\s*(\d{1,9})\s*([smhdw]?)\s*", re.IGNORECASE)
+
+
+def retention_option(options: dict[str, Any], url: str) -> int | None:
+    """Pop the ``retention`` option: a window such as ``30d``, ``12h``, ``90m``, ``3600s`` or
+    a number of seconds, returned in whole seconds (None when it is not given).
+
+    Raises:
+        ConfigError: the value is not a positive window.
+    """
+    value = options.pop("retention", None)
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        seconds = value
+    else:
+        match = _WINDOW.fullmatch(value) if isinstance(value, str) else None
+        if match is None:
+            raise ConfigError(
+                f"retention must be a window such as 30d, 12h, 90m or 3600s, not {value!r}"
+                f" in {mask_url(url)!r}"
+            )
+        seconds = int(match[1]) * _UNITS[match[2].lower() or "s"]
+    if seconds < 1:
+        raise ConfigError(f"retention must be at least one second, not {value!r}")
+    return seconds
 
 
 def refuse_unknown(options: dict[str, Any], url: str) -> None:

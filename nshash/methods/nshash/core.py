@@ -226,6 +226,8 @@ class NSHash(Method):
         }
         if readonly:
             options["readonly"] = True
+        if "clock" in mine:  # the time a retention window counts by, too
+            options["clock"] = mine["clock"]
         store = open_store(url, **options)
         try:
             return cls(store=store, **mine)

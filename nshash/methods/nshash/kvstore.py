@@ -41,10 +41,16 @@ key                          value
 ``a`` + group id + hour      the same count, keyed by group, so a merge finds its hours
 ``t`` + group id             the group's first and last seen (epoch seconds)
 ``u`` + doc_id (UTF-8)       JSON ``[added, url, site]`` of a document added with a DocMeta
+``l`` + group id             with a retention window: the group's last new document (epoch
+                             seconds, the store's clock)
+``o`` + time + group id      empty: the same, ordered by time (what forgetting scans)
+``k`` + group id             the hashes the group wrote (anchors, exact texts, votes)
+``b`` + group id             the ids merged into the group
 ===========================  ============================================================
 
-The ``h``/``a``/``t``/``u`` tables (activity) are an addition to format 2: a directory
-written before them opens with no activity.
+The ``h``/``a``/``t``/``u`` tables (activity) and the ``l``/``o``/``k``/``b`` tables
+(retention, with the meta values ``retention`` and ``forgotten``) are additions to format 2:
+a directory written before them opens with no activity and no window.
 
 Members get one key each: adding a document writes one small key, never a growing list. A
 merge moves the merged group's member keys and sketch to the canonical id. :meth:`stats`
@@ -61,7 +67,8 @@ import json
 import logging
 import struct
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 from ...errors import (
@@ -86,6 +93,7 @@ from ...stores.kv import OrderedKV
 from ...text.fingerprint import NO_LIMIT, DocPrint
 from .assign import MatchPolicy, assign, combine_sketch, explain, lookup, resolve
 from .base import Store
+from .retention import retained_assign, settle_window
 
 __all__ = ["KVStore"]
 
@@ -108,8 +116,14 @@ _HOUR = b"h"
 _GROUP_HOUR = b"a"
 _SEEN = b"t"
 _DOC_META = b"u"
+_LAST = b"l"
+_ORDER = b"o"
+_OWNED = b"k"
+_ABSORBED = b"b"
 
 _COUNTERS = ("counter", "documents", "groups", "fingerprints", "common", "mseq")
+#: Settings and counts of a retention window (0 when the store has none); not recounted.
+_RETENTION = ("retention", "forgotten")
 
 
 def _enc(*values: int) -> bytes:
@@ -144,7 +158,9 @@ class _Overlay:
     store until :meth:`KVStore.assign` commits them in one batch.
     """
 
-    def __init__(self, db: OrderedKV, meta: dict[str, int], common: set[int]) -> None:
+    def __init__(
+        self, db: OrderedKV, meta: dict[str, int], common: set[int], order_from: bytes = _ORDER
+    ) -> None:
         self.db = db
         self.meta = dict(meta)
         self.pending: dict[bytes, bytes | None] = {}
@@ -155,6 +171,10 @@ class _Overlay:
         self.common = common
         #: Fingerprints this call made common.
         self.new_common: set[int] = set()
+        #: With a retention window: groups last seen before this match nothing.
+        self.cutoff: int | None = None
+        #: Where purge starts scanning the ``o`` table (see :meth:`KVStore._commit`).
+        self.order_from = order_from
 
     # -- raw access ----------------------------------------------------------------------
     def get(self, key: bytes) -> bytes | None:
@@ -196,10 +216,21 @@ class _Overlay:
 
     # -- reads of the Tables protocol ------------------------------------------------------
     def get_fp(self, h: int) -> int | None:
-        return self.get_int(_FP + _enc(h))
+        gid = self.get_int(_FP + _enc(h))
+        if gid is not None and self.cutoff is not None and self._expired(gid):
+            return None
+        return gid
 
     def get_exact(self, h: int) -> int | None:
-        return self.get_int(_EXACT + _enc(h))
+        gid = self.get_int(_EXACT + _enc(h))
+        if gid is not None and self.cutoff is not None and self._expired(gid):
+            return None
+        return gid
+
+    def _expired(self, gid: int) -> bool:
+        """Whether *gid*'s group was last seen before the cutoff (so it matches nothing)."""
+        seen = self.get_int(_LAST + _enc(resolve(self, gid)))
+        return seen is not None and self.cutoff is not None and seen < self.cutoff
 
     def is_common(self, h: int) -> bool:
         return h in self.common or h in self.new_common
@@ -257,9 +288,19 @@ class _Overlay:
         if self.get(key) is None:
             self.meta["fingerprints"] += 1
         self.put(key, _enc(gid))
+        if self.meta["retention"]:
+            self._own(gid, _FP, h)
 
     def set_exact(self, h: int, gid: int) -> None:
         self.put(_EXACT + _enc(h), _enc(gid))
+        if self.meta["retention"]:
+            self._own(gid, _EXACT, h)
+
+    def _own(self, gid: int, table: bytes, h: int) -> None:
+        """Note that group *gid* wrote hash *h* in *table* (fp, exact or votes), so forgetting
+        the group finds it: 9 bytes, the table's prefix and the hash."""
+        key = _OWNED + _enc(gid)
+        self.put(key, (self.get(key) or b"") + table + _enc(h))
 
     def add_common(self, hs: Iterable[int]) -> None:
         for h in hs:
@@ -269,6 +310,11 @@ class _Overlay:
                 self.put(_COMMON + _enc(h), b"")
 
     def set_votes(self, h: int, gids: tuple[int, ...]) -> None:
+        if self.meta["retention"]:
+            before = self.get_votes(h)
+            for g in gids:
+                if g not in before:
+                    self._own(g, _VOTES, h)
         if gids:
             self.put(_VOTES + _enc(h), _enc(*gids))
         else:
@@ -313,6 +359,87 @@ class _Overlay:
             self.delete(key)
             self.delete(_HOUR + _enc(hour, gid))
             self._count_hour(root, hour, _one(value))
+        if self.meta["retention"]:
+            self._merge_retention(root, gid)
+
+    def _merge_retention(self, root: int, gid: int) -> None:
+        """Move what *gid* wrote and the ids merged into it to *root* (the document that
+        merged them touches *root* next)."""
+        last = self.get_int(_LAST + _enc(gid))
+        if last is not None:
+            self.delete(_LAST + _enc(gid))
+            self.delete(_ORDER + _enc(last, gid))
+        for table, more in ((_OWNED, b""), (_ABSORBED, _enc(gid))):
+            moved = self.get(table + _enc(gid)) or b""
+            if moved or more:
+                self.delete(table + _enc(gid))
+                self.put(table + _enc(root), (self.get(table + _enc(root)) or b"") + more + moved)
+
+    # -- retention (see nshash.methods.nshash.retention) ----------------------------------
+    def touch(self, gid: int, now: int) -> None:
+        key = _LAST + _enc(gid)
+        last = self.get_int(key)
+        if last is not None:
+            self.delete(_ORDER + _enc(last, gid))
+        self.put(key, _enc(now))
+        self.put(_ORDER + _enc(now, gid), b"")
+        self.order_from = min(self.order_from, _ORDER + _enc(now, gid))  # a clock set back
+
+    def purge(self, cutoff: int, most: int) -> int:
+        self.cutoff = cutoff
+        # Scan from where the last purge stopped: the keys before it are deleted, and an
+        # ordered store's scan would step over every one of them again (LevelDB keeps
+        # them as tombstones until a compaction).
+        due: list[bytes] = []
+        for key, _value in self.db.items(start=self.order_from, stop=_ORDER + _enc(cutoff)):
+            if len(due) >= most:
+                break
+            due.append(key)
+        for key in due:
+            when, gid = _dec(key[1:])
+            self.delete(key)
+            if self.get_int(_LAST + _enc(gid)) == when:
+                self.forget(gid)
+        if due:
+            self.order_from = due[-1]
+        return len(due)
+
+    def forget(self, gid: int) -> None:
+        """Delete everything of canonical group *gid*; its id is never handed out again."""
+        g8 = _enc(gid)
+        # The ids that resolve to gid: a hash it wrote may have been taken by a newer group
+        # while gid was expired but not yet forgotten (an expired group matches nothing).
+        ours = {gid, *_dec(self.get(_ABSORBED + g8) or b"")}
+        owned = self.get(_OWNED + g8) or b""
+        for at in range(0, len(owned), 9):
+            key = owned[at : at + 9]
+            if key[:1] == _VOTES:
+                voters = self.get_votes(_one(key[1:]))
+                kept = tuple(g for g in voters if g not in ours)
+                if len(kept) != len(voters):
+                    self.set_votes(_one(key[1:]), kept)
+            elif self.get_int(key) in ours:
+                self.delete(key)
+                if key[:1] == _FP:
+                    self.meta["fingerprints"] -= 1
+        self.delete(_SEEN + g8)
+        for key, _value in list(self.scan(_GROUP_HOUR + g8)):
+            (hour,) = _dec(key[9:])
+            self.delete(key)
+            self.delete(_HOUR + _enc(hour, gid))
+        for key, raw in list(self.scan(_MEMBER + g8)):
+            self.delete(key)
+            self.delete(_DOC + raw)
+            self.delete(_DOC_META + raw)
+        for merged in _dec(self.get(_ABSORBED + g8) or b""):
+            self.delete(_PARENT + _enc(merged))
+        last = self.get_int(_LAST + g8)
+        if last is not None:
+            self.delete(_ORDER + _enc(last, gid))
+        for table in (_SKETCH, _SIZE, _LAST, _OWNED, _ABSORBED):
+            self.delete(table + g8)
+        self.meta["groups"] -= 1
+        self.meta["forgotten"] += 1
 
     def get_seen(self, gid: int) -> tuple[int, int] | None:
         value = self.get(_SEEN + _enc(gid))
@@ -386,8 +513,18 @@ class KVStore(Store):
         >>> store.close()
     """
 
-    def __init__(self, kv: OrderedKV, *, repair: bool = False) -> None:
+    def __init__(
+        self,
+        kv: OrderedKV,
+        *,
+        repair: bool = False,
+        retention: int | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._kv = kv
+        self._clock = clock
+        #: The first key of the ``o`` table that may still be there (see _Overlay.purge).
+        self._order_from = _ORDER
         self.url = kv.url
         self.readonly = kv.readonly
         self._lock = threading.Lock()
@@ -400,9 +537,22 @@ class KVStore(Store):
                 self._common = self._load_common()
             else:
                 self._meta, self._common = self._verified(recount=repair)
+            self._settle_window(retention)
         except BaseException:
             kv.close()
             raise
+
+    def _settle_window(self, requested: int | None) -> None:
+        """Open with the retention window asked for, or the one the store has (see
+        :func:`~nshash.methods.nshash.retention.settle_window`)."""
+        stored = self._meta["retention"] or None
+        window = settle_window(stored, requested, self._meta["counter"] == 0, self.url)
+        if window == stored or window is None:
+            return
+        if not self.readonly:
+            with self._kv.errors("Cannot write"):
+                self._kv.write({_META + b"retention": _enc(window)}, sync=True)
+        self._meta["retention"] = window
 
     # -- opening -------------------------------------------------------------------------
     def _verified(self, recount: bool = False) -> tuple[dict[str, int], set[int]]:
@@ -455,6 +605,10 @@ class KVStore(Store):
         # Ids are never reused: the counter only moves forward.
         counts["counter"] = max(last, meta["counter"])
         counts["mseq"] = max(counts["mseq"], meta["mseq"])
+        if meta["forgotten"]:  # forgotten groups took their documents' sizes with them
+            counts["documents"] = max(counts["documents"], meta["documents"])
+        for name in _RETENTION:
+            counts[name] = meta[name]
         fixed = {k: v for k, v in counts.items() if v != meta[k]}
         if fixed:
             puts = {_META + name.encode("ascii"): _enc(n) for name, n in fixed.items()}
@@ -498,7 +652,7 @@ class KVStore(Store):
                     url=self.url,
                 )
             meta: dict[str, int] = {}
-            for name in _COUNTERS:
+            for name in (*_COUNTERS, *_RETENTION):
                 value = kv.get(_META + name.encode("ascii"))
                 meta[name] = 0 if value is None else _one(value)
             return meta
@@ -526,6 +680,7 @@ class KVStore(Store):
         self._kv.write(puts)
         self._meta = overlay.meta
         self._common |= overlay.new_common
+        self._order_from = overlay.order_from
 
     def _check_writable(self) -> None:
         if self._kv.failed is not None:
@@ -550,7 +705,7 @@ class KVStore(Store):
                 yield
 
     def _reader(self) -> _Overlay:
-        return _Overlay(self._kv, self._meta, self._common)
+        return _Overlay(self._kv, self._meta, self._common, self._order_from)
 
     def assign(
         self,
@@ -565,17 +720,29 @@ class KVStore(Store):
                 raise StoreReadOnlyError(f"{self.url} is open read-only", url=self.url)
             self._check_writable()
             overlay = self._reader()
-            result = assign(overlay, doc, policy, doc_id, title, meta)
+            window = self._meta["retention"]
+            if window:
+                now = int(self._clock())
+                result = retained_assign(overlay, doc, policy, doc_id, title, meta, window, now)
+            else:
+                result = assign(overlay, doc, policy, doc_id, title, meta)
             self._commit(overlay)
             return result
 
+    def _dated_reader(self) -> _Overlay:
+        """A reader with the groups expired by now hidden (when there is a window)."""
+        reader = self._reader()
+        if self._meta["retention"]:
+            reader.cutoff = int(self._clock()) - self._meta["retention"]
+        return reader
+
     def lookup(self, doc: DocPrint, policy: MatchPolicy) -> int | None:
         with self._open_db():
-            return lookup(self._reader(), doc, policy)
+            return lookup(self._dated_reader(), doc, policy)
 
     def explain(self, doc: DocPrint, policy: MatchPolicy) -> Explanation:
         with self._open_db():
-            return explain(self._reader(), doc, policy)
+            return explain(self._dated_reader(), doc, policy)
 
     def resolve(self, similar_id: int) -> int:
         with self._open_db():
@@ -596,12 +763,18 @@ class KVStore(Store):
                 rec.fingerprints,
             )
 
+    def _canonical(self, reader: _Overlay, similar_id: int) -> int | None:
+        """The group *similar_id* resolves to, or None (never handed out, or forgotten)."""
+        if not 0 < similar_id <= self._meta["counter"]:
+            return None
+        gid = resolve(reader, similar_id)
+        return None if reader.get(_SIZE + _enc(gid)) is None else gid
+
     def group_head(self, similar_id: int, members: int) -> Group | None:
         with self._open_db():
-            if not 0 < similar_id <= self._meta["counter"]:
-                return None
             reader = self._reader()
-            return self._group(reader, resolve(reader, similar_id), members)
+            gid = self._canonical(reader, similar_id)
+            return None if gid is None else self._group(reader, gid, members)
 
     def _group(self, reader: _Overlay, gid: int, most: int | None = None) -> Group:
         members: list[Member] = []
@@ -620,10 +793,9 @@ class KVStore(Store):
 
     def group(self, similar_id: int) -> Group | None:
         with self._open_db():
-            if not 0 < similar_id <= self._meta["counter"]:
-                return None
             reader = self._reader()
-            return self._group(reader, resolve(reader, similar_id))
+            gid = self._canonical(reader, similar_id)
+            return None if gid is None else self._group(reader, gid)
 
     def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
         with self._open_db():
@@ -693,6 +865,9 @@ class KVStore(Store):
                 fingerprints=m["fingerprints"],
                 common_fingerprints=m["common"],
                 last_id=m["counter"],
+                extra={"retention": m["retention"], "forgotten": m["forgotten"]}
+                if m["retention"]
+                else {},
             )
 
     def ping(self) -> None:

@@ -26,6 +26,12 @@ acknowledged:
 * ``PATH.lock`` is held with ``flock`` while the store is open: a second opener gets
   :class:`~nshash.StoreLockedError` instead of two writers corrupting one journal.
 
+With a retention window (``retention=``, see :mod:`~nshash.methods.nshash.retention`) each
+group's last new document, the hashes it wrote and the ids merged into it are kept too
+(journaled as ``r``, ``l`` and ``p`` ops, in the snapshot as ``retention``, ``last``,
+``owned``, ``absorbed``, ``forgotten``); the compiled assignment is not used then (its tables
+know no dates), so a windowed store places documents at the pure-Python path's speed.
+
 **Read-only opens** (``readonly=True``) take no lock and create, write or truncate nothing:
 they load the snapshot and every complete journal line, so they work while a writer holds
 the store (a crawl can be watched) and see every write the writer acknowledged before the
@@ -35,11 +41,14 @@ open. A snapshot replaced while it is being read is detected and the read is ret
 from __future__ import annotations
 
 import dataclasses
+import functools
 import heapq
 import logging
 import os
 import struct
 import threading
+import time
+from collections import deque
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
@@ -69,6 +78,7 @@ from .assign import (
 )
 from .base import Store
 from .compiled import compiled
+from .retention import retained_assign, settle_window
 
 __all__ = ["MemoryStore"]
 
@@ -92,6 +102,8 @@ logger = logging.getLogger("nshash")
 _SNAPSHOT_FORMAT = 2
 _MISSING: Any = object()
 _U64 = 1 << 64
+#: One hash a group wrote: the table's code (``f``, ``x`` or ``v``), then the hash (9 bytes).
+_OWNED = struct.Struct("<cQ")
 
 
 def pack_sketch(values: Sequence[int]) -> bytes:
@@ -215,6 +227,19 @@ class _Tables:
         self.buckets: dict[int, dict[int, int]] = {}
         #: doc id -> (added, url, site).
         self.meta: dict[str, tuple[int, str | None, str | None]] = {}
+        #: Retention (see :mod:`~nshash.methods.nshash.retention`): the window in seconds,
+        #: or None; each canonical group's last new document (epoch seconds, in touch
+        #: order); the hashes each group wrote (anchors, exact texts, votes), packed like a
+        #: sketch; the ids merged into each group; how many groups were forgotten.
+        self.window: int | None = None
+        self.last: dict[int, int] = {}
+        self.owned: dict[int, bytes] = {}
+        self.absorbed: dict[int, tuple[int, ...]] = {}
+        self.forgotten = 0
+        #: (time, group) for every touch, oldest first: what purge walks (rebuilt on load).
+        self.order: deque[tuple[int, int]] = deque()
+        #: Groups last seen before this are expired and match nothing (set by purge).
+        self.cutoff: int | None = None
         #: Ops applied since the last journal write; None when nothing journals them.
         self.log: list[list[Any]] | None = None
         #: While a change is in progress, how to take back each of its writes; see rollback.
@@ -241,10 +266,21 @@ class _Tables:
 
     # -- reads -------------------------------------------------------------------------
     def get_fp(self, h: int) -> int | None:
-        return self.fp.get(h)
+        gid = self.fp.get(h)
+        if gid is not None and self.cutoff is not None and self._expired(gid):
+            return None
+        return gid
 
     def get_exact(self, h: int) -> int | None:
-        return self.exact.get(h)
+        gid = self.exact.get(h)
+        if gid is not None and self.cutoff is not None and self._expired(gid):
+            return None
+        return gid
+
+    def _expired(self, gid: int) -> bool:
+        """Whether *gid*'s group was last seen before the cutoff (so it matches nothing)."""
+        seen = self.last.get(resolve(self, gid))
+        return seen is not None and self.cutoff is not None and seen < self.cutoff
 
     def not_common(self, hs: Iterable[int]) -> list[int]:
         common = self.common
@@ -287,6 +323,8 @@ class _Tables:
         if self.undo is not None:  # _restore, inlined: the most frequent write
             self.undo.append((fp, h, fp.get(h, _MISSING)))
         fp[h] = gid
+        if self.window is not None:
+            self._own(gid, b"f", h)
         if self.log is not None:
             self.log.append(["f", h, gid])
 
@@ -294,8 +332,17 @@ class _Tables:
         if self.undo is not None:
             self._restore(self.exact, h)
         self.exact[h] = gid
+        if self.window is not None:
+            self._own(gid, b"x", h)
         if self.log is not None:
             self.log.append(["x", h, gid])
+
+    def _own(self, gid: int, table: bytes, h: int) -> None:
+        """Note that group *gid* wrote hash *h* in *table* (``f`` fp, ``x`` exact, ``v``
+        votes), so forgetting the group finds it."""
+        if self.undo is not None:
+            self._restore(self.owned, gid)
+        self.owned[gid] = self.owned.get(gid, b"") + _OWNED.pack(table, h)
 
     def add_common(self, hs: Iterable[int]) -> None:
         hs = list(hs)
@@ -309,6 +356,11 @@ class _Tables:
     def set_votes(self, h: int, gids: tuple[int, ...]) -> None:
         if self.undo is not None:
             self._restore(self.votes, h)
+        if self.window is not None:
+            before = self.votes.get(h, ())
+            for g in gids:
+                if g not in before:
+                    self._own(g, b"v", h)
         if gids:
             self.votes[h] = tuple(gids)
         else:
@@ -379,8 +431,119 @@ class _Tables:
         if moved:
             self.members.setdefault(root, []).extend(moved)
         self._merge_activity(root, gid)
+        if self.window is not None:
+            self._merge_retention(root, gid)
         if self.log is not None:
             self.log.append(["g", root, gid, cap])
+
+    def _merge_retention(self, root: int, gid: int) -> None:
+        """Move what *gid* wrote and the ids merged into it to *root* (the document that
+        merged them touches *root* next)."""
+        if self.undo is not None:
+            for table in (self.last, self.owned, self.absorbed):
+                self._restore(table, gid)
+                self._restore(table, root)
+        self.last.pop(gid, None)
+        moved = self.owned.pop(gid, b"")
+        if moved:
+            self.owned[root] = self.owned.get(root, b"") + moved
+        self.absorbed[root] = self.absorbed.get(root, ()) + (gid,) + self.absorbed.pop(gid, ())
+
+    # -- retention (see nshash.methods.nshash.retention) --------------------------------
+    def set_window(self, window: int) -> None:
+        """Keep a retention window of *window* seconds from now on."""
+        if self.undo is not None:
+            self.undo.append((self, "window", self.window))
+        self.window = window
+        if self.log is not None:
+            self.log.append(["r", window])
+
+    def touch(self, gid: int, now: int) -> None:
+        if self.undo is not None:
+            self._restore(self.last, gid)
+            self.undo.append(self._untouch)
+        self.last.pop(gid, None)  # re-inserted last: the dict stays in touch order
+        self.last[gid] = now
+        self.order.append((now, gid))
+        if self.log is not None:
+            self.log.append(["l", gid, now])
+
+    def _untouch(self) -> None:
+        self.order.pop()
+
+    def purge(self, cutoff: int, most: int) -> int:
+        self.cutoff = cutoff
+        order, last = self.order, self.last
+        forgotten = 0
+        steps = 0
+        while order and forgotten < most and steps < 4 * most:
+            when, gid = order[0]
+            if when >= cutoff:
+                break
+            order.popleft()
+            steps += 1
+            if self.undo is not None:
+                self.undo.append(functools.partial(order.appendleft, (when, gid)))
+            if last.get(gid) == when:  # its latest touch: nothing came since
+                self.forget(gid)
+                forgotten += 1
+        return forgotten
+
+    def forget(self, gid: int) -> None:
+        """Delete everything of canonical group *gid*; its id is never handed out again."""
+        undo = self.undo is not None
+        # The ids that resolve to gid: a hash it wrote may have been taken by a newer group
+        # while gid was expired but not yet forgotten (an expired group matches nothing).
+        ours = {gid, *self.absorbed.get(gid, ())}
+        for code, h in _OWNED.iter_unpack(self.owned.get(gid, b"")):
+            if code == b"v":
+                voters = self.votes.get(h)
+                if voters is None:
+                    continue
+                kept = tuple(g for g in voters if g not in ours)
+                if len(kept) != len(voters):
+                    if undo:
+                        self._restore(self.votes, h)
+                    if kept:
+                        self.votes[h] = kept
+                    else:
+                        del self.votes[h]
+                continue
+            table = self.fp if code == b"f" else self.exact
+            if table.get(h) in ours:
+                if undo:
+                    self._restore(table, h)
+                del table[h]
+        if gid in self.hours or gid in self.seen:
+            if undo:
+                self._keep_activity((gid,), list(self.hours.get(gid, ())))
+            self.seen.pop(gid, None)
+            for hour in self.hours.pop(gid, {}):
+                bucket = self.buckets[hour]
+                del bucket[gid]
+                if not bucket:
+                    del self.buckets[hour]
+        for doc_id in self.members.get(gid, ()):
+            if undo:
+                self._restore(self.docs, doc_id)
+                self._restore(self.meta, doc_id)
+            del self.docs[doc_id]
+            self.meta.pop(doc_id, None)
+        for merged in self.absorbed.get(gid, ()):
+            if undo:
+                self._restore(self.parent, merged)
+            self.parent.pop(merged, None)
+        dicts: tuple[dict[int, Any], ...]
+        dicts = (self.sketch, self.limit, self.size, self.members, self.last, self.owned)
+        for kept_by in (*dicts, self.absorbed):
+            if undo:
+                self._restore(kept_by, gid)
+            kept_by.pop(gid, None)
+        if self.undo is not None:
+            self.undo.append((self, "forgotten", self.forgotten))
+        self.forgotten += 1
+        if self.log is not None:
+            self.log.append(["p", gid])
 
     def _keep_activity(self, gids: tuple[int, ...], hours: Iterable[int]) -> None:
         """Record how to put back the activity of *gids* in *hours* (the caller checked undo)."""
@@ -532,6 +695,16 @@ class _Tables:
                 tuple(_u64s(fps)),
             )
             self.add_member(gid, record)
+        elif kind == "r" and len(args) == 1:
+            self.set_window(_gid(args[0]))
+        elif kind == "l" and len(args) == 2:
+            if self.window is None:
+                raise ValueError("a group is dated in a store with no retention window")
+            self.touch(self._live(args[0]), _time(args[1]))
+        elif kind == "p" and len(args) == 1:
+            if self.window is None:
+                raise ValueError("a group is forgotten in a store with no retention window")
+            self.forget(self._live(args[0]))
         elif kind == "t" and len(args) == 5:
             gid, added, doc_id, url, site = args
             meta = DocMeta(
@@ -567,6 +740,11 @@ class _Tables:
             "seen": self.seen,
             "hours": self.hours,
             "meta": self.meta,
+            "retention": self.window,
+            "last": self.last,
+            "owned": self.owned,
+            "absorbed": self.absorbed,
+            "forgotten": self.forgotten,
         }
 
     def load(self, data: Any) -> None:
@@ -607,6 +785,12 @@ class _Tables:
         for gid, hours in self.hours.items():
             for h, n in hours.items():
                 self.buckets.setdefault(h, {})[gid] = n
+        try:
+            retention = _check_retention(data, self.size, self.counter)
+        except DAMAGE as exc:
+            raise StoreCorruptError(f"The snapshot is damaged: {reason(exc)}") from exc
+        self.window, self.last, self.owned, self.absorbed, self.forgotten = retention
+        self.order = deque(sorted((t, g) for g, t in self.last.items()))
 
 
 def _check_snapshot(data: dict[str, Any]) -> tuple[Any, ...]:
@@ -735,6 +919,34 @@ def _check_activity(data: dict[str, Any], size: dict[int, int]) -> tuple[Any, An
     return seen, hours, meta
 
 
+def _check_retention(data: dict[str, Any], size: dict[int, int], counter: int) -> tuple[Any, ...]:
+    """The retention tables of a snapshot (absent in snapshots of stores without a window),
+    each checked: only canonical groups are dated and own hashes, times whole seconds."""
+    window = data.get("retention")
+    last, owned = data.get("last", {}), data.get("owned", {})
+    absorbed, forgotten = data.get("absorbed", {}), count(data.get("forgotten", 0), "forgotten")
+    if window is not None:
+        _gid(window)
+    if type(last) is not dict or type(owned) is not dict or type(absorbed) is not dict:
+        raise ValueError("a retention table is not a dict")
+    if (last or owned or absorbed) and window is None:
+        raise ValueError("groups are dated in a store with no retention window")
+    if not (last.keys() <= size.keys() and owned.keys() <= size.keys()):
+        raise ValueError("a group that does not exist is dated or owns hashes")
+    if not _ints_within(last.values(), 0, 1 << 53):
+        raise ValueError("a group's last document has a time this store never writes")
+    if not (
+        set(map(type, owned.values())) <= {bytes}
+        and not any(len(b) % _OWNED.size for b in owned.values())
+        and set().union(*(b[0 :: _OWNED.size] for b in owned.values())) <= set(b"fxv")
+    ):
+        raise ValueError("a group's hashes are not packed values")
+    for gid, ids in absorbed.items():
+        if gid not in size or type(ids) is not tuple or not _ints_within(ids, gid + 1, counter + 1):
+            raise ValueError(f"the ids merged into group {gid!r:.40} are wrong")
+    return window, last, owned, absorbed, forgotten
+
+
 class MemoryStore(Store):
     """Dicts in this process; with *path*, a journal and snapshot make them durable.
 
@@ -748,6 +960,9 @@ class MemoryStore(Store):
             moved to ``PATH.journal.damaged``); :attr:`repaired` says what was dropped.
         readonly: read the snapshot and journal without locking or writing anything; every
             write raises :class:`~nshash.StoreReadOnlyError`.
+        retention: forget groups with no new document for this many seconds (see
+            :mod:`~nshash.methods.nshash.retention`); None keeps the store's own window.
+        clock: what time it is, in epoch seconds, for the retention window.
 
     Raises:
         StoreLockedError: another process has *path* open (not raised when *readonly*).
@@ -767,6 +982,8 @@ class MemoryStore(Store):
         *,
         repair: bool = False,
         readonly: bool = False,
+        retention: int | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ConfigError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {fsync!r}")
@@ -793,6 +1010,17 @@ class MemoryStore(Store):
                 readonly=readonly,
                 lock=self._lock,
             )
+        self._clock = clock
+        t = self._t
+        window = settle_window(t.window, retention, t.counter == 0, self.url)
+        if window != t.window:
+            if readonly or self._file is None:
+                t.window = window
+            else:
+                with self._file.change() as state:
+                    assert isinstance(state, _Tables)
+                    assert window is not None  # settle_window never unsets one
+                    state.set_window(window)
 
     @property
     def _t(self) -> _Tables:
@@ -833,6 +1061,14 @@ class MemoryStore(Store):
         with self._lock:
             self._check()
             self._refuse_writes()
+            window = self._t.window
+            if window is not None:
+                now = int(self._clock())
+                if self._file is None:
+                    return retained_assign(self._t, doc, policy, doc_id, title, meta, window, now)
+                with self._file.change() as t:
+                    assert isinstance(t, _Tables)
+                    return retained_assign(t, doc, policy, doc_id, title, meta, window, now)
             if self._file is None:
                 if _FAST is not None:
                     placed = _FAST(
@@ -867,15 +1103,22 @@ class MemoryStore(Store):
                 assert isinstance(t, _Tables)
                 return assign(t, doc, policy, doc_id, title, meta)
 
+    def _reading(self) -> _Tables:
+        """The tables, with the groups expired by now hidden (when there is a window)."""
+        t = self._t
+        if t.window is not None:
+            t.cutoff = int(self._clock()) - t.window
+        return t
+
     def lookup(self, doc: DocPrint, policy: MatchPolicy) -> int | None:
         with self._lock:
             self._check()
-            return lookup(self._t, doc, policy)
+            return lookup(self._reading(), doc, policy)
 
     def explain(self, doc: DocPrint, policy: MatchPolicy) -> Explanation:
         with self._lock:
             self._check()
-            return explain(self._t, doc, policy)
+            return explain(self._reading(), doc, policy)
 
     def resolve(self, similar_id: int) -> int:
         with self._lock:
@@ -905,19 +1148,25 @@ class MemoryStore(Store):
         members = tuple(Member(d, t.docs[d][3]) for d in ids)
         return Group(gid, t.size.get(gid, 0), members)
 
+    def _canonical(self, similar_id: int) -> int | None:
+        """The group *similar_id* resolves to, or None (never handed out, or forgotten)."""
+        t = self._t
+        if not 0 < similar_id <= t.counter:
+            return None
+        gid = resolve(t, similar_id)
+        return gid if gid in t.size else None
+
     def group_head(self, similar_id: int, members: int) -> Group | None:
         with self._lock:
             self._check()
-            if not 0 < similar_id <= self._t.counter:
-                return None
-            return self._group(resolve(self._t, similar_id), members)
+            gid = self._canonical(similar_id)
+            return None if gid is None else self._group(gid, members)
 
     def group(self, similar_id: int) -> Group | None:
         with self._lock:
             self._check()
-            if not 0 < similar_id <= self._t.counter:
-                return None
-            return self._group(resolve(self._t, similar_id))
+            gid = self._canonical(similar_id)
+            return None if gid is None else self._group(gid)
 
     def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
         with self._lock:
@@ -938,6 +1187,7 @@ class MemoryStore(Store):
                 fingerprints=len(t.fp),
                 common_fingerprints=len(t.common),
                 last_id=t.counter,
+                extra={} if t.window is None else {"retention": t.window, "forgotten": t.forgotten},
             )
 
     def hot(self, first_hour: int, last_hour: int, limit: int = 30) -> list[tuple[int, int]]:

@@ -46,7 +46,22 @@ key                type     holds
 ``{P}:hours``      zset     every hour that has a ``hh`` key (score and member: the hour)
 ``{P}:seen``       hash     canonical group id -> ``"first last"`` seen (epoch seconds)
 ``{P}:meta``       hash     doc id -> JSON ``[added, url, site]`` (documents given a DocMeta)
+``{P}:retention``  string   the retention window in seconds (only in a store that has one)
+``{P}:last``       zset     with a window: canonical group id -> its last new document's time
+                            (the writer's clock), so the oldest are one ``ZRANGE BYSCORE``
+``{P}:k:<id>``     string   with a window: the hashes group ``id`` wrote (anchors, exact
+                            texts, votes), comma-separated, so forgetting it finds them
+``{P}:b:<id>``     string   with a window: the ids merged into group ``id``
+``{P}:forgotten``  string   with a window: how many groups were forgotten
 =================  =======  ==================================================================
+
+**Retention** (``?retention=30d``, see :mod:`~nshash.methods.nshash.retention`): every
+assignment sends the writer's clock; the script forgets up to 16 groups last seen before the
+window, hides the expired ones from matching, and dates the group the document joined. The
+window is set by the first write that names it and kept in ``{P}:retention``, so every writer
+follows it whether or not its URL names one. Forgetting deletes keys and fields inside the
+script, not through key expiry: a group's anchors are fields of the shared ``fp`` hash, which
+Redis 7.0 cannot expire one by one, and deleting them with the rest keeps every table exact.
 
 Failures: a connection that cannot be made or answered within the timeouts (1 s each by
 default, no retries) raises :class:`~nshash.StoreUnavailableError`; the next call reconnects by
@@ -61,9 +76,11 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import redis
 from redis.exceptions import MovedError, NoScriptError
@@ -82,10 +99,11 @@ from ...results import (
 )
 from ...stores.redis import check_prefix, connect, translate
 from ...stores.scripts import lua_script
-from ...stores.url import mask_url
+from ...stores.url import mask_url, retention_option
 from ...text.fingerprint import DocPrint
 from .assign import MatchPolicy, finish_explanation, judged
 from .base import Store
+from .retention import clock_option
 
 __all__ = ["RedisStore"]
 
@@ -206,8 +224,18 @@ class RedisStore(Store):
         0
     """
 
-    def __init__(self, client: redis.Redis, prefix: str = "nshash", *, url: str = "") -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        prefix: str = "nshash",
+        *,
+        url: str = "",
+        retention: int | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.prefix = check_prefix(prefix)
+        self._retention = b"" if retention is None else b" %d" % retention
+        self._clock = clock
         if client.get_encoder().decode_responses:
             raise ConfigError("RedisStore needs a client with decode_responses=False")
         self.url = mask_url(url) if url else f"redis://?prefix={prefix}"
@@ -243,8 +271,12 @@ class RedisStore(Store):
         Raises:
             ConfigError: the URL or an option is invalid, or an option is unknown.
         """
-        client, prefix = connect(url, **options)
-        return cls(client, prefix, url=url)
+        query = dict(parse_qsl(urlsplit(url).query)) if isinstance(url, str) else {}
+        retention = retention_option({**query, **options}, url)
+        options.pop("retention", None)
+        clock = clock_option(options)
+        client, prefix = connect(url, ("retention",), **options)
+        return cls(client, prefix, url=url, retention=retention, clock=clock)
 
     # -- plumbing ----------------------------------------------------------------------
     def _check(self) -> None:
@@ -302,10 +334,10 @@ class RedisStore(Store):
             str(policy.sketch_cap).encode(),
             str(policy.votes).encode(),
         ]
-        # EVALSHA sha numkeys KEYS... base policy... then the document's eight arguments.
+        # EVALSHA sha numkeys KEYS... base policy... then the document's nine arguments.
         fixed = [b"EVALSHA", self._assign_sha, str(len(self._keys)).encode(), *self._keys]
         fixed += [self._base, *args]
-        head = b"*%d\r\n" % (len(fixed) + 8) + b"".join(_bulk(a) for a in fixed)
+        head = b"*%d\r\n" % (len(fixed) + 9) + b"".join(_bulk(a) for a in fixed)
         self._policy_cache = (policy, args, head)
         return args, head
 
@@ -344,6 +376,7 @@ class RedisStore(Store):
                 _bulk(b"-" if doc_id is None else b"+" + doc_id.encode("utf-8")),
                 _bulk(b"-" if title is None else b"+" + title.encode("utf-8")),
                 *_meta_args(meta),
+                _bulk(b"%d" % int(self._clock()) + self._retention),
             )
         )
 
@@ -449,8 +482,14 @@ class RedisStore(Store):
         with self._errors():
             reply = self._run_assign([command])[0]
         if isinstance(reply, Exception):
-            raise self._translate(reply) from reply
+            raise self._refusal(reply) from reply
         return self._decode_assign(doc, doc_id, reply)
+
+    def _refusal(self, exc: Exception) -> NSHashError:
+        """The error for a failed assignment: a refused retention window is the caller's."""
+        if isinstance(exc, redis.ResponseError) and str(exc).startswith("RETENTION "):
+            return ConfigError(f"{self.url}: {str(exc)[len('RETENTION '):]}")
+        return self._translate(exc)
 
     def assign_many(
         self,
@@ -500,19 +539,21 @@ class RedisStore(Store):
             replies = [exc] * len(sent)
         for i, reply in zip(sent, replies, strict=True):
             if isinstance(reply, Exception):
-                out[i] = self._translate(reply)
+                out[i] = self._refusal(reply)
             else:
                 out[i] = self._decode_assign(items[i][0], items[i][1], reply)
 
     def lookup(self, doc: DocPrint, policy: MatchPolicy) -> int | None:
         self._check()
         args = self._policy_args(policy)[0]
-        found = self._read(b"lookup", *args[:3], *self._doc_args(doc), b"0")
+        now = b"%d" % int(self._clock())
+        found = self._read(b"lookup", *args[:3], *self._doc_args(doc), b"0", now)
         return int(found) or None
 
     def explain(self, doc: DocPrint, policy: MatchPolicy) -> Explanation:
         args = self._policy_args(policy)[0]
-        reply = self._read(b"lookup", *args[:3], *self._doc_args(doc), b"1")
+        now = b"%d" % int(self._clock())
+        reply = self._read(b"lookup", *args[:3], *self._doc_args(doc), b"1", now)
         if reply[0] == b"exact":
             return Explanation(int(reply[1]), "exact", theta=policy.theta)
         chosen = [int(g) for g in reply[1].split(b",") if g]
@@ -605,13 +646,14 @@ class RedisStore(Store):
         return out
 
     def stats(self) -> StoreStats:
-        documents, groups, fps, common, last = self._read(b"stats")
+        documents, groups, fps, common, last, window, forgotten = self._read(b"stats")
         return StoreStats(
             documents=int(documents),
             groups=int(groups),
             fingerprints=int(fps),
             common_fingerprints=int(common),
             last_id=int(last),
+            extra={"retention": int(window), "forgotten": int(forgotten)} if window else {},
         )
 
     def ping(self) -> None:

@@ -16,6 +16,9 @@ URL                              backend
 
 Query parameters tune a backend: ``fsync=always|everysec|no`` for memory, LevelDB and SQLite,
 ``prefix=NAME`` for Redis. Unknown parameters are refused, so a typo never passes silently.
+``retention=30d`` (any backend; also ``12h``, ``90m``, ``3600s``) forgets the groups that got
+no new document for that long, and reclaims their space; see
+:mod:`~nshash.methods.nshash.retention`. ``clock=`` (a keyword) is the time it counts by.
 
 ``readonly=True`` (a keyword, or ``?readonly=1``) opens a store for reading only: nothing is
 created, locked or written, a missing store raises :class:`~nshash.StoreNotFoundError`, and
@@ -39,10 +42,12 @@ from ...stores.url import (
     refuse_unknown,
     repair_option,
     require_package,
+    retention_option,
 )
 from ...text.fingerprint import DocPrint
 from .assign import MatchPolicy
 from .base import Store
+from .retention import clock_option
 
 __all__ = ["ReadOnlyStore", "file_schemes", "open_path", "open_store"]
 
@@ -53,21 +58,32 @@ def _open_memory(url: str, path: str, options: dict[str, Any]) -> Store:
     fsync = fsync_option(options, url)
     repair = repair_option(options, url)
     readonly = readonly_option(options, url)
+    retention = retention_option(options, url)
+    clock = clock_option(options)
     refuse_unknown(options, url)
     if readonly and not path:
         raise ConfigError(
             f"{mask_url(url)!r} starts empty in every process, so there is nothing to read;"
             " give a saved store such as memory:///path/news.pkl"
         )
-    return MemoryStore(path or None, fsync=fsync, repair=repair, readonly=readonly)
+    return MemoryStore(
+        path or None,
+        fsync=fsync,
+        repair=repair,
+        readonly=readonly,
+        retention=retention,
+        clock=clock,
+    )
 
 
 def _open_kv(url: str, path: str, options: dict[str, Any]) -> Store:
     from .kvstore import KVStore
 
     repair = repair_option(dict(options), url)
+    retention = retention_option(options, url)
+    clock = clock_option(options)
     kv = open_ordered_kv(url, options, "nshash", path=path)
-    return KVStore(kv, repair=repair)
+    return KVStore(kv, repair=repair, retention=retention, clock=clock)
 
 
 def _open_redis(url: str, path: str, options: dict[str, Any]) -> Store:

@@ -2,10 +2,12 @@
 -- The nshash method's placement of one document, atomic (nshash/redis_store.py).
 -- ARGV: base, n, theta:merge_theta:merge_guard, min_overlap, sketch_cap, votes, exact, hashes,
 -- anchor count, sketch limit, doc ('-' | '+id'), title ('-' | '+title'), activity ('-' |
--- 'added hour') and the doc's JSON metadata (kept with a doc id). Returns one string,
+-- 'added hour'), the doc's JSON metadata (kept with a doc id) and the time (see ARGV[15]). Returns one string,
 -- cheap to parse: "root duplicate sequence anchor,positions merged,ids", or "R root record"
 -- when the doc id was seen before.
 -- include: nshash_common
+-- nshash.methods.nshash.retention.FORGET_PER_WRITE
+local FORGET_PER_WRITE = 16
 local n = tonumber(ARGV[2])
 local theta, merge_theta, merge_guard = thresholds(3)
 local min_overlap, cap = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -16,6 +18,22 @@ local doc_id, title = nil, nil
 if string.sub(ARGV[11], 1, 1) == '+' then doc_id = string.sub(ARGV[11], 2) end
 if string.sub(ARGV[12], 1, 1) == '+' then title = string.sub(ARGV[12], 2) end
 
+-- ARGV[15]: "now" (the caller's clock, epoch seconds), or "now window" to set the window.
+local now, want = string.match(ARGV[15], '^(%d+) ?(%d*)$')
+now = tonumber(now)
+local window = redis.call('GET', K_WINDOW)
+if want ~= '' and want ~= window then
+  if not window and tonumber(redis.call('GET', K_COUNTER) or '0') > 0 then
+    return redis.error_reply('RETENTION this store was made without a retention window,'
+      .. ' so its groups were never dated; a window can only be set on a new store')
+  end
+  redis.call('SET', K_WINDOW, want)
+end
+if date_groups(now) then
+  WINDOWED = true
+  purge(FORGET_PER_WRITE)
+end
+
 if doc_id then
   local rec = redis.call('HGET', K_DOCS, doc_id)
   if rec then
@@ -25,10 +43,16 @@ if doc_id then
 end
 
 local ex = redis.call('HGET', K_EXACT, exact)
+if ex and expired(ex) then ex = false end
 local all, ns, flags = hashes(8, not ex)
 local anchors, aidx = select_anchors(all, ns, flags, n)
 local known = {}
 if #anchors > 0 then known = redis.call('HMGET', K_FP, unpack(anchors)) end
+if WINDOWED then
+  for i = 1, #anchors do
+    if known[i] and expired(known[i]) then known[i] = false end
+  end
+end
 local merged = {}
 local root, dup
 if ex then
@@ -70,6 +94,7 @@ else
         redis.call('DEL', gmem)
       end
       move_activity(g, root)
+      if WINDOWED then merge_retention(g, root) end
     end
     local lr = limit_of(root)
     local bound = math.min(lr, doc_limit)
@@ -99,6 +124,7 @@ else
     end
   end
   redis.call('HSET', K_EXACT, exact, gs(root))
+  if WINDOWED then own(root, 'x', exact) end
 end
 
 local fresh = {}
@@ -106,9 +132,11 @@ for i = 1, #anchors do
   if not known[i] then
     fresh[#fresh + 1] = anchors[i]
     fresh[#fresh + 1] = gs(root)
+    if WINDOWED then own(root, 'f', anchors[i]) end
   end
 end
 if #fresh > 0 then redis.call('HSET', K_FP, unpack(fresh)) end
+if WINDOWED then redis.call('ZADD', K_LAST, now, gs(root)) end
 if dup == 0 then
   redis.call('ZADD', K_SIZES, -1, zm(root))
 else

@@ -6,6 +6,8 @@ local K_FP, K_EXACT, K_COMMON, K_PARENT = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_SIZES, K_DOCS, K_COUNTER, K_DOCUMENTS = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local K_VOTES, K_LIMITS = KEYS[9], KEYS[10]
 local BASE = ARGV[1]
+-- Set by the assignment script when the store has a retention window (see below).
+local WINDOWED = false
 local CHUNK = 4000
 -- nshash.text.fingerprint.NO_LIMIT: 2^53, exact as a Lua number, above every sketch value.
 local NO_LIMIT = 9007199254740992
@@ -227,8 +229,14 @@ local function vote(hs, g1, g2, need)
     if old then
       for g in string.gmatch(old, '%d+') do note(tonumber(g)) end
     end
+    local before = #list
     note(g1)
     note(g2)
+    if WINDOWED then
+      for i = before + 1, #list do
+        redis.call('APPEND', BASE .. 'k:' .. gs(list[i]), 'v' .. h .. ',')
+      end
+    end
     local done = false
     if #list >= need then
       local roots = {}
@@ -315,4 +323,108 @@ local function title_of(rec)
   local _, has_title, nl = parse_record(rec)
   if not has_title then return '-' end
   return '+' .. string.sub(rec, nl + 1)
+end
+
+-- Retention (nshash/methods/nshash/retention.py): {P}:last scores each canonical group by the
+-- time of its last new document, {P}:k:<id> lists the hashes the group wrote (anchors, exact
+-- texts, votes), {P}:b:<id> the ids merged into it, {P}:retention holds the window. CUTOFF
+-- (nil without a window) hides the groups last seen before it.
+local K_LAST, K_WINDOW = BASE .. 'last', BASE .. 'retention'
+local CUTOFF = nil
+
+-- Set CUTOFF from the store's window and the caller's clock; returns the window (or false).
+local function date_groups(now)
+  local w = redis.call('GET', K_WINDOW)
+  if w and now then CUTOFF = now - tonumber(w) end
+  return w
+end
+
+local function expired(g)
+  if not CUTOFF then return false end
+  local s = redis.call('ZSCORE', K_LAST, gs(resolve(g)))
+  return s and tonumber(s) < CUTOFF
+end
+
+-- Group g wrote hash h in the table coded c: 'f' fp, 'x' exact, 'v' votes.
+local function own(g, c, h)
+  redis.call('APPEND', BASE .. 'k:' .. gs(g), c .. h .. ',')
+end
+
+-- Delete everything of canonical group g (its id is never handed out again).
+local function forget(g)
+  local gk = gs(g)
+  -- The ids that resolve to g: a hash it wrote may have been taken by a newer group while g
+  -- was expired but not yet forgotten (an expired group matches nothing).
+  local ours = {[gk] = true}
+  local ab = redis.call('GET', BASE .. 'b:' .. gk)
+  if ab then
+    for m in string.gmatch(ab, '%d+') do ours[m] = true end
+  end
+  local owned = redis.call('GET', BASE .. 'k:' .. gk)
+  if owned then
+    for c, h in string.gmatch(owned, '([fxv])([^,]+)') do
+      if c == 'v' then
+        local old = redis.call('HGET', K_VOTES, h)
+        if old then
+          local kept, dropped = {}, false
+          for v in string.gmatch(old, '%d+') do
+            if ours[v] then dropped = true else kept[#kept + 1] = v end
+          end
+          if dropped then
+            if #kept == 0 then
+              redis.call('HDEL', K_VOTES, h)
+            else
+              redis.call('HSET', K_VOTES, h, table.concat(kept, ','))
+            end
+          end
+        end
+      else
+        local t = c == 'f' and K_FP or K_EXACT
+        local v = redis.call('HGET', t, h)
+        if v and ours[v] then redis.call('HDEL', t, h) end
+      end
+    end
+  end
+  local ga = BASE .. 'ha:' .. gk
+  for _, hour in ipairs(redis.call('HKEYS', ga)) do
+    local hk = BASE .. 'hh:' .. hour
+    redis.call('ZREM', hk, zm(g))
+    if redis.call('EXISTS', hk) == 0 then redis.call('ZREM', BASE .. 'hours', hour) end
+  end
+  redis.call('HDEL', K_SEEN, gk)
+  local mk = BASE .. 'm:' .. gk
+  local members = redis.call('LRANGE', mk, 0, -1)
+  if #members > 0 then
+    push('HDEL', K_DOCS, members)
+    push('HDEL', BASE .. 'meta', members)
+  end
+  if ab then
+    for m in string.gmatch(ab, '%d+') do redis.call('HDEL', K_PARENT, m) end
+  end
+  redis.call('DEL', ga, mk, BASE .. 's:' .. gk, BASE .. 'k:' .. gk, BASE .. 'b:' .. gk)
+  redis.call('HDEL', K_LIMITS, gk)
+  redis.call('ZREM', K_SIZES, zm(g))
+  redis.call('ZREM', K_LAST, gk)
+  redis.call('INCR', BASE .. 'forgotten')
+end
+
+-- Forget at most `most` groups last seen before CUTOFF, oldest first.
+local function purge(most)
+  local due = redis.call('ZRANGE', K_LAST, '-inf', string.format('(%d', CUTOFF), 'BYSCORE',
+    'LIMIT', 0, most)
+  for _, g in ipairs(due) do forget(tonumber(g)) end
+end
+
+-- A merge moves what g wrote and the ids merged into it to root.
+local function merge_retention(g, root)
+  redis.call('ZREM', K_LAST, gs(g))
+  local gk, rk = BASE .. 'k:' .. gs(g), BASE .. 'k:' .. gs(root)
+  local moved = redis.call('GET', gk)
+  if moved then
+    redis.call('APPEND', rk, moved)
+    redis.call('DEL', gk)
+  end
+  local gb, rb = BASE .. 'b:' .. gs(g), BASE .. 'b:' .. gs(root)
+  redis.call('APPEND', rb, gs(g) .. ',' .. (redis.call('GET', gb) or ''))
+  redis.call('DEL', gb)
 end

@@ -6,6 +6,7 @@ local op = ARGV[2]
 
 local function group_reply(g, most)
   local size = redis.call('ZSCORE', K_SIZES, zm(g))
+  if not size and redis.call('EXISTS', K_WINDOW) == 1 then return false end  -- forgotten
   local out = {g, size and -tonumber(size) or 0}
   local members = redis.call('LRANGE', BASE .. 'm:' .. gs(g), 0, (most or 0) - 1)
   if #members > 0 then
@@ -20,11 +21,14 @@ end
 
 if op == 'lookup' then
   -- ARGV: base, op, n, theta:merge_theta:merge_guard, min_overlap, exact, hashes, count, limit,
-  -- and "1" to explain: then the reply lists every candidate.
+  -- "1" to explain (then the reply lists every candidate), and the time: groups expired by
+  -- then (with a retention window) match nothing.
   local n, min_overlap = tonumber(ARGV[3]), tonumber(ARGV[5])
   local theta, merge_theta, merge_guard = thresholds(4)
   local explain = ARGV[10] == '1'
+  date_groups(tonumber(ARGV[11]))
   local ex = redis.call('HGET', K_EXACT, ARGV[6])
+  if ex and expired(ex) then ex = false end
   if ex then
     if explain then return {'exact', resolve(ex)} end
     return resolve(ex)
@@ -33,6 +37,9 @@ if op == 'lookup' then
   local anchors = select_anchors(all, ns, flags, n)
   local known = {}
   if #anchors > 0 then known = redis.call('HMGET', K_FP, unpack(anchors)) end
+  for i = 1, #anchors do
+    if known[i] and expired(known[i]) then known[i] = false end
+  end
   local live = live_sketch(all, ns, flags)
   local order, hits = candidates(anchors, known)
   local scores, out = {}, {'candidates', 0, table.concat(anchors, ',')}
@@ -141,6 +148,8 @@ elseif op == 'stats' then
     redis.call('HLEN', K_FP),
     redis.call('SCARD', K_COMMON),
     tonumber(redis.call('GET', K_COUNTER) or '0'),
+    tonumber(redis.call('GET', K_WINDOW) or '0'),
+    tonumber(redis.call('GET', BASE .. 'forgotten') or '0'),
   }
 end
 return redis.error_reply('unknown operation ' .. tostring(op))
