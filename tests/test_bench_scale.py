@@ -99,6 +99,15 @@ class TestRun:
             assert out["gets_per_doc"]["fingerprint"] > 1
             assert out["gets_per_doc_total"] >= sum(out["hits_per_doc"].values())
 
+    @pytest.mark.parametrize("store", ["memory", "sqlite"])
+    def test_worker_with_a_window(self, news: Path, store: str) -> None:
+        """With --retention the stores forget: what they hold is measured at every fifth, and
+        the reposts of originals older than the window no longer join them."""
+        out = run_worker(store, 400, 14, 50, None, False, news, retention=5)
+        assert out["retention_docs"] == 5 and len(out["bytes_per_fifth"]) == 5
+        whole = run_worker(store, 400, 14, 50, None, False, news)
+        assert whole["reposts_joined"] > out["reposts_joined"]
+
     @pytest.mark.skipif(not redis_server_available(), reason="redis-server is not installed")
     def test_redis_worker(self, news: Path, tmp_path: Path) -> None:
         """Against a redis-server of its own, the bench reports memory and server CPU."""
@@ -127,5 +136,6 @@ class TestRun:
         assert main(["--docs", "3", *base]) == 2
         assert main(["--data-dir", str(news.parent / "nowhere")]) == 2
         assert main(["--leveldb-options", "[10]", *base]) == 2
+        assert main(["--retention", "0", *base]) == 2
         errors = capsys.readouterr().err.strip().splitlines()
-        assert len(errors) == 5 and all(e.startswith("Error: ") for e in errors)
+        assert len(errors) == 6 and all(e.startswith("Error: ") for e in errors)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -315,3 +316,30 @@ def test_a_failed_write_takes_back_its_forgetting() -> None:
     clock.now += 2  # the first 22 documents' groups are due now
     assert taken_back(story(77, sentences=10))[0] == FORGET_PER_WRITE
     assert taken_back(story(7100))[0] == FORGET_PER_WRITE
+
+
+def test_leveldb_gives_back_the_space_of_what_was_deleted(tmp_path: Path) -> None:
+    """LevelDB keeps a deleted key (and the value it hides) until a compaction reaches it:
+    reclaim compacts in a background thread, and the files shrink to what is left."""
+    pytest.importorskip("plyvel")
+    from nshash.stores.leveldb import LevelKV
+
+    def disk() -> int:
+        return sum(f.stat().st_size for f in (tmp_path / "db").iterdir())
+
+    kv = LevelKV(str(tmp_path / "db"))
+    try:
+        rnd = random.Random(3)
+        for i in range(0, 60_000, 1000):
+            kv.write({b"k%08d" % j: rnd.randbytes(100) for j in range(i, i + 1000)})
+        kv.reclaim()
+        kv._join_compactor()
+        for i in range(0, 50_000, 1000):
+            kv.write({b"k%08d" % j: None for j in range(i, i + 1000)})
+        full = disk()
+        kv.reclaim()
+        kv._join_compactor()
+        assert disk() < full / 3
+        assert sum(1 for _ in kv.items()) == 10_000
+    finally:
+        kv.close()

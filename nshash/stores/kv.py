@@ -151,6 +151,11 @@ class OrderedKV(KV):
         """A context in which the backend's own errors become :class:`~nshash.StoreError`
         naming the store (*doing* starts the message)."""
 
+    def reclaim(self) -> None:  # noqa: B027 - a no-op is right for most backends
+        """Start freeing the space of deleted keys, where the backend keeps it until told
+        (LevelDB compacts in a background thread); a no-op where deletion frees it already
+        (SQLite reuses the pages it frees)."""
+
     def recovery_due(self) -> bool:
         """Whether a failed store should try :meth:`reopen` now (at most once a second)."""
         return False

@@ -45,7 +45,7 @@ from ..errors import (
     StoreReadOnlyError,
 )
 from .durable import start_flusher
-from .kv import OrderedKV, namespace
+from .kv import OrderedKV, namespace, prefix_end
 from .url import FSYNC_POLICIES
 
 __all__ = ["LevelDB", "LevelKV", "checkpoint"]
@@ -442,6 +442,8 @@ class LevelKV(OrderedKV):
         )
         self._view_of: Any = None
         self._view: Any = None
+        #: The thread of a compaction :meth:`reclaim` started, if one runs.
+        self._compactor: threading.Thread | None = None
 
     @property
     def db(self) -> Any:
@@ -504,16 +506,54 @@ class LevelKV(OrderedKV):
         with self._host.errors():
             yield from self._ns().iterator(prefix=prefix, include_value=False)
 
+    def reclaim(self) -> None:
+        """Compact the namespace's keys in a background thread (one at a time), so deleted
+        keys give their space back: LevelDB keeps a deletion as a tombstone, and the value
+        it hides, until a compaction reaches them. Reads and writes go on meanwhile."""
+        with self._lock:
+            if self.readonly or self._host.failed is not None:
+                return
+            if self._compactor is not None and self._compactor.is_alive():
+                return
+            db = self._host.db
+            thread = threading.Thread(
+                target=self._compact, args=(db,), name="nshash-leveldb-compact", daemon=True
+            )
+            self._compactor = thread
+            thread.start()
+
+    def _compact(self, db: Any) -> None:
+        prefix = self._prefix
+        # Bounds always (plyvel passes no bound as an empty key: an empty range); no key of
+        # the layouts starts with 0xff, so an empty namespace ends there.
+        bounds = {"start": prefix or b"\x00", "stop": prefix_end(prefix) or b"\xff"}
+        try:
+            # Twice: the first pass writes the memtable out, perhaps straight to a deeper
+            # level, which the range compaction of that same call no longer visits; the second
+            # pass compacts every level the keys are on, and drops what deletions hide.
+            db.compact_range(**bounds)
+            db.compact_range(**bounds)
+        except Exception as exc:  # a failed compaction loses nothing: the data stays as it was
+            logger.warning("Compacting %s failed: %s", self.url, reason(exc))
+
+    def _join_compactor(self) -> None:
+        """Wait for a running compaction (before the database it runs on is closed)."""
+        thread = self._compactor
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
     def recovery_due(self) -> bool:
         return self._host.recovery_due()
 
     def reopen(self) -> None:
+        self._join_compactor()
         self._host.reopen()
 
     def recovered(self) -> None:
         self._host.recovered()
 
     def close(self) -> None:
+        self._join_compactor()
         with self._lock:
             self._host.close()
         self._host.join()

@@ -122,6 +122,9 @@ _OWNED = b"k"
 _ABSORBED = b"b"
 
 _COUNTERS = ("counter", "documents", "groups", "fingerprints", "common", "mseq")
+#: With a retention window, the backend reclaims the space of forgotten groups once at least
+#: this many, and as many as the groups left, were forgotten since it last did.
+RECLAIM_AFTER = 4096
 #: Settings and counts of a retention window (0 when the store has none); not recounted.
 _RETENTION = ("retention", "forgotten")
 
@@ -525,6 +528,8 @@ class KVStore(Store):
         self._clock = clock
         #: The first key of the ``o`` table that may still be there (see _Overlay.purge).
         self._order_from = _ORDER
+        #: The ``forgotten`` count when the backend last reclaimed space (see _commit).
+        self._reclaimed_at = 0
         self.url = kv.url
         self.readonly = kv.readonly
         self._lock = threading.Lock()
@@ -538,6 +543,7 @@ class KVStore(Store):
             else:
                 self._meta, self._common = self._verified(recount=repair)
             self._settle_window(retention)
+            self._reclaimed_at = self._meta["forgotten"]
         except BaseException:
             kv.close()
             raise
@@ -681,6 +687,12 @@ class KVStore(Store):
         self._meta = overlay.meta
         self._common |= overlay.new_common
         self._order_from = overlay.order_from
+        forgotten = self._meta["forgotten"] - self._reclaimed_at
+        if forgotten >= max(RECLAIM_AFTER, self._meta["groups"]):
+            # As many groups deleted as there are left: have the backend free their space
+            # (LevelDB compacts in the background), so the files stay about one window.
+            self._reclaimed_at = self._meta["forgotten"]
+            self._kv.reclaim()
 
     def _check_writable(self) -> None:
         if self._kv.failed is not None:
