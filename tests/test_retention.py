@@ -343,3 +343,33 @@ def test_leveldb_gives_back_the_space_of_what_was_deleted(tmp_path: Path) -> Non
         assert sum(1 for _ in kv.items()) == 10_000
     finally:
         kv.close()
+
+
+def test_the_compiled_path_keeps_what_the_python_path_keeps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """memory:// with a window places new stories through the compiled assignment: its
+    tables (what each group owns, when each was last seen) are the pure path's."""
+    import struct
+
+    from nshash.methods.nshash import memory
+
+    if memory._FAST is None:
+        pytest.skip("the compiled assignment is not built")
+
+    def run() -> dict[str, object]:
+        clock = Clock()
+        with NSHash.open(f"memory://?retention={WINDOW}", clock=clock) as nsh:
+            for i in range(300):
+                clock.now += 7
+                text = story(i % 120) if i % 3 else repost(i % 97, "Post")
+                nsh.add(text, doc_id=f"d{i}")
+            t = nsh.store._t
+            dump = t.dump()
+            dump["owned"] = {g: sorted(struct.iter_unpack("<cQ", v)) for g, v in t.owned.items()}
+            assert t.forgotten > 20
+            return dump
+
+    compiled = run()
+    monkeypatch.setattr(memory, "_FAST", None)
+    assert run() == compiled

@@ -78,7 +78,7 @@ from .assign import (
 )
 from .base import Store
 from .compiled import compiled
-from .retention import retained_assign, settle_window
+from .retention import FORGET_PER_WRITE, retained_assign, settle_window
 
 __all__ = ["MemoryStore"]
 
@@ -1065,43 +1065,95 @@ class MemoryStore(Store):
             if window is not None:
                 now = int(self._clock())
                 if self._file is None:
-                    return retained_assign(self._t, doc, policy, doc_id, title, meta, window, now)
+                    t = self._t
+                    if _FAST is not None:
+                        t.purge(now - window, FORGET_PER_WRITE)
+                        placed = self._new_story(t, doc, policy, doc_id, title, meta, now)
+                        if placed is not None:
+                            return placed
+                        answer, anchors = assign(t, doc, policy, doc_id, title, meta)
+                        if not answer.replayed:  # the rest of retained_assign
+                            t.touch(answer.similar_id, now)
+                        return answer, anchors
+                    return retained_assign(t, doc, policy, doc_id, title, meta, window, now)
                 with self._file.change() as t:
                     assert isinstance(t, _Tables)
                     return retained_assign(t, doc, policy, doc_id, title, meta, window, now)
             if self._file is None:
-                if _FAST is not None:
-                    placed = _FAST(
-                        self._t,
-                        doc.sentences,
-                        doc.sketch,
-                        doc.exact,
-                        doc.limit,
-                        policy.n,
-                        policy.theta,
-                        policy.min_overlap,
-                        policy.sketch_cap,
-                        NO_LIMIT,
-                        policy.votes,
-                        doc_id,
-                        title,
-                    )
-                    if placed is not None:
-                        root, duplicate, anchors = placed
-                        if meta is not None:  # what assign does last, in Python
-                            self._t.note(root, doc_id, meta)
-                        if _MAKE is not None:  # Assignment(root, duplicate), made cheaply
-                            made = _MAKE(
-                                Assignment, _ASSIGNMENT_FIELDS, root, duplicate, (), False, None
-                            )
-                            return made, anchors
-                        return Assignment(root, duplicate, ()), anchors
+                placed = self._fast(self._t, doc, policy, doc_id, title, meta)
+                if placed is not None:
+                    return placed
                 return assign(self._t, doc, policy, doc_id, title, meta)
             # The tables change first (the algorithm reads its own writes), then the journal
             # line is written; if that fails, every change is taken back: no trace is left.
             with self._file.change() as t:
                 assert isinstance(t, _Tables)
                 return assign(t, doc, policy, doc_id, title, meta)
+
+    @staticmethod
+    def _fast(
+        t: _Tables,
+        doc: DocPrint,
+        policy: MatchPolicy,
+        doc_id: str | None,
+        title: str | None,
+        meta: DocMeta | None,
+    ) -> tuple[Assignment, tuple[int, ...]] | None:
+        """The compiled assignment (see :data:`_FAST`), or None where it does not apply."""
+        if _FAST is None:
+            return None
+        placed = _FAST(
+            t,
+            doc.sentences,
+            doc.sketch,
+            doc.exact,
+            doc.limit,
+            policy.n,
+            policy.theta,
+            policy.min_overlap,
+            policy.sketch_cap,
+            NO_LIMIT,
+            policy.votes,
+            doc_id,
+            title,
+        )
+        if placed is None:
+            return None
+        root, duplicate, anchors = placed
+        if meta is not None:  # what assign does last, in Python
+            t.note(root, doc_id, meta)
+        if _MAKE is not None:  # Assignment(root, duplicate), made cheaply
+            made = _MAKE(Assignment, _ASSIGNMENT_FIELDS, root, duplicate, (), False, None)
+            return made, anchors
+        return Assignment(root, duplicate, ()), anchors
+
+    def _new_story(
+        self,
+        t: _Tables,
+        doc: DocPrint,
+        policy: MatchPolicy,
+        doc_id: str | None,
+        title: str | None,
+        meta: DocMeta | None,
+        now: int,
+    ) -> tuple[Assignment, tuple[int, ...]] | None:
+        """With a window, the compiled assignment of a document that hits nothing stored (a
+        new story: most of a stream), which it places as :func:`assign` would, noting what
+        the new group wrote and dating it; None for every other document."""
+        if (doc_id is not None and doc_id in t.docs) or doc.exact in t.exact:
+            return None
+        common, fp = t.common, t.fp
+        live = [h for h in doc.sentences if h not in common] if common else doc.sentences
+        if any(h in fp for h in (live or doc.sentences)[: policy.n]):
+            return None  # a candidate (perhaps expired: assign hides it)
+        placed = self._fast(t, doc, policy, doc_id, title, meta)
+        if placed is None:
+            return None
+        root = placed[0].similar_id
+        owned = [_OWNED.pack(b"f", h) for h in placed[1]]
+        t.owned[root] = b"".join(owned) + _OWNED.pack(b"x", doc.exact)
+        t.touch(root, now)
+        return placed
 
     def _reading(self) -> _Tables:
         """The tables, with the groups expired by now hidden (when there is a window)."""
