@@ -734,6 +734,20 @@ class TestLifecycle:
             )
             assert_error(c.get("/v1/groups"), 401, "unauthorized")
 
+    def test_retention_setting(self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        """NSHASH_RETENTION gives the store its window; a bad one stops the start-up."""
+        url = f"memory://{tmp_path}/window.pkl"
+        monkeypatch.setenv("NSHASH_RETENTION", "12h")
+        with make_client(store_url=url) as c:
+            assert c.post("/v1/documents", json={"text": FLOOD_TEXT}).status_code == 200
+        from nshash import NSHash
+
+        with NSHash.open(url, readonly=True) as nsh:
+            assert nsh.stats().extra == {"retention": 43200, "forgotten": 0}
+        monkeypatch.setenv("NSHASH_RETENTION", "12 hours")
+        with pytest.raises(ValueError, match="retention must be a window"):
+            Settings()
+
     def test_default_store_is_durable_under_data(
         self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     ) -> None:
