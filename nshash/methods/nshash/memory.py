@@ -1065,17 +1065,17 @@ class MemoryStore(Store):
             if window is not None:
                 now = int(self._clock())
                 if self._file is None:
-                    t = self._t
+                    mine = self._t
                     if _FAST is not None:
-                        t.purge(now - window, FORGET_PER_WRITE)
-                        placed = self._new_story(t, doc, policy, doc_id, title, meta, now)
+                        mine.purge(now - window, FORGET_PER_WRITE)
+                        placed = self._new_story(mine, doc, policy, doc_id, title, meta, now)
                         if placed is not None:
                             return placed
-                        answer, anchors = assign(t, doc, policy, doc_id, title, meta)
+                        answer, anchors = assign(mine, doc, policy, doc_id, title, meta)
                         if not answer.replayed:  # the rest of retained_assign
-                            t.touch(answer.similar_id, now)
+                            mine.touch(answer.similar_id, now)
                         return answer, anchors
-                    return retained_assign(t, doc, policy, doc_id, title, meta, window, now)
+                    return retained_assign(mine, doc, policy, doc_id, title, meta, window, now)
                 with self._file.change() as t:
                     assert isinstance(t, _Tables)
                     return retained_assign(t, doc, policy, doc_id, title, meta, window, now)
