@@ -92,6 +92,9 @@ _FAST = compiled("fast_assign")
 #: ``make_record``: the Assignment of the compiled path, without its frozen __init__'s cost.
 _MAKE = compiled("make_record")
 _ASSIGNMENT_FIELDS = tuple(f.name for f in dataclasses.fields(Assignment))
+#: With a window, the compiled path is left out while the common set has grown since it last
+#: ran and holds more than this many hashes (mirroring it again would cost more).
+_MIRROR_AGAIN = 2000
 
 logger = logging.getLogger("nshash")
 
@@ -205,8 +208,10 @@ class _Tables:
         self.fp: dict[int, int] = {}
         self.exact: dict[int, int] = {}
         self.common: set[int] = set()
-        #: The compiled assignment's mirror of ``common`` (see _assign.c: CommonIndex).
+        #: The compiled assignment's mirror of ``common`` (see _assign.c: CommonIndex), and
+        #: the size of ``common`` when a windowed store last used it (see _new_story).
         self.common_index: object = None
+        self.common_mirrored = 0
         self.votes: dict[int, tuple[int, ...]] = {}
         self.parent: dict[int, int] = {}
         #: A group's sketch: its values packed, ascending, 8 bytes each (:func:`pack_sketch`;
@@ -1143,12 +1148,17 @@ class MemoryStore(Store):
         if (doc_id is not None and doc_id in t.docs) or doc.exact in t.exact:
             return None
         common, fp = t.common, t.fp
+        if len(common) != t.common_mirrored and len(common) > _MIRROR_AGAIN:
+            # The Python path made hashes common since the compiled one last ran: it would
+            # mirror the whole set again (see _assign.c: CommonIndex), more than it saves.
+            return None
         live = [h for h in doc.sentences if h not in common] if common else doc.sentences
         if any(h in fp for h in (live or doc.sentences)[: policy.n]):
             return None  # a candidate (perhaps expired: assign hides it)
         placed = self._fast(t, doc, policy, doc_id, title, meta)
         if placed is None:
             return None
+        t.common_mirrored = len(common)
         root = placed[0].similar_id
         owned = [_OWNED.pack(b"f", h) for h in placed[1]]
         t.owned[root] = b"".join(owned) + _OWNED.pack(b"x", doc.exact)
