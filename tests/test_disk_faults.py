@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import shutil
+import struct
 import subprocess
 import textwrap
 import threading
@@ -593,8 +594,22 @@ def _set(key: str, value: Any) -> Any:
 
 def _first(table: str, value: Any) -> Any:
     def change(data: dict[str, Any]) -> None:
+        if type(data[table]) is bytes:  # a packed anchor table: as the dict it also reads
+            data[table] = dict(struct.iter_unpack("<QI", data[table]))
         key = next(iter(data[table]))
         data[table][key] = value
+
+    return change
+
+
+def _packed_first(table: str, gid: int) -> Any:
+    """Give the first entry of a packed anchor table the id *gid*."""
+
+    def change(data: dict[str, Any]) -> None:
+        packed = data[table]
+        if type(packed) is dict:  # the pure path's table, packed as the compiled one's
+            packed = b"".join(struct.pack("<QI", h, g) for h, g in packed.items())
+        data[table] = packed[:8] + struct.pack("<I", gid) + packed[12:]
 
     return change
 
@@ -614,6 +629,9 @@ BAD_SNAPSHOTS = {
     "sketch-torn-bytes": _first("sketch", b"\x01\x02\x03"),
     "member-without-record": _first("members", ["nobody"]),
     "table-not-dict": _set("fp", [1, 2]),
+    "anchors-torn-bytes": _set("fp", b"\x01" * 13),
+    "anchors-packed-past-counter": _packed_first("fp", 10**6),
+    "anchors-packed-id-zero": _packed_first("exact", 0),
     "deep": _set("common", [[[[[[[[[[1]]]]]]]]]]),
 }
 

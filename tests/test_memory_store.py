@@ -423,3 +423,50 @@ class TestActivitySnapshot:
             assert merged.similar_id == a and merged.merged_from
             act = nsh.activity(a)
             assert act is not None and act.documents == 3
+
+
+def test_snapshots_cross_between_the_compiled_and_the_pure_path(tmp_path: Path) -> None:
+    """The compiled path keeps its anchor tables as AnchorMaps and packs them into the
+    snapshot; the pure path keeps dicts. Each reads the other's snapshot, with the same
+    answers."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, nshash\n"
+        "from nshash.methods.nshash import memory\n"
+        "url, write = sys.argv[1], sys.argv[2] == 'write'\n"
+        "with nshash.NSHash.open(url) as nsh:\n"
+        "    if write:\n"
+        "        for i in range(40):\n"
+        "            k = i % 25\n"
+        "            nsh.add(f'Story {k} about the harbour, the council and the new tram line. '\n"
+        "                    f'It was reported on day {k} by the city desk of the paper.',\n"
+        "                    doc_id=f'd{i}')\n"
+        "        nsh.store.save()\n"
+        "    s = nsh.stats()\n"
+        "    probe = nsh.query('Story 7 about the harbour, the council and the new tram line. '\n"
+        "                      'It was reported on day 7 by the city desk of the paper.')\n"
+        "    print(type(nsh.store._t.fp).__name__, s.documents, s.groups, s.fingerprints, probe)\n"
+    )
+
+    def run(url: str, write: bool, pure: bool) -> list[str]:
+        env = {**os.environ, "NSHASH_PURE": "1" if pure else ""}
+        if not pure:
+            env.pop("NSHASH_PURE")
+        out = subprocess.run(
+            [sys.executable, "-c", script, url, "write" if write else "read"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return out.stdout.split()
+
+    compiled = run(f"memory://{tmp_path}/c.pkl", True, pure=False)
+    if compiled[0] != "AnchorMap":
+        pytest.skip("the compiled assignment is not built")
+    assert run(f"memory://{tmp_path}/c.pkl", False, pure=True) == ["dict", *compiled[1:]]
+    pure = run(f"memory://{tmp_path}/p.pkl", True, pure=True)
+    assert pure == ["dict", *compiled[1:]]
+    assert run(f"memory://{tmp_path}/p.pkl", False, pure=False) == compiled

@@ -6,7 +6,8 @@
  *   - fast_assign: assign itself, on the dicts of a memory store's tables (memory.py), for
  *     every case but a merge; it returns None, having written nothing, for the others, which
  *     the Python assign then takes (tests/test_fast_assign.py runs both on the same streams);
- *   - make_record: a result of every add made without its frozen dataclass's __init__.
+ *   - make_record: a result of every add made without its frozen dataclass's __init__;
+ *   - AnchorMap: the memory store's anchor and exact-text tables, 12 bytes an entry.
  *
  * Built as an optional extension, like the text kernel: without it the Python versions run,
  * with the same answers. NSHASH_PURE=1 turns it off too.
@@ -19,7 +20,7 @@
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 1 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 2 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -530,6 +531,445 @@ static int add_common(CommonIndex *ci, PyObject *common, PyObject *h)
     return 0;
 }
 
+/* -- AnchorMap: the memory store's anchor and exact-text tables ------------------------------
+ *
+ * A hash table from unsigned 64-bit fingerprints to group ids (1 .. 2**32 - 2), with the
+ * mapping protocol of a dict (get, [], in, del, pop, len, keys, values, items): 12 bytes an
+ * entry in two arrays, where a dict holds an entry, a key int and a value int (~85 bytes),
+ * and nothing the garbage collector walks. Open addressing with linear probing; value 0 marks
+ * an empty slot, TOMB a deleted one. The keys are farmhash values, mixed once more so that
+ * crafted ones cannot pile up in one run of slots. pack() writes the entries sorted by key
+ * (12 bytes each, little-endian), so equal maps pack equally; AnchorMap(packed) reads them. */
+
+#define TOMB UINT32_MAX
+
+typedef struct {
+    PyObject_HEAD
+    uint64_t *keys;
+    uint32_t *vals;
+    Py_ssize_t cap;  /* a power of two, or 0 */
+    Py_ssize_t n;    /* live entries */
+    Py_ssize_t used; /* live and deleted slots */
+} AnchorMap;
+
+static PyTypeObject AnchorMapType;
+
+static inline Py_ssize_t am_slot(uint64_t k, Py_ssize_t cap)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    return (Py_ssize_t)(k & (uint64_t)(cap - 1));
+}
+
+/* The slot of *k*, or -1. */
+static Py_ssize_t am_find(const AnchorMap *m, uint64_t k)
+{
+    if (!m->cap)
+        return -1;
+    Py_ssize_t i = am_slot(k, m->cap);
+    for (;;) {
+        uint32_t v = m->vals[i];
+        if (v == 0)
+            return -1;
+        if (v != TOMB && m->keys[i] == k)
+            return i;
+        i = (i + 1) & (m->cap - 1);
+    }
+}
+
+static int am_resize(AnchorMap *m, Py_ssize_t want)
+{
+    Py_ssize_t cap = 16;
+    while (cap < want * 2)
+        cap <<= 1;
+    uint64_t *keys = PyMem_Calloc((size_t)cap, sizeof(uint64_t));
+    uint32_t *vals = PyMem_Calloc((size_t)cap, sizeof(uint32_t));
+    if (!keys || !vals) {
+        PyMem_Free(keys);
+        PyMem_Free(vals);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < m->cap; i++) {
+        uint32_t v = m->vals[i];
+        if (v == 0 || v == TOMB)
+            continue;
+        Py_ssize_t j = am_slot(m->keys[i], cap);
+        while (vals[j])
+            j = (j + 1) & (cap - 1);
+        keys[j] = m->keys[i];
+        vals[j] = v;
+    }
+    PyMem_Free(m->keys);
+    PyMem_Free(m->vals);
+    m->keys = keys;
+    m->vals = vals;
+    m->cap = cap;
+    m->used = m->n;
+    return 0;
+}
+
+static int am_put(AnchorMap *m, uint64_t k, uint32_t v)
+{
+    Py_ssize_t at = am_find(m, k);
+    if (at >= 0) {
+        m->vals[at] = v;
+        return 0;
+    }
+    if ((m->used + 1) * 10 > m->cap * 7 && am_resize(m, m->n + 1) < 0)
+        return -1;
+    Py_ssize_t i = am_slot(k, m->cap);
+    while (m->vals[i] != 0 && m->vals[i] != TOMB)
+        i = (i + 1) & (m->cap - 1);
+    if (m->vals[i] == 0)
+        m->used++;
+    m->keys[i] = k;
+    m->vals[i] = v;
+    m->n++;
+    return 0;
+}
+
+/* A key as a uint64: 0, 1 when it is not an int in [0, 2**64) (no such key), -1 on error. */
+static int am_key(PyObject *o, uint64_t *k)
+{
+    if (!PyLong_Check(o) || PyBool_Check(o))
+        return 1;
+    uint64_t x = PyLong_AsUnsignedLongLong(o);
+    if (x == (uint64_t)-1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+            return -1;
+        PyErr_Clear();
+        return 1;
+    }
+    *k = x;
+    return 0;
+}
+
+static int am_value(PyObject *o, uint32_t *v)
+{
+    if (PyLong_Check(o) && !PyBool_Check(o)) {
+        unsigned long long x = PyLong_AsUnsignedLongLong(o);
+        if (!(x == (unsigned long long)-1 && PyErr_Occurred()) && x >= 1 && x < TOMB) {
+            *v = (uint32_t)x;
+            return 0;
+        }
+        PyErr_Clear();
+    }
+    PyErr_Format(PyExc_ValueError, "an AnchorMap holds group ids from 1 to %u, not %R",
+                 TOMB - 1, o);
+    return -1;
+}
+
+/* The value of *key* as a new int, NULL with no error when absent, NULL with one on error. */
+static PyObject *am_lookup(AnchorMap *m, PyObject *key)
+{
+    uint64_t k;
+    int rc = am_key(key, &k);
+    if (rc)
+        return NULL;
+    Py_ssize_t at = am_find(m, k);
+    return at < 0 ? NULL : PyLong_FromUnsignedLong(m->vals[at]);
+}
+
+static int am_store(AnchorMap *m, PyObject *key, PyObject *value)
+{
+    uint64_t k;
+    uint32_t v;
+    int rc = am_key(key, &k);
+    if (rc > 0)
+        PyErr_Format(PyExc_ValueError, "an AnchorMap's keys are ints in [0, 2**64), not %R",
+                     key);
+    if (rc)
+        return -1;
+    if (am_value(value, &v) < 0)
+        return -1;
+    return am_put(m, k, v);
+}
+
+static PyObject *AnchorMap_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *packed = NULL;
+    static char *kwlist[] = {"packed", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|S:AnchorMap", kwlist, &packed))
+        return NULL;
+    AnchorMap *m = (AnchorMap *)type->tp_alloc(type, 0);
+    if (!m)
+        return NULL;
+    if (packed) {
+        Py_ssize_t size = PyBytes_GET_SIZE(packed);
+        const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(packed);
+        if (size % 12) {
+            PyErr_SetString(PyExc_ValueError, "packed anchors are 12 bytes each");
+            Py_DECREF(m);
+            return NULL;
+        }
+        if (size && am_resize(m, size / 12) < 0) {
+            Py_DECREF(m);
+            return NULL;
+        }
+        for (Py_ssize_t at = 0; at < size; at += 12) {
+            uint64_t k = 0;
+            uint32_t v = 0;
+            for (int b = 7; b >= 0; b--)
+                k = (k << 8) | p[at + b];
+            for (int b = 3; b >= 0; b--)
+                v = (v << 8) | p[at + 8 + b];
+            if (v == 0 || v == TOMB || am_find(m, k) >= 0) {
+                PyErr_SetString(PyExc_ValueError, "packed anchors hold a repeated key or a bad id");
+                Py_DECREF(m);
+                return NULL;
+            }
+            if (am_put(m, k, v) < 0) {
+                Py_DECREF(m);
+                return NULL;
+            }
+        }
+    }
+    return (PyObject *)m;
+}
+
+static void AnchorMap_dealloc(AnchorMap *m)
+{
+    PyMem_Free(m->keys);
+    PyMem_Free(m->vals);
+    Py_TYPE(m)->tp_free((PyObject *)m);
+}
+
+static Py_ssize_t AnchorMap_len(AnchorMap *m) { return m->n; }
+
+static PyObject *AnchorMap_subscript(AnchorMap *m, PyObject *key)
+{
+    PyObject *v = am_lookup(m, key);
+    if (!v && !PyErr_Occurred())
+        PyErr_SetObject(PyExc_KeyError, key);
+    return v;
+}
+
+static int AnchorMap_ass(AnchorMap *m, PyObject *key, PyObject *value)
+{
+    if (value)
+        return am_store(m, key, value);
+    uint64_t k;
+    int rc = am_key(key, &k);
+    Py_ssize_t at = rc ? -1 : am_find(m, k);
+    if (rc < 0)
+        return -1;
+    if (at < 0) {
+        PyErr_SetObject(PyExc_KeyError, key);
+        return -1;
+    }
+    m->vals[at] = TOMB;
+    m->n--;
+    return 0;
+}
+
+static int AnchorMap_contains(AnchorMap *m, PyObject *key)
+{
+    uint64_t k;
+    int rc = am_key(key, &k);
+    if (rc)
+        return rc < 0 ? -1 : 0;
+    return am_find(m, k) >= 0;
+}
+
+static PyObject *AnchorMap_get(AnchorMap *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "get(key, default=None)");
+        return NULL;
+    }
+    PyObject *v = am_lookup(m, args[0]);
+    if (v || PyErr_Occurred())
+        return v;
+    return Py_NewRef(nargs == 2 ? args[1] : Py_None);
+}
+
+static PyObject *AnchorMap_pop(AnchorMap *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "pop(key[, default])");
+        return NULL;
+    }
+    PyObject *v = am_lookup(m, args[0]);
+    if (v) {
+        if (AnchorMap_ass(m, args[0], NULL) < 0) {
+            Py_DECREF(v);
+            return NULL;
+        }
+        return v;
+    }
+    if (PyErr_Occurred())
+        return NULL;
+    if (nargs == 2)
+        return Py_NewRef(args[1]);
+    PyErr_SetObject(PyExc_KeyError, args[0]);
+    return NULL;
+}
+
+/* The live keys, sorted (what pack, keys, values and items walk: equal maps walk alike). */
+static uint64_t *am_sorted_keys(const AnchorMap *m)
+{
+    uint64_t *out = PyMem_Malloc((size_t)(m->n ? m->n : 1) * sizeof(uint64_t));
+    if (!out) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = 0; i < m->cap; i++)
+        if (m->vals[i] != 0 && m->vals[i] != TOMB)
+            out[n++] = m->keys[i];
+    sort_u64(out, n);
+    return out;
+}
+
+/* keys(), values() or items() (what = 0, 1, 2) as a list, in key order. */
+static PyObject *am_list(AnchorMap *m, int what)
+{
+    uint64_t *keys = am_sorted_keys(m);
+    if (!keys)
+        return NULL;
+    PyObject *out = PyList_New(m->n);
+    for (Py_ssize_t i = 0; out && i < m->n; i++) {
+        PyObject *k = what != 1 ? PyLong_FromUnsignedLongLong(keys[i]) : NULL;
+        PyObject *v = what != 0 ? PyLong_FromUnsignedLong(m->vals[am_find(m, keys[i])]) : NULL;
+        PyObject *item = what == 0 ? k : what == 1 ? v : (k && v ? PyTuple_Pack(2, k, v) : NULL);
+        if (what == 2) {
+            Py_XDECREF(k);
+            Py_XDECREF(v);
+        }
+        if (!item) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, item);
+    }
+    PyMem_Free(keys);
+    return out;
+}
+
+static PyObject *AnchorMap_keys(AnchorMap *m, PyObject *unused) { return am_list(m, 0); }
+static PyObject *AnchorMap_values(AnchorMap *m, PyObject *unused) { return am_list(m, 1); }
+static PyObject *AnchorMap_items(AnchorMap *m, PyObject *unused) { return am_list(m, 2); }
+
+static PyObject *AnchorMap_iter(AnchorMap *m)
+{
+    PyObject *keys = am_list(m, 0);
+    if (!keys)
+        return NULL;
+    PyObject *it = PyObject_GetIter(keys);
+    Py_DECREF(keys);
+    return it;
+}
+
+static PyObject *AnchorMap_pack(AnchorMap *m, PyObject *unused)
+{
+    uint64_t *keys = am_sorted_keys(m);
+    if (!keys)
+        return NULL;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, m->n * 12);
+    if (out) {
+        unsigned char *p = (unsigned char *)PyBytes_AS_STRING(out);
+        for (Py_ssize_t i = 0; i < m->n; i++, p += 12) {
+            uint64_t k = keys[i];
+            uint32_t v = m->vals[am_find(m, k)];
+            for (int b = 0; b < 8; b++)
+                p[b] = (unsigned char)(k >> (8 * b));
+            for (int b = 0; b < 4; b++)
+                p[8 + b] = (unsigned char)(v >> (8 * b));
+        }
+    }
+    PyMem_Free(keys);
+    return out;
+}
+
+/* (least, greatest) value, or None when empty: how a snapshot's ids are checked at once. */
+static PyObject *AnchorMap_bounds(AnchorMap *m, PyObject *unused)
+{
+    uint32_t lo = TOMB, hi = 0;
+    for (Py_ssize_t i = 0; i < m->cap; i++) {
+        uint32_t v = m->vals[i];
+        if (v == 0 || v == TOMB)
+            continue;
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    if (!m->n)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(kk)", (unsigned long)lo, (unsigned long)hi);
+}
+
+static PyObject *AnchorMap_sizeof(AnchorMap *m, PyObject *unused)
+{
+    return PyLong_FromSsize_t((Py_ssize_t)sizeof(AnchorMap) + m->cap * 12);
+}
+
+static PyObject *AnchorMap_richcompare(PyObject *a, PyObject *b, int op)
+{
+    if ((op != Py_EQ && op != Py_NE) || Py_TYPE(b) != &AnchorMapType)
+        Py_RETURN_NOTIMPLEMENTED;
+    PyObject *pa = AnchorMap_pack((AnchorMap *)a, NULL), *pb = NULL;
+    int same = -1;
+    if (pa && (pb = AnchorMap_pack((AnchorMap *)b, NULL)))
+        same = PyObject_RichCompareBool(pa, pb, Py_EQ);
+    Py_XDECREF(pa);
+    Py_XDECREF(pb);
+    if (same < 0)
+        return NULL;
+    return PyBool_FromLong(op == Py_EQ ? same : !same);
+}
+
+static PyMappingMethods AnchorMap_mapping = {
+    (lenfunc)AnchorMap_len, (binaryfunc)AnchorMap_subscript, (objobjargproc)AnchorMap_ass};
+static PySequenceMethods AnchorMap_sequence = {.sq_contains = (objobjproc)AnchorMap_contains};
+
+static PyMethodDef AnchorMap_methods[] = {
+    {"get", (PyCFunction)(void (*)(void))AnchorMap_get, METH_FASTCALL,
+     "get(key, default=None): the group id of key, or default."},
+    {"pop", (PyCFunction)(void (*)(void))AnchorMap_pop, METH_FASTCALL,
+     "pop(key[, default]): remove key and return its group id."},
+    {"keys", (PyCFunction)AnchorMap_keys, METH_NOARGS, "The keys, as a list in key order."},
+    {"values", (PyCFunction)AnchorMap_values, METH_NOARGS, "The ids, in key order."},
+    {"items", (PyCFunction)AnchorMap_items, METH_NOARGS, "(key, id) pairs, in key order."},
+    {"pack", (PyCFunction)AnchorMap_pack, METH_NOARGS,
+     "The entries as bytes, sorted by key: 8 bytes of key, 4 of id, little-endian."},
+    {"bounds", (PyCFunction)AnchorMap_bounds, METH_NOARGS,
+     "(least id, greatest id), or None when empty."},
+    {"__sizeof__", (PyCFunction)AnchorMap_sizeof, METH_NOARGS, "Bytes held."},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject AnchorMapType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "nshash.methods.nshash._assign.AnchorMap",
+    .tp_doc = "AnchorMap(packed=b''): fingerprint -> group id, 12 bytes an entry.",
+    .tp_basicsize = sizeof(AnchorMap),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = AnchorMap_new,
+    .tp_dealloc = (destructor)AnchorMap_dealloc,
+    .tp_as_mapping = &AnchorMap_mapping,
+    .tp_as_sequence = &AnchorMap_sequence,
+    .tp_iter = (getiterfunc)AnchorMap_iter,
+    .tp_methods = AnchorMap_methods,
+    .tp_richcompare = AnchorMap_richcompare,
+    .tp_hash = PyObject_HashNotImplemented,
+};
+
+/* fast_assign's reads and writes of the fp and exact tables: a dict or an AnchorMap. The read
+ * is a new reference (NULL: absent, or an error when one is set). */
+static PyObject *table_get(PyObject *table, PyObject *key)
+{
+    if (Py_TYPE(table) == &AnchorMapType)
+        return am_lookup((AnchorMap *)table, key);
+    return Py_XNewRef(PyDict_GetItemWithError(table, key));
+}
+
+static int table_set(PyObject *table, PyObject *key, PyObject *value)
+{
+    if (Py_TYPE(table) == &AnchorMapType)
+        return am_store((AnchorMap *)table, key, value);
+    return PyDict_SetItem(table, key, value);
+}
+
 /* -- the memory store's common cases ------------------------------------------------------- */
 
 /* The names of the _Tables attributes fast_assign reads, interned once (a lookup by a C
@@ -549,11 +989,12 @@ static int intern_table_names(void)
     return 0;
 }
 
-/* A new reference to table *which* of *t*, which must be of *type* (dict or set). */
+/* A new reference to table *which* of *t*, which must be of *type* (dict or set; for a dict,
+ * an AnchorMap will do too). */
 static PyObject *table(PyObject *t, int which, PyTypeObject *type)
 {
     PyObject *o = PyObject_GetAttr(t, table_keys[which]);
-    if (o && Py_TYPE(o) != type) {
+    if (o && Py_TYPE(o) != type && !(type == &PyDict_Type && Py_TYPE(o) == &AnchorMapType)) {
         PyErr_Format(PyExc_TypeError, "fast_assign: table %s is a %s", table_names[which],
                      Py_TYPE(o)->tp_name);
         Py_CLEAR(o);
@@ -698,7 +1139,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     PyObject *limits = NULL, *size = NULL, *docs = NULL, *log = NULL, *undo = NULL;
     PyObject *vote_table = NULL, *empty = NULL;
     CommonIndex *ci = NULL;
-    PyObject *known[FAST_ANCHORS], *picked[FAST_ANCHORS];
+    PyObject *known[FAST_ANCHORS] = {NULL}, *picked[FAST_ANCHORS], *hit = NULL;
     /* The candidates: canonical id, the anchors that hit it, the values shared, accepted. */
     PyObject *cand[FAST_ANCHORS], *hits[FAST_ANCHORS], *shared[FAST_ANCHORS];
     int accepted[FAST_ANCHORS];
@@ -749,7 +1190,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         goto done;
     for (i = 0; i < np; i++) {
         PyTuple_SET_ITEM(anchors, i, Py_NewRef(picked[i]));
-        known[i] = PyDict_GetItemWithError(fp, picked[i]);
+        known[i] = table_get(fp, picked[i]);
         if (!known[i] && PyErr_Occurred())
             goto done;
     }
@@ -765,7 +1206,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
             prev = v;
         }
     }
-    PyObject *hit = PyDict_GetItemWithError(exact, exact_h);
+    hit = table_get(exact, exact_h);
     if (!hit && PyErr_Occurred())
         goto done;
     if (hit) {
@@ -931,12 +1372,12 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         if (rc < 0)
             goto done;
     }
-    if (PyDict_SetItem(exact, exact_h, root) < 0)
+    if (table_set(exact, exact_h, root) < 0)
         goto done;
 write:
     (void)fresh;
     for (i = 0; i < np; i++)
-        if (!known[i] && PyDict_SetItem(fp, PyTuple_GET_ITEM(anchors, i), root) < 0)
+        if (!known[i] && table_set(fp, PyTuple_GET_ITEM(anchors, i), root) < 0)
             goto done;
     /* add_member */
     if (bump_item(size, root) < 0 || bump_attr(t, T_DOCUMENTS) < 0)
@@ -955,11 +1396,26 @@ write:
         Py_DECREF(members);
         if (!list || PyList_Append(list, doc_id) < 0)
             goto done;
+        /* The anchors packed, 8 bytes each, little-endian (memory.py: pack_sketch). */
         PyObject *none_merged = PyTuple_New(0), *record = NULL;
-        if (none_merged)
+        PyObject *packed = PyBytes_FromStringAndSize(NULL, np * 8);
+        if (packed) {
+            unsigned char *p = (unsigned char *)PyBytes_AS_STRING(packed);
+            for (i = 0; i < np; i++, p += 8) {
+                uint64_t v = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(anchors, i));
+                if (v == (uint64_t)-1 && PyErr_Occurred()) {
+                    Py_CLEAR(packed);
+                    break;
+                }
+                for (int b = 0; b < 8; b++)
+                    p[b] = (unsigned char)(v >> (8 * b));
+            }
+        }
+        if (none_merged && packed)
             record = Py_BuildValue("(OOOOO)", root, duplicate ? Py_True : Py_False, none_merged,
-                                   title, anchors);
+                                   title, packed);
         Py_XDECREF(none_merged);
+        Py_XDECREF(packed);
         if (!record)
             goto done;
         rc = PyDict_SetItem(docs, doc_id, record);
@@ -975,6 +1431,9 @@ fail_or_fallback:
 fallback:
     result = Py_NewRef(Py_None);
 done:
+    for (i = 0; i < FAST_ANCHORS; i++)
+        Py_XDECREF(known[i]);
+    Py_XDECREF(hit);
     for (k = 0; k < nc; k++) {
         Py_XDECREF(cand[k]);
         Py_XDECREF(hits[k]);
@@ -1043,7 +1502,7 @@ static struct PyModuleDef assign_module = {
 
 PyMODINIT_FUNC PyInit__assign(void)
 {
-    if (PyType_Ready(&CommonIndexType) < 0)
+    if (PyType_Ready(&CommonIndexType) < 0 || PyType_Ready(&AnchorMapType) < 0)
         return NULL;
     if ((!ONE && !(ONE = PyLong_FromLong(1))) || intern_table_names() < 0)
         return NULL;
@@ -1051,7 +1510,8 @@ PyMODINIT_FUNC PyInit__assign(void)
     if (!m)
         return NULL;
     /* What compiled.py checks before it uses the module: a stale build is refused. */
-    if (PyModule_AddIntConstant(m, "ABI", ASSIGN_ABI) < 0) {
+    if (PyModule_AddIntConstant(m, "ABI", ASSIGN_ABI) < 0
+        || PyModule_AddObjectRef(m, "AnchorMap", (PyObject *)&AnchorMapType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -49,7 +49,7 @@ import struct
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, MutableMapping, Sequence
 from typing import Any
 
 from ...errors import ConfigError, StoreClosedError, StoreCorruptError, StoreReadOnlyError
@@ -91,6 +91,32 @@ __all__ = ["MemoryStore"]
 _FAST = compiled("fast_assign")
 #: ``make_record``: the Assignment of the compiled path, without its frozen __init__'s cost.
 _MAKE = compiled("make_record")
+#: The compiled anchor table (``AnchorMap``: fingerprint -> group id in 12 bytes an entry,
+#: where a dict entry with its two ints takes ~85), which holds ``fp`` and ``exact``; None on
+#: the pure path, where they are dicts. A snapshot keeps it packed (``pack()``), and either
+#: path reads either form.
+_MAP = compiled("AnchorMap")
+_PACKED_ANCHOR = struct.Struct("<QI")
+
+
+def anchor_table(packed: bytes = b"") -> MutableMapping[int, int]:
+    """An empty ``fp`` or ``exact`` table (an AnchorMap where compiled, else a dict), or one
+    holding the entries *packed* (12 bytes each: key, id; little-endian).
+
+    Raises:
+        ValueError: *packed* is not whole entries, repeats a key or holds id 0.
+    """
+    if _MAP is not None:
+        table: MutableMapping[int, int] = _MAP(packed) if packed else _MAP()
+        return table
+    if len(packed) % _PACKED_ANCHOR.size:
+        raise ValueError("packed anchors are 12 bytes each")
+    entries = dict(_PACKED_ANCHOR.iter_unpack(packed))
+    if len(entries) * _PACKED_ANCHOR.size != len(packed) or 0 in entries.values():
+        raise ValueError("packed anchors hold a repeated key or a bad id")
+    return entries
+
+
 _ASSIGNMENT_FIELDS = tuple(f.name for f in dataclasses.fields(Assignment))
 #: With a window, the compiled path is left out while the common set has grown since it last
 #: ran and holds more than this many hashes (mirroring it again would cost more).
@@ -138,8 +164,9 @@ def _records_within(docs: dict[Any, Any], counter: int) -> bool:
         and set(map(type, merged)) <= {tuple}
         and _ints_within([m for ms in merged for m in ms], 1, counter + 1)
         and set(map(type, titles)) <= {str, type(None)}
-        and set(map(type, fps)) <= {tuple}
-        and _ints_within([h for hs in fps for h in hs], 0, _U64)
+        and set(map(type, fps)) <= {bytes, tuple}
+        and not any(len(hs) & 7 for hs in fps if type(hs) is bytes)
+        and _ints_within([h for hs in fps if type(hs) is tuple for h in hs], 0, _U64)
     )
 
 
@@ -151,12 +178,19 @@ def _check_records(docs: dict[Any, Any], group: Callable[[Any], int]) -> None:
             raise ValueError(f"the record of {doc_id!r:.60} is not 5 fields")
         gid, duplicate, merged, title, fps = rec
         group(gid)
-        if type(duplicate) is not bool or type(merged) is not tuple or type(fps) is not tuple:
+        if (
+            type(duplicate) is not bool
+            or type(merged) is not tuple
+            or type(fps) not in (tuple, bytes)
+        ):
             raise ValueError(f"the record of {doc_id!r:.60} has a field of the wrong type")
         for m in merged:
             group(m)
         _text(title, "title", optional=True)
-        _u64s(fps)
+        if type(fps) is bytes and len(fps) % 8:
+            raise ValueError(f"the packed anchors of {doc_id!r:.60} are torn")
+        if type(fps) is tuple:  # as snapshots before packed anchors kept them
+            _u64s(fps)
 
 
 def _ints_within(values: Collection[Any], low: int, high: int) -> bool:
@@ -205,8 +239,8 @@ class _Tables:
     an op."""
 
     def __init__(self) -> None:
-        self.fp: dict[int, int] = {}
-        self.exact: dict[int, int] = {}
+        self.fp = anchor_table()
+        self.exact = anchor_table()
         self.common: set[int] = set()
         #: The compiled assignment's mirror of ``common`` (see _assign.c: CommonIndex), and
         #: the size of ``common`` when a windowed store last used it (see _new_story).
@@ -313,11 +347,12 @@ class _Tables:
         if rec is None:
             return None
         sid, duplicate, merged, title, fps = rec
-        return DocumentRecord(doc_id, sid, duplicate, tuple(merged), title, tuple(fps))
+        anchors = unpack_sketch(fps) if type(fps) is bytes else tuple(fps)
+        return DocumentRecord(doc_id, sid, duplicate, tuple(merged), title, anchors)
 
     # -- writes: each changes the dicts and, when journaling, logs itself as an op; replay
     # feeds the ops back through the same methods, so there is one code path for both.
-    def _restore(self, table: dict[Any, Any], key: Any) -> None:
+    def _restore(self, table: MutableMapping[Any, Any], key: Any) -> None:
         """Record how to put ``table[key]`` back as it is now (the caller checked ``undo``)."""
         assert self.undo is not None
         # A tuple, not a closure: one is made for nearly every write of every document.
@@ -644,10 +679,12 @@ class _Tables:
             return
         doc_id = record.doc_id
         self.members.setdefault(gid, []).append(doc_id)
-        entry = (gid, record.duplicate, record.merged_from, record.title, record.fingerprints)
+        fps = record.fingerprints
+        # The anchors packed (8 bytes each, as a sketch): 16 int objects would take ~600 bytes.
+        entry = (gid, record.duplicate, record.merged_from, record.title, pack_sketch(fps))
         self.docs[doc_id] = entry
         if self.log is not None:
-            self.log.append(["m", gid, doc_id, *entry[1:]])
+            self.log.append(["m", gid, doc_id, *entry[1:4], fps])
 
     def apply(self, op: Any) -> None:
         """Replay one journaled op (the log must be off), checking it is one this store writes.
@@ -730,8 +767,8 @@ class _Tables:
     def dump(self) -> dict[str, Any]:
         return {
             "format": _SNAPSHOT_FORMAT,
-            "fp": self.fp,
-            "exact": self.exact,
+            "fp": _packed(self.fp),
+            "exact": _packed(self.exact),
             "common": self.common,
             "votes": self.votes,
             "parent": self.parent,
@@ -798,6 +835,42 @@ class _Tables:
         self.order = deque(sorted((t, g) for g, t in self.last.items()))
 
 
+def _packed(table: MutableMapping[int, int]) -> Any:
+    """What a snapshot keeps of an ``fp`` or ``exact`` table: an AnchorMap packed, a dict as
+    it is (the pure path's)."""
+    return table if isinstance(table, dict) else table.pack()  # type: ignore[attr-defined]
+
+
+def _anchors_of(value: Any, counter: int) -> MutableMapping[int, int]:
+    """A snapshot's ``fp`` or ``exact`` table, checked: packed (an AnchorMap's ``pack()``) or
+    a dict (the pure path's, and every snapshot before packing), into :func:`anchor_table`'s
+    kind, every key an unsigned 64-bit int and every id one handed out."""
+    if type(value) is bytes:
+        table = anchor_table(value)
+    elif type(value) is dict:
+        if not (_ints_within(value, 0, _U64) and _ints_within(value.values(), 1, counter + 1)):
+            for h, gid in value.items():
+                _u64(h)
+                if _gid(gid) > counter:
+                    raise ValueError(f"group {gid} is past the id counter {counter}")
+        if _MAP is None:
+            return value
+        table = _MAP()
+        for h, gid in value.items():
+            table[h] = gid
+    else:
+        raise ValueError(f"an anchor table is a {type(value).__name__}")
+    if isinstance(table, dict):
+        ids: Collection[int] = table.values()
+        if ids and (min(ids) < 1 or max(ids) > counter):
+            raise ValueError(f"an anchor names a group past the id counter {counter}")
+    else:
+        bounds = table.bounds()  # type: ignore[attr-defined]
+        if bounds is not None and bounds[1] > counter:
+            raise ValueError(f"an anchor names a group past the id counter {counter}")
+    return table
+
+
 def _check_snapshot(data: dict[str, Any]) -> tuple[Any, ...]:
     """The tables of a snapshot, each checked (see :meth:`_Tables.load`)."""
     counter = count(data["counter"], "counter")
@@ -814,14 +887,9 @@ def _check_snapshot(data: dict[str, Any]) -> tuple[Any, ...]:
             raise ValueError(f"table {name!r} is a {type(value).__name__}, not a dict")
         return value
 
-    fp, exact = table("fp"), table("exact")
-    for t in (fp, exact):
-        # The big tables are checked in a few passes at C speed; only a table that fails
-        # them is walked entry by entry, to name the entry.
-        if not (_ints_within(t, 0, _U64) and _ints_within(t.values(), 1, counter + 1)):
-            for h, gid in t.items():
-                _u64(h)
-                group(gid)
+    # The big tables are checked in a few passes at C speed (or built by the AnchorMap, which
+    # checks as it goes); only a dict that fails them is walked entry by entry.
+    fp, exact = _anchors_of(data["fp"], counter), _anchors_of(data["exact"], counter)
     common = data["common"]
     if type(common) is not set:
         raise ValueError("table 'common' is not a set")
