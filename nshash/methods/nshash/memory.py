@@ -255,7 +255,11 @@ class _Tables:
         self.limit: dict[int, int] = {}
         self.size: dict[int, int] = {}
         self.members: dict[int, list[str]] = {}
-        self.docs: dict[str, tuple[int, bool, tuple[int, ...], str | None, tuple[int, ...]]] = {}
+        #: doc id -> (group, duplicate, merged from, title, anchors packed as a sketch; a
+        #: tuple in snapshots from before packing).
+        self.docs: dict[
+            str, tuple[int, bool, tuple[int, ...], str | None, bytes | tuple[int, ...]]
+        ] = {}
         self.counter = 0
         self.documents = 0
         #: Activity (documents added with a DocMeta): canonical id -> (first, last) seen,
