@@ -536,49 +536,61 @@ static int add_common(CommonIndex *ci, PyObject *common, PyObject *h)
  * A hash table from unsigned 64-bit fingerprints to group ids (1 .. 2**32 - 2), with the
  * mapping protocol of a dict (get, [], in, del, pop, len, keys, values, items): 12 bytes an
  * entry in two arrays, where a dict holds an entry, a key int and a value int (~85 bytes),
- * and nothing the garbage collector walks. Open addressing with linear probing; value 0 marks
+ * and nothing the garbage collector walks. Open addressing with linear probing, in 256 shards
+ * that grow one at a time (so an add never pauses to rehash the whole table); value 0 marks
  * an empty slot, TOMB a deleted one. The keys are farmhash values, mixed once more so that
  * crafted ones cannot pile up in one run of slots. pack() writes the entries sorted by key
  * (12 bytes each, little-endian), so equal maps pack equally; AnchorMap(packed) reads them. */
 
 #define TOMB UINT32_MAX
+#define SHARDS 256 /* each resizes on its own: one add never rehashes more than 1/256 */
 
 typedef struct {
-    PyObject_HEAD
     uint64_t *keys;
     uint32_t *vals;
     Py_ssize_t cap;  /* a power of two, or 0 */
-    Py_ssize_t n;    /* live entries */
     Py_ssize_t used; /* live and deleted slots */
+} Shard;
+
+typedef struct {
+    PyObject_HEAD
+    Shard sh[SHARDS];
+    Py_ssize_t n; /* live entries */
 } AnchorMap;
 
 static PyTypeObject AnchorMapType;
 
-static inline Py_ssize_t am_slot(uint64_t k, Py_ssize_t cap)
+static inline uint64_t am_mix(uint64_t k)
 {
     k ^= k >> 33;
     k *= 0xff51afd7ed558ccdULL;
     k ^= k >> 33;
-    return (Py_ssize_t)(k & (uint64_t)(cap - 1));
+    return k;
 }
 
-/* The slot of *k*, or -1. */
-static Py_ssize_t am_find(const AnchorMap *m, uint64_t k)
+/* The shard of *k* and, through *slot*, its slot there, or -1. */
+static Shard *am_find(AnchorMap *m, uint64_t k, Py_ssize_t *slot)
 {
-    if (!m->cap)
-        return -1;
-    Py_ssize_t i = am_slot(k, m->cap);
+    uint64_t h = am_mix(k);
+    Shard *s = &m->sh[h >> 56];
+    *slot = -1;
+    if (!s->cap)
+        return s;
+    Py_ssize_t i = (Py_ssize_t)(h & (uint64_t)(s->cap - 1));
     for (;;) {
-        uint32_t v = m->vals[i];
+        uint32_t v = s->vals[i];
         if (v == 0)
-            return -1;
-        if (v != TOMB && m->keys[i] == k)
-            return i;
-        i = (i + 1) & (m->cap - 1);
+            return s;
+        if (v != TOMB && s->keys[i] == k) {
+            *slot = i;
+            return s;
+        }
+        i = (i + 1) & (s->cap - 1);
     }
 }
 
-static int am_resize(AnchorMap *m, Py_ssize_t want)
+/* Rehash shard *s* into room for *want* live entries. */
+static int am_resize(Shard *s, Py_ssize_t want)
 {
     Py_ssize_t cap = 16;
     while (cap < want * 2)
@@ -591,41 +603,53 @@ static int am_resize(AnchorMap *m, Py_ssize_t want)
         PyErr_NoMemory();
         return -1;
     }
-    for (Py_ssize_t i = 0; i < m->cap; i++) {
-        uint32_t v = m->vals[i];
+    Py_ssize_t live = 0;
+    for (Py_ssize_t i = 0; i < s->cap; i++) {
+        uint32_t v = s->vals[i];
         if (v == 0 || v == TOMB)
             continue;
-        Py_ssize_t j = am_slot(m->keys[i], cap);
+        Py_ssize_t j = (Py_ssize_t)(am_mix(s->keys[i]) & (uint64_t)(cap - 1));
         while (vals[j])
             j = (j + 1) & (cap - 1);
-        keys[j] = m->keys[i];
+        keys[j] = s->keys[i];
         vals[j] = v;
+        live++;
     }
-    PyMem_Free(m->keys);
-    PyMem_Free(m->vals);
-    m->keys = keys;
-    m->vals = vals;
-    m->cap = cap;
-    m->used = m->n;
+    PyMem_Free(s->keys);
+    PyMem_Free(s->vals);
+    s->keys = keys;
+    s->vals = vals;
+    s->cap = cap;
+    s->used = live;
     return 0;
+}
+
+/* The live entries of shard *s* (a count: the map keeps only the total). */
+static Py_ssize_t am_live(const Shard *s)
+{
+    Py_ssize_t live = 0;
+    for (Py_ssize_t i = 0; i < s->cap; i++)
+        live += s->vals[i] != 0 && s->vals[i] != TOMB;
+    return live;
 }
 
 static int am_put(AnchorMap *m, uint64_t k, uint32_t v)
 {
-    Py_ssize_t at = am_find(m, k);
+    Py_ssize_t at;
+    Shard *s = am_find(m, k, &at);
     if (at >= 0) {
-        m->vals[at] = v;
+        s->vals[at] = v;
         return 0;
     }
-    if ((m->used + 1) * 10 > m->cap * 7 && am_resize(m, m->n + 1) < 0)
+    if ((s->used + 1) * 10 > s->cap * 7 && am_resize(s, am_live(s) + 1) < 0)
         return -1;
-    Py_ssize_t i = am_slot(k, m->cap);
-    while (m->vals[i] != 0 && m->vals[i] != TOMB)
-        i = (i + 1) & (m->cap - 1);
-    if (m->vals[i] == 0)
-        m->used++;
-    m->keys[i] = k;
-    m->vals[i] = v;
+    Py_ssize_t i = (Py_ssize_t)(am_mix(k) & (uint64_t)(s->cap - 1));
+    while (s->vals[i] != 0 && s->vals[i] != TOMB)
+        i = (i + 1) & (s->cap - 1);
+    if (s->vals[i] == 0)
+        s->used++;
+    s->keys[i] = k;
+    s->vals[i] = v;
     m->n++;
     return 0;
 }
@@ -668,8 +692,9 @@ static PyObject *am_lookup(AnchorMap *m, PyObject *key)
     int rc = am_key(key, &k);
     if (rc)
         return NULL;
-    Py_ssize_t at = am_find(m, k);
-    return at < 0 ? NULL : PyLong_FromUnsignedLong(m->vals[at]);
+    Py_ssize_t at;
+    Shard *s = am_find(m, k, &at);
+    return at < 0 ? NULL : PyLong_FromUnsignedLong(s->vals[at]);
 }
 
 static int am_store(AnchorMap *m, PyObject *key, PyObject *value)
@@ -704,10 +729,11 @@ static PyObject *AnchorMap_new(PyTypeObject *type, PyObject *args, PyObject *kwd
             Py_DECREF(m);
             return NULL;
         }
-        if (size && am_resize(m, size / 12) < 0) {
-            Py_DECREF(m);
-            return NULL;
-        }
+        for (int i = 0; size && i < SHARDS; i++)
+            if (am_resize(&m->sh[i], size / 12 / SHARDS + 1) < 0) {
+                Py_DECREF(m);
+                return NULL;
+            }
         for (Py_ssize_t at = 0; at < size; at += 12) {
             uint64_t k = 0;
             uint32_t v = 0;
@@ -715,7 +741,9 @@ static PyObject *AnchorMap_new(PyTypeObject *type, PyObject *args, PyObject *kwd
                 k = (k << 8) | p[at + b];
             for (int b = 3; b >= 0; b--)
                 v = (v << 8) | p[at + 8 + b];
-            if (v == 0 || v == TOMB || am_find(m, k) >= 0) {
+            Py_ssize_t slot;
+            am_find(m, k, &slot);
+            if (v == 0 || v == TOMB || slot >= 0) {
                 PyErr_SetString(PyExc_ValueError, "packed anchors hold a repeated key or a bad id");
                 Py_DECREF(m);
                 return NULL;
@@ -731,8 +759,10 @@ static PyObject *AnchorMap_new(PyTypeObject *type, PyObject *args, PyObject *kwd
 
 static void AnchorMap_dealloc(AnchorMap *m)
 {
-    PyMem_Free(m->keys);
-    PyMem_Free(m->vals);
+    for (int i = 0; i < SHARDS; i++) {
+        PyMem_Free(m->sh[i].keys);
+        PyMem_Free(m->sh[i].vals);
+    }
     Py_TYPE(m)->tp_free((PyObject *)m);
 }
 
@@ -752,14 +782,15 @@ static int AnchorMap_ass(AnchorMap *m, PyObject *key, PyObject *value)
         return am_store(m, key, value);
     uint64_t k;
     int rc = am_key(key, &k);
-    Py_ssize_t at = rc ? -1 : am_find(m, k);
+    Py_ssize_t at = -1;
+    Shard *s = rc ? NULL : am_find(m, k, &at);
     if (rc < 0)
         return -1;
     if (at < 0) {
         PyErr_SetObject(PyExc_KeyError, key);
         return -1;
     }
-    m->vals[at] = TOMB;
+    s->vals[at] = TOMB;
     m->n--;
     return 0;
 }
@@ -770,7 +801,9 @@ static int AnchorMap_contains(AnchorMap *m, PyObject *key)
     int rc = am_key(key, &k);
     if (rc)
         return rc < 0 ? -1 : 0;
-    return am_find(m, k) >= 0;
+    Py_ssize_t at;
+    am_find(m, k, &at);
+    return at >= 0;
 }
 
 static PyObject *AnchorMap_get(AnchorMap *m, PyObject *const *args, Py_ssize_t nargs)
@@ -808,7 +841,7 @@ static PyObject *AnchorMap_pop(AnchorMap *m, PyObject *const *args, Py_ssize_t n
 }
 
 /* The live keys, sorted (what pack, keys, values and items walk: equal maps walk alike). */
-static uint64_t *am_sorted_keys(const AnchorMap *m)
+static uint64_t *am_sorted_keys(AnchorMap *m)
 {
     uint64_t *out = PyMem_Malloc((size_t)(m->n ? m->n : 1) * sizeof(uint64_t));
     if (!out) {
@@ -816,9 +849,12 @@ static uint64_t *am_sorted_keys(const AnchorMap *m)
         return NULL;
     }
     Py_ssize_t n = 0;
-    for (Py_ssize_t i = 0; i < m->cap; i++)
-        if (m->vals[i] != 0 && m->vals[i] != TOMB)
-            out[n++] = m->keys[i];
+    for (int j = 0; j < SHARDS; j++) {
+        const Shard *s = &m->sh[j];
+        for (Py_ssize_t i = 0; i < s->cap; i++)
+            if (s->vals[i] != 0 && s->vals[i] != TOMB)
+                out[n++] = s->keys[i];
+    }
     sort_u64(out, n);
     return out;
 }
@@ -832,7 +868,9 @@ static PyObject *am_list(AnchorMap *m, int what)
     PyObject *out = PyList_New(m->n);
     for (Py_ssize_t i = 0; out && i < m->n; i++) {
         PyObject *k = what != 1 ? PyLong_FromUnsignedLongLong(keys[i]) : NULL;
-        PyObject *v = what != 0 ? PyLong_FromUnsignedLong(m->vals[am_find(m, keys[i])]) : NULL;
+        Py_ssize_t at;
+        Shard *s = am_find(m, keys[i], &at);
+        PyObject *v = what != 0 ? PyLong_FromUnsignedLong(s->vals[at]) : NULL;
         PyObject *item = what == 0 ? k : what == 1 ? v : (k && v ? PyTuple_Pack(2, k, v) : NULL);
         if (what == 2) {
             Py_XDECREF(k);
@@ -872,7 +910,9 @@ static PyObject *AnchorMap_pack(AnchorMap *m, PyObject *unused)
         unsigned char *p = (unsigned char *)PyBytes_AS_STRING(out);
         for (Py_ssize_t i = 0; i < m->n; i++, p += 12) {
             uint64_t k = keys[i];
-            uint32_t v = m->vals[am_find(m, k)];
+            Py_ssize_t at;
+            Shard *s = am_find(m, k, &at);
+            uint32_t v = s->vals[at];
             for (int b = 0; b < 8; b++)
                 p[b] = (unsigned char)(k >> (8 * b));
             for (int b = 0; b < 4; b++)
@@ -887,13 +927,14 @@ static PyObject *AnchorMap_pack(AnchorMap *m, PyObject *unused)
 static PyObject *AnchorMap_bounds(AnchorMap *m, PyObject *unused)
 {
     uint32_t lo = TOMB, hi = 0;
-    for (Py_ssize_t i = 0; i < m->cap; i++) {
-        uint32_t v = m->vals[i];
-        if (v == 0 || v == TOMB)
-            continue;
-        lo = v < lo ? v : lo;
-        hi = v > hi ? v : hi;
-    }
+    for (int j = 0; j < SHARDS; j++)
+        for (Py_ssize_t i = 0; i < m->sh[j].cap; i++) {
+            uint32_t v = m->sh[j].vals[i];
+            if (v == 0 || v == TOMB)
+                continue;
+            lo = v < lo ? v : lo;
+            hi = v > hi ? v : hi;
+        }
     if (!m->n)
         Py_RETURN_NONE;
     return Py_BuildValue("(kk)", (unsigned long)lo, (unsigned long)hi);
@@ -901,7 +942,10 @@ static PyObject *AnchorMap_bounds(AnchorMap *m, PyObject *unused)
 
 static PyObject *AnchorMap_sizeof(AnchorMap *m, PyObject *unused)
 {
-    return PyLong_FromSsize_t((Py_ssize_t)sizeof(AnchorMap) + m->cap * 12);
+    Py_ssize_t held = (Py_ssize_t)sizeof(AnchorMap);
+    for (int j = 0; j < SHARDS; j++)
+        held += m->sh[j].cap * 12;
+    return PyLong_FromSsize_t(held);
 }
 
 static PyObject *AnchorMap_richcompare(PyObject *a, PyObject *b, int op)
@@ -1386,15 +1430,23 @@ write:
         PyObject *members = table(t, T_MEMBERS, &PyDict_Type), *list;
         if (!members)
             goto done;
+        /* One member is kept as its id (a str), more as a list (memory.py: _Tables.members). */
         list = PyDict_GetItemWithError(members, root);
-        if (!list && !PyErr_Occurred()) {
-            list = PyList_New(0);
-            if (list && PyDict_SetItem(members, root, list) < 0)
-                Py_CLEAR(list);
-            Py_XDECREF(list); /* the dict holds it now */
+        if (!list) {
+            rc = PyErr_Occurred() ? -1 : PyDict_SetItem(members, root, doc_id);
+        } else if (PyUnicode_Check(list)) {
+            PyObject *pair = PyList_New(2);
+            if (pair) {
+                PyList_SET_ITEM(pair, 0, Py_NewRef(list));
+                PyList_SET_ITEM(pair, 1, Py_NewRef(doc_id));
+            }
+            rc = pair ? PyDict_SetItem(members, root, pair) : -1;
+            Py_XDECREF(pair);
+        } else {
+            rc = PyList_Append(list, doc_id);
         }
         Py_DECREF(members);
-        if (!list || PyList_Append(list, doc_id) < 0)
+        if (rc < 0)
             goto done;
         /* The anchors packed, 8 bytes each, little-endian (memory.py: pack_sketch). */
         PyObject *none_merged = PyTuple_New(0), *record = NULL;

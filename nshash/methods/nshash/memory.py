@@ -201,6 +201,13 @@ def _ints_within(values: Collection[Any], low: int, high: int) -> bool:
     return set(map(type, values)) == {int} and min(values) >= low and max(values) < high
 
 
+def _ids(members: str | list[str] | None) -> list[str]:
+    """A group's doc ids as :attr:`_Tables.members` keeps them (one id, a list, or None)."""
+    if members is None:
+        return []
+    return [members] if type(members) is str else list(members)
+
+
 def _gid(value: Any) -> int:
     """*value* if it is a group id (a positive int), else ValueError."""
     if type(value) is not int or value < 1:
@@ -254,7 +261,9 @@ class _Tables:
         #: A group's sketch limit, for the groups whose sketch was cut (see combine_sketch).
         self.limit: dict[int, int] = {}
         self.size: dict[int, int] = {}
-        self.members: dict[int, list[str]] = {}
+        #: A group's doc ids in arrival order: the id itself while there is one (most groups:
+        #: a str is no object the garbage collector walks, a list is), then a list.
+        self.members: dict[int, str | list[str]] = {}
         #: doc id -> (group, duplicate, merged from, title, anchors packed as a sketch; a
         #: tuple in snapshots from before packing).
         self.docs: dict[
@@ -455,16 +464,7 @@ class _Tables:
             self._restore(self.size, gid)
             self._restore(self.size, root)
             self._restore(self.members, gid)
-            root_members = self.members.get(root)
-            kept = None if root_members is None else len(root_members)
-
-            def undo() -> None:
-                if kept is None:
-                    self.members.pop(root, None)
-                else:
-                    del self.members[root][kept:]
-
-            self.undo.append(undo)
+            self._restore(self.members, root)  # replaced below, never changed in place
         self.parent[gid] = root
         old, old_limit = self.group_sketch(root)
         more = unpack_sketch(self.sketch.pop(gid, b""))
@@ -473,7 +473,7 @@ class _Tables:
         self.size[root] += self.size.pop(gid, 0)
         moved = self.members.pop(gid, None)
         if moved:
-            self.members.setdefault(root, []).extend(moved)
+            self.members[root] = _ids(self.members.get(root)) + _ids(moved)
         self._merge_activity(root, gid)
         if self.window is not None:
             self._merge_retention(root, gid)
@@ -567,7 +567,7 @@ class _Tables:
                 del bucket[gid]
                 if not bucket:
                     del self.buckets[hour]
-        for doc_id in self.members.get(gid, ()):
+        for doc_id in _ids(self.members.get(gid)):
             if undo:
                 self._restore(self.docs, doc_id)
                 self._restore(self.meta, doc_id)
@@ -666,15 +666,11 @@ class _Tables:
             if record is not None:
                 self._restore(self.docs, record.doc_id)
                 members = self.members.get(gid)
-                kept = None if members is None else len(members)
-
-                def undo() -> None:
-                    if kept is None:
-                        self.members.pop(gid, None)
-                    else:
-                        del self.members[gid][kept:]
-
-                self.undo.append(undo)
+                if type(members) is list:  # appended to in place: cut back
+                    kept = len(members)
+                    self.undo.append(functools.partial(members.__delitem__, slice(kept, None)))
+                else:  # replaced: put back
+                    self._restore(self.members, gid)
         self.size[gid] += 1
         self.documents += 1
         if record is None:
@@ -682,7 +678,13 @@ class _Tables:
                 self.log.append(["m", gid])
             return
         doc_id = record.doc_id
-        self.members.setdefault(gid, []).append(doc_id)
+        ids = self.members.get(gid)
+        if ids is None:
+            self.members[gid] = doc_id
+        elif isinstance(ids, str):
+            self.members[gid] = [ids, doc_id]
+        else:
+            ids.append(doc_id)
         fps = record.fingerprints
         # The anchors packed (8 bytes each, as a sketch): 16 int objects would take ~600 bytes.
         entry = (gid, record.duplicate, record.merged_from, record.title, pack_sketch(fps))
@@ -927,7 +929,9 @@ def _check_snapshot(data: dict[str, Any]) -> tuple[Any, ...]:
     if not _records_within(docs, counter):
         _check_records(docs, group)
     lists = members.values()
-    listed = set(map(type, lists)) <= {list} and [d for ids in lists for d in ids]
+    listed = set(map(type, lists)) <= {list, str} and [
+        d for ids in lists for d in ((ids,) if type(ids) is str else ids)
+    ]
     fast = (
         listed is not False
         and members.keys() <= size.keys()
@@ -937,9 +941,9 @@ def _check_snapshot(data: dict[str, Any]) -> tuple[Any, ...]:
     for gid, ids in () if fast else members.items():
         if gid not in size:
             raise ValueError(f"group {gid} lists members but has no size")
-        if type(ids) is not list:
+        if type(ids) not in (list, str):
             raise ValueError(f"the members of group {gid} are not a list")
-        for doc_id in ids:
+        for doc_id in _ids(ids):
             if type(doc_id) is not str or doc_id not in docs:
                 raise ValueError(f"group {gid} lists a document it has no record of")
     votes, limit = table("votes"), table("limit")
@@ -1276,7 +1280,7 @@ class MemoryStore(Store):
 
     def _group(self, gid: int, most: int | None = None) -> Group:
         t = self._t
-        ids: list[str] = t.members.get(gid, [])
+        ids = _ids(t.members.get(gid))
         if most is not None:
             ids = ids[:most]
         members = tuple(Member(d, t.docs[d][3]) for d in ids)
