@@ -295,6 +295,9 @@ def run_worker(store: str, n: int, seed: int, batch: int, redis_url: str | None,
 
     try:
         gc.collect()
+        # The corpus's source (some 600,000 clauses in lists) is the bench's, not the store's:
+        # moved out of the collector's sight, so its passes time the store's objects only.
+        gc.freeze()
         rss0 = rss_bytes()
         if store == "seed":
             from seed_nshash import SeedNSHash
