@@ -306,7 +306,11 @@ class LevelDB:
         try:
             yield
         except plyvel.Error as exc:
-            raise StoreError(f"{doing} {self.path!r}: {reason(exc)}", url=self.url) from exc
+            raise self.failure(exc, doing) from exc
+
+    def failure(self, exc: Exception, doing: str = "LevelDB failed in") -> StoreError:
+        """The :class:`~nshash.StoreError` for plyvel's *exc* (what :meth:`errors` raises)."""
+        return StoreError(f"{doing} {self.path!r}: {reason(exc)}", url=self.url)
 
     def write(self, puts: Mapping[bytes, bytes | None], sync: bool = False) -> None:
         """Write *puts* (None deletes) in one transactional batch, synced per the policy (and
@@ -477,8 +481,12 @@ class LevelKV(OrderedKV):
         return self._host.errors(doing)
 
     def get(self, key: bytes) -> bytes | None:
-        with self._host.errors():
+        # A try, not the errors() context: the most frequent call (a context manager made of
+        # a generator costs more than LevelDB's own lookup of a missing key).
+        try:
             value: bytes | None = self._ns().get(key)
+        except plyvel.Error as exc:
+            raise self._host.failure(exc) from exc
         return value
 
     def write(self, puts: Mapping[bytes, bytes | None], *, sync: bool = False) -> None:

@@ -223,11 +223,17 @@ class SQLiteKV(OrderedKV):
         try:
             yield
         except sqlite3.Error as exc:
-            raise StoreError(f"{doing} {self.path!r}: {exc}", url=self.url) from exc
+            raise self._failure(exc, doing) from exc
+
+    def _failure(self, exc: Exception, doing: str = "SQLite failed in") -> StoreError:
+        return StoreError(f"{doing} {self.path!r}: {exc}", url=self.url)
 
     def get(self, key: bytes) -> bytes | None:
-        with self.errors():
+        # A try, not the errors() context: the most frequent call (see LevelKV.get).
+        try:
             row = self._db.execute("SELECT v FROM kv WHERE k = ?", (self._prefix + key,)).fetchone()
+        except sqlite3.Error as exc:
+            raise self._failure(exc) from exc
         return None if row is None else bytes(row[0])
 
     def items(

@@ -129,10 +129,19 @@ RECLAIM_AFTER = 4096
 _RETENTION = ("retention", "forgotten")
 
 
+_ONE = struct.Struct(">Q").pack
+_TWO = struct.Struct(">QQ").pack
+
+
 def _enc(*values: int) -> bytes:
     """Pack unsigned 64-bit integers as 8 bytes each, big-endian (the one place that does)."""
     try:
-        return struct.pack(f">{len(values)}Q", *values)
+        n = len(values)
+        if n == 1:  # a key or a value: most calls
+            return _ONE(values[0])
+        if n == 2:
+            return _TWO(*values)
+        return struct.pack(f">{n}Q", *values)
     except struct.error as exc:
         raise ConfigError(f"Not an unsigned 64-bit integer in {values!r}") from exc
 
