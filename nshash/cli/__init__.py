@@ -41,8 +41,7 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-from ..errors import ConfigError, EmptyDocumentError, NSHashError
-from ..inputs import check_doc_id
+from ..errors import ConfigError, NSHashError
 from ..methods.nshash.core import NSHash
 from ..methods.nshash.store import file_schemes, open_store
 from ..results import AddResult, DocMeta
@@ -63,7 +62,6 @@ from .io import (
     open_output,
     open_source,
 )
-from .io import _Bad as _BadRecordError
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -583,32 +581,15 @@ class _MethodPreparer(Preparer):
 
             self._simhash = prepare
 
-    def _prepare(self, text: str, title: str | None) -> tuple[Any, Any]:
+    def _slots(self, text: str, title: str | None) -> tuple[Any, Any, Any]:
         if self.method == "keyed":
             keyed = self._keymaker.prepare(text, title)
-            return keyed.keys, keyed.vector
+            return keyed.keys, keyed.vector, (0, 0)
         doc = self._simhash(text)
-        return doc.keys, (doc.fingerprint,)
+        return doc.keys, (doc.fingerprint,), (0, 0)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_MethodPreparer, (self.fields, self.added, self.encoding, self.method))
-
-    def _fingerprint(
-        self,
-        text: str,
-        doc_id: str | None,
-        title: str | None,
-        head: bytes | None,
-        tracked: tuple[Any, Any, Any] | None = None,
-    ) -> Prepared:
-        try:
-            check_doc_id(doc_id)
-            first, second = self._prepare(text, title)
-        except EmptyDocumentError:
-            raise _BadRecordError("the text has no letters or digits") from None
-        except NSHashError as exc:  # an id or title the stores refuse (nshash.inputs)
-            raise _BadRecordError(str(exc)) from None
-        return (doc_id, title, first, second, (0, 0), head, None)
 
 
 def _adder(nsh: Method) -> Callable[[Prepared, DocMeta | None], AddResult]:

@@ -400,13 +400,20 @@ class Preparer:
     ) -> Prepared:
         try:
             check_doc_id(doc_id)
-            check_title(title)
-            doc = self.fingerprinter.prepare(text)
+            first, second, third = self._slots(text, title)
         except EmptyDocumentError:
             raise _Bad("the text has no letters or digits") from None
         except NSHashError as exc:  # an id or title the stores refuse (nshash.inputs)
             raise _Bad(str(exc)) from None
-        return (doc_id, title, doc.sentences, doc.sketch, (doc.exact, doc.limit), head, tracked)
+        return (doc_id, title, first, second, third, head, tracked)
+
+    def _slots(self, text: str, title: str | None) -> tuple[Any, Any, Any]:
+        """The fingerprint slots of a :data:`Prepared` tuple: the nshash method's sentences,
+        sketch, and exact fingerprint with the sketch limit (a subclass fills them with
+        another method's)."""
+        check_title(title)
+        doc = self.fingerprinter.prepare(text)
+        return doc.sentences, doc.sketch, (doc.exact, doc.limit)
 
     def _jsonl(self, line: bytes) -> Prepared:
         try:
