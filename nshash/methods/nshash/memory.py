@@ -78,7 +78,7 @@ from .assign import (
 )
 from .base import Store
 from .compiled import compiled
-from .retention import FORGET_PER_WRITE, retained_assign, settle_window
+from .retention import retained_assign, settle_window
 
 __all__ = ["MemoryStore"]
 
@@ -280,9 +280,9 @@ class _Tables:
         #: doc id -> (added, url, site).
         self.meta: dict[str, tuple[int, str | None, str | None]] = {}
         #: Retention (see :mod:`~nshash.methods.nshash.retention`): the window in seconds,
-        #: or None; each canonical group's last new document (epoch seconds, in touch
-        #: order); the hashes each group wrote (anchors, exact texts, votes), packed like a
-        #: sketch; the ids merged into each group; how many groups were forgotten.
+        #: or None; each canonical group's last new document (epoch seconds); the hashes
+        #: each group wrote, 9 bytes each (the table's code, then the hash: see _OWNED); the
+        #: ids merged into each group; how many groups were forgotten.
         self.window: int | None = None
         self.last: dict[int, int] = {}
         self.owned: dict[int, bytes] = {}
@@ -506,7 +506,6 @@ class _Tables:
         if self.undo is not None:
             self._restore(self.last, gid)
             self.undo.append(self._untouch)
-        self.last.pop(gid, None)  # re-inserted last: the dict stays in touch order
         self.last[gid] = now
         self.order.append((now, gid))
         if self.log is not None:
@@ -577,12 +576,13 @@ class _Tables:
             if undo:
                 self._restore(self.parent, merged)
             self.parent.pop(merged, None)
-        dicts: tuple[dict[int, Any], ...]
-        dicts = (self.sketch, self.limit, self.size, self.members, self.last, self.owned)
-        for kept_by in (*dicts, self.absorbed):
+        tables: tuple[dict[int, Any], ...] = (
+            self.sketch, self.limit, self.size, self.members, self.last, self.owned, self.absorbed
+        )  # fmt: skip
+        for table in tables:
             if undo:
-                self._restore(kept_by, gid)
-            kept_by.pop(gid, None)
+                self._restore(table, gid)
+            table.pop(gid, None)
         if self.undo is not None:
             self.undo.append((self, "forgotten", self.forgotten))
         self.forgotten += 1
@@ -1147,16 +1147,14 @@ class MemoryStore(Store):
                 now = int(self._clock())
                 if self._file is None:
                     mine = self._t
+                    faster = None
                     if _FAST is not None:
-                        mine.purge(now - window, FORGET_PER_WRITE)
-                        placed = self._new_story(mine, doc, policy, doc_id, title, meta, now)
-                        if placed is not None:
-                            return placed
-                        answer, anchors = assign(mine, doc, policy, doc_id, title, meta)
-                        if not answer.replayed:  # the rest of retained_assign
-                            mine.touch(answer.similar_id, now)
-                        return answer, anchors
-                    return retained_assign(mine, doc, policy, doc_id, title, meta, window, now)
+                        faster = functools.partial(
+                            self._new_story, mine, doc, policy, doc_id, title, meta
+                        )
+                    return retained_assign(
+                        mine, doc, policy, doc_id, title, meta, window, now, faster
+                    )
                 with self._file.change() as t:
                     assert isinstance(t, _Tables)
                     return retained_assign(t, doc, policy, doc_id, title, meta, window, now)
@@ -1216,11 +1214,10 @@ class MemoryStore(Store):
         doc_id: str | None,
         title: str | None,
         meta: DocMeta | None,
-        now: int,
     ) -> tuple[Assignment, tuple[int, ...]] | None:
         """With a window, the compiled assignment of a document that hits nothing stored (a
         new story: most of a stream), which it places as :func:`assign` would, noting what
-        the new group wrote and dating it; None for every other document."""
+        the new group wrote (retained_assign then dates it); None for every other one."""
         if (doc_id is not None and doc_id in t.docs) or doc.exact in t.exact:
             return None
         common, fp = t.common, t.fp
@@ -1238,7 +1235,6 @@ class MemoryStore(Store):
         root = placed[0].similar_id
         owned = [_OWNED.pack(b"f", h) for h in placed[1]]
         t.owned[root] = b"".join(owned) + _OWNED.pack(b"x", doc.exact)
-        t.touch(root, now)
         return placed
 
     def _reading(self) -> _Tables:
