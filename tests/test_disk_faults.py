@@ -632,6 +632,11 @@ BAD_SNAPSHOTS = {
     "anchors-torn-bytes": _set("fp", b"\x01" * 13),
     "anchors-packed-past-counter": _packed_first("fp", 10**6),
     "anchors-packed-id-zero": _packed_first("exact", 0),
+    "votes-torn-bytes": _set("votes", struct.pack("<I", 3) + b"\x01" * 13),
+    "votes-packed-past-counter": _set("votes", struct.pack("<IQ3I", 3, 5, 10**6, 0, 0)),
+    "votes-packed-id-after-zero": _set("votes", struct.pack("<IQ3I", 3, 5, 0, 1, 0)),
+    "votes-not-tuple": _set("votes", {5: [1]}),
+    "votes-past-counter": _set("votes", {5: (1, 10**6)}),
     "deep": _set("common", [[[[[[[[[[1]]]]]]]]]]),
 }
 

@@ -129,6 +129,17 @@ def test_cut_sketches_and_small_policies(monkeypatch: pytest.MonkeyPatch) -> Non
     run_both(monkeypatch, stream, sketch_cap=24, sketch_size=40, votes=2, theta=0.7)
 
 
+def test_votes_past_three_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A policy keeping more than three groups' votes a hash: the compiled vote table widens
+    its slots as the Python one grows its tuples, with the same answers and tables."""
+    texts = _texts("zh_hot_dev.jsonl.gz", 400)
+    run_both(monkeypatch, [(t, None, None) for t in texts], votes=9)
+    nsh = NSHash.open("memory://", votes=9)
+    for t in texts:
+        nsh.add(t)
+    assert max(map(len, nsh.store._t.votes.values())) > 3  # type: ignore[attr-defined]
+
+
 #: Sentences that documents share: a site footer, a disclaimer, story lines.
 POOL = [
     "本网站所有内容均受版权保护，未经授权不得转载。",

@@ -26,6 +26,7 @@ from nshash import (
     StoreStats,
     open_store,
 )
+from nshash.methods.nshash import memory
 from nshash.methods.nshash.memory import MemoryStore
 from tests.test_store_contract import (
     EN_FOOTER,
@@ -425,10 +426,55 @@ class TestActivitySnapshot:
             assert act is not None and act.documents == 3
 
 
+def test_vote_table_packs_alike_on_both_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The votes table: a dict of tuples on the pure path, a VoteMap compiled. Both read the
+    packed form (a width, then 8 bytes of key and that many ids an entry), the VoteMap widens
+    its slots for a longer tuple and keeps each tuple's order, and bad packings are refused."""
+    import struct
+
+    entries = {7: (3,), 2**64 - 1: (1, 5, 9), 11: (2, 4), 12: (8, 6, 5, 4, 1)}
+    packed = struct.pack("<I", 5) + b"".join(
+        struct.pack("<Q5I", h, *gids, *(0,) * (5 - len(gids)))
+        for h, gids in sorted(entries.items())
+    )
+    tables = [memory.vote_table(packed)]
+    if memory._VOTE_MAP is not None:
+        votes = memory.vote_table()
+        for h, gids in entries.items():
+            votes[h] = gids
+        assert votes.pack() == packed and votes == tables[0]  # type: ignore[attr-defined]
+        assert votes.bounds() == (1, 9) and len(votes) == 4  # type: ignore[attr-defined]
+        del votes[12]
+        votes[11] = (4, 2)
+        assert votes[11] == (4, 2) and 12 not in votes and votes.get(12) is None
+        assert votes != tables[0]
+        with pytest.raises(ValueError):
+            votes[1] = ()
+        with pytest.raises(ValueError):
+            votes[1] = (0,)
+        monkeypatch.setattr(memory, "_VOTE_MAP", None)
+        tables.append(memory.vote_table(packed))
+    for table in tables:
+        assert dict(table.items()) == entries
+    bad = [
+        packed[:-1],  # torn
+        struct.pack("<I", 0),  # no width
+        struct.pack("<IQI", 1, 5, 0),  # an entry of no id
+        struct.pack("<IQ2I", 2, 5, 0, 3),  # an id after a 0
+        struct.pack("<IQIQI", 1, 5, 1, 5, 2),  # a repeated key
+    ]
+    for packing in bad:
+        for path in {memory._VOTE_MAP, None} if tables[1:] else {None}:
+            monkeypatch.setattr(memory, "_VOTE_MAP", path)
+            with pytest.raises(ValueError):
+                memory.vote_table(packing)
+    monkeypatch.undo()
+
+
 def test_snapshots_cross_between_the_compiled_and_the_pure_path(tmp_path: Path) -> None:
-    """The compiled path keeps its anchor tables as AnchorMaps and packs them into the
-    snapshot; the pure path keeps dicts. Each reads the other's snapshot, with the same
-    answers."""
+    """The compiled path keeps its anchor and vote tables as AnchorMaps and a VoteMap and packs
+    them into the snapshot; the pure path keeps dicts. Each reads the other's snapshot, with the
+    same answers."""
     import subprocess
     import sys
 
@@ -447,7 +493,10 @@ def test_snapshots_cross_between_the_compiled_and_the_pure_path(tmp_path: Path) 
         "    s = nsh.stats()\n"
         "    probe = nsh.query('Story 7 about the harbour, the council and the new tram line. '\n"
         "                      'It was reported on day 7 by the city desk of the paper.')\n"
-        "    print(type(nsh.store._t.fp).__name__, s.documents, s.groups, s.fingerprints, probe)\n"
+        "    t = nsh.store._t\n"
+        "    votes = hash(tuple(sorted(t.votes.items())))\n"
+        "    print(type(t.fp).__name__, type(t.votes).__name__, len(t.votes), votes,\n"
+        "          s.documents, s.groups, s.fingerprints, probe)\n"
     )
 
     def run(url: str, write: bool, pure: bool) -> list[str]:
@@ -466,7 +515,8 @@ def test_snapshots_cross_between_the_compiled_and_the_pure_path(tmp_path: Path) 
     compiled = run(f"memory://{tmp_path}/c.pkl", True, pure=False)
     if compiled[0] != "AnchorMap":
         pytest.skip("the compiled assignment is not built")
-    assert run(f"memory://{tmp_path}/c.pkl", False, pure=True) == ["dict", *compiled[1:]]
+    assert compiled[1] == "VoteMap" and int(compiled[2]) > 0  # votes were cast
+    assert run(f"memory://{tmp_path}/c.pkl", False, pure=True) == ["dict", "dict", *compiled[2:]]
     pure = run(f"memory://{tmp_path}/p.pkl", True, pure=True)
-    assert pure == ["dict", *compiled[1:]]
+    assert pure == ["dict", "dict", *compiled[2:]]
     assert run(f"memory://{tmp_path}/p.pkl", False, pure=False) == compiled

@@ -7,7 +7,8 @@
  *     every case but a merge; it returns None, having written nothing, for the others, which
  *     the Python assign then takes (tests/test_fast_assign.py runs both on the same streams);
  *   - make_record: a result of every add made without its frozen dataclass's __init__;
- *   - AnchorMap: the memory store's anchor and exact-text tables, 12 bytes an entry.
+ *   - AnchorMap and VoteMap: the memory store's anchor, exact-text and vote tables, 12 and
+ *     20 bytes an entry.
  *
  * Built as an optional extension, like the text kernel: without it the Python versions run,
  * with the same answers. NSHASH_PURE=1 turns it off too.
@@ -20,7 +21,7 @@
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 2 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 3 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -531,24 +532,33 @@ static int add_common(CommonIndex *ci, PyObject *common, PyObject *h)
     return 0;
 }
 
-/* -- AnchorMap: the memory store's anchor and exact-text tables ------------------------------
+/* -- AnchorMap and VoteMap: the memory store's anchor, exact-text and vote tables ------------
  *
- * A hash table from unsigned 64-bit fingerprints to group ids (1 .. 2**32 - 2), with the
- * mapping protocol of a dict (get, [], in, del, pop, len, keys, values, items): 12 bytes an
- * entry in two arrays, where a dict holds an entry, a key int and a value int (~85 bytes),
- * and nothing the garbage collector walks. Open addressing with linear probing, in 256 shards
- * that grow one at a time (so an add never pauses to rehash the whole table); value 0 marks
- * an empty slot, TOMB a deleted one. The keys are farmhash values, mixed once more so that
- * crafted ones cannot pile up in one run of slots. pack() writes the entries sorted by key
- * (12 bytes each, little-endian), so equal maps pack equally; AnchorMap(packed) reads them. */
+ * Hash tables from unsigned 64-bit fingerprints to group ids (1 .. 2**32 - 2), with the
+ * mapping protocol of a dict (get, [], in, del, pop, len, keys, values, items) and nothing the
+ * garbage collector walks. An AnchorMap holds one id a key: 12 bytes an entry, where a dict
+ * holds an entry, a key int and a value int (~85 bytes). A VoteMap holds a tuple of ids a key
+ * (the groups kept apart on a hash), in the order given, in slots of w ids: 3 to begin with,
+ * the most the default policy keeps (20 bytes an entry, where a dict with its tuple holds
+ * ~200); storing a longer tuple widens every slot.
+ *
+ * Open addressing with linear probing, in 256 shards that each grow on their own (so an add
+ * never pauses to rehash more than 1/256 of the table) to 1.6 times their entries once 3/4
+ * full, so a table stays about 70 % full. A slot's first id 0 marks it empty, TOMB deleted.
+ * The keys are farmhash values, mixed once more so that crafted ones cannot pile up in one run
+ * of slots. pack() writes the entries sorted by key, little-endian, so equal maps pack
+ * equally: an AnchorMap's as 8 bytes of key and 4 of id; a VoteMap's as its width w (4
+ * bytes), then 8 bytes of key and w ids of 4 bytes (0 past the tuple's end) an entry. Each
+ * type's constructor reads its packing back. */
 
 #define TOMB UINT32_MAX
-#define SHARDS 256 /* each resizes on its own: one add never rehashes more than 1/256 */
+#define SHARDS 256
+#define VOTE_WIDTH 3
 
 typedef struct {
     uint64_t *keys;
-    uint32_t *vals;
-    Py_ssize_t cap;  /* a power of two, or 0 */
+    uint32_t *vals;  /* w ids a slot */
+    Py_ssize_t cap;  /* slots, or 0 */
     Py_ssize_t used; /* live and deleted slots */
 } Shard;
 
@@ -556,9 +566,12 @@ typedef struct {
     PyObject_HEAD
     Shard sh[SHARDS];
     Py_ssize_t n; /* live entries */
+    Py_ssize_t w; /* ids a slot: 1 in an AnchorMap */
 } AnchorMap;
 
-static PyTypeObject AnchorMapType;
+static PyTypeObject AnchorMapType, VoteMapType;
+#define IS_MAP(o) (Py_TYPE(o) == &AnchorMapType || Py_TYPE(o) == &VoteMapType)
+#define IS_VOTES(m) (Py_TYPE(m) == &VoteMapType)
 
 static inline uint64_t am_mix(uint64_t k)
 {
@@ -568,6 +581,17 @@ static inline uint64_t am_mix(uint64_t k)
     return k;
 }
 
+/* The first slot to probe for the mixed key *h* in a shard of *cap* slots: the 56 bits below
+ * the shard's, scaled to cap. */
+static inline Py_ssize_t am_home(uint64_t h, Py_ssize_t cap)
+{
+    return (Py_ssize_t)(((unsigned __int128)(h << 8) * (uint64_t)cap) >> 64);
+}
+
+static inline Py_ssize_t am_next(Py_ssize_t i, Py_ssize_t cap) { return i + 1 == cap ? 0 : i + 1; }
+
+static inline int am_live_slot(uint32_t first) { return first != 0 && first != TOMB; }
+
 /* The shard of *k* and, through *slot*, its slot there, or -1. */
 static Shard *am_find(AnchorMap *m, uint64_t k, Py_ssize_t *slot)
 {
@@ -576,27 +600,33 @@ static Shard *am_find(AnchorMap *m, uint64_t k, Py_ssize_t *slot)
     *slot = -1;
     if (!s->cap)
         return s;
-    Py_ssize_t i = (Py_ssize_t)(h & (uint64_t)(s->cap - 1));
-    for (;;) {
-        uint32_t v = s->vals[i];
+    for (Py_ssize_t i = am_home(h, s->cap);; i = am_next(i, s->cap)) {
+        uint32_t v = s->vals[i * m->w];
         if (v == 0)
             return s;
         if (v != TOMB && s->keys[i] == k) {
             *slot = i;
             return s;
         }
-        i = (i + 1) & (s->cap - 1);
     }
 }
 
-/* Rehash shard *s* into room for *want* live entries. */
-static int am_resize(Shard *s, Py_ssize_t want)
+/* The live entries of shard *s* (a count: the map keeps only the total). */
+static Py_ssize_t am_live(const AnchorMap *m, const Shard *s)
 {
-    Py_ssize_t cap = 16;
-    while (cap < want * 2)
-        cap <<= 1;
+    Py_ssize_t live = 0;
+    for (Py_ssize_t i = 0; i < s->cap; i++)
+        live += am_live_slot(s->vals[i * m->w]);
+    return live;
+}
+
+/* Rehash shard *s* of *m* into room for *want* live entries. */
+static int am_resize(AnchorMap *m, Shard *s, Py_ssize_t want)
+{
+    Py_ssize_t w = m->w, cap = want * 8 / 5 + 1;
+    cap = cap < 16 ? 16 : cap;
     uint64_t *keys = PyMem_Calloc((size_t)cap, sizeof(uint64_t));
-    uint32_t *vals = PyMem_Calloc((size_t)cap, sizeof(uint32_t));
+    uint32_t *vals = PyMem_Calloc((size_t)(cap * w), sizeof(uint32_t));
     if (!keys || !vals) {
         PyMem_Free(keys);
         PyMem_Free(vals);
@@ -605,14 +635,13 @@ static int am_resize(Shard *s, Py_ssize_t want)
     }
     Py_ssize_t live = 0;
     for (Py_ssize_t i = 0; i < s->cap; i++) {
-        uint32_t v = s->vals[i];
-        if (v == 0 || v == TOMB)
+        if (!am_live_slot(s->vals[i * w]))
             continue;
-        Py_ssize_t j = (Py_ssize_t)(am_mix(s->keys[i]) & (uint64_t)(cap - 1));
-        while (vals[j])
-            j = (j + 1) & (cap - 1);
+        Py_ssize_t j = am_home(am_mix(s->keys[i]), cap);
+        while (vals[j * w])
+            j = am_next(j, cap);
         keys[j] = s->keys[i];
-        vals[j] = v;
+        memcpy(&vals[j * w], &s->vals[i * w], (size_t)w * sizeof(uint32_t));
         live++;
     }
     PyMem_Free(s->keys);
@@ -624,33 +653,50 @@ static int am_resize(Shard *s, Py_ssize_t want)
     return 0;
 }
 
-/* The live entries of shard *s* (a count: the map keeps only the total). */
-static Py_ssize_t am_live(const Shard *s)
+/* Make every slot of *m* hold *w* ids (more than now): all shards or, on an error, none. */
+static int am_widen(AnchorMap *m, Py_ssize_t w)
 {
-    Py_ssize_t live = 0;
-    for (Py_ssize_t i = 0; i < s->cap; i++)
-        live += s->vals[i] != 0 && s->vals[i] != TOMB;
-    return live;
+    uint32_t *wide[SHARDS] = {NULL};
+    for (int j = 0; j < SHARDS; j++) {
+        const Shard *s = &m->sh[j];
+        if (!s->cap)
+            continue;
+        if (!(wide[j] = PyMem_Calloc((size_t)(s->cap * w), sizeof(uint32_t)))) {
+            for (int i = 0; i < j; i++)
+                PyMem_Free(wide[i]);
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < s->cap; i++)
+            memcpy(&wide[j][i * w], &s->vals[i * m->w], (size_t)m->w * sizeof(uint32_t));
+    }
+    for (int j = 0; j < SHARDS; j++)
+        if (m->sh[j].cap) {
+            PyMem_Free(m->sh[j].vals);
+            m->sh[j].vals = wide[j];
+        }
+    m->w = w;
+    return 0;
 }
 
-static int am_put(AnchorMap *m, uint64_t k, uint32_t v)
+/* Set *k* to the *len* ids at *ids* (len from 1 to m->w). */
+static int am_put(AnchorMap *m, uint64_t k, const uint32_t *ids, Py_ssize_t len)
 {
-    Py_ssize_t at;
+    Py_ssize_t at, w = m->w;
     Shard *s = am_find(m, k, &at);
-    if (at >= 0) {
-        s->vals[at] = v;
-        return 0;
+    if (at < 0) {
+        if ((s->used + 1) * 4 > s->cap * 3 && am_resize(m, s, am_live(m, s) + 1) < 0)
+            return -1;
+        at = am_home(am_mix(k), s->cap);
+        while (am_live_slot(s->vals[at * w]))
+            at = am_next(at, s->cap);
+        if (s->vals[at * w] == 0)
+            s->used++;
+        s->keys[at] = k;
+        m->n++;
     }
-    if ((s->used + 1) * 10 > s->cap * 7 && am_resize(s, am_live(s) + 1) < 0)
-        return -1;
-    Py_ssize_t i = (Py_ssize_t)(am_mix(k) & (uint64_t)(s->cap - 1));
-    while (s->vals[i] != 0 && s->vals[i] != TOMB)
-        i = (i + 1) & (s->cap - 1);
-    if (s->vals[i] == 0)
-        s->used++;
-    s->keys[i] = k;
-    s->vals[i] = v;
-    m->n++;
+    memcpy(&s->vals[at * w], ids, (size_t)len * sizeof(uint32_t));
+    memset(&s->vals[at * w + len], 0, (size_t)(w - len) * sizeof(uint32_t));
     return 0;
 }
 
@@ -670,7 +716,8 @@ static int am_key(PyObject *o, uint64_t *k)
     return 0;
 }
 
-static int am_value(PyObject *o, uint32_t *v)
+/* A group id as a uint32 (0, or -1 with ValueError when *o* is none). */
+static int am_id(PyObject *o, uint32_t *v)
 {
     if (PyLong_Check(o) && !PyBool_Check(o)) {
         unsigned long long x = PyLong_AsUnsignedLongLong(o);
@@ -680,12 +727,32 @@ static int am_value(PyObject *o, uint32_t *v)
         }
         PyErr_Clear();
     }
-    PyErr_Format(PyExc_ValueError, "an AnchorMap holds group ids from 1 to %u, not %R",
+    PyErr_Format(PyExc_ValueError, "an anchor or vote table holds group ids from 1 to %u, not %R",
                  TOMB - 1, o);
     return -1;
 }
 
-/* The value of *key* as a new int, NULL with no error when absent, NULL with one on error. */
+/* The value in slot *at* of shard *s* as a new object: an AnchorMap's id, a VoteMap's tuple. */
+static PyObject *am_value_at(AnchorMap *m, const Shard *s, Py_ssize_t at)
+{
+    const uint32_t *ids = &s->vals[at * m->w];
+    if (!IS_VOTES(m))
+        return PyLong_FromUnsignedLong(ids[0]);
+    Py_ssize_t len = 0;
+    while (len < m->w && ids[len])
+        len++;
+    PyObject *out = PyTuple_New(len);
+    for (Py_ssize_t i = 0; out && i < len; i++) {
+        PyObject *g = PyLong_FromUnsignedLong(ids[i]);
+        if (!g)
+            Py_CLEAR(out);
+        else
+            PyTuple_SET_ITEM(out, i, g);
+    }
+    return out;
+}
+
+/* The value of *key* as a new object, NULL with no error when absent, NULL with one on error. */
 static PyObject *am_lookup(AnchorMap *m, PyObject *key)
 {
     uint64_t k;
@@ -694,65 +761,140 @@ static PyObject *am_lookup(AnchorMap *m, PyObject *key)
         return NULL;
     Py_ssize_t at;
     Shard *s = am_find(m, k, &at);
-    return at < 0 ? NULL : PyLong_FromUnsignedLong(s->vals[at]);
+    return at < 0 ? NULL : am_value_at(m, s, at);
 }
 
 static int am_store(AnchorMap *m, PyObject *key, PyObject *value)
 {
     uint64_t k;
-    uint32_t v;
     int rc = am_key(key, &k);
     if (rc > 0)
-        PyErr_Format(PyExc_ValueError, "an AnchorMap's keys are ints in [0, 2**64), not %R",
-                     key);
+        PyErr_Format(PyExc_ValueError, "an anchor or vote table's keys are ints in [0, 2**64), "
+                     "not %R", key);
     if (rc)
         return -1;
-    if (am_value(value, &v) < 0)
+    if (!IS_VOTES(m)) {
+        uint32_t v;
+        return am_id(value, &v) < 0 ? -1 : am_put(m, k, &v, 1);
+    }
+    if (!PyTuple_Check(value) || PyTuple_GET_SIZE(value) == 0) {
+        PyErr_Format(PyExc_ValueError, "a VoteMap holds tuples of one or more group ids, not %R",
+                     value);
         return -1;
-    return am_put(m, k, v);
+    }
+    Py_ssize_t len = PyTuple_GET_SIZE(value);
+    uint32_t few[VOTE_WIDTH], *ids = len <= VOTE_WIDTH ? few : PyMem_Malloc(len * sizeof(uint32_t));
+    if (!ids) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    rc = 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < len; i++)
+        rc = am_id(PyTuple_GET_ITEM(value, i), &ids[i]);
+    if (rc == 0 && len > m->w)
+        rc = am_widen(m, len);
+    if (rc == 0)
+        rc = am_put(m, k, ids, len);
+    if (ids != few)
+        PyMem_Free(ids);
+    return rc;
+}
+
+/* Delete *key* if present: 1 when it was, 0 when not, -1 on error. */
+static int am_discard(AnchorMap *m, PyObject *key)
+{
+    uint64_t k;
+    int rc = am_key(key, &k);
+    if (rc)
+        return rc < 0 ? -1 : 0;
+    Py_ssize_t at;
+    Shard *s = am_find(m, k, &at);
+    if (at < 0)
+        return 0;
+    s->vals[at * m->w] = TOMB;
+    m->n--;
+    return 1;
+}
+
+static inline uint64_t load_le(const unsigned char *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int b = bytes - 1; b >= 0; b--)
+        v = (v << 8) | p[b];
+    return v;
+}
+
+static inline void store_le(unsigned char *p, uint64_t v, int bytes)
+{
+    for (int b = 0; b < bytes; b++)
+        p[b] = (unsigned char)(v >> (8 * b));
+}
+
+/* Fill the new map *m* from *packed* (see pack()). */
+static int am_unpack(AnchorMap *m, PyObject *packed)
+{
+    Py_ssize_t size = PyBytes_GET_SIZE(packed), w = 1;
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(packed);
+    const char *what = IS_VOTES(m) ? "packed votes" : "packed anchors";
+    if (IS_VOTES(m)) {
+        w = size >= 4 ? (Py_ssize_t)load_le(p, 4) : 0;
+        if (w < 1 || w > 1 << 16) {
+            PyErr_Format(PyExc_ValueError, "%s begin with their width, from 1 to 65536", what);
+            return -1;
+        }
+        p += 4;
+        size -= 4;
+        if (w > m->w)
+            m->w = w;
+    }
+    Py_ssize_t entry = 8 + 4 * w;
+    if (size % entry) {
+        PyErr_Format(PyExc_ValueError, "%s are %zd bytes each", what, entry);
+        return -1;
+    }
+    for (int i = 0; size && i < SHARDS; i++)
+        if (am_resize(m, &m->sh[i], size / entry / SHARDS + 1) < 0)
+            return -1;
+    uint32_t *ids = PyMem_Malloc((size_t)w * sizeof(uint32_t));
+    if (!ids) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int rc = 0;
+    for (Py_ssize_t at = 0; rc == 0 && at < size; at += entry) {
+        uint64_t k = load_le(p + at, 8);
+        Py_ssize_t len = 0, slot;
+        int bad = 0;
+        for (Py_ssize_t j = 0; j < w; j++) {
+            ids[j] = (uint32_t)load_le(p + at + 8 + 4 * j, 4);
+            bad |= ids[j] == TOMB || (ids[j] != 0 && len < j); /* an id after a 0 */
+            len += ids[j] != 0 && len == j;
+        }
+        am_find(m, k, &slot);
+        if (bad || len == 0 || slot >= 0) {
+            PyErr_Format(PyExc_ValueError, "%s hold a repeated key or a bad id", what);
+            rc = -1;
+        } else {
+            rc = am_put(m, k, ids, len);
+        }
+    }
+    PyMem_Free(ids);
+    return rc;
 }
 
 static PyObject *AnchorMap_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     PyObject *packed = NULL;
     static char *kwlist[] = {"packed", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|S:AnchorMap", kwlist, &packed))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|S", kwlist, &packed))
         return NULL;
     AnchorMap *m = (AnchorMap *)type->tp_alloc(type, 0);
     if (!m)
         return NULL;
-    if (packed) {
-        Py_ssize_t size = PyBytes_GET_SIZE(packed);
-        const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(packed);
-        if (size % 12) {
-            PyErr_SetString(PyExc_ValueError, "packed anchors are 12 bytes each");
-            Py_DECREF(m);
-            return NULL;
-        }
-        for (int i = 0; size && i < SHARDS; i++)
-            if (am_resize(&m->sh[i], size / 12 / SHARDS + 1) < 0) {
-                Py_DECREF(m);
-                return NULL;
-            }
-        for (Py_ssize_t at = 0; at < size; at += 12) {
-            uint64_t k = 0;
-            uint32_t v = 0;
-            for (int b = 7; b >= 0; b--)
-                k = (k << 8) | p[at + b];
-            for (int b = 3; b >= 0; b--)
-                v = (v << 8) | p[at + 8 + b];
-            Py_ssize_t slot;
-            am_find(m, k, &slot);
-            if (v == 0 || v == TOMB || slot >= 0) {
-                PyErr_SetString(PyExc_ValueError, "packed anchors hold a repeated key or a bad id");
-                Py_DECREF(m);
-                return NULL;
-            }
-            if (am_put(m, k, v) < 0) {
-                Py_DECREF(m);
-                return NULL;
-            }
-        }
+    m->w = type == &VoteMapType ? VOTE_WIDTH : 1;
+    if (packed && am_unpack(m, packed) < 0) {
+        Py_DECREF(m);
+        return NULL;
     }
     return (PyObject *)m;
 }
@@ -780,19 +922,10 @@ static int AnchorMap_ass(AnchorMap *m, PyObject *key, PyObject *value)
 {
     if (value)
         return am_store(m, key, value);
-    uint64_t k;
-    int rc = am_key(key, &k);
-    Py_ssize_t at = -1;
-    Shard *s = rc ? NULL : am_find(m, k, &at);
-    if (rc < 0)
-        return -1;
-    if (at < 0) {
+    int rc = am_discard(m, key);
+    if (rc == 0)
         PyErr_SetObject(PyExc_KeyError, key);
-        return -1;
-    }
-    s->vals[at] = TOMB;
-    m->n--;
-    return 0;
+    return rc > 0 ? 0 : -1;
 }
 
 static int AnchorMap_contains(AnchorMap *m, PyObject *key)
@@ -826,7 +959,7 @@ static PyObject *AnchorMap_pop(AnchorMap *m, PyObject *const *args, Py_ssize_t n
     }
     PyObject *v = am_lookup(m, args[0]);
     if (v) {
-        if (AnchorMap_ass(m, args[0], NULL) < 0) {
+        if (am_discard(m, args[0]) < 0) {
             Py_DECREF(v);
             return NULL;
         }
@@ -852,7 +985,7 @@ static uint64_t *am_sorted_keys(AnchorMap *m)
     for (int j = 0; j < SHARDS; j++) {
         const Shard *s = &m->sh[j];
         for (Py_ssize_t i = 0; i < s->cap; i++)
-            if (s->vals[i] != 0 && s->vals[i] != TOMB)
+            if (am_live_slot(s->vals[i * m->w]))
                 out[n++] = s->keys[i];
     }
     sort_u64(out, n);
@@ -870,7 +1003,7 @@ static PyObject *am_list(AnchorMap *m, int what)
         PyObject *k = what != 1 ? PyLong_FromUnsignedLongLong(keys[i]) : NULL;
         Py_ssize_t at;
         Shard *s = am_find(m, keys[i], &at);
-        PyObject *v = what != 0 ? PyLong_FromUnsignedLong(s->vals[at]) : NULL;
+        PyObject *v = what != 0 ? am_value_at(m, s, at) : NULL;
         PyObject *item = what == 0 ? k : what == 1 ? v : (k && v ? PyTuple_Pack(2, k, v) : NULL);
         if (what == 2) {
             Py_XDECREF(k);
@@ -905,35 +1038,38 @@ static PyObject *AnchorMap_pack(AnchorMap *m, PyObject *unused)
     uint64_t *keys = am_sorted_keys(m);
     if (!keys)
         return NULL;
-    PyObject *out = PyBytes_FromStringAndSize(NULL, m->n * 12);
+    Py_ssize_t head = IS_VOTES(m) ? 4 : 0, entry = 8 + 4 * m->w;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, head + m->n * entry);
     if (out) {
         unsigned char *p = (unsigned char *)PyBytes_AS_STRING(out);
-        for (Py_ssize_t i = 0; i < m->n; i++, p += 12) {
-            uint64_t k = keys[i];
+        if (head)
+            store_le(p, (uint64_t)m->w, 4);
+        p += head;
+        for (Py_ssize_t i = 0; i < m->n; i++, p += entry) {
             Py_ssize_t at;
-            Shard *s = am_find(m, k, &at);
-            uint32_t v = s->vals[at];
-            for (int b = 0; b < 8; b++)
-                p[b] = (unsigned char)(k >> (8 * b));
-            for (int b = 0; b < 4; b++)
-                p[8 + b] = (unsigned char)(v >> (8 * b));
+            Shard *s = am_find(m, keys[i], &at);
+            store_le(p, keys[i], 8);
+            for (Py_ssize_t j = 0; j < m->w; j++)
+                store_le(p + 8 + 4 * j, s->vals[at * m->w + j], 4);
         }
     }
     PyMem_Free(keys);
     return out;
 }
 
-/* (least, greatest) value, or None when empty: how a snapshot's ids are checked at once. */
+/* (least, greatest) id, or None when empty: how a snapshot's ids are checked at once. */
 static PyObject *AnchorMap_bounds(AnchorMap *m, PyObject *unused)
 {
     uint32_t lo = TOMB, hi = 0;
     for (int j = 0; j < SHARDS; j++)
         for (Py_ssize_t i = 0; i < m->sh[j].cap; i++) {
-            uint32_t v = m->sh[j].vals[i];
-            if (v == 0 || v == TOMB)
+            const uint32_t *ids = &m->sh[j].vals[i * m->w];
+            if (!am_live_slot(ids[0]))
                 continue;
-            lo = v < lo ? v : lo;
-            hi = v > hi ? v : hi;
+            for (Py_ssize_t k = 0; k < m->w && ids[k]; k++) {
+                lo = ids[k] < lo ? ids[k] : lo;
+                hi = ids[k] > hi ? ids[k] : hi;
+            }
         }
     if (!m->n)
         Py_RETURN_NONE;
@@ -944,22 +1080,30 @@ static PyObject *AnchorMap_sizeof(AnchorMap *m, PyObject *unused)
 {
     Py_ssize_t held = (Py_ssize_t)sizeof(AnchorMap);
     for (int j = 0; j < SHARDS; j++)
-        held += m->sh[j].cap * 12;
+        held += m->sh[j].cap * (8 + 4 * m->w);
     return PyLong_FromSsize_t(held);
 }
 
+/* Equal when both hold the same keys with the same values (whatever their slots' widths). */
 static PyObject *AnchorMap_richcompare(PyObject *a, PyObject *b, int op)
 {
-    if ((op != Py_EQ && op != Py_NE) || Py_TYPE(b) != &AnchorMapType)
+    if ((op != Py_EQ && op != Py_NE) || Py_TYPE(b) != Py_TYPE(a))
         Py_RETURN_NOTIMPLEMENTED;
-    PyObject *pa = AnchorMap_pack((AnchorMap *)a, NULL), *pb = NULL;
-    int same = -1;
-    if (pa && (pb = AnchorMap_pack((AnchorMap *)b, NULL)))
-        same = PyObject_RichCompareBool(pa, pb, Py_EQ);
-    Py_XDECREF(pa);
-    Py_XDECREF(pb);
-    if (same < 0)
-        return NULL;
+    AnchorMap *x = (AnchorMap *)a, *y = (AnchorMap *)b;
+    int same = x->n == y->n;
+    for (int j = 0; same && j < SHARDS; j++) {
+        const Shard *s = &x->sh[j];
+        for (Py_ssize_t i = 0; same && i < s->cap; i++) {
+            const uint32_t *ids = &s->vals[i * x->w];
+            if (!am_live_slot(ids[0]))
+                continue;
+            Py_ssize_t at, wide = x->w > y->w ? x->w : y->w;
+            const Shard *t = am_find(y, s->keys[i], &at);
+            same = at >= 0;
+            for (Py_ssize_t k = 0; same && k < wide; k++)
+                same = (k < x->w ? ids[k] : 0) == (k < y->w ? t->vals[at * y->w + k] : 0);
+        }
+    }
     return PyBool_FromLong(op == Py_EQ ? same : !same);
 }
 
@@ -969,14 +1113,14 @@ static PySequenceMethods AnchorMap_sequence = {.sq_contains = (objobjproc)Anchor
 
 static PyMethodDef AnchorMap_methods[] = {
     {"get", (PyCFunction)(void (*)(void))AnchorMap_get, METH_FASTCALL,
-     "get(key, default=None): the group id of key, or default."},
+     "get(key, default=None): the value of key, or default."},
     {"pop", (PyCFunction)(void (*)(void))AnchorMap_pop, METH_FASTCALL,
-     "pop(key[, default]): remove key and return its group id."},
+     "pop(key[, default]): remove key and return its value."},
     {"keys", (PyCFunction)AnchorMap_keys, METH_NOARGS, "The keys, as a list in key order."},
-    {"values", (PyCFunction)AnchorMap_values, METH_NOARGS, "The ids, in key order."},
-    {"items", (PyCFunction)AnchorMap_items, METH_NOARGS, "(key, id) pairs, in key order."},
+    {"values", (PyCFunction)AnchorMap_values, METH_NOARGS, "The values, in key order."},
+    {"items", (PyCFunction)AnchorMap_items, METH_NOARGS, "(key, value) pairs, in key order."},
     {"pack", (PyCFunction)AnchorMap_pack, METH_NOARGS,
-     "The entries as bytes, sorted by key: 8 bytes of key, 4 of id, little-endian."},
+     "The entries as bytes, sorted by key, little-endian (see the type's doc)."},
     {"bounds", (PyCFunction)AnchorMap_bounds, METH_NOARGS,
      "(least id, greatest id), or None when empty."},
     {"__sizeof__", (PyCFunction)AnchorMap_sizeof, METH_NOARGS, "Bytes held."},
@@ -985,7 +1129,8 @@ static PyMethodDef AnchorMap_methods[] = {
 static PyTypeObject AnchorMapType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "nshash.methods.nshash._assign.AnchorMap",
-    .tp_doc = "AnchorMap(packed=b''): fingerprint -> group id, 12 bytes an entry.",
+    .tp_doc = "AnchorMap(packed=b''): fingerprint -> group id, 12 bytes an entry; packed: 8 "
+              "bytes of key, 4 of id an entry, little-endian.",
     .tp_basicsize = sizeof(AnchorMap),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = AnchorMap_new,
@@ -998,20 +1143,48 @@ static PyTypeObject AnchorMapType = {
     .tp_hash = PyObject_HashNotImplemented,
 };
 
-/* fast_assign's reads and writes of the fp and exact tables: a dict or an AnchorMap. The read
+static PyTypeObject VoteMapType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "nshash.methods.nshash._assign.VoteMap",
+    .tp_doc = "VoteMap(packed=b''): fingerprint -> tuple of group ids, 8 + 4 * width bytes an "
+              "entry (width 3, or the longest tuple stored); packed: the width (4 bytes), then "
+              "8 bytes of key and width ids of 4 bytes (0 past the tuple) an entry, "
+              "little-endian.",
+    .tp_basicsize = sizeof(AnchorMap),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = AnchorMap_new,
+    .tp_dealloc = (destructor)AnchorMap_dealloc,
+    .tp_as_mapping = &AnchorMap_mapping,
+    .tp_as_sequence = &AnchorMap_sequence,
+    .tp_iter = (getiterfunc)AnchorMap_iter,
+    .tp_methods = AnchorMap_methods,
+    .tp_richcompare = AnchorMap_richcompare,
+    .tp_hash = PyObject_HashNotImplemented,
+};
+
+/* fast_assign's reads and writes of the fp, exact and votes tables: a dict or a map. The read
  * is a new reference (NULL: absent, or an error when one is set). */
 static PyObject *table_get(PyObject *table, PyObject *key)
 {
-    if (Py_TYPE(table) == &AnchorMapType)
+    if (IS_MAP(table))
         return am_lookup((AnchorMap *)table, key);
     return Py_XNewRef(PyDict_GetItemWithError(table, key));
 }
 
 static int table_set(PyObject *table, PyObject *key, PyObject *value)
 {
-    if (Py_TYPE(table) == &AnchorMapType)
+    if (IS_MAP(table))
         return am_store((AnchorMap *)table, key, value);
     return PyDict_SetItem(table, key, value);
+}
+
+/* Delete *key* if present (0, or -1 on an error). */
+static int table_discard(PyObject *table, PyObject *key)
+{
+    if (IS_MAP(table))
+        return am_discard((AnchorMap *)table, key) < 0 ? -1 : 0;
+    int has = PyDict_Contains(table, key);
+    return has < 0 || (has && PyDict_DelItem(table, key) < 0) ? -1 : 0;
 }
 
 /* -- the memory store's common cases ------------------------------------------------------- */
@@ -1033,12 +1206,13 @@ static int intern_table_names(void)
     return 0;
 }
 
-/* A new reference to table *which* of *t*, which must be of *type* (dict or set; for a dict,
- * an AnchorMap will do too). */
+/* A new reference to table *which* of *t*, which must be of *type* (dict or set; for fp,
+ * exact and votes, an AnchorMap or a VoteMap will do too). */
 static PyObject *table(PyObject *t, int which, PyTypeObject *type)
 {
     PyObject *o = PyObject_GetAttr(t, table_keys[which]);
-    if (o && Py_TYPE(o) != type && !(type == &PyDict_Type && Py_TYPE(o) == &AnchorMapType)) {
+    int mapped = which == T_FP || which == T_EXACT || which == T_VOTES;
+    if (o && Py_TYPE(o) != type && !(mapped && IS_MAP(o))) {
         PyErr_Format(PyExc_TypeError, "fast_assign: table %s is a %s", table_names[which],
                      Py_TYPE(o)->tp_name);
         Py_CLEAR(o);
@@ -1106,10 +1280,11 @@ static int vote_on(PyObject *hs, PyObject *groups, Py_ssize_t votes, PyObject *t
     Py_ssize_t i, n = PyList_GET_SIZE(hs);
     for (i = 0; i < n; i++) {
         PyObject *h = PyList_GET_ITEM(hs, i);
-        PyObject *old = PyDict_GetItemWithError(table, h);
+        PyObject *old = table_get(table, h);
         if (!old && PyErr_Occurred())
             return -1;
         PyObject *seen = PySet_New(old);
+        Py_XDECREF(old);
         if (!seen || _PySet_Update(seen, groups) < 0) {
             Py_XDECREF(seen);
             return -1;
@@ -1134,7 +1309,7 @@ static int vote_on(PyObject *hs, PyObject *groups, Py_ssize_t votes, PyObject *t
                 Py_DECREF(seen);
                 if (add_common(ci, common, h) < 0)
                     return -1;
-                if (PyDict_Contains(table, h) == 1 && PyDict_DelItem(table, h) < 0)
+                if (table_discard(table, h) < 0)
                     return -1;
                 continue;
             }
@@ -1148,7 +1323,7 @@ static int vote_on(PyObject *hs, PyObject *groups, Py_ssize_t votes, PyObject *t
         }
         PyObject *kept = PyList_AsTuple(ordered);
         Py_DECREF(ordered);
-        int rc = kept ? PyDict_SetItem(table, h, kept) : -1;
+        int rc = kept ? table_set(table, h, kept) : -1;
         Py_XDECREF(kept);
         if (rc < 0)
             return -1;
@@ -1554,7 +1729,8 @@ static struct PyModuleDef assign_module = {
 
 PyMODINIT_FUNC PyInit__assign(void)
 {
-    if (PyType_Ready(&CommonIndexType) < 0 || PyType_Ready(&AnchorMapType) < 0)
+    if (PyType_Ready(&CommonIndexType) < 0 || PyType_Ready(&AnchorMapType) < 0
+        || PyType_Ready(&VoteMapType) < 0)
         return NULL;
     if ((!ONE && !(ONE = PyLong_FromLong(1))) || intern_table_names() < 0)
         return NULL;
@@ -1563,7 +1739,8 @@ PyMODINIT_FUNC PyInit__assign(void)
         return NULL;
     /* What compiled.py checks before it uses the module: a stale build is refused. */
     if (PyModule_AddIntConstant(m, "ABI", ASSIGN_ABI) < 0
-        || PyModule_AddObjectRef(m, "AnchorMap", (PyObject *)&AnchorMapType) < 0) {
+        || PyModule_AddObjectRef(m, "AnchorMap", (PyObject *)&AnchorMapType) < 0
+        || PyModule_AddObjectRef(m, "VoteMap", (PyObject *)&VoteMapType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -97,6 +97,11 @@ _MAKE = compiled("make_record")
 #: path reads either form.
 _MAP = compiled("AnchorMap")
 _PACKED_ANCHOR = struct.Struct("<QI")
+#: The compiled vote table (``VoteMap``: hash -> the ids of the groups kept apart on it, in
+#: slots of 3 ids, 20 bytes an entry where a dict entry with its tuple takes ~200), packed like
+#: an AnchorMap but for a 4-byte width first and that many ids (0 past the tuple) an entry;
+#: None on the pure path, where it is a dict.
+_VOTE_MAP = compiled("VoteMap")
 
 
 def anchor_table(packed: bytes = b"") -> MutableMapping[int, int]:
@@ -115,6 +120,32 @@ def anchor_table(packed: bytes = b"") -> MutableMapping[int, int]:
     if len(entries) * _PACKED_ANCHOR.size != len(packed) or 0 in entries.values():
         raise ValueError("packed anchors hold a repeated key or a bad id")
     return entries
+
+
+def vote_table(packed: bytes = b"") -> MutableMapping[int, tuple[int, ...]]:
+    """An empty ``votes`` table (a VoteMap where compiled, else a dict), or one holding the
+    entries *packed* (see :data:`_VOTE_MAP`).
+
+    Raises:
+        ValueError: *packed* is not a width and whole entries, repeats a key, holds id 0 before
+            another id, or an entry of no id.
+    """
+    if _VOTE_MAP is not None:
+        table: MutableMapping[int, tuple[int, ...]] = _VOTE_MAP(packed) if packed else _VOTE_MAP()
+        return table
+    if not packed:
+        return {}
+    width = int.from_bytes(packed[:4], "little") if len(packed) >= 4 else 0
+    entry = struct.Struct(f"<Q{width}I")
+    if not 1 <= width <= 1 << 16 or (len(packed) - 4) % entry.size:
+        raise ValueError("packed votes are a width and whole entries")
+    votes: dict[int, tuple[int, ...]] = {}
+    for h, *ids in entry.iter_unpack(packed[4:]):
+        kept = tuple(ids[: ids.index(0)] if 0 in ids else ids)
+        if h in votes or not kept or any(ids[len(kept) :]):
+            raise ValueError("packed votes hold a repeated key or a bad id")
+        votes[h] = kept
+    return votes
 
 
 _ASSIGNMENT_FIELDS = tuple(f.name for f in dataclasses.fields(Assignment))
@@ -253,7 +284,7 @@ class _Tables:
         #: the size of ``common`` when a windowed store last used it (see _new_story).
         self.common_index: object = None
         self.common_mirrored = 0
-        self.votes: dict[int, tuple[int, ...]] = {}
+        self.votes = vote_table()
         self.parent: dict[int, int] = {}
         #: A group's sketch: its values packed, ascending, 8 bytes each (:func:`pack_sketch`;
         #: a Python int in a set costs over 50 bytes), read through :func:`unpack_sketch`.
@@ -776,7 +807,7 @@ class _Tables:
             "fp": _packed(self.fp),
             "exact": _packed(self.exact),
             "common": self.common,
-            "votes": self.votes,
+            "votes": _packed(self.votes),
             "parent": self.parent,
             "sketch": self.sketch,
             "limit": self.limit,
@@ -841,9 +872,9 @@ class _Tables:
         self.order = deque(sorted((t, g) for g, t in self.last.items()))
 
 
-def _packed(table: MutableMapping[int, int]) -> Any:
-    """What a snapshot keeps of an ``fp`` or ``exact`` table: an AnchorMap packed, a dict as
-    it is (the pure path's)."""
+def _packed(table: MutableMapping[int, Any]) -> Any:
+    """What a snapshot keeps of an ``fp``, ``exact`` or ``votes`` table: an AnchorMap or
+    VoteMap packed, a dict as it is (the pure path's)."""
     return table if isinstance(table, dict) else table.pack()  # type: ignore[attr-defined]
 
 
@@ -874,6 +905,38 @@ def _anchors_of(value: Any, counter: int) -> MutableMapping[int, int]:
         bounds = table.bounds()  # type: ignore[attr-defined]
         if bounds is not None and bounds[1] > counter:
             raise ValueError(f"an anchor names a group past the id counter {counter}")
+    return table
+
+
+def _votes_of(value: Any, counter: int) -> MutableMapping[int, tuple[int, ...]]:
+    """A snapshot's ``votes`` table, checked: packed (a VoteMap's ``pack()``) or a dict (the
+    pure path's, and every snapshot before packing), into :func:`vote_table`'s kind, every key
+    an unsigned 64-bit int and every id one handed out."""
+    if type(value) is bytes:
+        table = vote_table(value)
+        bounds = table.bounds() if _VOTE_MAP is not None else None  # type: ignore[attr-defined]
+        ids = () if _VOTE_MAP is not None else [g for gids in table.values() for g in gids]
+        if (bounds is not None and bounds[1] > counter) or (ids and max(ids) > counter):
+            raise ValueError(f"a vote names a group past the id counter {counter}")
+        return table
+    if type(value) is not dict:
+        raise ValueError(f"table 'votes' is a {type(value).__name__}")
+    voted = (
+        _ints_within(value, 0, _U64)
+        and set(map(type, value.values())) <= {tuple}
+        and _ints_within([g for gids in value.values() for g in gids], 1, counter + 1)
+    )
+    for h, gids in () if voted else value.items():
+        _u64(h)
+        if type(gids) is not tuple:
+            raise ValueError(f"the votes of {h} are not a tuple")
+        for gid in gids:
+            if _gid(gid) > counter:
+                raise ValueError(f"group {gid} is past the id counter {counter}")
+    table = vote_table()
+    for h, gids in value.items():
+        if gids:  # no votes is no entry
+            table[h] = gids
     return table
 
 
@@ -946,18 +1009,7 @@ def _check_snapshot(data: dict[str, Any]) -> tuple[Any, ...]:
         for doc_id in _ids(ids):
             if type(doc_id) is not str or doc_id not in docs:
                 raise ValueError(f"group {gid} lists a document it has no record of")
-    votes, limit = table("votes"), table("limit")
-    voted = (
-        _ints_within(votes, 0, _U64)
-        and set(map(type, votes.values())) <= {tuple}
-        and _ints_within([g for gids in votes.values() for g in gids], 1, counter + 1)
-    )
-    for h, gids in () if voted else votes.items():
-        _u64(h)
-        if type(gids) is not tuple:
-            raise ValueError(f"the votes of {h} are not a tuple")
-        for gid in gids:
-            group(gid)
+    votes, limit = _votes_of(data["votes"], counter), table("limit")
     cut = _ints_within(limit, 1, counter + 1) and _ints_within(limit.values(), 0, NO_LIMIT + 1)
     for gid, value in () if cut else limit.items():
         group(gid)
