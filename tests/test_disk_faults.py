@@ -632,6 +632,11 @@ BAD_SNAPSHOTS = {
     "anchors-torn-bytes": _set("fp", b"\x01" * 13),
     "anchors-packed-past-counter": _packed_first("fp", 10**6),
     "anchors-packed-id-zero": _packed_first("exact", 0),
+    "doc-record-torn": _first("docs", struct.pack("<QBII", 1, 0, 2, 0) + b"\x00" * 12),
+    "doc-record-past-counter": _first("docs", struct.pack("<QBII", 10**6, 0, 0, 0)),
+    "doc-record-bad-flags": _first("docs", struct.pack("<QBII", 1, 9, 0, 0)),
+    "doc-record-merged-past-counter": _first("docs", struct.pack("<QBIIQ", 1, 0, 0, 1, 10**6)),
+    "doc-record-title-not-utf8": _first("docs", struct.pack("<QBII", 1, 2, 0, 0) + b"\xff"),
     "votes-torn-bytes": _set("votes", struct.pack("<I", 3) + b"\x01" * 13),
     "votes-packed-past-counter": _set("votes", struct.pack("<IQ3I", 3, 5, 10**6, 0, 0)),
     "votes-packed-id-after-zero": _set("votes", struct.pack("<IQ3I", 3, 5, 0, 1, 0)),
@@ -667,6 +672,24 @@ class TestDamagedSnapshot:
             assert all(type(v) is bytes for v in nsh.store._t.sketch.values())  # type: ignore[attr-defined]
             again = nsh.add(doc(1), doc_id="d1")  # a version of the story of d0
             assert again.duplicate and again.similar_id == nsh.document("d0").similar_id
+
+    def test_snapshot_with_record_tuples_opens(self, tmp_path: Path) -> None:
+        """A snapshot written before records were packed (five fields a document) opens, its
+        records packed, with the same answers."""
+        from nshash.methods.nshash.memory import unpack_record
+
+        def as_tuples(data: dict[str, Any]) -> None:
+            for doc_id, rec in data["docs"].items():
+                gid, duplicate, merged, title, anchors = unpack_record(rec)
+                data["docs"][doc_id] = (gid, duplicate, merged, title, tuple(anchors))
+
+        path = tampered_snapshot(tmp_path, as_tuples)
+        with NSHash.open(f"memory://{path}") as nsh:
+            assert all(type(v) is bytes for v in nsh.store._t.docs.values())  # type: ignore[attr-defined]
+            first = nsh.document("d0")
+            assert first is not None and first.fingerprints and not first.duplicate
+            again = nsh.add(doc(1), doc_id="d1")
+            assert again.duplicate and again.similar_id == first.similar_id
 
     def test_deeply_nested_pickle(self, tmp_path: Path) -> None:
         """A pickle nested past the recursion limit is StoreCorruptError, not RecursionError."""

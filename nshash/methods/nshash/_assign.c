@@ -1623,26 +1623,36 @@ write:
         Py_DECREF(members);
         if (rc < 0)
             goto done;
-        /* The anchors packed, 8 bytes each, little-endian (memory.py: pack_sketch). */
-        PyObject *none_merged = PyTuple_New(0), *record = NULL;
-        PyObject *packed = PyBytes_FromStringAndSize(NULL, np * 8);
-        if (packed) {
-            unsigned char *p = (unsigned char *)PyBytes_AS_STRING(packed);
-            for (i = 0; i < np; i++, p += 8) {
+        /* The record packed as memory.py's pack_record packs it: the group (8 bytes), flags
+         * (1: a duplicate, 2: titled), the anchors and merged ids counted (4 bytes each; none
+         * merged here), the anchors (8 bytes each), the title in UTF-8; little-endian. */
+        PyObject *utf8 = title == Py_None ? NULL
+                                          : PyUnicode_AsEncodedString(title, "utf-8", "surrogatepass");
+        if (title != Py_None && !utf8)
+            goto done;
+        Py_ssize_t head = 17, tail = utf8 ? PyBytes_GET_SIZE(utf8) : 0;
+        PyObject *record = PyBytes_FromStringAndSize(NULL, head + np * 8 + tail);
+        uint64_t g = record ? PyLong_AsUnsignedLongLong(root) : 0;
+        if (record && g == (uint64_t)-1 && PyErr_Occurred())
+            Py_CLEAR(record);
+        if (record) {
+            unsigned char *p = (unsigned char *)PyBytes_AS_STRING(record);
+            store_le(p, g, 8);
+            p[8] = (unsigned char)((duplicate ? 1 : 0) | (utf8 ? 2 : 0));
+            store_le(p + 9, (uint64_t)np, 4);
+            store_le(p + 13, 0, 4);
+            for (i = 0, p += head; i < np; i++, p += 8) {
                 uint64_t v = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(anchors, i));
                 if (v == (uint64_t)-1 && PyErr_Occurred()) {
-                    Py_CLEAR(packed);
+                    Py_CLEAR(record);
                     break;
                 }
-                for (int b = 0; b < 8; b++)
-                    p[b] = (unsigned char)(v >> (8 * b));
+                store_le(p, v, 8);
             }
+            if (record && utf8)
+                memcpy(p, PyBytes_AS_STRING(utf8), (size_t)tail);
         }
-        if (none_merged && packed)
-            record = Py_BuildValue("(OOOOO)", root, duplicate ? Py_True : Py_False, none_merged,
-                                   title, packed);
-        Py_XDECREF(none_merged);
-        Py_XDECREF(packed);
+        Py_XDECREF(utf8);
         if (!record)
             goto done;
         rc = PyDict_SetItem(docs, doc_id, record);

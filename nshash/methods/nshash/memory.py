@@ -178,33 +178,92 @@ def unpack_sketch(stored: bytes) -> tuple[int, ...]:
     return struct.unpack(f"<{len(stored) // 8}Q", stored)
 
 
+#: A document record (doc id -> the answer given for it), packed in one bytes object: the
+#: group id (8 bytes), flags (1: a duplicate, 2: titled), the number of anchors and of merged
+#: ids (4 bytes each), then the anchors and the merged ids (8 bytes each) and the title in
+#: UTF-8; little-endian. A tuple of the five fields with its int and bytes took ~140 bytes
+#: more, in objects the garbage collector walks. The compiled assignment writes the same.
+_RECORD = struct.Struct("<QBII")
+_DUPLICATE, _TITLED = 1, 2
+
+
+def pack_record(
+    gid: int, duplicate: bool, merged: Sequence[int], title: str | None, anchors: Sequence[int]
+) -> bytes:
+    """One document record as the memory store keeps it (see :data:`_RECORD`)."""
+    flags = _DUPLICATE * bool(duplicate) | _TITLED * (title is not None)
+    head = _RECORD.pack(gid, flags, len(anchors), len(merged))
+    body = struct.pack(f"<{len(anchors) + len(merged)}Q", *anchors, *merged)
+    return head + body + (b"" if title is None else title.encode("utf-8", "surrogatepass"))
+
+
+def unpack_record(
+    rec: bytes,
+) -> tuple[int, bool, tuple[int, ...], str | None, tuple[int, ...]]:
+    """(group, duplicate, merged from, title, anchors) of a :func:`pack_record` record.
+
+    Raises:
+        ValueError: *rec* is not one.
+    """
+    try:
+        gid, flags, anchors, merged = _RECORD.unpack_from(rec)
+        end = _RECORD.size + 8 * (anchors + merged)
+        values = struct.unpack_from(f"<{anchors + merged}Q", rec, _RECORD.size)
+    except struct.error as exc:
+        raise ValueError(f"a document record is torn: {exc}") from None
+    if flags & ~(_DUPLICATE | _TITLED) or (len(rec) != end and not flags & _TITLED):
+        raise ValueError("a document record is torn")
+    title = rec[end:].decode("utf-8", "surrogatepass") if flags & _TITLED else None
+    return gid, bool(flags & _DUPLICATE), values[anchors:], title, values[:anchors]
+
+
 def _records_within(docs: dict[Any, Any], counter: int) -> bool:
-    """Whether every document record of a snapshot has the shape :meth:`_Tables.add_member`
-    writes, checked a field at a time over all records (see :func:`_ints_within`)."""
+    """Whether every document record of a snapshot is one :meth:`_Tables.add_member` writes,
+    the headers checked a field at a time over all records (see :func:`_ints_within`), the
+    few records with merges or a title one by one."""
     recs = list(docs.values())
-    if not (
-        set(map(type, docs)) <= {str}
-        and set(map(type, recs)) <= {tuple}
-        and set(map(len, recs)) <= {5}
-    ):
+    if not (set(map(type, docs)) <= {str} and set(map(type, recs)) <= {bytes}):
         return False
-    gids, flags, merged, titles, fps = zip(*recs, strict=True) if recs else ((),) * 5
-    return (
-        _ints_within(gids, 1, counter + 1)
-        and set(map(type, flags)) <= {bool}
-        and set(map(type, merged)) <= {tuple}
-        and _ints_within([m for ms in merged for m in ms], 1, counter + 1)
-        and set(map(type, titles)) <= {str, type(None)}
-        and set(map(type, fps)) <= {bytes, tuple}
-        and not any(len(hs) & 7 for hs in fps if type(hs) is bytes)
-        and _ints_within([h for hs in fps if type(hs) is tuple for h in hs], 0, _U64)
+    try:
+        heads = list(map(_RECORD.unpack_from, recs))
+    except struct.error:
+        return False
+    gids, flags, anchors, merged = zip(*heads, strict=True) if heads else ((),) * 4
+    if not (_ints_within(gids, 1, counter + 1) and set(flags) <= {0, _DUPLICATE}):
+        return set(flags) <= {0, 1, 2, 3} and _each_record_within(recs, counter)
+    ends = [_RECORD.size + 8 * (a + m) for a, m in zip(anchors, merged, strict=True)]
+    if ends != list(map(len, recs)):
+        return False
+    return not any(merged) or _each_record_within(
+        [r for r, m in zip(recs, merged, strict=True) if m], counter
     )
 
 
+def _each_record_within(recs: Iterable[bytes], counter: int) -> bool:
+    for rec in recs:
+        try:
+            gid, _, merged, _, _ = unpack_record(rec)
+        except DAMAGE:
+            return False
+        if not (1 <= gid <= counter and _ints_within(merged, 1, counter + 1)):
+            return False
+    return True
+
+
 def _check_records(docs: dict[Any, Any], group: Callable[[Any], int]) -> None:
-    """The document records of a snapshot checked one by one, to name the first bad one."""
+    """The document records of a snapshot checked one by one, to name the first bad one; a
+    record of five fields (as snapshots before packed records kept them) is packed."""
     for doc_id, rec in docs.items():
         _text(doc_id, "doc_id")
+        if type(rec) is bytes:
+            try:
+                gid, _, merged, _, _ = unpack_record(rec)
+            except DAMAGE as exc:
+                raise ValueError(f"the record of {doc_id!r:.60} is damaged: {exc}") from exc
+            group(gid)
+            for m in merged:
+                group(m)
+            continue
         if type(rec) is not tuple or len(rec) != 5:
             raise ValueError(f"the record of {doc_id!r:.60} is not 5 fields")
         gid, duplicate, merged, title, fps = rec
@@ -220,8 +279,8 @@ def _check_records(docs: dict[Any, Any], group: Callable[[Any], int]) -> None:
         _text(title, "title", optional=True)
         if type(fps) is bytes and len(fps) % 8:
             raise ValueError(f"the packed anchors of {doc_id!r:.60} are torn")
-        if type(fps) is tuple:  # as snapshots before packed anchors kept them
-            _u64s(fps)
+        anchors = unpack_sketch(fps) if type(fps) is bytes else _u64s(fps)
+        docs[doc_id] = pack_record(gid, duplicate, merged, title, anchors)
 
 
 def _ints_within(values: Collection[Any], low: int, high: int) -> bool:
@@ -295,11 +354,8 @@ class _Tables:
         #: A group's doc ids in arrival order: the id itself while there is one (most groups:
         #: a str is no object the garbage collector walks, a list is), then a list.
         self.members: dict[int, str | list[str]] = {}
-        #: doc id -> (group, duplicate, merged from, title, anchors packed as a sketch; a
-        #: tuple in snapshots from before packing).
-        self.docs: dict[
-            str, tuple[int, bool, tuple[int, ...], str | None, bytes | tuple[int, ...]]
-        ] = {}
+        #: doc id -> (group, duplicate, merged from, title, anchors) packed: pack_record.
+        self.docs: dict[str, bytes] = {}
         self.counter = 0
         self.documents = 0
         #: Activity (documents added with a DocMeta): canonical id -> (first, last) seen,
@@ -390,9 +446,8 @@ class _Tables:
         rec = self.docs.get(doc_id)
         if rec is None:
             return None
-        sid, duplicate, merged, title, fps = rec
-        anchors = unpack_sketch(fps) if type(fps) is bytes else tuple(fps)
-        return DocumentRecord(doc_id, sid, duplicate, tuple(merged), title, anchors)
+        sid, duplicate, merged, title, anchors = unpack_record(rec)
+        return DocumentRecord(doc_id, sid, duplicate, merged, title, anchors)
 
     # -- writes: each changes the dicts and, when journaling, logs itself as an op; replay
     # feeds the ops back through the same methods, so there is one code path for both.
@@ -716,12 +771,10 @@ class _Tables:
             self.members[gid] = [ids, doc_id]
         else:
             ids.append(doc_id)
-        fps = record.fingerprints
-        # The anchors packed (8 bytes each, as a sketch): 16 int objects would take ~600 bytes.
-        entry = (gid, record.duplicate, record.merged_from, record.title, pack_sketch(fps))
-        self.docs[doc_id] = entry
+        fps, merged = record.fingerprints, record.merged_from
+        self.docs[doc_id] = pack_record(gid, record.duplicate, merged, record.title, fps)
         if self.log is not None:
-            self.log.append(["m", gid, doc_id, *entry[1:4], fps])
+            self.log.append(["m", gid, doc_id, record.duplicate, merged, record.title, fps])
 
     def apply(self, op: Any) -> None:
         """Replay one journaled op (the log must be off), checking it is one this store writes.
@@ -1331,7 +1384,7 @@ class MemoryStore(Store):
         ids = _ids(t.members.get(gid))
         if most is not None:
             ids = ids[:most]
-        members = tuple(Member(d, t.docs[d][3]) for d in ids)
+        members = tuple(Member(d, unpack_record(t.docs[d])[3]) for d in ids)
         return Group(gid, t.size.get(gid, 0), members)
 
     def _canonical(self, similar_id: int) -> int | None:
