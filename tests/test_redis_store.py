@@ -39,6 +39,9 @@ DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "zh_repo
 
 #: The hard bound on reporting a dead or hung server (the default timeouts are 1 s).
 UNAVAILABLE_BOUND = 2.0
+#: How many fields a split table's bucket holds on average before the next one splits
+#: (``FILL`` in nshash/stores/lua/nshash_common.lua).
+FILL = 16
 
 
 # -- synthetic stories with site boilerplate ------------------------------------------------
@@ -373,24 +376,98 @@ class TestKeyLayout:
         assert keys and all(k.startswith(f"{{{prefix}}}:") for k in keys)
         types = {k: client.type(k).decode() for k in keys}
         expected = {
-            "fp": "hash", "exact": "hash", "common": "set", "sizes": "zset",
-            "docs": "hash", "counter": "string", "documents": "string", "votes": "hash",
+            "split": "hash", "common": "set", "sizes": "zset",
+            "docs": "hash", "counter": "string", "documents": "string",
         }  # fmt: skip
         for name, kind in expected.items():
             assert types.pop(f"{{{prefix}}}:{name}") == kind, name
         # Only merged groups have a parent and only cut sketches a limit: maybe none here.
         assert types.pop(f"{{{prefix}}}:parent", "hash") == "hash"
         assert types.pop(f"{{{prefix}}}:limits", "hash") == "hash"
+        buckets = [k for k in types if k.split(":", 1)[1][:2] == "f:"]
         assert types and all(
-            (k.split(":", 1)[1][:2], t) in {("s:", "set"), ("m:", "list")} for k, t in types.items()
+            (k.split(":", 1)[1][:2], t)
+            in {("s:", "set"), ("m:", "list"), ("f:", "hash"), ("x:", "hash"), ("v:", "hash")}
+            for k, t in types.items()
         )
         assert len({redis.crc.key_slot(k.encode()) for k in keys}) == 1
-        # Fingerprints are signed 64-bit decimals, so sets of them are compact intsets.
+        # Fingerprints are signed 64-bit decimals, so sets of them are compact intsets; the
+        # anchors (exact texts, votes) are spread over small hashes by their last 5 digits,
+        # which Redis keeps as compact listpacks.
+        exact = [k for k in types if k.split(":", 1)[1][:2] == "x:"]
+        assert 0 < sum(client.hlen(k) for k in exact) <= len(results)
         anchors = {h for r in results for h in r.fingerprints}
-        fields = client.hkeys(f"{{{prefix}}}:fp")
+        fields = [f for k in buckets for f in client.hkeys(k)]
+        count, level, pointer = map(int, client.hget(f"{{{prefix}}}:split", "f").split())
+        assert len(fields) == len(anchors) == count
+        assert len(buckets) == 2**level + pointer > 16  # split past the first sixteen
         assert {int(f) % 2**64 for f in fields} == anchors
         assert any(int(f) < 0 for f in fields)
         assert client.object("encoding", f"{{{prefix}}}:s:1") == b"intset"
+        assert client.object("encoding", buckets[0]) == b"listpack"
+
+    def test_split_tables_grow_by_linear_hashing(self, redis_url: str) -> None:
+        """Past FILL fields a bucket on average the anchor table splits its next bucket in two
+        (linear hashing on the field's last 9 digits): every anchor sits in the bucket the rule
+        names, every bucket stays a compact listpack, none is lost (each document, cut, still
+        finds its group), and the count is exact (retention's tests see it fall as groups are
+        forgotten)."""
+        rng = random.Random(3)
+        docs = ["。".join(_sentence(rng) for _ in range(14)) for _ in range(560)]
+        with NSHash.open(redis_url) as nsh:
+            ids = [nsh.add(t, doc_id=f"d{i}").similar_id for i, t in enumerate(docs)]
+            prefix = nsh.store.prefix  # type: ignore[attr-defined]
+            client = _client(redis_url)
+            count, level, pointer = map(int, client.hget(f"{{{prefix}}}:split", "f").split())
+            assert level >= 8 and FILL * 2**level < count <= FILL * (2**level + pointer)
+            fields = 0
+            for key in client.scan_iter(match=f"{{{prefix}}}:f:*", count=1000):
+                tail = int(key.decode().split(":f:")[1])
+                assert client.object("encoding", key) == b"listpack"
+                for field in client.hkeys(key):
+                    x = int(field.decode()[-9:])
+                    want = x % 2**level
+                    if want < pointer:
+                        want = x % 2 ** (level + 1)
+                    assert tail == want, (field, tail, level, pointer)
+                    fields += 1
+            assert fields == count == nsh.stats().fingerprints
+            for i in range(0, 560, 37):
+                again = nsh.add("。".join(docs[i].split("。")[2:]), doc_id=f"again{i}")
+                assert again.similar_id == ids[i], i
+
+    def test_a_store_with_one_anchor_hash_keeps_it(self, redis_url: str) -> None:
+        """A store written before the anchor, exact-text and vote tables were split over
+        small hashes keeps each in its one hash: it answers as a split store does, and writes
+        there."""
+        docs = synthetic_corpus()
+        half = len(docs) // 2
+        with NSHash.open(redis_url) as nsh:
+            _feed(nsh, docs[:half])
+            prefix = nsh.store.prefix  # type: ignore[attr-defined]
+        client = _client(redis_url)
+        buckets = list(client.scan_iter(match=f"{{{prefix}}}:f:*", count=1000))
+        assert buckets
+        for code, table in (("f", "fp"), ("x", "exact"), ("v", "votes")):
+            for key in client.scan_iter(match=f"{{{prefix}}}:{code}:*", count=1000):
+                # back to the old layout: one hash a table, no count
+                client.hset(f"{{{prefix}}}:{table}", mapping=client.hgetall(key))
+                client.delete(key)
+        client.delete(f"{{{prefix}}}:split")
+        split_url = f"{redis_url.split('?')[0]}?prefix=split-{uuid.uuid4().hex[:8]}"
+        answers = []
+        for url in (redis_url, split_url):
+            with NSHash.open(url) as nsh:
+                if url == split_url:
+                    _feed(nsh, docs[:half])
+                results = _feed(nsh, docs[half:])
+                answers.append(([(r.similar_id, r.duplicate) for r in results],
+                                nsh.stats().fingerprints, nsh.query(docs[0][1])))  # fmt: skip
+        assert answers[0] == answers[1]
+        for code in "fxv":
+            assert not list(client.scan_iter(match=f"{{{prefix}}}:{code}:*", count=1000))
+        assert client.hlen(f"{{{prefix}}}:votes") and client.hlen(f"{{{prefix}}}:exact")
+        assert client.hlen(f"{{{prefix}}}:fp") == answers[0][1]
 
     def test_prefixes_are_independent(self, redis_base_url: str) -> None:
         """Two prefixes in one Redis keep separate counters and groups."""

@@ -26,10 +26,13 @@ are small decimal integers.
 =================  =======  ==================================================================
 key                type     holds
 =================  =======  ==================================================================
-``{P}:fp``         hash     anchor fingerprint -> group id (first group that used it; never moved)
-``{P}:exact``      hash     whole-text fingerprint -> group id
+``{P}:f:<b>``      hash     anchor fingerprint -> group id (first group that used it; never
+                            moved), for the anchors of bucket ``b`` (see below)
+``{P}:x:<b>``      hash     whole-text fingerprint -> group id (split as ``f``)
 ``{P}:common``     set      hashes learned to be boilerplate (kept ``votes`` groups apart)
-``{P}:votes``      hash     hash -> the groups kept apart on it so far, comma-separated
+``{P}:v:<b>``      hash     hash -> the groups kept apart on it so far, comma-separated (split
+                            as ``f``)
+``{P}:split``      hash     ``f``, ``x``, ``v`` -> ``"fields level pointer"`` of that table
 ``{P}:parent``     hash     merged group id -> the id it merged into (follow to the canonical id)
 ``{P}:sizes``      zset     canonical group id, zero-padded to 15 digits -> minus its size, so
                             ``ZRANGE BYSCORE`` lists the largest groups first, ties by id
@@ -55,12 +58,23 @@ key                type     holds
 ``{P}:forgotten``  string   with a window: how many groups were forgotten
 =================  =======  ==================================================================
 
+The anchor, exact-text and vote tables are split over small hashes by the last digits of
+their fields, which Redis keeps as compact listpacks (~15 bytes a field instead of ~90 in one
+big hash) while each holds at most ``hash-max-listpack-entries`` fields (128 by default). The
+split grows with the table by linear hashing on the field's last 9 digits: past 16 fields a
+hash on average, the next hash splits in two, so a hash holds about 16 to 32 fields whatever
+the table's size (short listpacks: a lookup scans few), and a new field moves about one
+other. The cost is server CPU: each anchor is a lookup of its own (an ``HGET`` each where one
+``HMGET`` did), about 40 % more a document for about 36 % less memory (``bench/README.md``).
+A store made before the split keeps one hash a table (``{P}:fp``, ``{P}:exact``,
+``{P}:votes``) and goes on using them.
+
 **Retention** (``?retention=30d``, see :mod:`~nshash.methods.nshash.retention`): every
 assignment sends the writer's clock; the script forgets up to 16 groups last seen before the
 window, hides the expired ones from matching, and dates the group the document joined. The
 window is set by the first write that names it and kept in ``{P}:retention``, so every writer
 follows it whether or not its URL names one. Forgetting deletes keys and fields inside the
-script, not through key expiry: a group's anchors are fields of the shared ``fp`` hash, which
+script, not through key expiry: a group's anchors are fields of hashes shared with others, which
 Redis 7.0 cannot expire one by one, and deleting them with the rest keeps every table exact.
 
 Failures: a connection that cannot be made or answered within the timeouts (1 s each by

@@ -38,16 +38,16 @@ if doc_id then
   local rec = redis.call('HGET', K_DOCS, doc_id)
   if rec then
     local root = parse_record(rec)
+    save_split()
     return 'R ' .. gs(resolve(root)) .. ' ' .. rec
   end
 end
 
-local ex = redis.call('HGET', K_EXACT, exact)
+local ex = tget(K_EXACT, exact)
 if ex and expired(ex) then ex = false end
 local all, ns, flags = hashes(8, not ex)
 local anchors, aidx = select_anchors(all, ns, flags, n)
-local known = {}
-if #anchors > 0 then known = redis.call('HMGET', K_FP, unpack(anchors)) end
+local known = fp_get(anchors)
 if WINDOWED then
   for i = 1, #anchors do
     if known[i] and expired(known[i]) then known[i] = false end
@@ -76,6 +76,7 @@ else
       merged[#merged + 1] = g
       local gsk, gmem, gz = BASE .. 's:' .. gs(g), BASE .. 'm:' .. gs(g), zm(g)
       redis.call('HSET', K_PARENT, gs(g), gs(root))
+      unresolve()
       local lr, lg = limit_of(root), limit_of(g)
       if redis.call('EXISTS', gsk) == 1 then
         redis.call('SUNIONSTORE', rsk, rsk, gsk)
@@ -123,7 +124,7 @@ else
       vote(hs, g, root, need)
     end
   end
-  redis.call('HSET', K_EXACT, exact, gs(root))
+  tset(K_EXACT, exact, gs(root))
   if WINDOWED then own(root, 'x', exact) end
 end
 
@@ -135,7 +136,7 @@ for i = 1, #anchors do
     if WINDOWED then own(root, 'f', anchors[i]) end
   end
 end
-if #fresh > 0 then redis.call('HSET', K_FP, unpack(fresh)) end
+fp_set(fresh)
 if WINDOWED then redis.call('ZADD', K_LAST, now, gs(root)) end
 if dup == 0 then
   redis.call('ZADD', K_SIZES, -1, zm(root))
@@ -160,5 +161,6 @@ if ARGV[13] ~= '-' then
   if doc_id then redis.call('HSET', BASE .. 'meta', doc_id, ARGV[14]) end
 end
 for i = 1, #merged do merged[i] = gs(merged[i]) end
+save_split()
 return table.concat({gs(root), tostring(dup), gs(seq), table.concat(aidx, ','),
   table.concat(merged, ',')}, ' ')

@@ -36,15 +36,162 @@ local function push(cmd, key, items, first, last)
   end
 end
 
+-- The anchor, exact-text and vote tables, split. A store made before the split keeps each in
+-- one hash (K_FP, K_EXACT, K_VOTES: ~90 bytes a field); since, each is split over small
+-- hashes {P}:<f|x|v>:<bucket>, which Redis keeps as compact listpacks (~15 bytes a field)
+-- while each holds at most hash-max-listpack-entries fields (128 by default). The split grows
+-- with the table by linear hashing: a field's number x is its last 9 digits; at level L with
+-- split pointer p its bucket is x mod 2^L, or x mod 2^(L + 1) where that is below p. Once
+-- the table holds more than FILL fields a bucket on average, bucket p splits in two and p
+-- moves on; when p reaches 2^L the level becomes L + 1. So a bucket holds about FILL to
+-- 2 FILL fields, whatever the table's size. {P}:split keeps "fields level pointer" for each
+-- table (f, x, v). The layout is read once a call: K_FP exists only in the old one (every
+-- document writes an anchor).
+local SPLIT_KEY = BASE .. 'split'
+local FILL = 16
+local CODE = {[K_FP] = 'f', [K_EXACT] = 'x', [K_VOTES] = 'v'}
+local FLAT = nil
+local STATE = {}
+
+local function flat()
+  if FLAT == nil then FLAT = redis.call('EXISTS', K_FP) == 1 end
+  return FLAT
+end
+
+local CHANGED = false
+
+-- Table t's {fields, level, pointer}: the three tables' read at the first need of a call; a
+-- split writes its table's at once, a count that only changed is written back by save_split
+-- once the call has made its writes.
+local function state(t)
+  if not STATE[t] then
+    local vs = redis.call('HMGET', SPLIT_KEY, 'f', 'x', 'v')
+    for i, table_key in ipairs({K_FP, K_EXACT, K_VOTES}) do
+      local s = {0, 4, 0}
+      if vs[i] then
+        local n, d, p = string.match(vs[i], '^(%d+) (%d+) (%d+)$')
+        s = {tonumber(n), tonumber(d), tonumber(p)}
+      end
+      STATE[table_key] = s
+    end
+  end
+  return STATE[t]
+end
+
+local function save_split()
+  if not CHANGED then return end
+  local out = {}
+  for t, s in pairs(STATE) do
+    out[#out + 1] = CODE[t]
+    out[#out + 1] = string.format('%d %d %d', s[1], s[2], s[3])
+  end
+  redis.call('HSET', SPLIT_KEY, unpack(out))
+  CHANGED = false
+end
+
+-- The bucket of field h (a decimal) at level d with split pointer p.
+local function bucket(h, d, p)
+  local x = tonumber(string.sub(h, -9)) or 0
+  local b = x % 2 ^ d
+  if b < p then b = x % 2 ^ (d + 1) end
+  return b
+end
+
+local function bucket_key(t, b) return BASE .. CODE[t] .. ':' .. string.format('%d', b) end
+
+-- The key that holds field h of table t (K_FP, K_EXACT or K_VOTES).
+local function at(t, h)
+  if flat() then return t end
+  local s = state(t)
+  return bucket_key(t, bucket(h, s[2], s[3]))
+end
+
+-- Split bucket p of table t in two: its fields of x mod 2^(L + 1) = p + 2^L move there.
+local function split_one(t, s)
+  local d, p = s[2], s[3]
+  local old, new = bucket_key(t, p), bucket_key(t, p + 2 ^ d)
+  local items = redis.call('HGETALL', old)
+  local moved, pairs = {}, {}
+  for i = 1, #items, 2 do
+    if bucket(items[i], d, p + 1) ~= p then
+      moved[#moved + 1] = items[i]
+      pairs[#pairs + 1] = items[i]
+      pairs[#pairs + 1] = items[i + 1]
+    end
+  end
+  if #moved > 0 then
+    push('HSET', new, pairs)
+    push('HDEL', old, moved)
+  end
+  p = p + 1
+  if p == 2 ^ d then d, p = d + 1, 0 end
+  s[2], s[3] = d, p
+  -- Kept at once: the moved fields are found only through the new pointer.
+  redis.call('HSET', SPLIT_KEY, CODE[t], string.format('%d %d %d', s[1], s[2], s[3]))
+end
+
+-- Table t gained (or, negative, lost) `by` fields: split while it is past FILL a bucket.
+local function grew(t, by)
+  if by == 0 or flat() then return end
+  local s = state(t)
+  s[1] = s[1] + by
+  while s[1] > FILL * (2 ^ s[2] + s[3]) do split_one(t, s) end
+  CHANGED = true
+end
+
+local function tget(t, h) return redis.call('HGET', at(t, h), h) end
+
+local function tset(t, h, v) grew(t, redis.call('HSET', at(t, h), h, v)) end
+
+local function tdel(t, h) grew(t, -redis.call('HDEL', at(t, h), h)) end
+
+-- The group ids of anchors[1..n] (false where none), as HMGET answers.
+local function fp_get(anchors)
+  if #anchors == 0 then return {} end
+  if flat() then return redis.call('HMGET', K_FP, unpack(anchors)) end
+  local out = {}
+  for i = 1, #anchors do out[i] = tget(K_FP, anchors[i]) end
+  return out
+end
+
+-- Set each anchor of pairs (anchor, id, anchor, id, ...).
+local function fp_set(pairs)
+  if #pairs == 0 then return end
+  if flat() then
+    redis.call('HSET', K_FP, unpack(pairs))
+    return
+  end
+  local new = 0
+  for i = 1, #pairs, 2 do
+    new = new + redis.call('HSET', at(K_FP, pairs[i]), pairs[i], pairs[i + 1])
+  end
+  grew(K_FP, new)
+end
+
+local function fp_count()
+  if flat() then return redis.call('HLEN', K_FP) end
+  return state(K_FP)[1]
+end
+
+-- Canonical ids found so far in this call (a document's anchors mostly hit one group, each
+-- hit was an HGET of K_PARENT); a write to K_PARENT empties it (unresolve).
+local RESOLVED = {}
+
 local function resolve(g)
   if type(g) == 'number' then g = gs(g) end
+  local known = RESOLVED[g]
+  if known then return known end
+  local first = g
   local p = redis.call('HGET', K_PARENT, g)
   while p do
     g = p
     p = redis.call('HGET', K_PARENT, g)
   end
-  return tonumber(g)
+  RESOLVED[first] = tonumber(g)
+  return RESOLVED[first]
 end
+
+local function unresolve() RESOLVED = {} end
 
 -- Activity: widen a group's first/last seen, and move a merged group's hours to its root.
 local K_SEEN = BASE .. 'seen'
@@ -225,7 +372,7 @@ local function vote(hs, g1, g2, need)
     local function note(g)
       if not seen[g] then seen[g] = true; list[#list + 1] = g end
     end
-    local old = redis.call('HGET', K_VOTES, h)
+    local old = tget(K_VOTES, h)
     if old then
       for g in string.gmatch(old, '%d+') do note(tonumber(g)) end
     end
@@ -248,14 +395,14 @@ local function vote(hs, g1, g2, need)
       list = roots
       if #list >= need then
         redis.call('SADD', K_COMMON, h)
-        redis.call('HDEL', K_VOTES, h)
+        tdel(K_VOTES, h)
         done = true
       end
     end
     if not done then
       table.sort(list)
       for i, g in ipairs(list) do list[i] = gs(g) end
-      redis.call('HSET', K_VOTES, h, table.concat(list, ','))
+      tset(K_VOTES, h, table.concat(list, ','))
     end
   end
 end
@@ -364,7 +511,7 @@ local function forget(g)
   if owned then
     for c, h in string.gmatch(owned, '([fxv])([^,]+)') do
       if c == 'v' then
-        local old = redis.call('HGET', K_VOTES, h)
+        local old = tget(K_VOTES, h)
         if old then
           local kept, dropped = {}, false
           for v in string.gmatch(old, '%d+') do
@@ -372,16 +519,18 @@ local function forget(g)
           end
           if dropped then
             if #kept == 0 then
-              redis.call('HDEL', K_VOTES, h)
+              tdel(K_VOTES, h)
             else
-              redis.call('HSET', K_VOTES, h, table.concat(kept, ','))
+              tset(K_VOTES, h, table.concat(kept, ','))
             end
           end
         end
+      elseif c == 'f' then
+        local v = tget(K_FP, h)
+        if v and ours[v] then tdel(K_FP, h) end
       else
-        local t = c == 'f' and K_FP or K_EXACT
-        local v = redis.call('HGET', t, h)
-        if v and ours[v] then redis.call('HDEL', t, h) end
+        local v = tget(K_EXACT, h)
+        if v and ours[v] then tdel(K_EXACT, h) end
       end
     end
   end
@@ -400,6 +549,7 @@ local function forget(g)
   end
   if ab then
     for m in string.gmatch(ab, '%d+') do redis.call('HDEL', K_PARENT, m) end
+    unresolve()
   end
   redis.call('DEL', ga, mk, BASE .. 's:' .. gk, BASE .. 'k:' .. gk, BASE .. 'b:' .. gk)
   redis.call('HDEL', K_LIMITS, gk)

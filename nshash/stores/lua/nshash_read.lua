@@ -27,7 +27,7 @@ if op == 'lookup' then
   local theta, merge_theta, merge_guard = thresholds(4)
   local explain = ARGV[10] == '1'
   date_groups(tonumber(ARGV[11]))
-  local ex = redis.call('HGET', K_EXACT, ARGV[6])
+  local ex = tget(K_EXACT, ARGV[6])
   if ex and expired(ex) then ex = false end
   if ex then
     if explain then return {'exact', resolve(ex)} end
@@ -35,8 +35,7 @@ if op == 'lookup' then
   end
   local all, ns, flags = hashes(7, true)
   local anchors = select_anchors(all, ns, flags, n)
-  local known = {}
-  if #anchors > 0 then known = redis.call('HMGET', K_FP, unpack(anchors)) end
+  local known = fp_get(anchors)
   for i = 1, #anchors do
     if known[i] and expired(known[i]) then known[i] = false end
   end
@@ -145,7 +144,7 @@ elseif op == 'stats' then
   return {
     tonumber(redis.call('GET', K_DOCUMENTS) or '0'),
     redis.call('ZCARD', K_SIZES),
-    redis.call('HLEN', K_FP),
+    fp_count(),
     redis.call('SCARD', K_COMMON),
     tonumber(redis.call('GET', K_COUNTER) or '0'),
     tonumber(redis.call('GET', K_WINDOW) or '0'),
