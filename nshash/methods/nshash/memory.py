@@ -229,17 +229,17 @@ def _records_within(docs: dict[Any, Any], counter: int) -> bool:
     except struct.error:
         return False
     gids, flags, anchors, merged = zip(*heads, strict=True) if heads else ((),) * 4
-    if not (_ints_within(gids, 1, counter + 1) and set(flags) <= {0, _DUPLICATE}):
-        return set(flags) <= {0, 1, 2, 3} and _each_record_within(recs, counter)
-    ends = [_RECORD.size + 8 * (a + m) for a, m in zip(anchors, merged, strict=True)]
-    if ends != list(map(len, recs)):
+    if not (_ints_within(gids, 1, counter + 1) and set(flags) <= {0, 1, 2, 3}):
         return False
-    return not any(merged) or _each_record_within(
-        [r for r, m in zip(recs, merged, strict=True) if m], counter
+    ends = [_RECORD.size + 8 * (a + m) for a, m in zip(anchors, merged, strict=True)]
+    rows = zip(recs, flags, merged, ends, map(len, recs), strict=True)
+    return _each_record_within(
+        [r for r, f, m, end, n in rows if m or f & _TITLED or end != n], counter
     )
 
 
 def _each_record_within(recs: Iterable[bytes], counter: int) -> bool:
+    """Whether each record is whole and names only ids handed out (a record read in full)."""
     for rec in recs:
         try:
             gid, _, merged, _, _ = unpack_record(rec)
