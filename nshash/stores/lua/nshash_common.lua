@@ -100,10 +100,24 @@ end
 local function bucket_key(t, b) return BASE .. CODE[t] .. ':' .. string.format('%d', b) end
 
 -- The key that holds field h of table t (K_FP, K_EXACT or K_VOTES).
+-- Remembered within a call (an anchor is looked up, then set; a vote read, then written)
+-- until the table's next split.
+local AT = {}
+
 local function at(t, h)
   if flat() then return t end
-  local s = state(t)
-  return bucket_key(t, bucket(h, s[2], s[3]))
+  local memo = AT[t]
+  if not memo then
+    memo = {}
+    AT[t] = memo
+  end
+  local key = memo[h]
+  if not key then
+    local s = state(t)
+    key = bucket_key(t, bucket(h, s[2], s[3]))
+    memo[h] = key
+  end
+  return key
 end
 
 -- Split bucket p of table t in two: its fields of x mod 2^(L + 1) = p + 2^L move there.
@@ -126,6 +140,7 @@ local function split_one(t, s)
   p = p + 1
   if p == 2 ^ d then d, p = d + 1, 0 end
   s[2], s[3] = d, p
+  AT[t] = nil
   -- Kept at once: the moved fields are found only through the new pointer.
   redis.call('HSET', SPLIT_KEY, CODE[t], string.format('%d %d %d', s[1], s[2], s[3]))
 end
