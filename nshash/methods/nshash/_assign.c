@@ -752,16 +752,27 @@ static PyObject *am_value_at(AnchorMap *m, const Shard *s, Py_ssize_t at)
     return out;
 }
 
-/* The value of *key* as a new object, NULL with no error when absent, NULL with one on error. */
-static PyObject *am_lookup(AnchorMap *m, PyObject *key)
+/* The shard and slot of *key* (through *s* and *at*; at -1 when absent, or when *key* is not
+ * an int in [0, 2**64)): 0, or -1 on an error. */
+static int am_locate(AnchorMap *m, PyObject *key, Shard **s, Py_ssize_t *at)
 {
     uint64_t k;
     int rc = am_key(key, &k);
+    *at = -1;
     if (rc)
-        return NULL;
+        return rc < 0 ? -1 : 0;
+    *s = am_find(m, k, at);
+    return 0;
+}
+
+/* The value of *key* as a new object, NULL with no error when absent, NULL with one on error. */
+static PyObject *am_lookup(AnchorMap *m, PyObject *key)
+{
+    Shard *s;
     Py_ssize_t at;
-    Shard *s = am_find(m, k, &at);
-    return at < 0 ? NULL : am_value_at(m, s, at);
+    if (am_locate(m, key, &s, &at) < 0 || at < 0)
+        return NULL;
+    return am_value_at(m, s, at);
 }
 
 static int am_store(AnchorMap *m, PyObject *key, PyObject *value)
@@ -803,12 +814,10 @@ static int am_store(AnchorMap *m, PyObject *key, PyObject *value)
 /* Delete *key* if present: 1 when it was, 0 when not, -1 on error. */
 static int am_discard(AnchorMap *m, PyObject *key)
 {
-    uint64_t k;
-    int rc = am_key(key, &k);
-    if (rc)
-        return rc < 0 ? -1 : 0;
+    Shard *s;
     Py_ssize_t at;
-    Shard *s = am_find(m, k, &at);
+    if (am_locate(m, key, &s, &at) < 0)
+        return -1;
     if (at < 0)
         return 0;
     s->vals[at * m->w] = TOMB;
@@ -930,12 +939,10 @@ static int AnchorMap_ass(AnchorMap *m, PyObject *key, PyObject *value)
 
 static int AnchorMap_contains(AnchorMap *m, PyObject *key)
 {
-    uint64_t k;
-    int rc = am_key(key, &k);
-    if (rc)
-        return rc < 0 ? -1 : 0;
+    Shard *s;
     Py_ssize_t at;
-    am_find(m, k, &at);
+    if (am_locate(m, key, &s, &at) < 0)
+        return -1;
     return at >= 0;
 }
 
@@ -1126,41 +1133,26 @@ static PyMethodDef AnchorMap_methods[] = {
     {"__sizeof__", (PyCFunction)AnchorMap_sizeof, METH_NOARGS, "Bytes held."},
     {NULL, NULL, 0, NULL}};
 
-static PyTypeObject AnchorMapType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "nshash.methods.nshash._assign.AnchorMap",
-    .tp_doc = "AnchorMap(packed=b''): fingerprint -> group id, 12 bytes an entry; packed: 8 "
-              "bytes of key, 4 of id an entry, little-endian.",
-    .tp_basicsize = sizeof(AnchorMap),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_new = AnchorMap_new,
-    .tp_dealloc = (destructor)AnchorMap_dealloc,
-    .tp_as_mapping = &AnchorMap_mapping,
-    .tp_as_sequence = &AnchorMap_sequence,
-    .tp_iter = (getiterfunc)AnchorMap_iter,
-    .tp_methods = AnchorMap_methods,
-    .tp_richcompare = AnchorMap_richcompare,
-    .tp_hash = PyObject_HashNotImplemented,
-};
+/* The two map types differ only in name and doc (AnchorMap_new sets a VoteMap's width). */
+#define MAP_TYPE(NAME, DOC)                                                                     \
+    {                                                                                           \
+        PyVarObject_HEAD_INIT(NULL, 0).tp_name = "nshash.methods.nshash._assign." NAME,         \
+        .tp_doc = DOC, .tp_basicsize = sizeof(AnchorMap), .tp_flags = Py_TPFLAGS_DEFAULT,       \
+        .tp_new = AnchorMap_new, .tp_dealloc = (destructor)AnchorMap_dealloc,                   \
+        .tp_as_mapping = &AnchorMap_mapping, .tp_as_sequence = &AnchorMap_sequence,             \
+        .tp_iter = (getiterfunc)AnchorMap_iter, .tp_methods = AnchorMap_methods,                \
+        .tp_richcompare = AnchorMap_richcompare, .tp_hash = PyObject_HashNotImplemented,        \
+    }
 
-static PyTypeObject VoteMapType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "nshash.methods.nshash._assign.VoteMap",
-    .tp_doc = "VoteMap(packed=b''): fingerprint -> tuple of group ids, 8 + 4 * width bytes an "
-              "entry (width 3, or the longest tuple stored); packed: the width (4 bytes), then "
-              "8 bytes of key and width ids of 4 bytes (0 past the tuple) an entry, "
-              "little-endian.",
-    .tp_basicsize = sizeof(AnchorMap),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_new = AnchorMap_new,
-    .tp_dealloc = (destructor)AnchorMap_dealloc,
-    .tp_as_mapping = &AnchorMap_mapping,
-    .tp_as_sequence = &AnchorMap_sequence,
-    .tp_iter = (getiterfunc)AnchorMap_iter,
-    .tp_methods = AnchorMap_methods,
-    .tp_richcompare = AnchorMap_richcompare,
-    .tp_hash = PyObject_HashNotImplemented,
-};
+static PyTypeObject AnchorMapType = MAP_TYPE(
+    "AnchorMap", "AnchorMap(packed=b''): fingerprint -> group id, 12 bytes an entry; packed: 8 "
+                 "bytes of key, 4 of id an entry, little-endian.");
+
+static PyTypeObject VoteMapType = MAP_TYPE(
+    "VoteMap", "VoteMap(packed=b''): fingerprint -> tuple of group ids, 8 + 4 * width bytes an "
+               "entry (width 3, or the longest tuple stored); packed: the width (4 bytes), then "
+               "8 bytes of key and width ids of 4 bytes (0 past the tuple) an entry, "
+               "little-endian.");
 
 /* fast_assign's reads and writes of the fp, exact and votes tables: a dict or a map. The read
  * is a new reference (NULL: absent, or an error when one is set). */
