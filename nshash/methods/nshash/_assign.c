@@ -146,20 +146,20 @@ static int sorted_has(const uint64_t *v, Py_ssize_t n, uint64_t x)
     return lo < n && v[lo] == x;
 }
 
-/* A packed sketch value (8 bytes, little-endian: how the memory store keeps a one-document
- * group's sketch) read and written. */
-static inline uint64_t load_le64(const unsigned char *p)
+/* An unsigned little-endian integer of *bytes* bytes read and written: a packed sketch value
+ * (8 bytes: how the memory store keeps a group's sketch), and the maps' and records' fields. */
+static inline uint64_t load_le(const unsigned char *p, int bytes)
 {
     uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
+    for (int b = bytes - 1; b >= 0; b--)
+        v = (v << 8) | p[b];
     return v;
 }
 
-static inline void store_le64(unsigned char *p, uint64_t v)
+static inline void store_le(unsigned char *p, uint64_t v, int bytes)
 {
-    for (int i = 0; i < 8; i++, v >>= 8)
-        p[i] = (unsigned char)v;
+    for (int b = 0; b < bytes; b++)
+        p[b] = (unsigned char)(v >> (8 * b));
 }
 
 /* The guard's comparison (see sketch_guard): counts into *mine*, *theirs* and *shared_n*,
@@ -219,7 +219,7 @@ static int guard_core(PyObject *sketch, uint64_t doc_limit, PyObject *values,
         const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(values);
         Py_ssize_t nv = PyBytes_GET_SIZE(values) / 8;
         for (i = 0; i < nv; i++) {
-            v = load_le64(p + 8 * i);
+            v = load_le(p + 8 * i, 8);
             if (v >= limit)
                 continue;
             int in = guard_common(ci, common, more, NULL, v);
@@ -823,20 +823,6 @@ static int am_discard(AnchorMap *m, PyObject *key)
     s->vals[at * m->w] = TOMB;
     m->n--;
     return 1;
-}
-
-static inline uint64_t load_le(const unsigned char *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int b = bytes - 1; b >= 0; b--)
-        v = (v << 8) | p[b];
-    return v;
-}
-
-static inline void store_le(unsigned char *p, uint64_t v, int bytes)
-{
-    for (int b = 0; b < bytes; b++)
-        p[b] = (unsigned char)(v >> (8 * b));
 }
 
 /* Fill the new map *m* from *packed* (see pack()). */
@@ -1481,7 +1467,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
                 goto fallback; /* a group without a packed sketch of its own: the Python way */
             const unsigned char *gp = (const unsigned char *)PyBytes_AS_STRING(vals);
             for (i = 1; i < PyBytes_GET_SIZE(vals) / 8; i++)
-                if (load_le64(gp + 8 * (i - 1)) >= load_le64(gp + 8 * i))
+                if (load_le(gp + 8 * (i - 1), 8) >= load_le(gp + 8 * i, 8))
                     goto fallback; /* packed, but not ascending: the Python way */
             joined = k;
         }
@@ -1504,7 +1490,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         /* A merge of the two ascending runs below the bound, without repeats, stopping at the
          * cap: the value that would come next is the new limit. */
         for (;;) {
-            int has_g = a < ng && (gv = load_le64(gp + 8 * a)) < cut;
+            int has_g = a < ng && (gv = load_le(gp + 8 * a, 8)) < cut;
             int has_d = 0;
             if (d < nd) {
                 sketch_value(PyTuple_GET_ITEM(sketch, d), &dv); /* checked by the guard */
@@ -1521,7 +1507,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
                 cut = next; /* the smallest value dropped */
                 break;
             }
-            store_le64(out + 8 * kept++, next);
+            store_le(out + 8 * kept++, next, 8);
         }
         if (kept < PyBytes_GET_SIZE(values) / 8 && _PyBytes_Resize(&values, 8 * kept) < 0)
             goto done;
@@ -1546,7 +1532,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
             unsigned char *p = (unsigned char *)PyBytes_AS_STRING(values);
             for (i = 0; i < keep; i++) {
                 sketch_value(PyTuple_GET_ITEM(sketch, i), &v); /* checked ascending above */
-                store_le64(p + 8 * i, v);
+                store_le(p + 8 * i, v, 8);
             }
         }
         if (!values || PyDict_SetItem(sketches, root, values) < 0)
