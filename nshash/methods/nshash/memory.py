@@ -50,7 +50,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, MutableMapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from ...errors import ConfigError, StoreClosedError, StoreCorruptError, StoreReadOnlyError
 from ...results import (
@@ -931,33 +931,42 @@ def _packed(table: MutableMapping[int, Any]) -> Any:
     return table if isinstance(table, dict) else table.pack()  # type: ignore[attr-defined]
 
 
+_Table = TypeVar("_Table", bound=MutableMapping[int, Any])
+
+
 def _anchors_of(value: Any, counter: int) -> MutableMapping[int, int]:
     """A snapshot's ``fp`` or ``exact`` table, checked: packed (an AnchorMap's ``pack()``) or
     a dict (the pure path's, and every snapshot before packing), into :func:`anchor_table`'s
     kind, every key an unsigned 64-bit int and every id one handed out."""
     if type(value) is bytes:
-        table = anchor_table(value)
-    elif type(value) is dict:
-        if not (_ints_within(value, 0, _U64) and _ints_within(value.values(), 1, counter + 1)):
-            for h, gid in value.items():
-                _u64(h)
-                if _gid(gid) > counter:
-                    raise ValueError(f"group {gid} is past the id counter {counter}")
-        if _MAP is None:
-            return value
-        table = _MAP()
-        for h, gid in value.items():
-            table[h] = gid
-    else:
+        return _unpacked_within(anchor_table(value), counter, "an anchor")
+    if type(value) is not dict:
         raise ValueError(f"an anchor table is a {type(value).__name__}")
+    if not (_ints_within(value, 0, _U64) and _ints_within(value.values(), 1, counter + 1)):
+        for h, gid in value.items():
+            _u64(h)
+            if _gid(gid) > counter:
+                raise ValueError(f"group {gid} is past the id counter {counter}")
+    if _MAP is None:
+        return value
+    table = anchor_table()
+    for h, gid in value.items():
+        table[h] = gid
+    return table
+
+
+def _unpacked_within(table: _Table, counter: int, what: str) -> _Table:
+    """*table*, read from a snapshot's packed bytes (which hold only ids from 1), if it names
+    no group past *counter*: a compiled map by its ``bounds()``, the pure path's dict by its
+    values (ids, or tuples of them)."""
     if isinstance(table, dict):
-        ids: Collection[int] = table.values()
-        if ids and (min(ids) < 1 or max(ids) > counter):
-            raise ValueError(f"an anchor names a group past the id counter {counter}")
+        ids = [g for v in table.values() for g in (v if type(v) is tuple else (v,))]
+        highest = max(ids, default=0)
     else:
         bounds = table.bounds()  # type: ignore[attr-defined]
-        if bounds is not None and bounds[1] > counter:
-            raise ValueError(f"an anchor names a group past the id counter {counter}")
+        highest = 0 if bounds is None else bounds[1]
+    if highest > counter:
+        raise ValueError(f"{what} names a group past the id counter {counter}")
     return table
 
 
@@ -966,12 +975,7 @@ def _votes_of(value: Any, counter: int) -> MutableMapping[int, tuple[int, ...]]:
     pure path's, and every snapshot before packing), into :func:`vote_table`'s kind, every key
     an unsigned 64-bit int and every id one handed out."""
     if type(value) is bytes:
-        table = vote_table(value)
-        bounds = table.bounds() if _VOTE_MAP is not None else None  # type: ignore[attr-defined]
-        ids = () if _VOTE_MAP is not None else [g for gids in table.values() for g in gids]
-        if (bounds is not None and bounds[1] > counter) or (ids and max(ids) > counter):
-            raise ValueError(f"a vote names a group past the id counter {counter}")
-        return table
+        return _unpacked_within(vote_table(value), counter, "a vote")
     if type(value) is not dict:
         raise ValueError(f"table 'votes' is a {type(value).__name__}")
     voted = (
