@@ -78,12 +78,14 @@ local function state(t)
   return STATE[t]
 end
 
+local function state_text(s) return string.format('%d %d %d', s[1], s[2], s[3]) end
+
 local function save_split()
   if not CHANGED then return end
   local out = {}
   for t, s in pairs(STATE) do
     out[#out + 1] = CODE[t]
-    out[#out + 1] = string.format('%d %d %d', s[1], s[2], s[3])
+    out[#out + 1] = state_text(s)
   end
   redis.call('HSET', SPLIT_KEY, unpack(out))
   CHANGED = false
@@ -125,16 +127,16 @@ local function split_one(t, s)
   local d, p = s[2], s[3]
   local old, new = bucket_key(t, p), bucket_key(t, p + 2 ^ d)
   local items = redis.call('HGETALL', old)
-  local moved, pairs = {}, {}
+  local moved, fields = {}, {}
   for i = 1, #items, 2 do
     if bucket(items[i], d, p + 1) ~= p then
       moved[#moved + 1] = items[i]
-      pairs[#pairs + 1] = items[i]
-      pairs[#pairs + 1] = items[i + 1]
+      fields[#fields + 1] = items[i]
+      fields[#fields + 1] = items[i + 1]
     end
   end
   if #moved > 0 then
-    push('HSET', new, pairs)
+    push('HSET', new, fields)
     push('HDEL', old, moved)
   end
   p = p + 1
@@ -142,7 +144,7 @@ local function split_one(t, s)
   s[2], s[3] = d, p
   AT[t] = nil
   -- Kept at once: the moved fields are found only through the new pointer.
-  redis.call('HSET', SPLIT_KEY, CODE[t], string.format('%d %d %d', s[1], s[2], s[3]))
+  redis.call('HSET', SPLIT_KEY, CODE[t], state_text(s))
 end
 
 -- Table t gained (or, negative, lost) `by` fields: split while it is past FILL a bucket.
@@ -169,18 +171,14 @@ local function fp_get(anchors)
   return out
 end
 
--- Set each anchor of pairs (anchor, id, anchor, id, ...).
-local function fp_set(pairs)
-  if #pairs == 0 then return end
+-- Set each anchor of fields (anchor, id, anchor, id, ...).
+local function fp_set(fields)
+  if #fields == 0 then return end
   if flat() then
-    redis.call('HSET', K_FP, unpack(pairs))
+    redis.call('HSET', K_FP, unpack(fields))
     return
   end
-  local new = 0
-  for i = 1, #pairs, 2 do
-    new = new + redis.call('HSET', at(K_FP, pairs[i]), pairs[i], pairs[i + 1])
-  end
-  grew(K_FP, new)
+  for i = 1, #fields, 2 do tset(K_FP, fields[i], fields[i + 1]) end
 end
 
 local function fp_count()
@@ -540,12 +538,10 @@ local function forget(g)
             end
           end
         end
-      elseif c == 'f' then
-        local v = tget(K_FP, h)
-        if v and ours[v] then tdel(K_FP, h) end
       else
-        local v = tget(K_EXACT, h)
-        if v and ours[v] then tdel(K_EXACT, h) end
+        local t = c == 'f' and K_FP or K_EXACT
+        local v = tget(t, h)
+        if v and ours[v] then tdel(t, h) end
       end
     end
   end
