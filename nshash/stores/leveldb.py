@@ -136,6 +136,10 @@ def reason(exc: Exception) -> str:
     return arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)
 
 
+#: How a backend error is introduced when the caller names no operation.
+_FAILED = "LevelDB failed in"
+
+
 class _ClosedDB:
     """Stands for the database while a reopen after a failed write has not succeeded."""
 
@@ -301,14 +305,14 @@ class LevelDB:
 
     # -- writing -------------------------------------------------------------------------
     @contextlib.contextmanager
-    def errors(self, doing: str = "LevelDB failed in") -> Iterator[None]:
+    def errors(self, doing: str = _FAILED) -> Iterator[None]:
         """plyvel's errors as :class:`~nshash.StoreError` naming the directory."""
         try:
             yield
         except plyvel.Error as exc:
             raise self.failure(exc, doing) from exc
 
-    def failure(self, exc: Exception, doing: str = "LevelDB failed in") -> StoreError:
+    def failure(self, exc: Exception, doing: str = _FAILED) -> StoreError:
         """The :class:`~nshash.StoreError` for plyvel's *exc* (what :meth:`errors` raises)."""
         return StoreError(f"{doing} {self.path!r}: {reason(exc)}", url=self.url)
 
@@ -477,7 +481,7 @@ class LevelKV(OrderedKV):
     def failed(self, why: str | None) -> None:
         self._host.failed = why
 
-    def errors(self, doing: str = "LevelDB failed in") -> contextlib.AbstractContextManager[None]:
+    def errors(self, doing: str = _FAILED) -> contextlib.AbstractContextManager[None]:
         return self._host.errors(doing)
 
     def get(self, key: bytes) -> bytes | None:

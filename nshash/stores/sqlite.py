@@ -61,6 +61,10 @@ _SYNCHRONOUS = {"always": "FULL", "everysec": "NORMAL", "no": "OFF"}
 _COPY_ATTEMPTS = 20
 
 
+#: How a backend error is introduced when the caller names no operation.
+_FAILED = "SQLite failed in"
+
+
 class SQLiteKV(OrderedKV):
     """A method's :class:`~nshash.stores.kv.OrderedKV` in a SQLite file, its keys under the
     method's :func:`~nshash.stores.kv.namespace` (see the module docstring).
@@ -219,13 +223,13 @@ class SQLiteKV(OrderedKV):
 
     # -- reading -------------------------------------------------------------------------
     @contextlib.contextmanager
-    def errors(self, doing: str = "SQLite failed in") -> Iterator[None]:
+    def errors(self, doing: str = _FAILED) -> Iterator[None]:
         try:
             yield
         except sqlite3.Error as exc:
             raise self._failure(exc, doing) from exc
 
-    def _failure(self, exc: Exception, doing: str = "SQLite failed in") -> StoreError:
+    def _failure(self, exc: Exception, doing: str = _FAILED) -> StoreError:
         return StoreError(f"{doing} {self.path!r}: {exc}", url=self.url)
 
     def get(self, key: bytes) -> bytes | None:
