@@ -497,15 +497,63 @@ def test_vote_table_packs_alike_on_both_paths(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.undo()
 
 
+def test_group_table_acts_as_a_dict_keyed_by_group_id() -> None:
+    """The per-group tables (sketch, size, members): a GroupTable compiled, a dict on the pure
+    path. A random run of writes, deletions and reads answers as a dict does; keys come in id
+    order; a page whose last entry goes is given back; a bad id is refused on a write and is
+    simply absent on a read."""
+    import gc
+    import random
+    import sys
+
+    if memory._GROUP_TABLE is None:
+        pytest.skip("the compiled assignment is not built")
+    rng = random.Random(5)
+    table, mirror = memory.group_table(), {}
+    for step in range(20_000):
+        gid = rng.choice((rng.randrange(1, 300), rng.randrange(1, 50_000), 2**32 - 2))
+        op = rng.random()
+        if op < 0.5:
+            table[gid] = mirror[gid] = rng.choice((step, f"d{step}", [f"d{step}"], b"x" * 8))
+        elif op < 0.7:
+            assert table.pop(gid, None) == mirror.pop(gid, None)
+        elif op < 0.8 and gid in mirror:
+            del table[gid], mirror[gid]
+        else:
+            assert table.get(gid) == mirror.get(gid) and (gid in table) == (gid in mirror)
+    assert len(table) == len(mirror) and table == mirror and mirror == table
+    assert list(table) == table.keys() == sorted(mirror)  # type: ignore[comparison-overlap]
+    assert table.items() == sorted(mirror.items())  # type: ignore[comparison-overlap]
+    assert memory._plain(table) == mirror and type(memory._plain(table)) is dict
+    assert memory.group_table(mirror) == mirror
+    for bad in (0, -1, 2**32 - 1, 2**64, 1.0, "1", True):
+        assert bad not in table and table.get(bad, "none") == "none"
+        with pytest.raises(KeyError):
+            table[bad]
+        with pytest.raises((ValueError, TypeError)):
+            table[bad] = 1
+    with pytest.raises(KeyError):
+        del table[299_999]
+    full = sys.getsizeof(table)
+    for gid in list(table):
+        del table[gid]
+    assert len(table) == 0 and sys.getsizeof(table) < full - 3 * 4096 * 8  # pages given back
+    loop: list[object] = []
+    loop.append(loop)
+    table[1] = loop  # a cycle through the table is the collector's to break
+    del loop, table
+    gc.collect()
+
+
 def test_snapshots_cross_between_the_compiled_and_the_pure_path(tmp_path: Path) -> None:
     """The compiled path keeps its anchor and vote tables as AnchorMaps and a VoteMap and packs
-    them into the snapshot; the pure path keeps dicts. Each reads the other's snapshot, with the
-    same answers."""
+    them into the snapshot, and its per-group tables as GroupTables; the pure path keeps dicts.
+    Each reads the other's snapshot, with the same answers."""
     import subprocess
     import sys
 
     script = (
-        "import sys, nshash\n"
+        "import sys, zlib, nshash\n"
         "from nshash.methods.nshash import memory\n"
         "url, write = sys.argv[1], sys.argv[2] == 'write'\n"
         "with nshash.NSHash.open(url) as nsh:\n"
@@ -521,7 +569,10 @@ def test_snapshots_cross_between_the_compiled_and_the_pure_path(tmp_path: Path) 
         "                      'It was reported on day 7 by the city desk of the paper.')\n"
         "    t = nsh.store._t\n"
         "    votes = hash(tuple(sorted(t.votes.items())))\n"
-        "    print(type(t.fp).__name__, type(t.votes).__name__, len(t.votes), votes,\n"
+        "    groups = repr([sorted(g.items()) for g in (t.sketch, t.size, t.members)])\n"
+        "    groups = zlib.crc32(groups.encode())\n"
+        "    print(type(t.fp).__name__, type(t.votes).__name__, type(t.sketch).__name__,\n"
+        "          len(t.votes), votes, groups,\n"
         "          s.documents, s.groups, s.fingerprints, probe)\n"
     )
 
@@ -541,8 +592,9 @@ def test_snapshots_cross_between_the_compiled_and_the_pure_path(tmp_path: Path) 
     compiled = run(f"memory://{tmp_path}/c.pkl", True, pure=False)
     if compiled[0] != "AnchorMap":
         pytest.skip("the compiled assignment is not built")
-    assert compiled[1] == "VoteMap" and int(compiled[2]) > 0  # votes were cast
-    assert run(f"memory://{tmp_path}/c.pkl", False, pure=True) == ["dict", "dict", *compiled[2:]]
+    assert compiled[1:3] == ["VoteMap", "GroupTable"] and int(compiled[3]) > 0  # votes cast
+    dicts = ["dict", "dict", "dict", *compiled[3:]]
+    assert run(f"memory://{tmp_path}/c.pkl", False, pure=True) == dicts
     pure = run(f"memory://{tmp_path}/p.pkl", True, pure=True)
-    assert pure == ["dict", "dict", *compiled[2:]]
+    assert pure == dicts
     assert run(f"memory://{tmp_path}/p.pkl", False, pure=False) == compiled

@@ -21,7 +21,7 @@
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 3 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 4 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -1140,19 +1140,339 @@ static PyTypeObject VoteMapType = MAP_TYPE(
                "8 bytes of key and width ids of 4 bytes (0 past the tuple) an entry, "
                "little-endian.");
 
-/* fast_assign's reads and writes of the fp, exact and votes tables: a dict or a map. The read
+/* -- GroupTable: group id -> object, a slot per id ------------------------------------------
+ *
+ * The memory store's per-group tables (sketch, size, members) are keyed by group ids, which a
+ * counter hands out from 1 and never reuses: so they are slots indexed by id, 8 bytes an
+ * entry, where a dict entry with its int key takes about 70. The slots lie in pages of
+ * GT_PAGE ids, made when an id in them is first set and freed when their last entry goes (a
+ * retention window's forgotten groups give their pages back), so a table grows without a
+ * rehash (no pause as a dict's resize makes) and sparse ids cost a page each. Keys, values
+ * and items come in id order. */
+#define GT_SHIFT 12
+#define GT_PAGE (1 << GT_SHIFT)
+
+typedef struct {
+    PyObject_HEAD
+    PyObject ***pages; /* pages[i]: the slots of ids i * GT_PAGE ... (i + 1) * GT_PAGE - 1, or NULL */
+    uint16_t *live;    /* entries in each page (GT_PAGE fits: a page is freed at 0) */
+    Py_ssize_t npages; /* pages[] allocated */
+    Py_ssize_t n;      /* entries */
+} GroupTable;
+
+static PyTypeObject GroupTableType;
+#define IS_GROUPS(o) (Py_TYPE(o) == &GroupTableType)
+
+/* *key* as an id: 0, 1 when it is not an int in [1, TOMB) (no such key), -1 on error. */
+static int gt_id(PyObject *key, uint32_t *id)
+{
+    uint64_t k;
+    int rc = am_key(key, &k);
+    if (rc == 0 && (k == 0 || k >= TOMB))
+        rc = 1;
+    *id = (uint32_t)k;
+    return rc;
+}
+
+/* The slot of *id*, or NULL when its page is not made. */
+static inline PyObject **gt_slot(const GroupTable *g, uint32_t id)
+{
+    Py_ssize_t p = id >> GT_SHIFT;
+    return p < g->npages && g->pages[p] ? &g->pages[p][id & (GT_PAGE - 1)] : NULL;
+}
+
+/* The value of *key*, borrowed: NULL with no error when absent, NULL with one on error. */
+static PyObject *gt_borrow(const GroupTable *g, PyObject *key)
+{
+    uint32_t id;
+    int rc = gt_id(key, &id);
+    PyObject **slot = rc == 0 ? gt_slot(g, id) : NULL;
+    return slot ? *slot : NULL;
+}
+
+static int gt_store(GroupTable *g, PyObject *key, PyObject *value)
+{
+    uint32_t id;
+    int rc = gt_id(key, &id);
+    if (rc > 0)
+        PyErr_Format(PyExc_ValueError, "a group table's keys are group ids from 1 to %u, not %R",
+                     TOMB - 1, key);
+    if (rc)
+        return -1;
+    Py_ssize_t p = id >> GT_SHIFT;
+    if (p >= g->npages) {
+        Py_ssize_t want = p + 1 > g->npages * 2 ? p + 1 : g->npages * 2;
+        PyObject ***pages = PyMem_Realloc(g->pages, (size_t)want * sizeof *pages);
+        uint16_t *live = pages ? PyMem_Realloc(g->live, (size_t)want * sizeof *live) : NULL;
+        if (pages)
+            g->pages = pages;
+        if (!live) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        g->live = live;
+        memset(pages + g->npages, 0, (size_t)(want - g->npages) * sizeof *pages);
+        memset(live + g->npages, 0, (size_t)(want - g->npages) * sizeof *live);
+        g->npages = want;
+    }
+    if (!g->pages[p] && !(g->pages[p] = PyMem_Calloc(GT_PAGE, sizeof(PyObject *)))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    PyObject **slot = &g->pages[p][id & (GT_PAGE - 1)], *old = *slot;
+    *slot = Py_NewRef(value);
+    if (old)
+        Py_DECREF(old);
+    else
+        g->live[p]++, g->n++;
+    return 0;
+}
+
+/* Take *key* out: its value (a new reference), NULL with no error when absent, NULL with one
+ * on error. */
+static PyObject *gt_take(GroupTable *g, PyObject *key)
+{
+    uint32_t id;
+    PyObject **slot = gt_id(key, &id) == 0 ? gt_slot(g, id) : NULL, *old = slot ? *slot : NULL;
+    if (!old)
+        return NULL;
+    *slot = NULL;
+    g->n--;
+    Py_ssize_t p = id >> GT_SHIFT;
+    if (--g->live[p] == 0)
+        PyMem_Free(g->pages[p]), g->pages[p] = NULL;
+    return old;
+}
+
+static int gt_clear(GroupTable *g)
+{
+    for (Py_ssize_t p = 0; p < g->npages; p++) {
+        PyObject **page = g->pages[p];
+        if (!page)
+            continue;
+        g->pages[p] = NULL;
+        for (Py_ssize_t i = 0; i < GT_PAGE; i++)
+            Py_XDECREF(page[i]);
+        PyMem_Free(page);
+    }
+    PyMem_Free(g->pages);
+    PyMem_Free(g->live);
+    g->pages = NULL;
+    g->live = NULL;
+    g->npages = g->n = 0;
+    return 0;
+}
+
+static int gt_traverse(GroupTable *g, visitproc visit, void *arg)
+{
+    for (Py_ssize_t p = 0; p < g->npages; p++)
+        for (Py_ssize_t i = 0; g->pages[p] && i < GT_PAGE; i++)
+            Py_VISIT(g->pages[p][i]);
+    return 0;
+}
+
+static void GroupTable_dealloc(GroupTable *g)
+{
+    PyObject_GC_UnTrack(g);
+    gt_clear(g);
+    Py_TYPE(g)->tp_free((PyObject *)g);
+}
+
+static PyObject *GroupTable_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *entries = NULL;
+    static char *kwlist[] = {"entries", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O!", kwlist, &PyDict_Type, &entries))
+        return NULL;
+    GroupTable *g = (GroupTable *)type->tp_alloc(type, 0);
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (g && entries && PyDict_Next(entries, &pos, &key, &value))
+        if (gt_store(g, key, value) < 0)
+            Py_CLEAR(g);
+    return (PyObject *)g;
+}
+
+static Py_ssize_t GroupTable_len(GroupTable *g) { return g->n; }
+
+static PyObject *GroupTable_subscript(GroupTable *g, PyObject *key)
+{
+    PyObject *v = gt_borrow(g, key);
+    if (!v && !PyErr_Occurred())
+        PyErr_SetObject(PyExc_KeyError, key);
+    return Py_XNewRef(v);
+}
+
+static int GroupTable_ass(GroupTable *g, PyObject *key, PyObject *value)
+{
+    if (value)
+        return gt_store(g, key, value);
+    PyObject *old = gt_take(g, key);
+    if (!old && !PyErr_Occurred())
+        PyErr_SetObject(PyExc_KeyError, key);
+    Py_XDECREF(old);
+    return old ? 0 : -1;
+}
+
+static int GroupTable_contains(GroupTable *g, PyObject *key)
+{
+    return gt_borrow(g, key) ? 1 : PyErr_Occurred() ? -1 : 0;
+}
+
+static PyObject *GroupTable_get(GroupTable *g, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "get(key, default=None)");
+        return NULL;
+    }
+    PyObject *v = gt_borrow(g, args[0]);
+    return v || PyErr_Occurred() ? Py_XNewRef(v) : Py_NewRef(nargs == 2 ? args[1] : Py_None);
+}
+
+static PyObject *GroupTable_pop(GroupTable *g, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "pop(key[, default])");
+        return NULL;
+    }
+    PyObject *v = gt_take(g, args[0]);
+    if (v || PyErr_Occurred())
+        return v;
+    if (nargs == 2)
+        return Py_NewRef(args[1]);
+    PyErr_SetObject(PyExc_KeyError, args[0]);
+    return NULL;
+}
+
+/* keys(), values() or items() (what = 0, 1, 2) as a list, in id order. */
+static PyObject *gt_list(GroupTable *g, int what)
+{
+    PyObject *out = PyList_New(g->n);
+    Py_ssize_t at = 0;
+    for (Py_ssize_t p = 0; out && p < g->npages; p++)
+        for (Py_ssize_t i = 0; out && g->pages[p] && i < GT_PAGE; i++) {
+            PyObject *v = g->pages[p][i], *k = NULL, *item;
+            if (!v)
+                continue;
+            if (what != 1 && !(k = PyLong_FromSsize_t((p << GT_SHIFT) + i))) {
+                Py_CLEAR(out);
+                break;
+            }
+            item = what == 0 ? k : what == 1 ? Py_NewRef(v) : PyTuple_Pack(2, k, v);
+            if (what == 2)
+                Py_DECREF(k);
+            if (!item)
+                Py_CLEAR(out);
+            else
+                PyList_SET_ITEM(out, at++, item);
+        }
+    return out;
+}
+
+static PyObject *GroupTable_keys(GroupTable *g, PyObject *unused) { return gt_list(g, 0); }
+static PyObject *GroupTable_values(GroupTable *g, PyObject *unused) { return gt_list(g, 1); }
+static PyObject *GroupTable_items(GroupTable *g, PyObject *unused) { return gt_list(g, 2); }
+
+static PyObject *GroupTable_iter(GroupTable *g)
+{
+    PyObject *keys = gt_list(g, 0);
+    if (!keys)
+        return NULL;
+    PyObject *it = PyObject_GetIter(keys);
+    Py_DECREF(keys);
+    return it;
+}
+
+static PyObject *GroupTable_sizeof(GroupTable *g, PyObject *unused)
+{
+    Py_ssize_t held = (Py_ssize_t)sizeof(GroupTable) + g->npages * (Py_ssize_t)(sizeof(void *) + 2);
+    for (Py_ssize_t p = 0; p < g->npages; p++)
+        held += g->pages[p] ? GT_PAGE * (Py_ssize_t)sizeof(PyObject *) : 0;
+    return PyLong_FromSsize_t(held);
+}
+
+/* Equal to a GroupTable or a dict holding the same keys with equal values. */
+static PyObject *GroupTable_richcompare(PyObject *a, PyObject *b, int op)
+{
+    if ((op != Py_EQ && op != Py_NE) || !(IS_GROUPS(b) || PyDict_Check(b)))
+        Py_RETURN_NOTIMPLEMENTED;
+    GroupTable *g = (GroupTable *)a;
+    int same = PyObject_Size(b) == g->n;
+    PyObject *items = same ? gt_list(g, 2) : NULL;
+    if (same && !items)
+        return NULL;
+    for (Py_ssize_t i = 0; same && i < g->n; i++) {
+        PyObject *item = PyList_GET_ITEM(items, i);
+        PyObject *theirs = PyObject_GetItem(b, PyTuple_GET_ITEM(item, 0));
+        if (!theirs) {
+            if (!PyErr_ExceptionMatches(PyExc_KeyError)) {
+                Py_DECREF(items);
+                return NULL;
+            }
+            PyErr_Clear();
+            same = 0;
+            break;
+        }
+        same = PyObject_RichCompareBool(PyTuple_GET_ITEM(item, 1), theirs, Py_EQ);
+        Py_DECREF(theirs);
+        if (same < 0) {
+            Py_DECREF(items);
+            return NULL;
+        }
+    }
+    Py_XDECREF(items);
+    return PyBool_FromLong(op == Py_EQ ? same : !same);
+}
+
+static PyMappingMethods GroupTable_mapping = {
+    (lenfunc)GroupTable_len, (binaryfunc)GroupTable_subscript, (objobjargproc)GroupTable_ass};
+static PySequenceMethods GroupTable_sequence = {.sq_contains = (objobjproc)GroupTable_contains};
+
+static PyMethodDef GroupTable_methods[] = {
+    {"get", (PyCFunction)(void (*)(void))GroupTable_get, METH_FASTCALL,
+     "get(key, default=None): the value of key, or default."},
+    {"pop", (PyCFunction)(void (*)(void))GroupTable_pop, METH_FASTCALL,
+     "pop(key[, default]): remove key and return its value."},
+    {"keys", (PyCFunction)GroupTable_keys, METH_NOARGS, "The keys, as a list in id order."},
+    {"values", (PyCFunction)GroupTable_values, METH_NOARGS, "The values, in id order."},
+    {"items", (PyCFunction)GroupTable_items, METH_NOARGS, "(key, value) pairs, in id order."},
+    {"__sizeof__", (PyCFunction)GroupTable_sizeof, METH_NOARGS, "Bytes held."},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject GroupTableType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "nshash.methods.nshash._assign.GroupTable",
+    .tp_doc = "GroupTable(entries={}): group id (1 to 2**32 - 2) -> object, 8 bytes an entry, "
+              "in pages of 4096 ids; keys, values and items in id order.",
+    .tp_basicsize = sizeof(GroupTable), .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = GroupTable_new, .tp_dealloc = (destructor)GroupTable_dealloc,
+    .tp_traverse = (traverseproc)gt_traverse, .tp_clear = (inquiry)gt_clear,
+    .tp_as_mapping = &GroupTable_mapping, .tp_as_sequence = &GroupTable_sequence,
+    .tp_iter = (getiterfunc)GroupTable_iter, .tp_methods = GroupTable_methods,
+    .tp_richcompare = GroupTable_richcompare, .tp_hash = PyObject_HashNotImplemented,
+};
+
+/* fast_assign's reads and writes of the tables: a dict, a map or a GroupTable. The read
  * is a new reference (NULL: absent, or an error when one is set). */
+/* A dict's or a GroupTable's value, borrowed (NULL: absent, or an error when one is set). */
+static PyObject *table_borrow(PyObject *table, PyObject *key)
+{
+    return IS_GROUPS(table) ? gt_borrow((GroupTable *)table, key)
+                            : PyDict_GetItemWithError(table, key);
+}
+
 static PyObject *table_get(PyObject *table, PyObject *key)
 {
     if (IS_MAP(table))
         return am_lookup((AnchorMap *)table, key);
-    return Py_XNewRef(PyDict_GetItemWithError(table, key));
+    return Py_XNewRef(table_borrow(table, key));
 }
 
 static int table_set(PyObject *table, PyObject *key, PyObject *value)
 {
     if (IS_MAP(table))
         return am_store((AnchorMap *)table, key, value);
+    if (IS_GROUPS(table))
+        return gt_store((GroupTable *)table, key, value);
     return PyDict_SetItem(table, key, value);
 }
 
@@ -1161,6 +1481,11 @@ static int table_discard(PyObject *table, PyObject *key)
 {
     if (IS_MAP(table))
         return am_discard((AnchorMap *)table, key) < 0 ? -1 : 0;
+    if (IS_GROUPS(table)) {
+        PyObject *old = gt_take((GroupTable *)table, key);
+        Py_XDECREF(old);
+        return old || !PyErr_Occurred() ? 0 : -1;
+    }
     int has = PyDict_Contains(table, key);
     return has < 0 || (has && PyDict_DelItem(table, key) < 0) ? -1 : 0;
 }
@@ -1190,7 +1515,8 @@ static PyObject *table(PyObject *t, int which, PyTypeObject *type)
 {
     PyObject *o = PyObject_GetAttr(t, table_keys[which]);
     int mapped = which == T_FP || which == T_EXACT || which == T_VOTES;
-    if (o && Py_TYPE(o) != type && !(mapped && IS_MAP(o))) {
+    int grouped = which == T_SKETCH || which == T_LIMIT || which == T_SIZE || which == T_MEMBERS;
+    if (o && Py_TYPE(o) != type && !(mapped && IS_MAP(o)) && !(grouped && IS_GROUPS(o))) {
         PyErr_Format(PyExc_TypeError, "fast_assign: table %s is a %s", table_names[which],
                      Py_TYPE(o)->tp_name);
         Py_CLEAR(o);
@@ -1237,14 +1563,14 @@ static int bump_attr(PyObject *t, int which)
 
 static int bump_item(PyObject *d, PyObject *key)
 {
-    PyObject *o = PyDict_GetItemWithError(d, key), *more;
+    PyObject *o = table_borrow(d, key), *more;
     if (!o) {
         if (!PyErr_Occurred())
             PyErr_SetObject(PyExc_KeyError, key);
         return -1;
     }
     more = PyNumber_Add(o, ONE);
-    int rc = more ? PyDict_SetItem(d, key, more) : -1;
+    int rc = more ? table_set(d, key, more) : -1;
     Py_XDECREF(more);
     return rc;
 }
@@ -1441,10 +1767,10 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     /* The guard, for each candidate. */
     for (k = 0; k < nc; k++) {
-        PyObject *vals = PyDict_GetItemWithError(sketches, cand[k]);
+        PyObject *vals = table_borrow(sketches, cand[k]);
         if (!vals && PyErr_Occurred())
             goto done;
-        PyObject *gl = PyDict_GetItemWithError(limits, cand[k]);
+        PyObject *gl = table_borrow(limits, cand[k]);
         if (!gl && PyErr_Occurred())
             goto done;
         uint64_t group_limit = no_limit;
@@ -1474,10 +1800,10 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     if (joined >= 0) { /* the document's values and the group's, joined (combine_sketch) */
         root = Py_NewRef(cand[joined]);
-        PyObject *old = PyDict_GetItem(sketches, root); /* packed and ascending (checked) */
+        PyObject *old = table_borrow(sketches, root); /* packed and ascending (checked) */
         const unsigned char *gp = (const unsigned char *)PyBytes_AS_STRING(old);
         Py_ssize_t ng = PyBytes_GET_SIZE(old) / 8, nd = PyTuple_GET_SIZE(sketch), a = 0, d = 0;
-        PyObject *gl = PyDict_GetItem(limits, root);
+        PyObject *gl = table_borrow(limits, root);
         uint64_t old_limit = no_limit, cut;
         if (gl)
             sketch_value(gl, &old_limit); /* checked by the guard */
@@ -1511,7 +1837,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         }
         if (kept < PyBytes_GET_SIZE(values) / 8 && _PyBytes_Resize(&values, 8 * kept) < 0)
             goto done;
-        if (PyDict_SetItem(sketches, root, values) < 0 || !(bound = PyLong_FromUnsignedLongLong(cut)))
+        if (table_set(sketches, root, values) < 0 || !(bound = PyLong_FromUnsignedLongLong(cut)))
             goto done;
     } else { /* a new story */
         duplicate = 0;
@@ -1535,10 +1861,10 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
                 store_le(p + 8 * i, v, 8);
             }
         }
-        if (!values || PyDict_SetItem(sketches, root, values) < 0)
+        if (!values || table_set(sketches, root, values) < 0)
             goto done;
         PyObject *zero = PyLong_FromLong(0);
-        rc = zero ? PyDict_SetItem(size, root, zero) : -1;
+        rc = zero ? table_set(size, root, zero) : -1;
         Py_XDECREF(zero);
         if (rc < 0)
             goto done;
@@ -1547,9 +1873,9 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     uint64_t b = no_limit;
     sketch_value(bound, &b);
     if (b < no_limit) {
-        if (PyDict_SetItem(limits, root, bound) < 0)
+        if (table_set(limits, root, bound) < 0)
             goto done;
-    } else if (PyDict_Contains(limits, root) == 1 && PyDict_DelItem(limits, root) < 0) {
+    } else if (table_discard(limits, root) < 0) {
         goto done;
     }
     /* The refused candidates' hashes get their votes, in candidate order. */
@@ -1584,16 +1910,16 @@ write:
         if (!members)
             goto done;
         /* One member is kept as its id (a str), more as a list (memory.py: _Tables.members). */
-        list = PyDict_GetItemWithError(members, root);
+        list = table_borrow(members, root);
         if (!list) {
-            rc = PyErr_Occurred() ? -1 : PyDict_SetItem(members, root, doc_id);
+            rc = PyErr_Occurred() ? -1 : table_set(members, root, doc_id);
         } else if (PyUnicode_Check(list)) {
             PyObject *pair = PyList_New(2);
             if (pair) {
                 PyList_SET_ITEM(pair, 0, Py_NewRef(list));
                 PyList_SET_ITEM(pair, 1, Py_NewRef(doc_id));
             }
-            rc = pair ? PyDict_SetItem(members, root, pair) : -1;
+            rc = pair ? table_set(members, root, pair) : -1;
             Py_XDECREF(pair);
         } else {
             rc = PyList_Append(list, doc_id);
@@ -1718,7 +2044,7 @@ static struct PyModuleDef assign_module = {
 PyMODINIT_FUNC PyInit__assign(void)
 {
     if (PyType_Ready(&CommonIndexType) < 0 || PyType_Ready(&AnchorMapType) < 0
-        || PyType_Ready(&VoteMapType) < 0)
+        || PyType_Ready(&VoteMapType) < 0 || PyType_Ready(&GroupTableType) < 0)
         return NULL;
     if ((!ONE && !(ONE = PyLong_FromLong(1))) || intern_table_names() < 0)
         return NULL;
@@ -1728,7 +2054,8 @@ PyMODINIT_FUNC PyInit__assign(void)
     /* What compiled.py checks before it uses the module: a stale build is refused. */
     if (PyModule_AddIntConstant(m, "ABI", ASSIGN_ABI) < 0
         || PyModule_AddObjectRef(m, "AnchorMap", (PyObject *)&AnchorMapType) < 0
-        || PyModule_AddObjectRef(m, "VoteMap", (PyObject *)&VoteMapType) < 0) {
+        || PyModule_AddObjectRef(m, "VoteMap", (PyObject *)&VoteMapType) < 0
+        || PyModule_AddObjectRef(m, "GroupTable", (PyObject *)&GroupTableType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

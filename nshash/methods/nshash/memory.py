@@ -102,6 +102,11 @@ _PACKED_ANCHOR = struct.Struct("<QI")
 #: an AnchorMap but for a 4-byte width first and that many ids (0 past the tuple) an entry;
 #: None on the pure path, where it is a dict.
 _VOTE_MAP = compiled("VoteMap")
+#: The compiled per-group table (``GroupTable``: group id -> object, a slot of 8 bytes an id in
+#: pages of 4096 ids, where a dict entry with its int key takes about 70, and which grows
+#: without a dict's resize pause), which holds ``sketch``, ``size`` and ``members``; None on
+#: the pure path, where they are dicts. A snapshot keeps them as dicts.
+_GROUP_TABLE = compiled("GroupTable")
 
 
 def anchor_table(packed: bytes = b"") -> MutableMapping[int, int]:
@@ -120,6 +125,23 @@ def anchor_table(packed: bytes = b"") -> MutableMapping[int, int]:
     if len(entries) * _PACKED_ANCHOR.size != len(packed) or 0 in entries.values():
         raise ValueError("packed anchors hold a repeated key or a bad id")
     return entries
+
+
+_V = TypeVar("_V")
+
+
+def group_table(entries: dict[int, _V] | None = None) -> MutableMapping[int, _V]:
+    """A table keyed by group id (a GroupTable where compiled, else a dict), holding
+    *entries* (a dict whose keys are group ids, checked by the caller)."""
+    if _GROUP_TABLE is None:
+        return {} if entries is None else entries
+    table: MutableMapping[int, _V] = _GROUP_TABLE(entries or {})
+    return table
+
+
+def _plain(table: MutableMapping[int, _V]) -> dict[int, _V]:
+    """*table* as a dict: how a snapshot keeps a :func:`group_table`."""
+    return table if type(table) is dict else dict(table.items())
 
 
 def vote_table(packed: bytes = b"") -> MutableMapping[int, tuple[int, ...]]:
@@ -347,13 +369,13 @@ class _Tables:
         self.parent: dict[int, int] = {}
         #: A group's sketch: its values packed, ascending, 8 bytes each (:func:`pack_sketch`;
         #: a Python int in a set costs over 50 bytes), read through :func:`unpack_sketch`.
-        self.sketch: dict[int, bytes] = {}
+        self.sketch: MutableMapping[int, bytes] = group_table()
         #: A group's sketch limit, for the groups whose sketch was cut (see combine_sketch).
         self.limit: dict[int, int] = {}
-        self.size: dict[int, int] = {}
+        self.size: MutableMapping[int, int] = group_table()
         #: A group's doc ids in arrival order: the id itself while there is one (most groups:
         #: a str is no object the garbage collector walks, a list is), then a list.
-        self.members: dict[int, str | list[str]] = {}
+        self.members: MutableMapping[int, str | list[str]] = group_table()
         #: doc id -> (group, duplicate, merged from, title, anchors) packed: pack_record.
         self.docs: dict[str, bytes] = {}
         self.counter = 0
@@ -662,7 +684,7 @@ class _Tables:
             if undo:
                 self._restore(self.parent, merged)
             self.parent.pop(merged, None)
-        tables: tuple[dict[int, Any], ...] = (
+        tables: tuple[MutableMapping[int, Any], ...] = (
             self.sketch, self.limit, self.size, self.members, self.last, self.owned, self.absorbed
         )  # fmt: skip
         for table in tables:
@@ -862,10 +884,10 @@ class _Tables:
             "common": self.common,
             "votes": _packed(self.votes),
             "parent": self.parent,
-            "sketch": self.sketch,
+            "sketch": _plain(self.sketch),
             "limit": self.limit,
-            "size": self.size,
-            "members": self.members,
+            "size": _plain(self.size),
+            "members": _plain(self.members),
             "docs": self.docs,
             "counter": self.counter,
             "documents": self.documents,
@@ -900,9 +922,9 @@ class _Tables:
             self.exact,
             self.common,
             self.parent,
-            self.sketch,
-            self.size,
-            self.members,
+            sketch,
+            size,
+            members,
             self.docs,
             self.counter,
             self.documents,
@@ -910,7 +932,7 @@ class _Tables:
             self.limit,
         ) = tables
         try:
-            self.seen, self.hours, self.meta = _check_activity(data, self.size)
+            self.seen, self.hours, self.meta = _check_activity(data, size)
         except DAMAGE as exc:
             raise StoreCorruptError(f"The snapshot is damaged: {reason(exc)}") from exc
         self.buckets = {}
@@ -918,10 +940,12 @@ class _Tables:
             for h, n in hours.items():
                 self.buckets.setdefault(h, {})[gid] = n
         try:
-            retention = _check_retention(data, self.size, self.counter)
+            retention = _check_retention(data, size, self.counter)
         except DAMAGE as exc:
             raise StoreCorruptError(f"The snapshot is damaged: {reason(exc)}") from exc
         self.window, self.last, self.owned, self.absorbed, self.forgotten = retention
+        self.sketch, self.size = group_table(sketch), group_table(size)
+        self.members = group_table(members)
         self.order = deque(sorted((t, g) for g, t in self.last.items()))
 
 
