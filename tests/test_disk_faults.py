@@ -676,7 +676,7 @@ class TestDamagedSnapshot:
     def test_snapshot_with_record_tuples_opens(self, tmp_path: Path) -> None:
         """A snapshot written before records were packed (five fields a document) opens, its
         records packed, with the same answers."""
-        from nshash.methods.nshash.memory import unpack_record
+        from nshash.methods.nshash.records import unpack_record
 
         def as_tuples(data: dict[str, Any]) -> None:
             for doc_id, rec in data["docs"].items():
@@ -705,17 +705,61 @@ class TestLevelDBReads:
     """LevelDB values are checked when read."""
 
     def test_bad_document_record(self, tmp_path: Path) -> None:
-        """A record with a negative or float id, or NaN, is StoreCorruptError."""
+        """A packed record that is torn, has unknown flags, names group 0, merges id 0 or has
+        a title that is not UTF-8 is StoreCorruptError."""
         pytest.importorskip("plyvel")
+        import struct
+
         from nshash import StoreCorruptError
+        from nshash.methods.nshash.records import pack_record
 
         with NSHash.open(f"leveldb://{tmp_path}/db") as nsh:
-            nsh.add(doc(0), doc_id="d0")
+            nsh.add(doc(0), doc_id="d0", title="t")
             db: Any = nsh.store._kv.db  # type: ignore[attr-defined]
-            for bad in (b"[-1,false,[],null,[]]", b"[1.5,false,[],null,[]]", b"[NaN,0,[],0,[]]"):
+            good = db.get(b"dd0")
+            assert good == pack_record(1, False, (), "t", nsh.document("d0").fingerprints)
+            for bad in (
+                good[:10],  # torn in the header
+                pack_record(1, False, (), None, (5, 6))[:-3],  # torn in the anchors
+                good[:8] + b"\x07" + good[9:],  # flags this store never writes
+                pack_record(0, False, (), None, (5,)),  # group 0
+                pack_record(1, False, (0,), None, (5,)),  # merged from id 0
+                pack_record(1, False, (), None, (5,)) + b"x",  # a tail with no title flag
+                struct.pack("<QBII", 1, 2, 0, 0) + b"\xff\xfe",  # a title not UTF-8
+            ):
                 db.put(b"dd0", bad)
                 with pytest.raises(StoreCorruptError, match="d0"):
                     nsh.document("d0")
+
+    def test_a_format_2_store_keeps_json_records(self, tmp_path: Path) -> None:
+        """A store made before packed records (format 2) opens, reads and writes its records as
+        JSON, as older versions read them; one of a format this version does not know is
+        refused with the formats it reads."""
+        plyvel = pytest.importorskip("plyvel")
+        from nshash import StoreCorruptError, open_store
+
+        path = tmp_path / "db"
+        db = plyvel.DB(str(path), create_if_missing=True)
+        db.put(b"\x00format", (2).to_bytes(8, "big"))
+        db.close()
+        with NSHash.open(f"leveldb://{path}") as nsh:
+            nsh.add(doc(0), doc_id="d0", title="first")
+            nsh.add(doc(0), doc_id="d1")
+            records = [nsh.document("d0"), nsh.document("d1")]
+            raw: Any = nsh.store._kv.db  # type: ignore[attr-defined]
+            assert raw.get(b"dd0").startswith(b"[1,false,[],") and b'"first"' in raw.get(b"dd0")
+            for bad in (b"[-1,false,[],null,[]]", b"[1.5,false,[],null,[]]", b"[NaN,0,[],0,[]]"):
+                raw.put(b"dd9", bad)
+                with pytest.raises(StoreCorruptError, match="d9"):
+                    nsh.document("d9")
+        with NSHash.open(f"leveldb://{path}", readonly=True) as nsh:
+            assert [nsh.document("d0"), nsh.document("d1")] == records
+            assert records[1] is not None and records[1].duplicate and records[1].similar_id == 1
+        db = plyvel.DB(str(path))
+        db.put(b"\x00format", (4).to_bytes(8, "big"))
+        db.close()
+        with pytest.raises(StoreCorruptError, match="format 4; this version reads formats 2 and 3"):
+            open_store(f"leveldb://{path}")
 
     def test_counter_behind_a_group_is_refused_then_repaired(self, tmp_path: Path) -> None:
         """An id counter behind the groups would hand ids out twice: refused on open, and

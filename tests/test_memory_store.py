@@ -430,7 +430,7 @@ class TestActivitySnapshot:
 def test_document_records_keep_every_field(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fast: bool
 ) -> None:
-    """A document record is packed in one bytes object (memory.pack_record), on the compiled
+    """A document record is packed in one bytes object (records.pack_record), on the compiled
     path as on the pure one: every field comes back, through a snapshot too, whatever the title
     (none, empty, non-ASCII)."""
     if not fast:

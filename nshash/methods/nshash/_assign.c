@@ -1927,7 +1927,7 @@ write:
         Py_DECREF(members);
         if (rc < 0)
             goto done;
-        /* The record packed as memory.py's pack_record packs it: the group (8 bytes), flags
+        /* The record packed as records.py's pack_record packs it: the group (8 bytes), flags
          * (1: a duplicate, 2: titled), the anchors and merged ids counted (4 bytes each; none
          * merged here), the anchors (8 bytes each), the title in UTF-8; little-endian. */
         PyObject *utf8 = title == Py_None ? NULL

@@ -23,7 +23,7 @@ numbers and the unsigned 64-bit fingerprints) are 8 bytes big-endian, converted 
 ===========================  ============================================================
 key                          value
 ===========================  ============================================================
-``\\x00`` + name              a meta counter (``format``, ``counter``, ``documents``,
+``\\x00`` + name              a meta value (``format``, ``counter``, ``documents``,
                              ``groups``, ``fingerprints``, ``common``, ``mseq``)
 ``f`` + fingerprint          anchor fingerprint -> group id (never moved)
 ``x`` + fingerprint          whole-text fingerprint -> group id
@@ -35,7 +35,9 @@ key                          value
 ``z`` + group id             the group's document count (canonical groups only)
 ``m`` + group id + seq       a member's ``doc_id`` (UTF-8); ``seq`` is a store-wide arrival
                              number, so a group's members list in arrival order
-``d`` + doc_id (UTF-8)       JSON ``[similar_id, duplicate, merged_from, title, fingerprints]``
+``d`` + doc_id (UTF-8)       the document's record (similar_id, duplicate, merged_from,
+                             title, fingerprints) packed by :func:`~.records.pack_record`
+                             (format 3; format 2 wrote it as a JSON list)
 ``h`` + hour + group id      documents of the (canonical) group added in that hour (hours
                              since the epoch): a window is one range scan
 ``a`` + group id + hour      the same count, keyed by group, so a merge finds its hours
@@ -93,14 +95,18 @@ from ...stores.kv import OrderedKV
 from ...text.fingerprint import NO_LIMIT, DocPrint
 from .assign import MatchPolicy, assign, combine_sketch, explain, lookup, resolve
 from .base import Store
+from .records import pack_record, unpack_record
 from .retention import retained_assign, settle_window
 
 __all__ = ["KVStore"]
 
 logger = logging.getLogger("nshash")
 
-#: The layout version written to ``\x00format``; a different one is refused on open.
-_FORMAT = 2
+#: The layout version written to ``\x00format`` of a new store. 3 packs the ``d`` records
+#: (:func:`~nshash.methods.nshash.records.pack_record`), where 2 wrote them as JSON text; a
+#: store of either is read and written in its own format, any other is refused on open.
+_FORMAT = 3
+_FORMATS = (2, 3)
 
 _META = b"\x00"
 _FP = b"f"
@@ -276,7 +282,12 @@ class _Overlay:
         if value is None:
             return None
         try:
-            sid, duplicate, merged, title, fps = json.loads(value, parse_constant=_refuse_constant)
+            if self.meta["format"] >= 3:
+                sid, duplicate, merged, title, fps = unpack_record(value)
+            else:
+                sid, duplicate, merged, title, fps = json.loads(
+                    value, parse_constant=_refuse_constant
+                )
             ids = [sid, *merged]
             if (
                 any(type(i) is not int or not 0 < i < 1 << 63 for i in ids)
@@ -488,14 +499,13 @@ class _Overlay:
         self.meta["mseq"] = seq
         doc_id = record.doc_id.encode("utf-8")
         self.put(_MEMBER + _enc(gid, seq), doc_id)
-        value = [
-            record.similar_id,
-            record.duplicate,
-            list(record.merged_from),
-            record.title,
-            list(record.fingerprints),
-        ]
-        self.put(_DOC + doc_id, json.dumps(value, separators=(",", ":")).encode("utf-8"))
+        fields = (record.similar_id, record.duplicate, record.merged_from, record.title)
+        if self.meta["format"] >= 3:
+            value = pack_record(*fields, record.fingerprints)
+        else:
+            text = [*fields[:2], list(fields[2]), fields[3], list(record.fingerprints)]
+            value = json.dumps(text, separators=(",", ":")).encode("utf-8")
+        self.put(_DOC + doc_id, value)
 
 
 class KVStore(Store):
@@ -622,7 +632,7 @@ class KVStore(Store):
         counts["mseq"] = max(counts["mseq"], meta["mseq"])
         if meta["forgotten"]:  # forgotten groups took their documents' sizes with them
             counts["documents"] = max(counts["documents"], meta["documents"])
-        for name in _RETENTION:
+        for name in (*_RETENTION, "format"):
             counts[name] = meta[name]
         fixed = {k: v for k, v in counts.items() if v != meta[k]}
         if fixed:
@@ -660,13 +670,13 @@ class KVStore(Store):
                     )
                 if not self.readonly:
                     kv.write({_META + b"format": _enc(_FORMAT)}, sync=True)
-            elif _one(stored) != _FORMAT:
+            elif _one(stored) not in _FORMATS:
                 raise StoreCorruptError(
                     f"{self.url!r} has store format {_one(stored)!r}; "
-                    f"this version reads format {_FORMAT!r}",
+                    f"this version reads formats {' and '.join(map(str, _FORMATS))}",
                     url=self.url,
                 )
-            meta: dict[str, int] = {}
+            meta: dict[str, int] = {"format": _FORMAT if stored is None else _one(stored)}
             for name in (*_COUNTERS, *_RETENTION):
                 value = kv.get(_META + name.encode("ascii"))
                 meta[name] = 0 if value is None else _one(value)

@@ -78,6 +78,7 @@ from .assign import (
 )
 from .base import Store
 from .compiled import compiled
+from .records import HEAD, TITLED, pack_record, unpack_record
 from .retention import retained_assign, settle_window
 
 __all__ = ["MemoryStore"]
@@ -200,45 +201,6 @@ def unpack_sketch(stored: bytes) -> tuple[int, ...]:
     return struct.unpack(f"<{len(stored) // 8}Q", stored)
 
 
-#: A document record (doc id -> the answer given for it), packed in one bytes object: the
-#: group id (8 bytes), flags (1: a duplicate, 2: titled), the number of anchors and of merged
-#: ids (4 bytes each), then the anchors and the merged ids (8 bytes each) and the title in
-#: UTF-8; little-endian. A tuple of the five fields with its int and bytes took ~140 bytes
-#: more, in objects the garbage collector walks. The compiled assignment writes the same.
-_RECORD = struct.Struct("<QBII")
-_DUPLICATE, _TITLED = 1, 2
-
-
-def pack_record(
-    gid: int, duplicate: bool, merged: Sequence[int], title: str | None, anchors: Sequence[int]
-) -> bytes:
-    """One document record as the memory store keeps it (see :data:`_RECORD`)."""
-    flags = _DUPLICATE * bool(duplicate) | _TITLED * (title is not None)
-    head = _RECORD.pack(gid, flags, len(anchors), len(merged))
-    body = struct.pack(f"<{len(anchors) + len(merged)}Q", *anchors, *merged)
-    return head + body + (b"" if title is None else title.encode("utf-8", "surrogatepass"))
-
-
-def unpack_record(
-    rec: bytes,
-) -> tuple[int, bool, tuple[int, ...], str | None, tuple[int, ...]]:
-    """(group, duplicate, merged from, title, anchors) of a :func:`pack_record` record.
-
-    Raises:
-        ValueError: *rec* is not one.
-    """
-    try:
-        gid, flags, anchors, merged = _RECORD.unpack_from(rec)
-        end = _RECORD.size + 8 * (anchors + merged)
-        values = struct.unpack_from(f"<{anchors + merged}Q", rec, _RECORD.size)
-    except struct.error as exc:
-        raise ValueError(f"a document record is torn: {exc}") from None
-    if flags & ~(_DUPLICATE | _TITLED) or (len(rec) != end and not flags & _TITLED):
-        raise ValueError("a document record is torn")
-    title = rec[end:].decode("utf-8", "surrogatepass") if flags & _TITLED else None
-    return gid, bool(flags & _DUPLICATE), values[anchors:], title, values[:anchors]
-
-
 def _records_within(docs: dict[Any, Any], counter: int) -> bool:
     """Whether every document record of a snapshot is one :meth:`_Tables.add_member` writes,
     the headers checked a field at a time over all records (see :func:`_ints_within`), the
@@ -247,16 +209,16 @@ def _records_within(docs: dict[Any, Any], counter: int) -> bool:
     if not (set(map(type, docs)) <= {str} and set(map(type, recs)) <= {bytes}):
         return False
     try:
-        heads = list(map(_RECORD.unpack_from, recs))
+        heads = list(map(HEAD.unpack_from, recs))
     except struct.error:
         return False
     gids, flags, anchors, merged = zip(*heads, strict=True) if heads else ((),) * 4
     if not (_ints_within(gids, 1, counter + 1) and set(flags) <= {0, 1, 2, 3}):
         return False
-    ends = [_RECORD.size + 8 * (a + m) for a, m in zip(anchors, merged, strict=True)]
+    ends = [HEAD.size + 8 * (a + m) for a, m in zip(anchors, merged, strict=True)]
     rows = zip(recs, flags, merged, ends, map(len, recs), strict=True)
     return _each_record_within(
-        [r for r, f, m, end, n in rows if m or f & _TITLED or end != n], counter
+        [r for r, f, m, end, n in rows if m or f & TITLED or end != n], counter
     )
 
 
