@@ -469,6 +469,43 @@ class TestKeyLayout:
         assert client.hlen(f"{{{prefix}}}:votes") and client.hlen(f"{{{prefix}}}:exact")
         assert client.hlen(f"{{{prefix}}}:fp") == answers[0][1]
 
+    def test_records_keep_anchors_packed_and_read_the_decimal_ones(self, redis_url: str) -> None:
+        """A document record keeps its anchors packed after the header (8 bytes each); a record
+        written before, with them in decimal in the header, reads the same: its document, its
+        title in the group's members, and a replay of its doc id."""
+        import struct
+
+        title = "Tram line \u2014 #3 of 4\n(update)"
+        text = synthetic_corpus()[0][1]
+        with NSHash.open(redis_url) as nsh:
+            first = nsh.add(text, doc_id="a", title=title)
+            assert nsh.add(text + "。更多。", doc_id="b").similar_id == first.similar_id
+            prefix = nsh.store.prefix  # type: ignore[attr-defined]
+            client = _client(redis_url)
+            docs = f"{{{prefix}}}:docs"
+            record = nsh.document("a")
+            assert record is not None and record.title == title and record.fingerprints
+            raw = client.hget(docs, "a")
+            header, _, rest = raw.partition(b"\n")
+            n = len(record.fingerprints)
+            assert header.endswith(b" #%d" % n) and len(rest) == 8 * n + len(title.encode())
+            assert struct.unpack_from(f"<{n}Q", rest) == record.fingerprints
+            signed = struct.unpack(f">{n}q", struct.pack(f">{n}Q", *record.fingerprints))
+            old = header.rsplit(b" ", 1)[0] + b" " + b",".join(b"%d" % h for h in signed)
+            client.hset(docs, "a", old + b"\n" + title.encode())
+            assert nsh.document("a") == record
+            group = nsh.group(first.similar_id)
+            assert group is not None and [m.title for m in group.members] == [title, None]
+            again = nsh.add(text, doc_id="a", title=title)
+            assert (again.similar_id, again.duplicate) == (first.similar_id, first.duplicate)
+            fields = header.split(b" ")
+            untitled = b" ".join([*fields[:3], b"0", *fields[4:]])
+            for bad in (header + b"\n" + rest[:-len(title.encode()) - 3],  # torn anchors
+                        untitled + b"\n" + rest):  # untitled, yet bytes past the anchors
+                client.hset(docs, "a", bad)
+                with pytest.raises(StoreCorruptError, match="unreadable"):
+                    nsh.document("a")
+
     def test_prefixes_are_independent(self, redis_base_url: str) -> None:
         """Two prefixes in one Redis keep separate counters and groups."""
         a = NSHash.open(f"{redis_base_url}?prefix=ind-a-{uuid.uuid4().hex[:6]}")

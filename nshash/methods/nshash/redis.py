@@ -36,8 +36,11 @@ key                type     holds
 ``{P}:parent``     hash     merged group id -> the id it merged into (follow to the canonical id)
 ``{P}:sizes``      zset     canonical group id, zero-padded to 15 digits -> minus its size, so
                             ``ZRANGE BYSCORE`` lists the largest groups first, ties by id
-``{P}:docs``       hash     doc id -> ``"root dup seq has_title merged,ids anchor,fps\ntitle"``:
-                            the answer given and the document's applied sequence number
+``{P}:docs``       hash     doc id -> ``"root dup seq has_title merged,ids #count\n"``, then
+                            the anchors (8 bytes each, little-endian) and the title: the
+                            answer given and the document's applied sequence number (a
+                            record written before packing has ``anchor,fps`` in decimal
+                            where ``#count`` is, and nothing between newline and title)
 ``{P}:counter``    string   the last group id handed out (INCR; never goes back)
 ``{P}:documents``  string   how many documents were added; each one's value is its sequence number
 ``{P}:s:<id>``     set      the sketch (sampled shingle hashes) of canonical group ``id``
@@ -181,21 +184,30 @@ def _meta_args(meta: DocMeta | None) -> tuple[bytes, bytes]:
 
 
 def _parse_record(doc_id: str, raw: bytes) -> DocumentRecord:
-    """Decode a ``{P}:docs`` value (see the module docstring) into a record."""
+    """Decode a ``{P}:docs`` value (see the module docstring) into a record: its anchors
+    packed after the header (``#count``), or in decimal in it (records written before)."""
     try:
         header, _, rest = raw.partition(b"\n")
         root, dup, _seq, has_title, merged, anchors = header.split(b" ")
+        if anchors[:1] == b"#":
+            count = int(anchors[1:])
+            fps = struct.unpack_from(f"<{count}Q", rest)
+            rest = rest[8 * count :]
+        else:
+            fps = tuple(_unsigned(h) for h in anchors.split(b",")) if anchors else ()
+        if has_title != b"1" and rest:
+            raise ValueError("bytes past the anchors of an untitled record")
         record = DocumentRecord(
             doc_id,
             int(root),
             dup == b"1",
             tuple(int(g) for g in merged.split(b",")) if merged else (),
             rest.decode("utf-8") if has_title == b"1" else None,
-            tuple(_unsigned(h) for h in anchors.split(b",")) if anchors else (),
+            fps,
         )
         if record.similar_id < 1 or any(g < 1 for g in record.merged_from):
             raise ValueError("a group id is not positive")
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, struct.error) as exc:
         raise StoreCorruptError(f"The record of doc {doc_id!r:.80} is unreadable: {exc}") from exc
     return record
 
@@ -348,10 +360,10 @@ class RedisStore(Store):
             str(policy.sketch_cap).encode(),
             str(policy.votes).encode(),
         ]
-        # EVALSHA sha numkeys KEYS... base policy... then the document's nine arguments.
+        # EVALSHA sha numkeys KEYS... base policy... then the document's ten arguments.
         fixed = [b"EVALSHA", self._assign_sha, str(len(self._keys)).encode(), *self._keys]
         fixed += [self._base, *args]
-        head = b"*%d\r\n" % (len(fixed) + 9) + b"".join(_bulk(a) for a in fixed)
+        head = b"*%d\r\n" % (len(fixed) + 10) + b"".join(_bulk(a) for a in fixed)
         self._policy_cache = (policy, args, head)
         return args, head
 
@@ -391,6 +403,7 @@ class RedisStore(Store):
                 _bulk(b"-" if title is None else b"+" + title.encode("utf-8")),
                 *_meta_args(meta),
                 _bulk(b"%d" % int(self._clock()) + self._retention),
+                _bulk(struct.pack(f"<{len(doc.sentences)}Q", *doc.sentences)),
             )
         )
 

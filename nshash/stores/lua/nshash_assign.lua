@@ -2,7 +2,8 @@
 -- The nshash method's placement of one document, atomic (nshash/redis_store.py).
 -- ARGV: base, n, theta:merge_theta:merge_guard, min_overlap, sketch_cap, votes, exact, hashes,
 -- anchor count, sketch limit, doc ('-' | '+id'), title ('-' | '+title'), activity ('-' |
--- 'added hour'), the doc's JSON metadata (kept with a doc id) and the time (see ARGV[15]). Returns one string,
+-- 'added hour'), the doc's JSON metadata (kept with a doc id), the time (see ARGV[15]) and
+-- the anchor candidates packed (8 bytes each, little-endian: what the record keeps). Returns one string,
 -- cheap to parse: "root duplicate sequence anchor,positions merged,ids", or "R root record"
 -- when the doc id was seen before.
 -- include: nshash_common
@@ -146,10 +147,11 @@ end
 local seq = redis.call('INCR', K_DOCUMENTS)
 if doc_id then
   redis.call('RPUSH', BASE .. 'm:' .. gs(root), doc_id)
-  local ms = {}
+  local ms, packed = {}, {}
   for i, m in ipairs(merged) do ms[i] = gs(m) end
+  for i, at in ipairs(aidx) do packed[i] = string.sub(ARGV[16], 8 * at - 7, 8 * at) end
   local rec = table.concat({gs(root), tostring(dup), gs(seq), title and '1' or '0',
-    table.concat(ms, ','), table.concat(anchors, ',')}, ' ') .. '\n' .. (title or '')
+    table.concat(ms, ','), '#' .. #aidx}, ' ') .. '\n' .. table.concat(packed) .. (title or '')
   redis.call('HSET', K_DOCS, doc_id, rec)
 end
 if ARGV[13] ~= '-' then

@@ -479,10 +479,12 @@ local function parse_record(rec)
   return tonumber(root), has_title == '1', nl
 end
 
+-- A record's title ('+title', or '-'): after its packed anchors ('#count' ends the header).
 local function title_of(rec)
   local _, has_title, nl = parse_record(rec)
   if not has_title then return '-' end
-  return '+' .. string.sub(rec, nl + 1)
+  local count = string.match(string.sub(rec, 1, nl - 1), ' #(%d+)$')
+  return '+' .. string.sub(rec, nl + 1 + 8 * (tonumber(count) or 0))
 end
 
 -- Retention (nshash/methods/nshash/retention.py): {P}:last scores each canonical group by the
