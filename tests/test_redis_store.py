@@ -387,9 +387,26 @@ class TestKeyLayout:
         buckets = [k for k in types if k.split(":", 1)[1][:2] == "f:"]
         assert types and all(
             (k.split(":", 1)[1][:2], t)
-            in {("s:", "set"), ("m:", "list"), ("f:", "hash"), ("x:", "hash"), ("v:", "hash")}
+            in {("s:", "set"), ("m:", "list"), ("f:", "hash"), ("x:", "hash"), ("v:", "hash"),
+                ("o:", "hash")}
             for k, t in types.items()
         )
+        # Each group's first member is a field of the split table o, only later ones in its
+        # list m:<id>: one-member groups have no list key.
+        firsts = {}
+        for k in (k for k in types if k.split(":", 1)[1][:2] == "o:"):
+            firsts.update({int(g): d.decode() for g, d in client.hgetall(k).items()})
+        count = int(client.hget(f"{{{prefix}}}:split", "o").split()[0])
+        with NSHash.open(redis_url) as nsh:
+            assert len(firsts) == count == nsh.stats().groups
+            for g, first in firsts.items():
+                group = nsh.group(g)
+                assert group is not None and group.members[0].doc_id == first
+                has_list = f"{{{prefix}}}:m:{g}" in types
+                assert has_list == (len(group.members) > 1)
+                assert len(group.members) == group.size - group.without_id
+                head = nsh.store.group_head(g, 2)
+                assert head is not None and head.members == group.members[:2]
         assert len({redis.crc.key_slot(k.encode()) for k in keys}) == 1
         # Fingerprints are signed 64-bit decimals, so sets of them are compact intsets; the
         # anchors (exact texts, votes) are spread over small hashes by their last 5 digits,
@@ -453,6 +470,10 @@ class TestKeyLayout:
                 # back to the old layout: one hash a table, no count
                 client.hset(f"{{{prefix}}}:{table}", mapping=client.hgetall(key))
                 client.delete(key)
+        for key in client.scan_iter(match=f"{{{prefix}}}:o:*", count=1000):
+            for gid, first in client.hgetall(key).items():  # first members back in the lists
+                client.lpush(f"{{{prefix}}}:m:{gid.decode()}", first)
+            client.delete(key)
         client.delete(f"{{{prefix}}}:split")
         split_url = f"{redis_url.split('?')[0]}?prefix=split-{uuid.uuid4().hex[:8]}"
         answers = []
@@ -462,7 +483,8 @@ class TestKeyLayout:
                     _feed(nsh, docs[:half])
                 results = _feed(nsh, docs[half:])
                 answers.append(([(r.similar_id, r.duplicate) for r in results],
-                                nsh.stats().fingerprints, nsh.query(docs[0][1])))  # fmt: skip
+                                nsh.stats().fingerprints, nsh.query(docs[0][1]),
+                                nsh.groups(min_size=1, limit=1000)))  # fmt: skip
         assert answers[0] == answers[1]
         for code in "fxv":
             assert not list(client.scan_iter(match=f"{{{prefix}}}:{code}:*", count=1000))

@@ -3,12 +3,12 @@
  *   - sketch_guard and cut_sketch: the guard's comparison of a document's sketch with a
  *     group's, and the cut of a sketch to its cap, for every store (assign.py calls them and
  *     keeps their Python versions, which the tests compare);
- *   - fast_assign: assign itself, on the dicts of a memory store's tables (memory.py), for
+ *   - fast_assign: assign itself, on a memory store's tables (memory.py), for
  *     every case but a merge; it returns None, having written nothing, for the others, which
  *     the Python assign then takes (tests/test_fast_assign.py runs both on the same streams);
  *   - make_record: a result of every add made without its frozen dataclass's __init__;
  *   - AnchorMap and VoteMap: the memory store's anchor, exact-text and vote tables, 12 and
- *     20 bytes an entry.
+ *     20 bytes an entry; GroupTable: its tables keyed by group id, a slot of 8 bytes an id.
  *
  * Built as an optional extension, like the text kernel: without it the Python versions run,
  * with the same answers. NSHASH_PURE=1 turns it off too.
@@ -1016,15 +1016,18 @@ static PyObject *AnchorMap_keys(AnchorMap *m, PyObject *unused) { return am_list
 static PyObject *AnchorMap_values(AnchorMap *m, PyObject *unused) { return am_list(m, 1); }
 static PyObject *AnchorMap_items(AnchorMap *m, PyObject *unused) { return am_list(m, 2); }
 
-static PyObject *AnchorMap_iter(AnchorMap *m)
+/* An iterator over *keys* (a new reference to a list, or NULL on an error): a table's
+ * __iter__. */
+static PyObject *iter_over(PyObject *keys)
 {
-    PyObject *keys = am_list(m, 0);
     if (!keys)
         return NULL;
     PyObject *it = PyObject_GetIter(keys);
     Py_DECREF(keys);
     return it;
 }
+
+static PyObject *AnchorMap_iter(AnchorMap *m) { return iter_over(am_list(m, 0)); }
 
 static PyObject *AnchorMap_pack(AnchorMap *m, PyObject *unused)
 {
@@ -1373,15 +1376,7 @@ static PyObject *GroupTable_keys(GroupTable *g, PyObject *unused) { return gt_li
 static PyObject *GroupTable_values(GroupTable *g, PyObject *unused) { return gt_list(g, 1); }
 static PyObject *GroupTable_items(GroupTable *g, PyObject *unused) { return gt_list(g, 2); }
 
-static PyObject *GroupTable_iter(GroupTable *g)
-{
-    PyObject *keys = gt_list(g, 0);
-    if (!keys)
-        return NULL;
-    PyObject *it = PyObject_GetIter(keys);
-    Py_DECREF(keys);
-    return it;
-}
+static PyObject *GroupTable_iter(GroupTable *g) { return iter_over(gt_list(g, 0)); }
 
 static PyObject *GroupTable_sizeof(GroupTable *g, PyObject *unused)
 {

@@ -317,7 +317,8 @@ def _text(value: Any, what: str, optional: bool = False) -> str | None:
 
 class _Tables:
     """The tables of :mod:`nshash.methods.nshash.assign`, as dicts (``fp``, ``exact`` and
-    ``votes`` as compiled maps where built); every write is also logged as an op."""
+    ``votes`` as compiled maps, ``sketch``, ``size`` and ``members`` as group tables, where
+    built); every write is also logged as an op."""
 
     def __init__(self) -> None:
         self.fp = anchor_table()

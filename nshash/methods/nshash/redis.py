@@ -32,7 +32,10 @@ key                type     holds
 ``{P}:common``     set      hashes learned to be boilerplate (kept ``votes`` groups apart)
 ``{P}:v:<b>``      hash     hash -> the groups kept apart on it so far, comma-separated (split
                             as ``f``)
-``{P}:split``      hash     ``f``, ``x``, ``v`` -> ``"fields level pointer"`` of that table
+``{P}:o:<b>``      hash     canonical group id -> the doc id of its first member (split as
+                            ``f``)
+``{P}:split``      hash     ``f``, ``x``, ``v``, ``o`` -> ``"fields level pointer"`` of that
+                            table
 ``{P}:parent``     hash     merged group id -> the id it merged into (follow to the canonical id)
 ``{P}:sizes``      zset     canonical group id, zero-padded to 15 digits -> minus its size, so
                             ``ZRANGE BYSCORE`` lists the largest groups first, ties by id
@@ -45,7 +48,8 @@ key                type     holds
 ``{P}:documents``  string   how many documents were added; each one's value is its sequence number
 ``{P}:s:<id>``     set      the sketch (sampled shingle hashes) of canonical group ``id``
 ``{P}:limits``     hash     group id -> its sketch's limit, for groups whose sketch was cut
-``{P}:m:<id>``     list     doc ids of canonical group ``id``, in arrival order
+``{P}:m:<id>``     list     doc ids of canonical group ``id`` after its first, in arrival order
+                            (only groups of two or more have one)
 ``{P}:hh:<hour>``  zset     canonical group id (zero-padded) -> its documents added in that
                             hour (hours since the epoch); a window is one ``ZUNION``
 ``{P}:ha:<id>``    hash     hour -> documents of canonical group ``id`` (a merge moves them)
@@ -61,16 +65,18 @@ key                type     holds
 ``{P}:forgotten``  string   with a window: how many groups were forgotten
 =================  =======  ==================================================================
 
-The anchor, exact-text and vote tables are split over small hashes by the last digits of
-their fields, which Redis keeps as compact listpacks (~15 bytes a field instead of ~90 in one
-big hash) while each holds at most ``hash-max-listpack-entries`` fields (128 by default). The
-split grows with the table by linear hashing on the field's last 9 digits: past 16 fields a
-hash on average, the next hash splits in two, so a hash holds about 16 to 32 fields whatever
-the table's size (short listpacks: a lookup scans few), and a new field moves about one
-other. The cost is server CPU: each anchor is a lookup of its own (an ``HGET`` each where one
-``HMGET`` did), about 40 % more a document for about 36 % less memory (``bench/README.md``).
+The anchor, exact-text and vote tables and the first members are split over small hashes by
+the last digits of their fields, which Redis keeps as compact listpacks (~15 bytes a field
+instead of ~90 in one big hash) while each holds at most ``hash-max-listpack-entries`` fields
+(128 by default). The split grows with the table by linear hashing on the field's last 9
+digits: past 16 fields a hash on average, the next hash splits in two, so a hash holds about
+16 to 32 fields whatever the table's size (short listpacks: a lookup scans few), and a new
+field moves about one other. The cost is server CPU: each anchor is a lookup of its own (an
+``HGET`` each where one ``HMGET`` did), about a quarter more a document for a third less
+memory (``bench/README.md``).
 A store made before the split keeps one hash a table (``{P}:fp``, ``{P}:exact``,
-``{P}:votes``) and goes on using them.
+``{P}:votes``, and ``{P}:first`` for the first members of its new groups) and goes on using
+them; a group made before ``o`` keeps all its members in its list.
 
 **Retention** (``?retention=30d``, see :mod:`~nshash.methods.nshash.retention`): every
 assignment sends the writer's clock; the script forgets up to 16 groups last seen before the

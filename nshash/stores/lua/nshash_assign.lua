@@ -90,9 +90,10 @@ else
         redis.call('ZREM', K_SIZES, gz)
         redis.call('ZINCRBY', K_SIZES, size, rz)
       end
-      local moved = redis.call('LRANGE', gmem, 0, -1)
+      local moved = members_of(g)
       if #moved > 0 then
         push('RPUSH', rmem, moved)
+        tdel(K_FIRST, gs(g))
         redis.call('DEL', gmem)
       end
       move_activity(g, root)
@@ -146,7 +147,11 @@ else
 end
 local seq = redis.call('INCR', K_DOCUMENTS)
 if doc_id then
-  redis.call('RPUSH', BASE .. 'm:' .. gs(root), doc_id)
+  if dup == 0 then
+    tset(K_FIRST, gs(root), doc_id)
+  else
+    redis.call('RPUSH', BASE .. 'm:' .. gs(root), doc_id)
+  end
   local ms, packed = {}, {}
   for i, m in ipairs(merged) do ms[i] = gs(m) end
   for i, at in ipairs(aidx) do packed[i] = string.sub(ARGV[16], 8 * at - 7, 8 * at) end

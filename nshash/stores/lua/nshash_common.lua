@@ -36,20 +36,22 @@ local function push(cmd, key, items, first, last)
   end
 end
 
--- The anchor, exact-text and vote tables, split. A store made before the split keeps each in
--- one hash (K_FP, K_EXACT, K_VOTES: ~90 bytes a field); since, each is split over small
--- hashes {P}:<f|x|v>:<bucket>, which Redis keeps as compact listpacks (~15 bytes a field)
+-- The anchor, exact-text and vote tables, and each group's first member, split. A store made
+-- before the split keeps each of the first three in one hash (K_FP, K_EXACT, K_VOTES: ~90
+-- bytes a field); since, each is split over small hashes {P}:<f|x|v|o>:<bucket>, which Redis
+-- keeps as compact listpacks (~15 bytes a field)
 -- while each holds at most hash-max-listpack-entries fields (128 by default). The split grows
 -- with the table by linear hashing: a field's number x is its last 9 digits; at level L with
 -- split pointer p its bucket is x mod 2^L, or x mod 2^(L + 1) where that is below p. Once
 -- the table holds more than FILL fields a bucket on average, bucket p splits in two and p
 -- moves on; when p reaches 2^L the level becomes L + 1. So a bucket holds about FILL to
 -- 2 FILL fields, whatever the table's size. {P}:split keeps "fields level pointer" for each
--- table (f, x, v). The layout is read once a call: K_FP exists only in the old one (every
--- document writes an anchor).
+-- table (f, x, v, o). The layout is read once a call: K_FP exists only in the old one (every
+-- document writes an anchor), which keeps first members in the one hash K_FIRST.
 local SPLIT_KEY = BASE .. 'split'
 local FILL = 16
-local CODE = {[K_FP] = 'f', [K_EXACT] = 'x', [K_VOTES] = 'v'}
+local K_FIRST = BASE .. 'first'
+local CODE = {[K_FP] = 'f', [K_EXACT] = 'x', [K_VOTES] = 'v', [K_FIRST] = 'o'}
 local FLAT = nil
 local STATE = {}
 
@@ -65,8 +67,8 @@ local CHANGED = false
 -- once the call has made its writes.
 local function state(t)
   if not STATE[t] then
-    local vs = redis.call('HMGET', SPLIT_KEY, 'f', 'x', 'v')
-    for i, table_key in ipairs({K_FP, K_EXACT, K_VOTES}) do
+    local vs = redis.call('HMGET', SPLIT_KEY, 'f', 'x', 'v', 'o')
+    for i, table_key in ipairs({K_FP, K_EXACT, K_VOTES, K_FIRST}) do
       local s = {0, 4, 0}
       if vs[i] then
         local n, d, p = string.match(vs[i], '^(%d+) (%d+) (%d+)$')
@@ -161,6 +163,21 @@ local function tget(t, h) return redis.call('HGET', at(t, h), h) end
 local function tset(t, h, v) grew(t, redis.call('HSET', at(t, h), h, v)) end
 
 local function tdel(t, h) grew(t, -redis.call('HDEL', at(t, h), h)) end
+
+-- The doc ids of group g in arrival order, at most `most` (nil or 0: all): the first, kept in
+-- K_FIRST when the group was made (one small field where a list key took ~140 bytes), then
+-- the list {P}:m:<id> of the rest (a group made before K_FIRST keeps them all there).
+local function members_of(g, most)
+  local first = tget(K_FIRST, gs(g))
+  local out = first and {first} or {}
+  local wanted = most and most > 0
+  if wanted and #out >= most then return out end
+  local stop = wanted and most - #out - 1 or -1
+  for _, m in ipairs(redis.call('LRANGE', BASE .. 'm:' .. gs(g), 0, stop)) do
+    out[#out + 1] = m
+  end
+  return out
+end
 
 -- The group ids of anchors[1..n] (false where none), as HMGET answers.
 local function fp_get(anchors)
@@ -555,7 +572,8 @@ local function forget(g)
   end
   redis.call('HDEL', K_SEEN, gk)
   local mk = BASE .. 'm:' .. gk
-  local members = redis.call('LRANGE', mk, 0, -1)
+  local members = members_of(g)
+  tdel(K_FIRST, gk)
   if #members > 0 then
     push('HDEL', K_DOCS, members)
     push('HDEL', BASE .. 'meta', members)

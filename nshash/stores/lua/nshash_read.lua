@@ -8,7 +8,7 @@ local function group_reply(g, most)
   local size = redis.call('ZSCORE', K_SIZES, zm(g))
   if not size and redis.call('EXISTS', K_WINDOW) == 1 then return false end  -- forgotten
   local out = {g, size and -tonumber(size) or 0}
-  local members = redis.call('LRANGE', BASE .. 'm:' .. gs(g), 0, (most or 0) - 1)
+  local members = members_of(g, most)
   if #members > 0 then
     local recs = redis.call('HMGET', K_DOCS, unpack(members))
     for i = 1, #members do
