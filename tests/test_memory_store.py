@@ -545,6 +545,51 @@ def test_group_table_acts_as_a_dict_keyed_by_group_id() -> None:
     gc.collect()
 
 
+def test_group_table_survives_values_that_change_it() -> None:
+    """Reads of a GroupTable hold their own references: a value whose ``__eq__`` grows the
+    table while it is compared, or a finalizer that empties it while ``items()`` is built,
+    changes the answer at most, never the interpreter. A dict is compared as a dict reads:
+    a defaultdict gains no key."""
+    import collections
+    import gc
+
+    if memory._GROUP_TABLE is None:
+        pytest.skip("the compiled assignment is not built")
+    table = memory.group_table()
+
+    class Grows:
+        def __eq__(self, other: object) -> bool:
+            for i in range(100, 20_000):
+                table[i] = 0
+            return True
+
+    table[1] = Grows()
+    assert table == {1: 0} and len(table) == 19_901
+    plain = collections.defaultdict(list, {2: []})
+    assert memory.group_table({1: []}) != plain and 1 not in plain
+
+    class Empties:
+        def __init__(self) -> None:
+            self.me = self  # garbage only the collector frees
+
+        def __del__(self) -> None:
+            for gid in list(table):
+                table.pop(gid, None)
+
+    for gid in range(1, 5000):
+        table[gid] = f"d{gid}"
+    Empties()
+    threshold = gc.get_threshold()
+    gc.set_threshold(1)
+    try:
+        items = table.items()
+        copied = table.to_dict()  # type: ignore[attr-defined]
+    finally:
+        gc.set_threshold(*threshold)
+    assert all(type(k) is int and v is not None for k, v in items)
+    assert all(type(k) is int for k in copied)
+
+
 def test_snapshots_cross_between_the_compiled_and_the_pure_path(tmp_path: Path) -> None:
     """The compiled path keeps its anchor and vote tables as AnchorMaps and a VoteMap and packs
     them into the snapshot, and its per-group tables as GroupTables; the pure path keeps dicts.

@@ -1148,16 +1148,16 @@ static PyTypeObject VoteMapType = MAP_TYPE(
  * The memory store's per-group tables (sketch, size, members) are keyed by group ids, which a
  * counter hands out from 1 and never reuses: so they are slots indexed by id, 8 bytes an
  * entry, where a dict entry with its int key takes about 70. The slots lie in pages of
- * GT_PAGE ids, made when an id in them is first set and freed when their last entry goes (a
- * retention window's forgotten groups give their pages back), so a table grows without a
- * rehash (no pause as a dict's resize makes) and sparse ids cost a page each. Keys, values
- * and items come in id order. */
-#define GT_SHIFT 12
+ * GT_PAGE ids (8 KB), made when an id in them is first set and freed when their last entry
+ * goes (a retention window's forgotten groups give their pages back), so a table grows
+ * without a rehash (no pause as a dict's resize makes) and sparse ids cost a page each. Keys,
+ * values and items come in id order. */
+#define GT_SHIFT 10
 #define GT_PAGE (1 << GT_SHIFT)
 
 typedef struct {
     PyObject_HEAD
-    PyObject ***pages; /* pages[i]: the slots of ids i * GT_PAGE ... (i + 1) * GT_PAGE - 1, or NULL */
+    PyObject ***pages; /* pages[i]: the slots of ids i * GT_PAGE on (GT_PAGE of them), or NULL */
     uint16_t *live;    /* entries in each page (GT_PAGE fits: a page is freed at 0) */
     Py_ssize_t npages; /* pages[] allocated */
     Py_ssize_t n;      /* entries */
@@ -1169,7 +1169,7 @@ static PyTypeObject GroupTableType;
 /* *key* as an id: 0, 1 when it is not an int in [1, TOMB) (no such key), -1 on error. */
 static int gt_id(PyObject *key, uint32_t *id)
 {
-    uint64_t k;
+    uint64_t k = 0;
     int rc = am_key(key, &k);
     if (rc == 0 && (k == 0 || k >= TOMB))
         rc = 1;
@@ -1247,22 +1247,22 @@ static PyObject *gt_take(GroupTable *g, PyObject *key)
     return old;
 }
 
+/* Empty the table: detached first, so a value's destructor that reaches it finds it empty. */
 static int gt_clear(GroupTable *g)
 {
-    for (Py_ssize_t p = 0; p < g->npages; p++) {
-        PyObject **page = g->pages[p];
-        if (!page)
-            continue;
-        g->pages[p] = NULL;
-        for (Py_ssize_t i = 0; i < GT_PAGE; i++)
-            Py_XDECREF(page[i]);
-        PyMem_Free(page);
-    }
-    PyMem_Free(g->pages);
+    PyObject ***pages = g->pages;
+    Py_ssize_t npages = g->npages;
     PyMem_Free(g->live);
     g->pages = NULL;
     g->live = NULL;
     g->npages = g->n = 0;
+    for (Py_ssize_t p = 0; p < npages; p++) {
+        PyObject **page = pages[p];
+        for (Py_ssize_t i = 0; page && i < GT_PAGE; i++)
+            Py_XDECREF(page[i]);
+        PyMem_Free(page);
+    }
+    PyMem_Free(pages);
     return 0;
 }
 
@@ -1277,8 +1277,10 @@ static int gt_traverse(GroupTable *g, visitproc visit, void *arg)
 static void GroupTable_dealloc(GroupTable *g)
 {
     PyObject_GC_UnTrack(g);
+    Py_TRASHCAN_BEGIN(g, GroupTable_dealloc)
     gt_clear(g);
     Py_TYPE(g)->tp_free((PyObject *)g);
+    Py_TRASHCAN_END
 }
 
 static PyObject *GroupTable_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
@@ -1347,34 +1349,75 @@ static PyObject *GroupTable_pop(GroupTable *g, PyObject *const *args, Py_ssize_t
     return NULL;
 }
 
-/* keys(), values() or items() (what = 0, 1, 2) as a list, in id order. */
+/* The ids and values (new references) of the entries, in id order, into arrays of the
+ * table's size (through *ids* and *values*; free with gt_release): a pass that makes no
+ * object, so no collection runs a finalizer that changes the table while it walks. */
+static Py_ssize_t gt_entries(GroupTable *g, uint32_t **ids, PyObject ***values)
+{
+    Py_ssize_t n = 0, cap = g->n ? g->n : 1;
+    *ids = PyMem_Malloc((size_t)cap * sizeof **ids);
+    *values = PyMem_Malloc((size_t)cap * sizeof **values);
+    if (!*ids || !*values) {
+        PyMem_Free(*ids);
+        PyMem_Free(*values);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t p = 0; p < g->npages; p++)
+        for (Py_ssize_t i = 0; g->pages[p] && i < GT_PAGE && n < cap; i++)
+            if (g->pages[p][i]) {
+                (*ids)[n] = (uint32_t)(((size_t)p << GT_SHIFT) + (size_t)i);
+                (*values)[n++] = Py_NewRef(g->pages[p][i]);
+            }
+    return n;
+}
+
+static void gt_release(uint32_t *ids, PyObject **values, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        Py_DECREF(values[i]);
+    PyMem_Free(ids);
+    PyMem_Free(values);
+}
+
+/* keys(), values(), items() or a dict of the entries (what = 0, 1, 2, 3), in id order. */
 static PyObject *gt_list(GroupTable *g, int what)
 {
-    PyObject *out = PyList_New(g->n);
-    Py_ssize_t at = 0;
-    for (Py_ssize_t p = 0; out && p < g->npages; p++)
-        for (Py_ssize_t i = 0; out && g->pages[p] && i < GT_PAGE; i++) {
-            PyObject *v = g->pages[p][i], *k = NULL, *item;
-            if (!v)
-                continue;
-            if (what != 1 && !(k = PyLong_FromSsize_t((p << GT_SHIFT) + i))) {
+    uint32_t *ids;
+    PyObject **values;
+    Py_ssize_t n = gt_entries(g, &ids, &values);
+    if (n < 0)
+        return NULL;
+    PyObject *out = what == 3 ? PyDict_New() : PyList_New(n);
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        PyObject *k = what != 1 ? PyLong_FromUnsignedLong(ids[i]) : NULL, *item = NULL;
+        if (what == 3) {
+            if (!k || PyDict_SetItem(out, k, values[i]) < 0)
                 Py_CLEAR(out);
-                break;
-            }
-            item = what == 0 ? k : what == 1 ? Py_NewRef(v) : PyTuple_Pack(2, k, v);
-            if (what == 2)
-                Py_DECREF(k);
-            if (!item)
-                Py_CLEAR(out);
-            else
-                PyList_SET_ITEM(out, at++, item);
+            Py_XDECREF(k);
+            continue;
         }
+        if (what == 0)
+            item = k;
+        else if (what == 1)
+            item = Py_NewRef(values[i]);
+        else if (k)
+            item = PyTuple_Pack(2, k, values[i]);
+        if (what == 2)
+            Py_XDECREF(k);
+        if (!item)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, i, item);
+    }
+    gt_release(ids, values, n);
     return out;
 }
 
 static PyObject *GroupTable_keys(GroupTable *g, PyObject *unused) { return gt_list(g, 0); }
 static PyObject *GroupTable_values(GroupTable *g, PyObject *unused) { return gt_list(g, 1); }
 static PyObject *GroupTable_items(GroupTable *g, PyObject *unused) { return gt_list(g, 2); }
+static PyObject *GroupTable_to_dict(GroupTable *g, PyObject *unused) { return gt_list(g, 3); }
 
 static PyObject *GroupTable_iter(GroupTable *g) { return iter_over(gt_list(g, 0)); }
 
@@ -1386,36 +1429,36 @@ static PyObject *GroupTable_sizeof(GroupTable *g, PyObject *unused)
     return PyLong_FromSsize_t(held);
 }
 
-/* Equal to a GroupTable or a dict holding the same keys with equal values. */
+/* Equal to a GroupTable or a dict holding the same keys with equal values (read as a dict
+ * reads them: no __getitem__ or __missing__ of a subclass runs). */
 static PyObject *GroupTable_richcompare(PyObject *a, PyObject *b, int op)
 {
     if ((op != Py_EQ && op != Py_NE) || !(IS_GROUPS(b) || PyDict_Check(b)))
         Py_RETURN_NOTIMPLEMENTED;
     GroupTable *g = (GroupTable *)a;
-    int same = PyObject_Size(b) == g->n;
-    PyObject *items = same ? gt_list(g, 2) : NULL;
-    if (same && !items)
+    Py_ssize_t theirs = IS_GROUPS(b) ? ((GroupTable *)b)->n : PyDict_GET_SIZE(b);
+    uint32_t *ids = NULL;
+    PyObject **values = NULL;
+    Py_ssize_t n = theirs == g->n ? gt_entries(g, &ids, &values) : 0;
+    int same = theirs == g->n;
+    if (n < 0)
         return NULL;
-    for (Py_ssize_t i = 0; same && i < g->n; i++) {
-        PyObject *item = PyList_GET_ITEM(items, i);
-        PyObject *theirs = PyObject_GetItem(b, PyTuple_GET_ITEM(item, 0));
-        if (!theirs) {
-            if (!PyErr_ExceptionMatches(PyExc_KeyError)) {
-                Py_DECREF(items);
-                return NULL;
-            }
-            PyErr_Clear();
-            same = 0;
-            break;
-        }
-        same = PyObject_RichCompareBool(PyTuple_GET_ITEM(item, 1), theirs, Py_EQ);
-        Py_DECREF(theirs);
-        if (same < 0) {
-            Py_DECREF(items);
-            return NULL;
-        }
+    for (Py_ssize_t i = 0; same > 0 && i < n; i++) {
+        PyObject *k = PyLong_FromUnsignedLong(ids[i]), *other = NULL;
+        if (k)
+            other = IS_GROUPS(b) ? gt_borrow((GroupTable *)b, k) : PyDict_GetItemWithError(b, k);
+        Py_XINCREF(other);
+        Py_XDECREF(k);
+        if (!other)
+            same = PyErr_Occurred() ? -1 : 0;
+        else
+            same = PyObject_RichCompareBool(values[i], other, Py_EQ);
+        Py_XDECREF(other);
     }
-    Py_XDECREF(items);
+    if (ids)
+        gt_release(ids, values, n);
+    if (same < 0)
+        return NULL;
     return PyBool_FromLong(op == Py_EQ ? same : !same);
 }
 
@@ -1431,6 +1474,8 @@ static PyMethodDef GroupTable_methods[] = {
     {"keys", (PyCFunction)GroupTable_keys, METH_NOARGS, "The keys, as a list in id order."},
     {"values", (PyCFunction)GroupTable_values, METH_NOARGS, "The values, in id order."},
     {"items", (PyCFunction)GroupTable_items, METH_NOARGS, "(key, value) pairs, in id order."},
+    {"to_dict", (PyCFunction)GroupTable_to_dict, METH_NOARGS,
+     "The entries as a dict, in id order (made without a list of them first)."},
     {"__sizeof__", (PyCFunction)GroupTable_sizeof, METH_NOARGS, "Bytes held."},
     {NULL, NULL, 0, NULL}};
 
