@@ -1950,7 +1950,9 @@ write:
         if (!members)
             goto done;
         /* One member is kept as its id (a str), more as a list (memory.py: _Tables.members). */
-        list = table_borrow(members, root);
+        /* A reference of its own: the list made below may run a collection, and a finalizer
+         * could change the table. */
+        list = Py_XNewRef(table_borrow(members, root));
         if (!list) {
             rc = PyErr_Occurred() ? -1 : table_set(members, root, doc_id);
         } else if (PyUnicode_Check(list)) {
@@ -1964,6 +1966,7 @@ write:
         } else {
             rc = PyList_Append(list, doc_id);
         }
+        Py_XDECREF(list);
         Py_DECREF(members);
         if (rc < 0)
             goto done;
