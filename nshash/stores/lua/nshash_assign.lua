@@ -3,9 +3,9 @@
 -- ARGV: base, n, theta:merge_theta:merge_guard, min_overlap, sketch_cap, votes, exact, hashes,
 -- anchor count, sketch limit, doc ('-' | '+id'), title ('-' | '+title'), activity ('-' |
 -- 'added hour'), the doc's JSON metadata (kept with a doc id), the time (see ARGV[15]) and
--- the anchor candidates packed (8 bytes each, little-endian: what the record keeps). Returns one string,
--- cheap to parse: "root duplicate sequence anchor,positions merged,ids", or "R root record"
--- when the doc id was seen before.
+-- the anchor candidates packed (8 bytes each, little-endian: what the record keeps). Returns
+-- one string, cheap to parse: "root duplicate sequence anchor,positions merged,ids", or
+-- "R root record" when the doc id was seen before.
 -- include: nshash_common
 -- nshash.methods.nshash.retention.FORGET_PER_WRITE
 local FORGET_PER_WRITE = 16
