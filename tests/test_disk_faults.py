@@ -731,6 +731,36 @@ class TestLevelDBReads:
                 with pytest.raises(StoreCorruptError, match="d0"):
                     nsh.document("d0")
 
+    def test_a_writer_holds_the_merges_in_memory(self, tmp_path: Path) -> None:
+        """A writer keeps the ``p`` table (merged id -> root) in memory, as it stands after each
+        write and after a reopen, and reads none of it from LevelDB; a reader reads it."""
+        pytest.importorskip("plyvel")
+        from tests.test_store_contract import FRAGMENT_A, FRAGMENT_B, WHOLE
+
+        url = f"leveldb://{tmp_path}/db"
+        with NSHash.open(url) as nsh:
+            a = nsh.add(FRAGMENT_A, doc_id="a").similar_id
+            b = nsh.add(FRAGMENT_B, doc_id="b").similar_id
+            store: Any = nsh.store
+            assert store._parents == {}
+            reads: list[bytes] = []
+            db = store._kv.db
+            real = db.get
+            store._kv.db = type("Counting", (), {
+                "get": lambda _self, key, *args: reads.append(key) or real(key, *args),
+                "__getattr__": lambda _self, name: getattr(db, name),
+            })()  # fmt: skip
+            bridge = nsh.add(WHOLE, doc_id="bridge")
+            store._kv.db = db
+            assert bridge.merged_from == (b,) and store._parents == {b: a}
+            assert not [k for k in reads if k[:1] == b"p"] and reads  # read, but no p key
+            assert nsh.resolve(b) == a
+        with NSHash.open(url) as nsh:
+            assert nsh.store._parents == {b: a}  # type: ignore[attr-defined]
+            assert nsh.resolve(b) == a and nsh.add(FRAGMENT_B, doc_id="b3").similar_id == a
+        with NSHash.open(url, readonly=True) as nsh:
+            assert nsh.store._parents is None and nsh.resolve(b) == a  # type: ignore[attr-defined]
+
     def test_a_format_2_store_keeps_json_records(self, tmp_path: Path) -> None:
         """A store made before packed records (format 2) opens, reads and writes its records as
         JSON, as older versions read them; one of a format this version does not know is

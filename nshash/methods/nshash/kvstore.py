@@ -177,7 +177,12 @@ class _Overlay:
     """
 
     def __init__(
-        self, db: OrderedKV, meta: dict[str, int], common: set[int], order_from: bytes = _ORDER
+        self,
+        db: OrderedKV,
+        meta: dict[str, int],
+        common: set[int],
+        order_from: bytes = _ORDER,
+        parents: dict[int, int] | None = None,
     ) -> None:
         self.db = db
         self.meta = dict(meta)
@@ -193,6 +198,10 @@ class _Overlay:
         self.cutoff: int | None = None
         #: Where purge starts scanning the ``o`` table (see :meth:`KVStore._commit`).
         self.order_from = order_from
+        #: The committed ``p`` table (the store's cache, read only here), or None to read it
+        #: from the store; and the ids this call merged (an id -> its root) or freed (None).
+        self.parents = parents
+        self.new_parents: dict[int, int | None] = {}
 
     # -- raw access ----------------------------------------------------------------------
     def get(self, key: bytes) -> bytes | None:
@@ -264,7 +273,11 @@ class _Overlay:
         return self.common, self.new_common
 
     def get_parent(self, gid: int) -> int | None:
-        return self.get_int(_PARENT + _enc(gid))
+        if self.parents is None:
+            return self.get_int(_PARENT + _enc(gid))
+        if gid in self.new_parents:
+            return self.new_parents[gid]
+        return self.parents.get(gid)
 
     def group_sketch(self, gid: int) -> tuple[tuple[int, ...], int]:
         value = self.get(_SKETCH + _enc(gid))
@@ -359,6 +372,7 @@ class _Overlay:
 
     def merge_into(self, root: int, gid: int, cap: int) -> None:
         self.put(_PARENT + _enc(gid), _enc(root))
+        self.new_parents[gid] = root
         self._put_sketch(
             root, *combine_sketch(*self.group_sketch(root), *self.group_sketch(gid), cap)
         )
@@ -456,6 +470,7 @@ class _Overlay:
             self.delete(_DOC_META + raw)
         for merged in _dec(self.get(_ABSORBED + g8) or b""):
             self.delete(_PARENT + _enc(merged))
+            self.new_parents[merged] = None
         last = self.get_int(_LAST + g8)
         if last is not None:
             self.delete(_ORDER + _enc(last, gid))
@@ -555,6 +570,9 @@ class KVStore(Store):
         self._closed = False
         #: What opening with ``repair=True`` found and fixed (None: nothing to fix).
         self.repaired: str | None = None
+        #: The ``p`` table, held in memory by a writer as ``c`` is (see _load_parents); None
+        #: when read-only (a reader reads it from the store, so it sees later merges).
+        self._parents: dict[int, int] | None = None
         try:
             if self.readonly:
                 self._meta = self._load_meta()
@@ -588,6 +606,7 @@ class KVStore(Store):
                 meta = self._recount(meta)
             self._meta = meta
             common = self._load_common()
+            self._parents = self._load_parents()
             self._verify(meta)
         return meta, common
 
@@ -693,6 +712,12 @@ class KVStore(Store):
             )
         return common
 
+    def _load_parents(self) -> dict[int, int]:
+        """The ``p`` table: every candidate group of every document is resolved through it,
+        and it holds only merged ids (few), so nearly every read of it would be a miss."""
+        with self._kv.errors("Cannot read"):
+            return {_one(key[1:]): _one(value) for key, value in self._kv.items(_PARENT)}
+
     # -- durability ----------------------------------------------------------------------
     def _commit(self, overlay: _Overlay) -> None:
         """Write one call's changes in one transactional batch; the caller holds the lock."""
@@ -705,6 +730,12 @@ class KVStore(Store):
         self._kv.write(puts)
         self._meta = overlay.meta
         self._common |= overlay.new_common
+        if self._parents is not None:
+            for gid, root in overlay.new_parents.items():
+                if root is None:
+                    self._parents.pop(gid, None)
+                else:
+                    self._parents[gid] = root
         self._order_from = overlay.order_from
         forgotten = self._meta["forgotten"] - self._reclaimed_at
         if forgotten >= max(RECLAIM_AFTER, self._meta["groups"]):
@@ -736,7 +767,7 @@ class KVStore(Store):
                 yield
 
     def _reader(self) -> _Overlay:
-        return _Overlay(self._kv, self._meta, self._common, self._order_from)
+        return _Overlay(self._kv, self._meta, self._common, self._order_from, self._parents)
 
     def assign(
         self,
