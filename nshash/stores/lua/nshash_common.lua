@@ -328,8 +328,10 @@ end
 
 -- _verify: the document's live sketch (ascending) against the group's, both cut at the
 -- smaller limit, common values left out of both. Returns the score (0 under min_overlap),
--- the shared values and the two sizes compared.
-local function verify(g, live, doc_limit, min_overlap)
+-- the shared values and the two sizes compared. With no value shared the score is 0 whatever
+-- the group's size, so that count (the costly part: each of the group's values looked up in
+-- the common set) is made only when `sizes` asks for it (explain shows it); 0 is returned.
+local function verify(g, live, doc_limit, min_overlap, sizes)
   local sk = BASE .. 's:' .. gs(g)
   local glimit = limit_of(g)
   local limit = math.min(doc_limit, glimit)
@@ -341,6 +343,15 @@ local function verify(g, live, doc_limit, min_overlap)
       mine[#mine + 1] = v
     end
   end
+  -- A shared value is below the limit and not common, so the group's count includes it.
+  local shared = {}
+  if #mine > 0 then
+    local flags = smis(sk, mine)
+    for i = 1, #mine do
+      if flags[i] == 1 then shared[#shared + 1] = mine[i] end
+    end
+  end
+  if #shared == 0 and not sizes then return 0, shared, #mine, 0 end
   local gsize
   if limit >= glimit then
     gsize = redis.call('SCARD', sk)
@@ -350,13 +361,6 @@ local function verify(g, live, doc_limit, min_overlap)
     gsize = 0
     for _, f in ipairs(smis(K_COMMON, theirs)) do
       if f == 0 then gsize = gsize + 1 end
-    end
-  end
-  local shared = {}
-  if #mine > 0 and gsize > 0 then
-    local flags = smis(sk, mine)
-    for i = 1, #mine do
-      if flags[i] == 1 then shared[#shared + 1] = mine[i] end
     end
   end
   local smaller = math.min(#mine, gsize)

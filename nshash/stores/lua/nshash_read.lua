@@ -48,7 +48,7 @@ if op == 'lookup' then
   end
   out[#out + 1] = table.concat(boiler, ',')
   for _, g in ipairs(order) do
-    local score, shared, mine, gsize = verify(g, live, tonumber(ARGV[9]), min_overlap)
+    local score, shared, mine, gsize = verify(g, live, tonumber(ARGV[9]), min_overlap, explain)
     scores[g] = score
     out[#out + 1] = table.concat({gs(g), table.concat(hits[g], ','), tostring(#shared),
       tostring(mine), tostring(gsize)}, ' ')
