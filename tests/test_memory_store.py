@@ -525,6 +525,9 @@ def test_group_table_acts_as_a_dict_keyed_by_group_id() -> None:
     assert list(table) == table.keys() == sorted(mirror)  # type: ignore[comparison-overlap]
     assert table.items() == sorted(mirror.items())  # type: ignore[comparison-overlap]
     assert memory._plain(table) == mirror and type(memory._plain(table)) is dict
+    counts = memory.group_table({g: g % 7 for g in range(1, 3000)} | {5000: 2**70, 6000: "x"})
+    at_least = counts.at_least  # type: ignore[attr-defined]
+    assert at_least(5) == [g for g in range(1, 3000) if g % 7 >= 5] + [5000]
     assert memory.group_table(mirror) == mirror
     for bad in (0, -1, 2**32 - 1, 2**64, 1.0, "1", True):
         assert bad not in table and table.get(bad, "none") == "none"

@@ -1419,6 +1419,30 @@ static PyObject *GroupTable_values(GroupTable *g, PyObject *unused) { return gt_
 static PyObject *GroupTable_items(GroupTable *g, PyObject *unused) { return gt_list(g, 2); }
 static PyObject *GroupTable_to_dict(GroupTable *g, PyObject *unused) { return gt_list(g, 3); }
 
+/* at_least(n): the ids whose value is an int of at least n, in id order (a store's groups of
+ * n or more documents, without a key object made for every group). No Python code runs
+ * while it walks: the values are only read. */
+static PyObject *GroupTable_at_least(GroupTable *g, PyObject *arg)
+{
+    long low = PyLong_AsLong(arg);
+    if (low == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *out = PyList_New(0);
+    for (Py_ssize_t p = 0; out && p < g->npages; p++)
+        for (Py_ssize_t i = 0; out && g->pages[p] && i < GT_PAGE; i++) {
+            PyObject *v = g->pages[p][i], *k;
+            int over = 0;
+            long x = v && PyLong_CheckExact(v) ? PyLong_AsLongAndOverflow(v, &over) : 0;
+            if (!v || !PyLong_CheckExact(v) || !(over > 0 || (over == 0 && x >= low)))
+                continue;
+            k = PyLong_FromUnsignedLong((unsigned long)(((size_t)p << GT_SHIFT) + (size_t)i));
+            if (!k || PyList_Append(out, k) < 0)
+                Py_CLEAR(out);
+            Py_XDECREF(k);
+        }
+    return out;
+}
+
 static PyObject *GroupTable_iter(GroupTable *g) { return iter_over(gt_list(g, 0)); }
 
 static PyObject *GroupTable_sizeof(GroupTable *g, PyObject *unused)
@@ -1476,6 +1500,8 @@ static PyMethodDef GroupTable_methods[] = {
     {"items", (PyCFunction)GroupTable_items, METH_NOARGS, "(key, value) pairs, in id order."},
     {"to_dict", (PyCFunction)GroupTable_to_dict, METH_NOARGS,
      "The entries as a dict, in id order (made without a list of them first)."},
+    {"at_least", (PyCFunction)GroupTable_at_least, METH_O,
+     "at_least(n): the ids whose value is an int of at least n, in id order."},
     {"__sizeof__", (PyCFunction)GroupTable_sizeof, METH_NOARGS, "Bytes held."},
     {NULL, NULL, 0, NULL}};
 

@@ -1403,9 +1403,11 @@ class MemoryStore(Store):
         with self._lock:
             self._check()
             sizes = self._t.size
-            top = heapq.nlargest(
-                limit, (g for g in sizes if sizes[g] >= min_size), key=lambda g: (sizes[g], -g)
-            )
+            if type(sizes) is dict:
+                big: Iterable[int] = (g for g in sizes if sizes[g] >= min_size)
+            else:  # a GroupTable walks its slots without making every id
+                big = sizes.at_least(min_size)  # type: ignore[attr-defined]
+            top = heapq.nlargest(limit, big, key=lambda g: (sizes[g], -g))
             return [self._group(g) for g in top]
 
     def stats(self) -> StoreStats:
