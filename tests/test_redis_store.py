@@ -377,7 +377,7 @@ class TestKeyLayout:
         types = {k: client.type(k).decode() for k in keys}
         expected = {
             "split": "hash", "common": "set", "sizes": "zset",
-            "docs": "hash", "counter": "string", "documents": "string",
+            "docs": "hash", "counter": "string", "documents": "string", "layout": "string",
         }  # fmt: skip
         for name, kind in expected.items():
             assert types.pop(f"{{{prefix}}}:{name}") == kind, name
@@ -527,6 +527,28 @@ class TestKeyLayout:
                 client.hset(docs, "a", bad)
                 with pytest.raises(StoreCorruptError, match="unreadable"):
                     nsh.document("a")
+            client.hset(docs, "a", header + b"\n" + rest[:-len(title.encode()) - 3])
+            with pytest.raises(StoreCorruptError, match="unreadable"):
+                nsh.group(first.similar_id)  # the script reads the title past the anchors
+
+    def test_a_prefix_written_by_a_newer_layout_is_refused(self, redis_url: str) -> None:
+        """A write marks the prefix with the layout it wrote ({P}:layout); a prefix marked
+        with a later one (a newer nshash's) is refused by every call, reads included, and is
+        left as it was."""
+        text = synthetic_corpus()[0][1]
+        with NSHash.open(redis_url) as nsh:
+            nsh.add(text, doc_id="a")
+            prefix = nsh.store.prefix  # type: ignore[attr-defined]
+            client = _client(redis_url)
+            key = f"{{{prefix}}}:layout"
+            assert client.get(key) == b"3"
+            client.set(key, b"4")
+            before = client.dbsize()
+            for call in (lambda: nsh.add(text + "。又一段。", doc_id="b"),
+                         lambda: nsh.query(text), lambda: nsh.group(1), nsh.stats):
+                with pytest.raises(StoreError, match="newer nshash"):
+                    call()
+            assert client.get(key) == b"4" and client.dbsize() == before
 
     def test_prefixes_are_independent(self, redis_base_url: str) -> None:
         """Two prefixes in one Redis keep separate counters and groups."""

@@ -63,6 +63,7 @@ key                type     holds
                             texts, votes), comma-separated, so forgetting it finds them
 ``{P}:b:<id>``     string   with a window: the ids merged into group ``id``
 ``{P}:forgotten``  string   with a window: how many groups were forgotten
+``{P}:layout``     string   the layout the scripts wrote (see below)
 =================  =======  ==================================================================
 
 The anchor, exact-text and vote tables and the first members are split over small hashes by
@@ -76,7 +77,15 @@ field moves about one other. The cost is server CPU: each anchor is a lookup of 
 memory (``bench/README.md``).
 A store made before the split keeps one hash a table (``{P}:fp``, ``{P}:exact``,
 ``{P}:votes``, and ``{P}:first`` for the first members of its new groups) and goes on using
-them; a group made before ``o`` keeps all its members in its list.
+them; a group made before ``o`` keeps all its members in its list. A doc id longer than
+``hash-max-listpack-value`` (64 bytes by default) turns its ``o`` hash into a hashtable, so
+URL-sized ids save less (about 130 bytes a group where a list key took 230).
+
+**Layout.** A write marks the prefix with the layout its scripts write (``{P}:layout``, 3:
+records with packed anchors, first members in ``o``). A prefix marked with a later layout
+was written by a newer nshash, and every call on it fails with :class:`~nshash.StoreError`
+instead of misreading its tables. Clients from before the mark do not check it, so upgrade
+every client of a prefix together.
 
 **Retention** (``?retention=30d``, see :mod:`~nshash.methods.nshash.retention`): every
 assignment sends the writer's clock; the script forgets up to 16 groups last seen before the

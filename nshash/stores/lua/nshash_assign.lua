@@ -19,6 +19,8 @@ local doc_id, title = nil, nil
 if string.sub(ARGV[11], 1, 1) == '+' then doc_id = string.sub(ARGV[11], 2) end
 if string.sub(ARGV[12], 1, 1) == '+' then title = string.sub(ARGV[12], 2) end
 
+check_layout(true)
+
 -- ARGV[15]: "now" (the caller's clock, epoch seconds), or "now window" to set the window.
 local now, want = string.match(ARGV[15], '^(%d+) ?(%d*)$')
 now = tonumber(now)

@@ -13,6 +13,22 @@ local CHUNK = 4000
 local NO_LIMIT = 9007199254740992
 
 local function gs(g) return string.format('%d', g) end
+
+-- The layout these scripts read and write: 3, records with packed anchors and first members
+-- in the split table o. A write marks the prefix with it ({P}:layout); a prefix marked with a
+-- later layout was written by a newer nshash, whose tables these scripts would misread, so
+-- every call refuses it. (Clients from before the mark cannot check it: upgrade every client
+-- of a prefix together.)
+local LAYOUT = 3
+local function check_layout(write)
+  local key = BASE .. 'layout'
+  local found = tonumber(redis.call('GET', key) or '0') or LAYOUT + 1
+  if found > LAYOUT then
+    error({err = string.format('LAYOUT %s is %s: this prefix was written by a newer nshash '
+      .. '(this one reads layout %d); upgrade this client', key, tostring(found), LAYOUT)})
+  end
+  if write and found < LAYOUT then redis.call('SET', key, LAYOUT) end
+end
 local function zm(g) return string.format('%015d', g) end
 
 -- SMISMEMBER key items[1..n] (n defaults to all), in chunks (unpack has a stack limit).
@@ -504,8 +520,11 @@ end
 local function title_of(rec)
   local _, has_title, nl = parse_record(rec)
   if not has_title then return '-' end
-  local count = string.match(string.sub(rec, 1, nl - 1), ' #(%d+)$')
-  return '+' .. string.sub(rec, nl + 1 + 8 * (tonumber(count) or 0))
+  local count = tonumber(string.match(string.sub(rec, 1, nl - 1), ' #(%d+)$')) or 0
+  if #rec < nl + 8 * count then
+    error({err = 'CORRUPT a document record in ' .. K_DOCS .. ' is unreadable'})
+  end
+  return '+' .. string.sub(rec, nl + 1 + 8 * count)
 end
 
 -- Retention (nshash/methods/nshash/retention.py): {P}:last scores each canonical group by the

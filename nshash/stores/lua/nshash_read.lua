@@ -3,6 +3,7 @@
 -- ARGV: base, op, op arguments. Read-only: the no-writes flag makes any write an error.
 -- include: nshash_common
 local op = ARGV[2]
+check_layout(false)
 
 local function group_reply(g, most)
   local size = redis.call('ZSCORE', K_SIZES, zm(g))
