@@ -905,12 +905,34 @@ static void AnchorMap_dealloc(AnchorMap *m)
 
 static Py_ssize_t AnchorMap_len(AnchorMap *m) { return m->n; }
 
-static PyObject *AnchorMap_subscript(AnchorMap *m, PyObject *key)
+/* A table's answer for *key* (a new reference, or NULL: absent, or an error when one is set),
+ * as a table's [] gives it: KeyError when absent. */
+static PyObject *found_or_keyerror(PyObject *v, PyObject *key)
 {
-    PyObject *v = am_lookup(m, key);
     if (!v && !PyErr_Occurred())
         PyErr_SetObject(PyExc_KeyError, key);
     return v;
+}
+
+/* get(key, default=None), or pop(key[, default]) when *pop*, of a table: *find* gives its
+ * value of a key (a new reference; for pop, taken out of the table), or NULL (absent, or an
+ * error when one is set). */
+static PyObject *get_or_pop(PyObject *(*find)(PyObject *, PyObject *), PyObject *table,
+                            PyObject *const *args, Py_ssize_t nargs, int pop)
+{
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, pop ? "pop(key[, default])" : "get(key, default=None)");
+        return NULL;
+    }
+    PyObject *v = find(table, args[0]);
+    if (v || PyErr_Occurred() || (pop && nargs == 1))
+        return found_or_keyerror(v, args[0]);
+    return Py_NewRef(nargs == 2 ? args[1] : Py_None);
+}
+
+static PyObject *AnchorMap_subscript(AnchorMap *m, PyObject *key)
+{
+    return found_or_keyerror(am_lookup(m, key), key);
 }
 
 static int AnchorMap_ass(AnchorMap *m, PyObject *key, PyObject *value)
@@ -932,38 +954,24 @@ static int AnchorMap_contains(AnchorMap *m, PyObject *key)
     return at >= 0;
 }
 
+static PyObject *am_value_of(PyObject *m, PyObject *key) { return am_lookup((AnchorMap *)m, key); }
+
+static PyObject *am_take(PyObject *m, PyObject *key)
+{
+    PyObject *v = am_lookup((AnchorMap *)m, key);
+    if (v && am_discard((AnchorMap *)m, key) < 0)
+        Py_CLEAR(v);
+    return v;
+}
+
 static PyObject *AnchorMap_get(AnchorMap *m, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs < 1 || nargs > 2) {
-        PyErr_SetString(PyExc_TypeError, "get(key, default=None)");
-        return NULL;
-    }
-    PyObject *v = am_lookup(m, args[0]);
-    if (v || PyErr_Occurred())
-        return v;
-    return Py_NewRef(nargs == 2 ? args[1] : Py_None);
+    return get_or_pop(am_value_of, (PyObject *)m, args, nargs, 0);
 }
 
 static PyObject *AnchorMap_pop(AnchorMap *m, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs < 1 || nargs > 2) {
-        PyErr_SetString(PyExc_TypeError, "pop(key[, default])");
-        return NULL;
-    }
-    PyObject *v = am_lookup(m, args[0]);
-    if (v) {
-        if (am_discard(m, args[0]) < 0) {
-            Py_DECREF(v);
-            return NULL;
-        }
-        return v;
-    }
-    if (PyErr_Occurred())
-        return NULL;
-    if (nargs == 2)
-        return Py_NewRef(args[1]);
-    PyErr_SetObject(PyExc_KeyError, args[0]);
-    return NULL;
+    return get_or_pop(am_take, (PyObject *)m, args, nargs, 1);
 }
 
 /* The live keys, sorted (what pack, keys, values and items walk: equal maps walk alike). */
@@ -1302,10 +1310,7 @@ static Py_ssize_t GroupTable_len(GroupTable *g) { return g->n; }
 
 static PyObject *GroupTable_subscript(GroupTable *g, PyObject *key)
 {
-    PyObject *v = gt_borrow(g, key);
-    if (!v && !PyErr_Occurred())
-        PyErr_SetObject(PyExc_KeyError, key);
-    return Py_XNewRef(v);
+    return found_or_keyerror(Py_XNewRef(gt_borrow(g, key)), key);
 }
 
 static int GroupTable_ass(GroupTable *g, PyObject *key, PyObject *value)
@@ -1324,29 +1329,21 @@ static int GroupTable_contains(GroupTable *g, PyObject *key)
     return gt_borrow(g, key) ? 1 : PyErr_Occurred() ? -1 : 0;
 }
 
+static PyObject *gt_value_of(PyObject *g, PyObject *key)
+{
+    return Py_XNewRef(gt_borrow((GroupTable *)g, key));
+}
+
+static PyObject *gt_take_of(PyObject *g, PyObject *key) { return gt_take((GroupTable *)g, key); }
+
 static PyObject *GroupTable_get(GroupTable *g, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs < 1 || nargs > 2) {
-        PyErr_SetString(PyExc_TypeError, "get(key, default=None)");
-        return NULL;
-    }
-    PyObject *v = gt_borrow(g, args[0]);
-    return v || PyErr_Occurred() ? Py_XNewRef(v) : Py_NewRef(nargs == 2 ? args[1] : Py_None);
+    return get_or_pop(gt_value_of, (PyObject *)g, args, nargs, 0);
 }
 
 static PyObject *GroupTable_pop(GroupTable *g, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs < 1 || nargs > 2) {
-        PyErr_SetString(PyExc_TypeError, "pop(key[, default])");
-        return NULL;
-    }
-    PyObject *v = gt_take(g, args[0]);
-    if (v || PyErr_Occurred())
-        return v;
-    if (nargs == 2)
-        return Py_NewRef(args[1]);
-    PyErr_SetObject(PyExc_KeyError, args[0]);
-    return NULL;
+    return get_or_pop(gt_take_of, (PyObject *)g, args, nargs, 1);
 }
 
 /* The ids and values (new references) of the entries, in id order, into arrays of the
@@ -1508,7 +1505,7 @@ static PyMethodDef GroupTable_methods[] = {
 static PyTypeObject GroupTableType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "nshash.methods.nshash._assign.GroupTable",
     .tp_doc = "GroupTable(entries={}): group id (1 to 2**32 - 2) -> object, 8 bytes an entry, "
-              "in pages of 4096 ids; keys, values and items in id order.",
+              "in pages of 1024 ids; keys, values and items in id order.",
     .tp_basicsize = sizeof(GroupTable), .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = GroupTable_new, .tp_dealloc = (destructor)GroupTable_dealloc,
     .tp_traverse = (traverseproc)gt_traverse, .tp_clear = (inquiry)gt_clear,
@@ -1517,8 +1514,8 @@ static PyTypeObject GroupTableType = {
     .tp_richcompare = GroupTable_richcompare, .tp_hash = PyObject_HashNotImplemented,
 };
 
-/* fast_assign's reads and writes of the tables: a dict, a map or a GroupTable. The read
- * is a new reference (NULL: absent, or an error when one is set). */
+/* fast_assign's reads and writes of the tables: a dict, a map or a GroupTable. */
+
 /* A dict's or a GroupTable's value, borrowed (NULL: absent, or an error when one is set). */
 static PyObject *table_borrow(PyObject *table, PyObject *key)
 {
@@ -1526,6 +1523,7 @@ static PyObject *table_borrow(PyObject *table, PyObject *key)
                             : PyDict_GetItemWithError(table, key);
 }
 
+/* Any table's value, a new reference (NULL: absent, or an error when one is set). */
 static PyObject *table_get(PyObject *table, PyObject *key)
 {
     if (IS_MAP(table))

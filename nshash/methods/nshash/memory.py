@@ -104,7 +104,7 @@ _PACKED_ANCHOR = struct.Struct("<QI")
 #: None on the pure path, where it is a dict.
 _VOTE_MAP = compiled("VoteMap")
 #: The compiled per-group table (``GroupTable``: group id -> object, a slot of 8 bytes an id in
-#: pages of 4096 ids, where a dict entry with its int key takes about 70, and which grows
+#: pages of 1024 ids, where a dict entry with its int key takes about 70, and which grows
 #: without a dict's resize pause), which holds ``sketch``, ``size`` and ``members``; None on
 #: the pure path, where they are dicts. A snapshot keeps them as dicts.
 _GROUP_TABLE = compiled("GroupTable")
