@@ -13,6 +13,7 @@ local CHUNK = 4000
 local NO_LIMIT = 9007199254740992
 
 local function gs(g) return string.format('%d', g) end
+local function zm(g) return string.format('%015d', g) end
 
 -- The layout these scripts read and write: 3, records with packed anchors and first members
 -- in the split table o. A write marks the prefix with it ({P}:layout); a prefix marked with a
@@ -29,7 +30,6 @@ local function check_layout(write)
   end
   if write and found < LAYOUT then redis.call('SET', key, LAYOUT) end
 end
-local function zm(g) return string.format('%015d', g) end
 
 -- SMISMEMBER key items[1..n] (n defaults to all), in chunks (unpack has a stack limit).
 local function smis(key, items, n)
@@ -55,13 +55,13 @@ end
 -- The anchor, exact-text and vote tables, and each group's first member, split. A store made
 -- before the split keeps each of the first three in one hash (K_FP, K_EXACT, K_VOTES: ~90
 -- bytes a field); since, each is split over small hashes {P}:<f|x|v|o>:<bucket>, which Redis
--- keeps as compact listpacks (~15 bytes a field)
--- while each holds at most hash-max-listpack-entries fields (128 by default). The split grows
--- with the table by linear hashing: a field's number x is its last 9 digits; at level L with
--- split pointer p its bucket is x mod 2^L, or x mod 2^(L + 1) where that is below p. Once
--- the table holds more than FILL fields a bucket on average, bucket p splits in two and p
--- moves on; when p reaches 2^L the level becomes L + 1. So a bucket holds about FILL to
--- 2 FILL fields, whatever the table's size. {P}:split keeps "fields level pointer" for each
+-- keeps as compact listpacks (~15 bytes a field) while each holds at most
+-- hash-max-listpack-entries fields (128 by default). The split grows with the table by linear
+-- hashing: a field's number x is its last 9 digits; at level L with split pointer p its
+-- bucket is x mod 2^L, or x mod 2^(L + 1) where that is below p. Once the table holds more
+-- than FILL fields a bucket on average, bucket p splits in two and p moves on; when p reaches
+-- 2^L the level becomes L + 1. So a bucket holds about FILL to 2 FILL fields, whatever the
+-- table's size. {P}:split keeps "fields level pointer" for each
 -- table (f, x, v, o). The layout is read once a call: K_FP exists only in the old one (every
 -- document writes an anchor), which keeps first members in the one hash K_FIRST.
 local SPLIT_KEY = BASE .. 'split'
@@ -78,7 +78,7 @@ end
 
 local CHANGED = false
 
--- Table t's {fields, level, pointer}: the three tables' read at the first need of a call; a
+-- Table t's {fields, level, pointer}: the four tables' read at the first need of a call; a
 -- split writes its table's at once, a count that only changed is written back by save_split
 -- once the call has made its writes.
 local function state(t)
@@ -119,7 +119,7 @@ end
 
 local function bucket_key(t, b) return BASE .. CODE[t] .. ':' .. string.format('%d', b) end
 
--- The key that holds field h of table t (K_FP, K_EXACT or K_VOTES).
+-- The key that holds field h of table t (K_FP, K_EXACT, K_VOTES or K_FIRST).
 -- Remembered within a call (an anchor is looked up, then set; a vote read, then written)
 -- until the table's next split.
 local AT = {}
@@ -507,12 +507,14 @@ local function thresholds(i)
   return tonumber(theta), tonumber(merge_theta), tonumber(guard)
 end
 
+local function unreadable_record()
+  error({err = 'CORRUPT a document record in ' .. K_DOCS .. ' is unreadable'})
+end
+
 local function parse_record(rec)
   local nl = string.find(rec, '\n', 1, true)
   local root, has_title = string.match(rec, '^(%d+) %d+ %d+ (%d) ')
-  if not (nl and root) then
-    error({err = 'CORRUPT a document record in ' .. K_DOCS .. ' is unreadable'})
-  end
+  if not (nl and root) then unreadable_record() end
   return tonumber(root), has_title == '1', nl
 end
 
@@ -521,9 +523,7 @@ local function title_of(rec)
   local _, has_title, nl = parse_record(rec)
   if not has_title then return '-' end
   local count = tonumber(string.match(string.sub(rec, 1, nl - 1), ' #(%d+)$')) or 0
-  if #rec < nl + 8 * count then
-    error({err = 'CORRUPT a document record in ' .. K_DOCS .. ' is unreadable'})
-  end
+  if #rec < nl + 8 * count then unreadable_record() end
   return '+' .. string.sub(rec, nl + 1 + 8 * count)
 end
 
