@@ -658,16 +658,26 @@ class TestDamagedSnapshot:
         with pytest.raises(StoreCorruptError, match="snap.pkl"):
             MemoryStore(path)
 
-    def test_snapshot_with_sketch_sets_opens(self, tmp_path: Path) -> None:
-        """A snapshot written before sketches were packed (a set of ints a group) opens, and
-        its groups take their reposts as before, now packed."""
+    def test_snapshot_with_sketch_sets_opens(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A snapshot written before sketches were packed (a set of ints a group, 53-bit
+        values: before narrow sketches too) opens, and its groups take their reposts as
+        before, now packed."""
         import struct
 
+        from nshash.methods.nshash import memory
+
         def as_sets(data: dict[str, Any]) -> None:
+            assert data["format"] == 2 and not data["narrow"]
             for gid, packed in data["sketch"].items():
                 data["sketch"][gid] = set(struct.unpack(f"<{len(packed) // 8}Q", packed))
+            del data["narrow"]
 
+        # Written as a version before narrow sketches wrote it, then opened by this one.
+        monkeypatch.setattr(memory, "_compared", lambda t, doc: doc)
         path = tampered_snapshot(tmp_path, as_sets)
+        monkeypatch.undo()
         with NSHash.open(f"memory://{path}") as nsh:
             assert all(type(v) is bytes for v in nsh.store._t.sketch.values())  # type: ignore[attr-defined]
             again = nsh.add(doc(1), doc_id="d1")  # a version of the story of d0
@@ -786,10 +796,45 @@ class TestLevelDBReads:
             assert [nsh.document("d0"), nsh.document("d1")] == records
             assert records[1] is not None and records[1].duplicate and records[1].similar_id == 1
         db = plyvel.DB(str(path))
-        db.put(b"\x00format", (4).to_bytes(8, "big"))
+        db.put(b"\x00format", (5).to_bytes(8, "big"))
         db.close()
-        with pytest.raises(StoreCorruptError, match="format 4; this version reads formats 2 and 3"):
+        known = "format 5; this version reads formats 2, 3 and 4"
+        with pytest.raises(StoreCorruptError, match=known):
             open_store(f"leveldb://{path}")
+
+    @pytest.mark.parametrize("old", [2, 3])
+    def test_older_formats_keep_wide_sketches_and_new_stores_narrow_ones(
+        self, tmp_path: Path, old: int
+    ) -> None:
+        """A store made before narrow sketches (format 2 or 3) keeps each group's sketch as
+        53-bit values, 8 bytes each, and compares documents at that width; a new store
+        (format 4) keeps 31-bit values in 4 bytes. Both take a story's repost."""
+        plyvel = pytest.importorskip("plyvel")
+        from nshash.text.fingerprint import NARROW_BITS, SKETCH_BITS
+
+        sketches = {}
+        for fmt in (old, 4):
+            path = tmp_path / f"db{fmt}"
+            if fmt != 4:
+                db = plyvel.DB(str(path), create_if_missing=True)
+                db.put(b"\x00format", fmt.to_bytes(8, "big"))
+                db.close()
+            with NSHash.open(f"leveldb://{path}") as nsh:
+                first = nsh.add(doc(0), doc_id="d0")
+                again = nsh.add(doc(1), doc_id="d1")  # a version of the same story
+                assert again.similar_id == first.similar_id
+                assert nsh.add(doc(3), doc_id="d3").similar_id != first.similar_id
+                raw: Any = nsh.store._kv.db  # type: ignore[attr-defined]
+                assert raw.get(b"\x00format") == fmt.to_bytes(8, "big")
+                sketches[fmt] = raw.get(b"s" + first.similar_id.to_bytes(8, "big"))
+        for fmt, size, bits in ((old, 8, SKETCH_BITS), (4, 4, NARROW_BITS)):
+            stored = sketches[fmt]
+            assert (len(stored) - 8) % size == 0
+            ends = range(8, len(stored), size)
+            values = [int.from_bytes(stored[i : i + size], "big") for i in ends]
+            assert values == sorted(values) and max(values) < 1 << bits
+            assert max(values) >= 1 << (bits - 4)  # the full width is used
+        assert len(sketches[4]) - 8 == (len(sketches[old]) - 8) // 2
 
     def test_counter_behind_a_group_is_refused_then_repaired(self, tmp_path: Path) -> None:
         """An id counter behind the groups would hand ids out twice: refused on open, and

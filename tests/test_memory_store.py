@@ -376,7 +376,7 @@ class TestActivitySnapshot:
             nsh.store.save()  # type: ignore[attr-defined]
         with open(path, "rb") as fh:
             data = pickle.load(fh)
-        assert data["format"] == 2 and data["hours"]
+        assert data["format"] == 3 and data["narrow"] and data["hours"]
         for key in ("seen", "hours", "meta"):
             del data[key]
         with open(path, "wb") as fh:
@@ -646,3 +646,40 @@ def test_snapshots_cross_between_the_compiled_and_the_pure_path(tmp_path: Path) 
     pure = run(f"memory://{tmp_path}/p.pkl", True, pure=True)
     assert pure == dicts
     assert run(f"memory://{tmp_path}/p.pkl", False, pure=False) == compiled
+
+
+@pytest.mark.parametrize("save", [True, False], ids=["saved", "journal-only"])
+def test_new_stores_keep_narrow_sketches_and_older_ones_stay_wide(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, save: bool
+) -> None:
+    """A new store keeps sketch values narrow (31 bits, 4 bytes each; snapshot format 3, or
+    the journal's first line when there is no snapshot yet). A store begun before narrow
+    sketches (53-bit values, 8 bytes, snapshot format 2) stays wide through writes and
+    reopens, so its groups keep matching, and its snapshot stays readable by older versions."""
+    from nshash.text.fingerprint import NARROW_BITS, SKETCH_BITS
+
+    def widest(nsh: NSHash) -> int:
+        t = nsh.store._t  # type: ignore[attr-defined]
+        return max(max(memory.unpack_sketch(v, t.narrow)) for v in t.sketch.values())
+
+    for wide in (False, True):
+        path = tmp_path / f"{wide}.pkl"
+        with pytest.MonkeyPatch.context() as old:
+            if wide:  # written as a version before narrow sketches wrote it
+                old.setattr(memory, "_compared", lambda t, doc: doc)
+            with NSHash.open(f"memory://{path}") as nsh:
+                first = nsh.add(ZH_WATER, doc_id="w")
+                if save:
+                    nsh.store.save()  # type: ignore[attr-defined]
+        if not save:
+            journal = path.with_name(path.name + ".journal").read_text().splitlines()
+            assert ('"w",31' in journal[0].replace(" ", "")) is not wide
+        with NSHash.open(f"memory://{path}") as nsh:
+            assert nsh.store._t.narrow is not wide  # type: ignore[attr-defined]
+            bits = SKETCH_BITS if wide else NARROW_BITS
+            assert 1 << (bits - 4) <= widest(nsh) < 1 << bits
+            assert nsh.add(ZH_WATER_REPOST, doc_id="r").similar_id == first.similar_id
+            assert nsh.add(ZH_LIBRARY, doc_id="l").similar_id != first.similar_id
+            nsh.store.save()  # type: ignore[attr-defined]
+        data = pickle.loads(path.read_bytes().rsplit(b"\nnshash-crc32:", 1)[0])
+        assert (data["format"], data["narrow"]) == ((2, False) if wide else (3, True))

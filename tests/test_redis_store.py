@@ -541,14 +541,46 @@ class TestKeyLayout:
             prefix = nsh.store.prefix  # type: ignore[attr-defined]
             client = _client(redis_url)
             key = f"{{{prefix}}}:layout"
-            assert client.get(key) == b"3"
-            client.set(key, b"4")
+            assert client.get(key) == b"4"
+            client.set(key, b"5")
             before = client.dbsize()
             for call in (lambda: nsh.add(text + "。又一段。", doc_id="b"),
                          lambda: nsh.query(text), lambda: nsh.group(1), nsh.stats):
                 with pytest.raises(StoreError, match="newer nshash"):
                     call()
-            assert client.get(key) == b"4" and client.dbsize() == before
+            assert client.get(key) == b"5" and client.dbsize() == before
+
+    @pytest.mark.parametrize("begun", ["new", "marked-3", "unmarked"])
+    def test_new_prefixes_keep_narrow_sketches_and_older_ones_wide(
+        self, redis_base_url: str, begun: str
+    ) -> None:
+        """A new prefix is layout 4: its sketch sets hold 31-bit values, which Redis keeps as
+        an intset of 32-bit integers. A prefix a layout-3 client began (marked 3, or holding
+        groups from before the mark) keeps 53-bit values and layout 3 through later writes,
+        so its groups keep matching."""
+        from nshash.text.fingerprint import NARROW_BITS, SKETCH_BITS
+        from tests.test_store_contract import ZH_LIBRARY, ZH_WATER, ZH_WATER_REPOST
+
+        prefix = f"width-{begun}-{uuid.uuid4().hex[:6]}"
+        client = _client(redis_base_url)
+        key = f"{{{prefix}}}:layout"
+        if begun == "marked-3":
+            client.set(key, b"3")
+        with NSHash.open(f"{redis_base_url}?prefix={prefix}") as nsh:
+            if begun == "unmarked":  # groups written before the mark, then the mark taken off
+                client.set(key, b"3")
+                nsh.add(ZH_LIBRARY, doc_id="old")
+                client.delete(key)
+            first = nsh.add(ZH_WATER, doc_id="w")
+            assert nsh.add(ZH_WATER_REPOST, doc_id="r").similar_id == first.similar_id
+            assert nsh.query(ZH_WATER_REPOST) == first.similar_id
+            values = [int(v) for v in client.smembers(f"{{{prefix}}}:s:{first.similar_id}")]
+            encoding = client.object("encoding", f"{{{prefix}}}:s:{first.similar_id}")
+        wide = begun != "new"
+        assert client.get(key) == (b"3" if wide else b"4")
+        bits = SKETCH_BITS if wide else NARROW_BITS
+        assert 1 << (bits - 4) <= max(values) < 1 << bits
+        assert encoding == b"intset"  # 64-bit integers when wide, 32-bit when narrow
 
     def test_prefixes_are_independent(self, redis_base_url: str) -> None:
         """Two prefixes in one Redis keep separate counters and groups."""

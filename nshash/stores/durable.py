@@ -520,6 +520,11 @@ class JournaledFile:
             with open(path, "rb") as fh:
                 raw = fh.read()
             self._snapshot_bytes = len(raw)
+            # A trailer is checked before the pickle is read, so a damaged byte is named as
+            # such rather than as whatever the unpickler makes of it.
+            end = len(raw) - _TRAILER_LEN
+            if raw[end:].startswith(_TRAILER[:_TRAILER.index(b"%")]):
+                _check_trailer(raw, end)
             view = io.BytesIO(raw)
             data = PlainUnpickler(view).load()
             _check_trailer(raw, view.tell())

@@ -49,7 +49,9 @@ __all__ = [
     "DocPrint",
     "Fingerprinter",
     "HASHFUNCS",
+    "NARROW_BITS",
     "SKETCH_BITS",
+    "narrow",
     "split_sentences",
 ]
 
@@ -94,6 +96,13 @@ SKETCH_BITS = 53
 
 #: A sketch value above every real one: "no limit" for a sketch that is not cut short.
 NO_LIMIT = 1 << SKETCH_BITS
+
+#: The sketch values a compact store keeps: the top 31 bits of the same hashes (see
+#: :func:`narrow`). Measured on every shared evaluation set, the guard decides exactly as
+#: with 53 bits, and a value takes 4 bytes instead of 8 (a Redis set of them is an intset
+#: of 32-bit integers).
+NARROW_BITS = 31
+_NARROW_SHIFT = SKETCH_BITS - NARROW_BITS
 
 #: The rolling hash: sum of code point * B**i over a window, mod 2**64, then a 64-bit finalizer
 #: (MurmurHash3's fmix64). Any machine computes the same values.
@@ -200,6 +209,24 @@ class DocPrint:
     sketch: tuple[int, ...]
     exact: int
     limit: int = NO_LIMIT
+
+
+def narrow(doc: DocPrint) -> DocPrint:
+    """*doc* with its sketch as a compact store compares it: each value's top
+    :data:`NARROW_BITS` bits, and the limit likewise (:data:`NO_LIMIT` stays as it is).
+
+    The shift keeps the values ascending; two values that become one are kept once, and a
+    value that becomes the limit is dropped (the values at the limit were cut, so only those
+    below it are whole). The anchors and the exact fingerprint are unchanged."""
+    shift = _NARROW_SHIFT
+    limit = doc.limit if doc.limit >= NO_LIMIT else doc.limit >> shift
+    values = tuple(dict.fromkeys(v >> shift for v in doc.sketch))
+    if values and values[-1] >= limit:
+        kept = tuple(v for v in values if v < limit)
+        # Every value in the limit's bucket (a cut in a run of equal top bits: never seen on
+        # real text) keeps the sketch whole by moving the limit past them.
+        values, limit = (kept, limit) if kept else (values, values[-1] + 1)
+    return DocPrint(doc.sentences, values, doc.exact, limit)
 
 
 class Fingerprinter:

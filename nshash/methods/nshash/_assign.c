@@ -21,7 +21,7 @@
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 4 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 5 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -171,7 +171,7 @@ static int guard_common(const void *ci, PyObject *common, PyObject *more, PyObje
 static int guard_core(PyObject *sketch, uint64_t doc_limit, PyObject *values,
                       uint64_t group_limit, PyObject *common, PyObject *more, PyObject *shared,
                       Py_ssize_t *shared_n, Py_ssize_t *mine, Py_ssize_t *theirs,
-                      const void *ci)
+                      const void *ci, int width)
 {
     uint64_t limit = doc_limit < group_limit ? doc_limit : group_limit, v;
     PyObject *fast = PySequence_Fast(sketch, "sketch_guard: the sketch must be a sequence");
@@ -217,9 +217,9 @@ static int guard_core(PyObject *sketch, uint64_t doc_limit, PyObject *values,
     *mine = kept;
     if (PyBytes_CheckExact(values)) { /* packed values: no object until one is shared */
         const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(values);
-        Py_ssize_t nv = PyBytes_GET_SIZE(values) / 8;
+        Py_ssize_t nv = PyBytes_GET_SIZE(values) / width;
         for (i = 0; i < nv; i++) {
-            v = load_le(p + 8 * i, 8);
+            v = load_le(p + width * i, width);
             if (v >= limit)
                 continue;
             int in = guard_common(ci, common, more, NULL, v);
@@ -300,7 +300,7 @@ static PyObject *sketch_guard(PyObject *self, PyObject *args)
         return NULL;
     Py_ssize_t shared_n, mine, theirs;
     rc = guard_core(sketch, doc_limit, values, group_limit, common, more, shared, &shared_n,
-                    &mine, &theirs, NULL);
+                    &mine, &theirs, NULL, 8);
     PyObject *result = rc == 0   ? Py_BuildValue("Onn", shared, mine, theirs)
                        : rc > 0 ? Py_NewRef(Py_None)
                                 : NULL;
@@ -1559,10 +1559,10 @@ static int table_discard(PyObject *table, PyObject *key)
 /* The names of the _Tables attributes fast_assign reads, interned once (a lookup by a C
  * string would make a str each time). */
 enum { T_DOCS, T_FP, T_EXACT, T_COMMON, T_PARENT, T_SKETCH, T_LIMIT, T_SIZE, T_VOTES, T_MEMBERS,
-       T_LOG, T_UNDO, T_COUNTER, T_DOCUMENTS, T_COMMON_INDEX, T_NAMES };
+       T_LOG, T_UNDO, T_COUNTER, T_DOCUMENTS, T_COMMON_INDEX, T_NARROW, T_NAMES };
 static const char *const table_names[T_NAMES] = {
     "docs", "fp", "exact", "common", "parent", "sketch", "limit", "size", "votes", "members",
-    "log", "undo", "counter", "documents", "common_index"};
+    "log", "undo", "counter", "documents", "common_index", "narrow"};
 static PyObject *table_keys[T_NAMES];
 
 static int intern_table_names(void)
@@ -1731,7 +1731,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     PyObject *cand[FAST_ANCHORS], *hits[FAST_ANCHORS], *shared[FAST_ANCHORS];
     int accepted[FAST_ANCHORS];
     Py_ssize_t i, k, nc = 0, np = 0, joined = -1;
-    int duplicate = 1, fresh = 0;
+    int duplicate = 1, fresh = 0, width = 8;
     uint64_t doc_limit, no_limit;
     int rc = sketch_value(doc_limit_o, &doc_limit);
     if (rc == 0)
@@ -1743,6 +1743,15 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         goto done;
     if (log != Py_None || undo != Py_None)
         goto fallback;
+    /* Sketch values are packed 8 bytes each, or 4 in a store of narrow sketches. */
+    {
+        PyObject *nw = PyObject_GetAttr(t, table_keys[T_NARROW]);
+        int is = nw ? PyObject_IsTrue(nw) : -1;
+        Py_XDECREF(nw);
+        if (is < 0)
+            goto done;
+        width = is ? 4 : 8;
+    }
     if (!(docs = table(t, T_DOCS, &PyDict_Type)) || !(fp = table(t, T_FP, &PyDict_Type))
         || !(exact = table(t, T_EXACT, &PyDict_Type)) || !(common = table(t, T_COMMON, &PySet_Type))
         || !(parent = table(t, T_PARENT, &PyDict_Type))
@@ -1788,7 +1797,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         for (i = 0; i < PyTuple_GET_SIZE(sketch); i++) {
             if ((rc = sketch_value(PyTuple_GET_ITEM(sketch, i), &v)) != 0)
                 goto fail_or_fallback;
-            if (i && v <= prev)
+            if ((i && v <= prev) || (width == 4 && v >> 32))
                 goto fallback;
             prev = v;
         }
@@ -1842,7 +1851,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
             goto fail_or_fallback;
         Py_ssize_t same, mine, theirs;
         rc = guard_core(sketch, doc_limit, vals ? vals : empty, group_limit, common, empty,
-                        shared[k], &same, &mine, &theirs, ci);
+                        shared[k], &same, &mine, &theirs, ci, width);
         if (rc)
             goto fail_or_fallback;
         Py_ssize_t smaller = mine < theirs ? mine : theirs;
@@ -1856,8 +1865,8 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
             if (!vals || !PyBytes_CheckExact(vals))
                 goto fallback; /* a group without a packed sketch of its own: the Python way */
             const unsigned char *gp = (const unsigned char *)PyBytes_AS_STRING(vals);
-            for (i = 1; i < PyBytes_GET_SIZE(vals) / 8; i++)
-                if (load_le(gp + 8 * (i - 1), 8) >= load_le(gp + 8 * i, 8))
+            for (i = 1; i < PyBytes_GET_SIZE(vals) / width; i++)
+                if (load_le(gp + width * (i - 1), width) >= load_le(gp + width * i, width))
                     goto fallback; /* packed, but not ascending: the Python way */
             joined = k;
         }
@@ -1866,13 +1875,14 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         root = Py_NewRef(cand[joined]);
         PyObject *old = table_borrow(sketches, root); /* packed and ascending (checked) */
         const unsigned char *gp = (const unsigned char *)PyBytes_AS_STRING(old);
-        Py_ssize_t ng = PyBytes_GET_SIZE(old) / 8, nd = PyTuple_GET_SIZE(sketch), a = 0, d = 0;
+        Py_ssize_t ng = PyBytes_GET_SIZE(old) / width, nd = PyTuple_GET_SIZE(sketch), a = 0;
+        Py_ssize_t d = 0;
         PyObject *gl = table_borrow(limits, root);
         uint64_t old_limit = no_limit, cut;
         if (gl)
             sketch_value(gl, &old_limit); /* checked by the guard */
         cut = doc_limit < old_limit ? doc_limit : old_limit;
-        if (!(values = PyBytes_FromStringAndSize(NULL, 8 * (ng + nd > cap ? cap : ng + nd))))
+        if (!(values = PyBytes_FromStringAndSize(NULL, width * (ng + nd > cap ? cap : ng + nd))))
             goto done;
         unsigned char *out = (unsigned char *)PyBytes_AS_STRING(values);
         Py_ssize_t kept = 0;
@@ -1880,7 +1890,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         /* A merge of the two ascending runs below the bound, without repeats, stopping at the
          * cap: the value that would come next is the new limit. */
         for (;;) {
-            int has_g = a < ng && (gv = load_le(gp + 8 * a, 8)) < cut;
+            int has_g = a < ng && (gv = load_le(gp + width * a, width)) < cut;
             int has_d = 0;
             if (d < nd) {
                 sketch_value(PyTuple_GET_ITEM(sketch, d), &dv); /* checked by the guard */
@@ -1897,9 +1907,9 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
                 cut = next; /* the smallest value dropped */
                 break;
             }
-            store_le(out + 8 * kept++, next, 8);
+            store_le(out + width * kept++, next, width);
         }
-        if (kept < PyBytes_GET_SIZE(values) / 8 && _PyBytes_Resize(&values, 8 * kept) < 0)
+        if (kept < PyBytes_GET_SIZE(values) / width && _PyBytes_Resize(&values, width * kept) < 0)
             goto done;
         if (table_set(sketches, root, values) < 0 || !(bound = PyLong_FromUnsignedLongLong(cut)))
             goto done;
@@ -1918,11 +1928,11 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
          * the first value dropped, as combine_sketch makes it). */
         Py_ssize_t nsk = PyTuple_GET_SIZE(sketch), keep = nsk > cap ? cap : nsk;
         bound = Py_NewRef(nsk > cap ? PyTuple_GET_ITEM(sketch, cap) : doc_limit_o);
-        if ((values = PyBytes_FromStringAndSize(NULL, 8 * keep)) != NULL) {
+        if ((values = PyBytes_FromStringAndSize(NULL, width * keep)) != NULL) {
             unsigned char *p = (unsigned char *)PyBytes_AS_STRING(values);
             for (i = 0; i < keep; i++) {
                 sketch_value(PyTuple_GET_ITEM(sketch, i), &v); /* checked ascending above */
-                store_le(p + 8 * i, v, 8);
+                store_le(p + width * i, v, width);
             }
         }
         if (!values || table_set(sketches, root, values) < 0)

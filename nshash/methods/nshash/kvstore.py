@@ -30,8 +30,10 @@ key                          value
 ``c`` + hash                 empty: the hash is common (boilerplate)
 ``v`` + hash                 the groups kept apart on it so far, 8 bytes each (a few hashes)
 ``p`` + group id             the id this merged group resolves to
-``s`` + group id             the group's sketch: its limit, then its sorted values, 8 bytes
-                             each (capped by the policy's ``sketch_cap``, so it stays small)
+``s`` + group id             the group's sketch: its limit (8 bytes), then its sorted values,
+                             4 bytes each (format 4: narrow sketches, see
+                             :func:`~nshash.text.fingerprint.narrow`; 8 before), capped by
+                             the policy's ``sketch_cap``, so it stays small
 ``z`` + group id             the group's document count (canonical groups only)
 ``m`` + group id + seq       a member's ``doc_id`` (UTF-8); ``seq`` is a store-wide arrival
                              number, so a group's members list in arrival order
@@ -92,7 +94,7 @@ from ...results import (
     StoreStats,
 )
 from ...stores.kv import OrderedKV
-from ...text.fingerprint import NO_LIMIT, DocPrint
+from ...text.fingerprint import NO_LIMIT, DocPrint, narrow
 from .assign import MatchPolicy, assign, combine_sketch, explain, lookup, resolve
 from .base import Store
 from .records import pack_record, unpack_record
@@ -103,10 +105,14 @@ __all__ = ["KVStore"]
 logger = logging.getLogger("nshash")
 
 #: The layout version written to ``\x00format`` of a new store. 3 packs the ``d`` records
-#: (:func:`~nshash.methods.nshash.records.pack_record`), where 2 wrote them as JSON text; a
-#: store of either is read and written in its own format, any other is refused on open.
-_FORMAT = 3
-_FORMATS = (2, 3)
+#: (:func:`~nshash.methods.nshash.records.pack_record`), where 2 wrote them as JSON text; 4
+#: keeps narrow sketches (4 bytes a value, see :func:`~nshash.text.fingerprint.narrow`),
+#: where 2 and 3 keep 53-bit ones in 8. A store of any of them is read and written in its own
+#: format, any other is refused on open.
+_FORMAT = 4
+_FORMATS = (2, 3, 4)
+#: The first format of narrow sketches.
+_NARROW_FORMAT = 4
 
 _META = b"\x00"
 _FP = b"f"
@@ -157,6 +163,27 @@ def _dec(data: bytes) -> tuple[int, ...]:
     if len(data) % 8:
         raise StoreCorruptError(f"A stored integer field has {len(data)} bytes, not 8 per value")
     return struct.unpack(f">{len(data) // 8}Q", data)
+
+
+def _enc_sketch(limit: int, values: Iterable[int], narrow: bool) -> bytes:
+    """A group's ``s`` value: its limit, then its sorted values (8 bytes each, 4 narrow)."""
+    hs = sorted(values)
+    if not narrow:
+        return _enc(limit, *hs)
+    try:
+        return _ONE(limit) + struct.pack(f">{len(hs)}I", *hs)
+    except struct.error as exc:
+        raise ConfigError(f"Not a narrow sketch value in {hs!r:.80}") from exc
+
+
+def _dec_sketch(data: bytes, narrow: bool) -> tuple[tuple[int, ...], int]:
+    """(values, limit) of what :func:`_enc_sketch` packed."""
+    if not narrow:
+        limit, *values = _dec(data)
+        return tuple(values), limit
+    if len(data) < 8 or len(data) % 4:
+        raise StoreCorruptError(f"A stored sketch has {len(data)} bytes, not 8 and 4 per value")
+    return struct.unpack_from(f">{(len(data) - 8) // 4}I", data, 8), _one(data[:8])
 
 
 def _refuse_constant(name: str) -> None:
@@ -283,8 +310,7 @@ class _Overlay:
         value = self.get(_SKETCH + _enc(gid))
         if not value:
             return (), NO_LIMIT
-        limit, *values = _dec(value)
-        return tuple(values), limit
+        return _dec_sketch(value, self.meta["format"] >= _NARROW_FORMAT)
 
     def get_votes(self, h: int) -> tuple[int, ...]:
         value = self.get(_VOTES + _enc(h))
@@ -357,7 +383,7 @@ class _Overlay:
             self.delete(_VOTES + _enc(h))
 
     def _put_sketch(self, gid: int, hs: set[int], limit: int) -> None:
-        self.put(_SKETCH + _enc(gid), _enc(limit, *sorted(hs)))
+        self.put(_SKETCH + _enc(gid), _enc_sketch(limit, hs, self.meta["format"] >= _NARROW_FORMAT))
 
     def new_group(self, sketch: Iterable[int], limit: int) -> int:
         gid = self.meta["counter"] + 1
@@ -692,7 +718,8 @@ class KVStore(Store):
             elif _one(stored) not in _FORMATS:
                 raise StoreCorruptError(
                     f"{self.url!r} has store format {_one(stored)!r}; "
-                    f"this version reads formats {' and '.join(map(str, _FORMATS))}",
+                    f"this version reads formats {', '.join(map(str, _FORMATS[:-1]))}"
+                    f" and {_FORMATS[-1]}",
                     url=self.url,
                 )
             meta: dict[str, int] = {"format": _FORMAT if stored is None else _one(stored)}
@@ -783,6 +810,7 @@ class KVStore(Store):
             self._check_writable()
             overlay = self._reader()
             window = self._meta["retention"]
+            doc = self._compared(doc)
             if window:
                 now = int(self._clock())
                 result = retained_assign(overlay, doc, policy, doc_id, title, meta, window, now)
@@ -790,6 +818,10 @@ class KVStore(Store):
                 result = assign(overlay, doc, policy, doc_id, title, meta)
             self._commit(overlay)
             return result
+
+    def _compared(self, doc: DocPrint) -> DocPrint:
+        """*doc* as this store compares it: with narrow sketches from format 4 on."""
+        return narrow(doc) if self._meta["format"] >= _NARROW_FORMAT else doc
 
     def _dated_reader(self) -> _Overlay:
         """A reader with the groups expired by now hidden (when there is a window)."""
@@ -800,11 +832,11 @@ class KVStore(Store):
 
     def lookup(self, doc: DocPrint, policy: MatchPolicy) -> int | None:
         with self._open_db():
-            return lookup(self._dated_reader(), doc, policy)
+            return lookup(self._dated_reader(), self._compared(doc), policy)
 
     def explain(self, doc: DocPrint, policy: MatchPolicy) -> Explanation:
         with self._open_db():
-            return explain(self._dated_reader(), doc, policy)
+            return explain(self._dated_reader(), self._compared(doc), policy)
 
     def resolve(self, similar_id: int) -> int:
         with self._open_db():

@@ -66,7 +66,7 @@ from ...results import (
 )
 from ...stores.durable import DAMAGE, JournaledFile, count, reason
 from ...stores.url import FSYNC_POLICIES
-from ...text.fingerprint import NO_LIMIT, DocPrint
+from ...text.fingerprint import NARROW_BITS, NO_LIMIT, DocPrint, narrow
 from .assign import (
     NO_HASHES,
     MatchPolicy,
@@ -182,23 +182,27 @@ logger = logging.getLogger("nshash")
 #: 2: shingle anchors, sketch limits and votes (the first release's format 1 cannot be read:
 #: its anchors were whole sentences, so its groups would never match again). The activity
 #: tables (``seen``, ``hours``, ``meta``) are optional keys of format 2: a snapshot written
-#: before them loads with no activity.
-_SNAPSHOT_FORMAT = 2
+#: before them loads with no activity. 3: narrow sketches (``narrow``: True), 4 bytes a value
+#: (see :func:`~nshash.text.fingerprint.narrow`); a store begun before them stays format 2,
+#: its sketches 8 bytes a value, so an older version still reads it.
+_SNAPSHOT_FORMATS = (2, 3)
 _MISSING: Any = object()
 _U64 = 1 << 64
 #: One hash a group wrote: the table's code (``f``, ``x`` or ``v``), then the hash (9 bytes).
 _OWNED = struct.Struct("<cQ")
 
 
-def pack_sketch(values: Sequence[int]) -> bytes:
-    """Sketch values packed as the memory store keeps every group's: 8 bytes each,
-    little-endian, in the order given (ascending; the compiled assignment reads and writes
-    the same layout)."""
-    return struct.pack(f"<{len(values)}Q", *values)
+def pack_sketch(values: Sequence[int], narrow: bool = False) -> bytes:
+    """Sketch values packed as the memory store keeps every group's: 8 bytes each (4 in a
+    store of narrow sketches), little-endian, in the order given (ascending; the compiled
+    assignment reads and writes the same layout)."""
+    return struct.pack(f"<{len(values)}{'I' if narrow else 'Q'}", *values)
 
 
-def unpack_sketch(stored: bytes) -> tuple[int, ...]:
+def unpack_sketch(stored: bytes, narrow: bool = False) -> tuple[int, ...]:
     """The values of a group's sketch as :func:`pack_sketch` packed them."""
+    if narrow:
+        return struct.unpack(f"<{len(stored) // 4}I", stored)
     return struct.unpack(f"<{len(stored) // 8}Q", stored)
 
 
@@ -316,6 +320,15 @@ def _text(value: Any, what: str, optional: bool = False) -> str | None:
     return str(value)
 
 
+def _compared(t: _Tables, doc: DocPrint) -> DocPrint:
+    """*doc* as the tables *t* compare it, about to place it: with narrow sketches where *t*
+    keeps them, which a store that has made no group yet begins to (journaled with the
+    document, so a write that fails leaves the store as it was)."""
+    if not t.narrow and t.counter == 0:
+        t.set_narrow()
+    return narrow(doc) if t.narrow else doc
+
+
 class _Tables:
     """The tables of :mod:`nshash.methods.nshash.assign`, as dicts (``fp``, ``exact`` and
     ``votes`` as compiled maps, ``sketch``, ``size`` and ``members`` as group tables, where
@@ -331,9 +344,13 @@ class _Tables:
         self.common_mirrored = 0
         self.votes = vote_table()
         self.parent: dict[int, int] = {}
-        #: A group's sketch: its values packed, ascending, 8 bytes each (:func:`pack_sketch`;
-        #: a Python int in a set costs over 50 bytes), read through :func:`unpack_sketch`.
+        #: A group's sketch: its values packed, ascending, 8 bytes each, 4 when ``narrow``
+        #: (:func:`pack_sketch`; a Python int in a set costs over 50 bytes), read through
+        #: :func:`unpack_sketch`.
         self.sketch: MutableMapping[int, bytes] = group_table()
+        #: Whether sketch values are narrow (:func:`~nshash.text.fingerprint.narrow`): set
+        #: on a store that has made no group yet (see :meth:`set_narrow`), never unset.
+        self.narrow = False
         #: A group's sketch limit, for the groups whose sketch was cut (see combine_sketch).
         self.limit: dict[int, int] = {}
         self.size: MutableMapping[int, int] = group_table()
@@ -423,7 +440,8 @@ class _Tables:
         return self.parent.get(gid)
 
     def group_sketch(self, gid: int) -> tuple[Collection[int], int]:
-        return unpack_sketch(self.sketch.get(gid, b"")), self.limit.get(gid, NO_LIMIT)
+        packed = self.sketch.get(gid, b"")
+        return unpack_sketch(packed, self.narrow), self.limit.get(gid, NO_LIMIT)
 
     def get_votes(self, h: int) -> tuple[int, ...]:
         return self.votes.get(h, ())
@@ -499,7 +517,8 @@ class _Tables:
         if isinstance(sketch, bytes):
             packed = sketch
         else:  # a tuple comes ascending (from the text pipeline or unpack_sketch)
-            packed = pack_sketch(sketch if type(sketch) is tuple else sorted(sketch))
+            values = sketch if type(sketch) is tuple else sorted(sketch)
+            packed = pack_sketch(values, self.narrow)
         if self.undo is not None:
             self._restore(self.sketch, gid)
             self._restore(self.limit, gid)
@@ -539,7 +558,7 @@ class _Tables:
             self._restore(self.members, root)  # replaced below, never changed in place
         self.parent[gid] = root
         old, old_limit = self.group_sketch(root)
-        more = unpack_sketch(self.sketch.pop(gid, b""))
+        more = unpack_sketch(self.sketch.pop(gid, b""), self.narrow)
         more_limit = self.limit.pop(gid, NO_LIMIT)
         self._set_sketch(root, *combine_sketch(old, old_limit, more, more_limit, cap))
         self.size[root] += self.size.pop(gid, 0)
@@ -566,6 +585,17 @@ class _Tables:
         self.absorbed[root] = self.absorbed.get(root, ()) + (gid,) + self.absorbed.pop(gid, ())
 
     # -- retention (see nshash.methods.nshash.retention) --------------------------------
+    def set_narrow(self) -> None:
+        """Keep sketch values narrow from now on (only before the first group: a group's
+        sketch and the common values are of one width)."""
+        if self.counter:
+            raise ValueError("a store that has groups cannot change its sketch width")
+        if self.undo is not None:
+            self.undo.append((self, "narrow", self.narrow))
+        self.narrow = True
+        if self.log is not None:
+            self.log.append(["w", NARROW_BITS])
+
     def set_window(self, window: int) -> None:
         """Keep a retention window of *window* seconds from now on."""
         if self.undo is not None:
@@ -785,9 +815,9 @@ class _Tables:
             if gid <= self.counter:
                 raise ValueError(f"group {gid} is handed out a second time")
             self.counter = gid - 1
-            self.new_group(_u64s(args[1]), _limit(args[2]))
+            self.new_group(self._sketch_values(args[1]), _limit(args[2]))
         elif kind == "s" and len(args) == 4:
-            hs, limit, cap = _u64s(args[1]), _limit(args[2]), _gid(args[3])
+            hs, limit, cap = self._sketch_values(args[1]), _limit(args[2]), _gid(args[3])
             self.extend_sketch(self._live(args[0]), hs, limit, cap)
         elif kind == "g" and len(args) == 3:
             root, gid = self._live(args[0]), self._live(args[1])
@@ -815,6 +845,8 @@ class _Tables:
             self.add_member(gid, record)
         elif kind == "r" and len(args) == 1:
             self.set_window(_gid(args[0]))
+        elif kind == "w" and args == [NARROW_BITS]:
+            self.set_narrow()
         elif kind == "l" and len(args) == 2:
             if self.window is None:
                 raise ValueError("a group is dated in a store with no retention window")
@@ -832,6 +864,13 @@ class _Tables:
         else:
             raise ValueError(f"unknown journal operation {op!r:.60}")
 
+    def _sketch_values(self, values: Any) -> list[int]:
+        """*values* if they are sketch values of this store's width, else ValueError."""
+        hs = _u64s(values)
+        if self.narrow and not _ints_within(hs, 0, 1 << NARROW_BITS):
+            raise ValueError(f"a sketch value is wider than {NARROW_BITS} bits")
+        return hs
+
     def _live(self, gid: Any) -> int:
         """*gid* if it is a canonical group of these tables, else ValueError."""
         gid = _gid(gid)
@@ -842,7 +881,8 @@ class _Tables:
     # -- snapshot ----------------------------------------------------------------------
     def dump(self) -> dict[str, Any]:
         return {
-            "format": _SNAPSHOT_FORMAT,
+            "format": 3 if self.narrow else 2,
+            "narrow": self.narrow,
             "fp": _packed(self.fp),
             "exact": _packed(self.exact),
             "common": self.common,
@@ -873,9 +913,11 @@ class _Tables:
         Raises:
             StoreCorruptError: a table is missing or holds something this store never writes.
         """
-        if not isinstance(data, dict) or data.get("format") != _SNAPSHOT_FORMAT:
+        if not isinstance(data, dict) or data.get("format") not in _SNAPSHOT_FORMATS:
+            formats = " or ".join(map(str, _SNAPSHOT_FORMATS))
             raise StoreCorruptError(
-                f"The snapshot is not an nshash memory snapshot (format {_SNAPSHOT_FORMAT})"
+                f"The snapshot is not an nshash memory snapshot of format {formats}"
+                " (a later version's store needs that version)"
             )
         try:
             tables = _check_snapshot(data)
@@ -894,6 +936,7 @@ class _Tables:
             self.documents,
             self.votes,
             self.limit,
+            self.narrow,
         ) = tables
         try:
             self.seen, self.hours, self.meta = _check_activity(data, size)
@@ -989,6 +1032,10 @@ def _check_snapshot(data: dict[str, Any]) -> tuple[Any, ...]:
     """The tables of a snapshot, each checked (see :meth:`_Tables.load`)."""
     counter = count(data["counter"], "counter")
     documents = count(data["documents"], "documents")
+    narrow = data.get("narrow", False)
+    if narrow is not (data["format"] == 3):
+        raise ValueError(f"a snapshot of format {data['format']} says narrow is {narrow!r:.20}")
+    width = 4 if narrow else 8
 
     def group(gid: Any) -> int:
         if _gid(gid) > counter:
@@ -1017,14 +1064,14 @@ def _check_snapshot(data: dict[str, Any]) -> tuple[Any, ...]:
     packed = (
         _ints_within(sketch, 1, counter + 1)
         and set(map(type, sketch.values())) <= {bytes}
-        and not any(len(hs) & 7 for hs in sketch.values())
+        and not any(len(hs) & (width - 1) for hs in sketch.values())
     )
     for gid, hs in () if packed else list(sketch.items()):
         group(gid)
-        if type(hs) is bytes:  # packed: every 8 bytes are a value below 2**64
-            if len(hs) % 8:
+        if type(hs) is bytes:  # packed: every 8 (or 4) bytes are a value
+            if len(hs) % width:
                 raise ValueError(f"the packed sketch of group {gid} has {len(hs)} bytes")
-        elif type(hs) is set:  # as snapshots before packed sketches kept them
+        elif type(hs) is set and not narrow:  # as snapshots before packed sketches kept them
             _u64s(hs)
             sketch[gid] = pack_sketch(sorted(hs))
         else:
@@ -1059,7 +1106,10 @@ def _check_snapshot(data: dict[str, Any]) -> tuple[Any, ...]:
     for gid, value in () if cut else limit.items():
         group(gid)
         _limit(value)
-    return fp, exact, common, parent, sketch, size, members, docs, counter, documents, votes, limit
+    return (
+        fp, exact, common, parent, sketch, size, members, docs, counter, documents, votes, limit,
+        narrow,
+    )  # fmt: skip
 
 
 def _time(value: Any) -> int:
@@ -1244,6 +1294,7 @@ class MemoryStore(Store):
                 now = int(self._clock())
                 if self._file is None:
                     mine = self._t
+                    doc = _compared(mine, doc)
                     faster = None
                     if _FAST is not None:
                         faster = functools.partial(
@@ -1254,8 +1305,10 @@ class MemoryStore(Store):
                     )
                 with self._file.change() as t:
                     assert isinstance(t, _Tables)
+                    doc = _compared(t, doc)
                     return retained_assign(t, doc, policy, doc_id, title, meta, window, now)
             if self._file is None:
+                doc = _compared(self._t, doc)
                 placed = self._fast(self._t, doc, policy, doc_id, title, meta)
                 if placed is not None:
                     return placed
@@ -1264,7 +1317,7 @@ class MemoryStore(Store):
             # line is written; if that fails, every change is taken back: no trace is left.
             with self._file.change() as t:
                 assert isinstance(t, _Tables)
-                return assign(t, doc, policy, doc_id, title, meta)
+                return assign(t, _compared(t, doc), policy, doc_id, title, meta)
 
     @staticmethod
     def _fast(
@@ -1344,12 +1397,14 @@ class MemoryStore(Store):
     def lookup(self, doc: DocPrint, policy: MatchPolicy) -> int | None:
         with self._lock:
             self._check()
-            return lookup(self._reading(), doc, policy)
+            t = self._reading()
+            return lookup(t, narrow(doc) if t.narrow else doc, policy)
 
     def explain(self, doc: DocPrint, policy: MatchPolicy) -> Explanation:
         with self._lock:
             self._check()
-            return explain(self._reading(), doc, policy)
+            t = self._reading()
+            return explain(t, narrow(doc) if t.narrow else doc, policy)
 
     def resolve(self, similar_id: int) -> int:
         with self._lock:

@@ -48,7 +48,8 @@ end
 
 local ex = tget(K_EXACT, exact)
 if ex and expired(ex) then ex = false end
-local all, ns, flags = hashes(8, not ex)
+local all, ns, flags
+all, ns, flags, doc_limit = hashes(8, not ex)
 local anchors, aidx = select_anchors(all, ns, flags, n)
 local known = fp_get(anchors)
 if WINDOWED then

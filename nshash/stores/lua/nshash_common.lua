@@ -11,16 +11,22 @@ local WINDOWED = false
 local CHUNK = 4000
 -- nshash.text.fingerprint.NO_LIMIT: 2^53, exact as a Lua number, above every sketch value.
 local NO_LIMIT = 9007199254740992
+-- 2^(53 - 31): a narrow sketch value is a 53-bit one divided by this, rounded down.
+local NARROW_DIV = 4194304
 
 local function gs(g) return string.format('%d', g) end
 local function zm(g) return string.format('%015d', g) end
 
--- The layout these scripts read and write: 3, records with packed anchors and first members
--- in the split table o. A write marks the prefix with it ({P}:layout); a prefix marked with a
--- later layout was written by a newer nshash, whose tables these scripts would misread, so
--- every call refuses it. (Clients from before the mark cannot check it: upgrade every client
--- of a prefix together.)
-local LAYOUT = 3
+-- The layouts these scripts read and write: 3, records with packed anchors and first members
+-- in the split table o; 4, the same with narrow sketches (NARROW: each value's top 31 bits,
+-- nshash.text.fingerprint.narrow, which a set of them keeps as 32-bit integers). A write marks
+-- the prefix with its layout ({P}:layout): a new prefix gets 4; one that holds groups from
+-- before the mark, 3 (its sketches are 53-bit), and keeps it. A prefix marked with a later
+-- layout was written by a newer nshash, whose tables these scripts would misread, so every
+-- call refuses it. (Clients from before the mark cannot check it: upgrade every client of a
+-- prefix together.)
+local LAYOUT, WIDE_LAYOUT = 4, 3
+local NARROW = true
 local function check_layout(write)
   local key = BASE .. 'layout'
   local found = tonumber(redis.call('GET', key) or '0') or LAYOUT + 1
@@ -28,7 +34,14 @@ local function check_layout(write)
     error({err = string.format('LAYOUT %s is %s: this prefix was written by a newer nshash '
       .. '(this one reads layout %d); upgrade this client', key, tostring(found), LAYOUT)})
   end
-  if write and found < LAYOUT then redis.call('SET', key, LAYOUT) end
+  if found == 0 then
+    found = redis.call('EXISTS', K_COUNTER) == 1 and WIDE_LAYOUT or LAYOUT
+    if write then redis.call('SET', key, found) end
+  elseif write and found < WIDE_LAYOUT then
+    found = WIDE_LAYOUT
+    redis.call('SET', key, found)
+  end
+  NARROW = found >= LAYOUT
 end
 
 -- SMISMEMBER key items[1..n] (n defaults to all), in chunks (unpack has a stack limit).
@@ -274,9 +287,35 @@ end
 -- The document's hashes: ARGV[s] is a JSON array of its sentences then its sketch, ARGV[s + 1]
 -- the number of sentences (cjson splits in C, several times faster than string.gmatch). One
 -- SMISMEMBER tells which are common: of the sentences only, or of all.
+-- ARGV[s + 2] is the sketch's limit. In a layout of narrow sketches the sketch and the limit
+-- are narrowed first, as nshash.text.fingerprint.narrow does: returns all, ns, the flags and
+-- the limit.
 local function hashes(s, with_sketch)
   local all, ns = cjson.decode(ARGV[s]), tonumber(ARGV[s + 1])
-  return all, ns, smis(K_COMMON, all, not with_sketch and ns or nil)
+  local limit = tonumber(ARGV[s + 2])
+  if NARROW then
+    if limit < NO_LIMIT then limit = math.floor(limit / NARROW_DIV) end
+    local values, last, kept, total = {}, nil, 0, #all
+    for i = ns + 1, total do
+      local v = math.floor(tonumber(all[i]) / NARROW_DIV)
+      if v ~= last then
+        values[#values + 1] = v
+        if v < limit then kept = kept + 1 end
+      end
+      last = v
+      all[i] = nil
+    end
+    -- Every value at the limit (never seen on real text): the limit moves past them.
+    if kept == 0 and #values > 0 then limit = values[#values] + 1 end
+    local w = ns
+    for i = 1, #values do
+      if values[i] < limit then
+        w = w + 1
+        all[w] = string.format('%d', values[i])
+      end
+    end
+  end
+  return all, ns, smis(K_COMMON, all, not with_sketch and ns or nil), limit
 end
 
 -- _select: the first n sentences that are not common, or the first n if all are.

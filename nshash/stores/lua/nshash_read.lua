@@ -34,7 +34,7 @@ if op == 'lookup' then
     if explain then return {'exact', resolve(ex)} end
     return resolve(ex)
   end
-  local all, ns, flags = hashes(7, true)
+  local all, ns, flags, limit = hashes(7, true)
   local anchors = select_anchors(all, ns, flags, n)
   local known = fp_get(anchors)
   for i = 1, #anchors do
@@ -49,7 +49,7 @@ if op == 'lookup' then
   end
   out[#out + 1] = table.concat(boiler, ',')
   for _, g in ipairs(order) do
-    local score, shared, mine, gsize = verify(g, live, tonumber(ARGV[9]), min_overlap, explain)
+    local score, shared, mine, gsize = verify(g, live, limit, min_overlap, explain)
     scores[g] = score
     out[#out + 1] = table.concat({gs(g), table.concat(hits[g], ','), tostring(#shared),
       tostring(mine), tostring(gsize)}, ' ')
