@@ -65,6 +65,15 @@ class TestNSHash:
         with pytest.raises(ConfigError, match="hashfunc"):
             NSHash("news", hashfunc="sha1")
 
+    def test_a_store_url_as_the_name_is_refused(self, tmp_path, monkeypatch) -> None:
+        """NSHash("memory://") would make a file named after the URL (memory:/.pkl); it is
+        refused, pointing at NSHash.open, and nothing is made."""
+        monkeypatch.chdir(tmp_path)
+        for url in ("memory://", "leveldb:///tmp/x"):
+            with pytest.raises(ConfigError, match=r"NSHash\.open"):
+                NSHash(url)
+        assert list(tmp_path.iterdir()) == []
+
 
 BYLINE = "By Staff Reporter"
 FOOTER = (

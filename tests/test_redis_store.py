@@ -582,6 +582,53 @@ class TestKeyLayout:
         assert 1 << (bits - 4) <= max(values) < 1 << bits
         assert encoding == b"intset"  # 64-bit integers when wide, 32-bit when narrow
 
+    def test_the_script_narrows_what_a_client_sent_whole(self, redis_base_url: str) -> None:
+        """The client narrows a document's sketch for a prefix of narrow sketches; one sent
+        whole (a client that read the prefix before it was made again) is narrowed by the
+        script the same way: the same groups and the same sketch sets."""
+        from tests.test_store_contract import ZH_LIBRARY, ZH_WATER, ZH_WATER_REPOST
+
+        client = _client(redis_base_url)
+        seen = []
+        for whole in (False, True):
+            prefix = f"sent-{whole}-{uuid.uuid4().hex[:6]}"
+            with NSHash.open(f"{redis_base_url}?prefix={prefix}") as nsh:
+                store: Any = nsh.store
+                assert nsh.query(ZH_WATER) is None and store._narrow is True
+                if whole:
+                    store._narrow = False
+                ids = [nsh.add(t, doc_id=f"d{i}").similar_id
+                       for i, t in enumerate((ZH_WATER, ZH_WATER_REPOST, ZH_LIBRARY))]
+                why = nsh.explain(ZH_WATER_REPOST)
+                sets = [client.smembers(f"{{{prefix}}}:s:{g}") for g in sorted(set(ids))]
+            seen.append((ids, why.similar_id, [c.shared for c in why.candidates], sets))
+            assert client.get(f"{{{prefix}}}:layout") == b"4"
+        assert seen[0] == seen[1] and seen[0][0][0] == seen[0][0][1] != seen[0][0][2]
+
+    def test_a_sketch_narrowed_for_another_layout_is_refused_then_sent_again(
+        self, redis_base_url: str
+    ) -> None:
+        """A client that read a new prefix (narrow sketches), which a layout-3 client then
+        began, has its narrowed document refused before anything is written; an add is sent
+        again whole, a query fails once with StoreError and works on the next call."""
+        from tests.test_store_contract import ZH_WATER, ZH_WATER_REPOST
+
+        prefix = f"race-{uuid.uuid4().hex[:6]}"
+        client = _client(redis_base_url)
+        with NSHash.open(f"{redis_base_url}?prefix={prefix}") as nsh:
+            store: Any = nsh.store
+            assert nsh.query(ZH_WATER) is None and store._narrow is True
+            client.set(f"{{{prefix}}}:layout", b"3")  # as a layout-3 client leaves it
+            first = nsh.add(ZH_WATER, doc_id="w")
+            assert store._narrow is False and client.get(f"{{{prefix}}}:layout") == b"3"
+            values = [int(v) for v in client.smembers(f"{{{prefix}}}:s:{first.similar_id}")]
+            assert max(values) >= 1 << 40  # 53-bit values
+            store._narrow = True
+            with pytest.raises(StoreError, match="WIDTH"):
+                nsh.query(ZH_WATER_REPOST)
+            assert nsh.query(ZH_WATER_REPOST) == first.similar_id
+            assert nsh.stats().documents == 1
+
     def test_prefixes_are_independent(self, redis_base_url: str) -> None:
         """Two prefixes in one Redis keep separate counters and groups."""
         a = NSHash.open(f"{redis_base_url}?prefix=ind-a-{uuid.uuid4().hex[:6]}")

@@ -201,6 +201,11 @@ class NSHash(Method):
                 raise ConfigError(f"Unknown hashdb {hashdb!r}; use 'memory' or 'leveldb'")
             if not isinstance(name, str) or not name:
                 raise ConfigError(f"name must be a non-empty str, not {name!r}")
+            if "://" in name:  # a store URL: it would become a file named after it
+                raise ConfigError(
+                    f"name is a file name, not a store URL ({name!r:.60}): "
+                    f"use NSHash.open({name!r:.60})"
+                )
             scheme, suffix = _HASHDBS[hashdb]
             store = open_path(scheme, os.path.abspath(name + suffix))
         self.store = store

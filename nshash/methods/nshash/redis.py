@@ -20,8 +20,10 @@ independent namespaces in one Redis, and spread over the nodes of a cluster.
 A fingerprint (an unsigned 64-bit integer) is written as a *signed* 64-bit decimal (minus 2**64
 when it is 2**63 or more): Redis then keeps a set of them as a compact ``intset``, and the
 scripts never do arithmetic on one (Lua numbers are doubles): to them a fingerprint is a
-string. Sketch values have 53 bits, so the scripts compare them as numbers exactly. Group ids
-are small decimal integers.
+string. Sketch values have 53 bits, so the scripts compare them as numbers exactly; in a prefix
+of layout 4 the scripts narrow them to their top 31 bits first
+(:func:`~nshash.text.fingerprint.narrow`), so a sketch set is an ``intset`` of 32-bit
+integers, half the size. Group ids are small decimal integers.
 
 =================  =======  ==================================================================
 key                type     holds
@@ -46,7 +48,8 @@ key                type     holds
                             where ``#count`` is, and nothing between newline and title)
 ``{P}:counter``    string   the last group id handed out (INCR; never goes back)
 ``{P}:documents``  string   how many documents were added; each one's value is its sequence number
-``{P}:s:<id>``     set      the sketch (sampled shingle hashes) of canonical group ``id``
+``{P}:s:<id>``     set      the sketch (sampled shingle hashes, narrowed in layout 4) of
+                            canonical group ``id``
 ``{P}:limits``     hash     group id -> its sketch's limit, for groups whose sketch was cut
 ``{P}:m:<id>``     list     doc ids of canonical group ``id`` after its first, in arrival order
                             (only groups of two or more have one)
@@ -82,7 +85,10 @@ them; a group made before ``o`` keeps all its members in its list. A doc id long
 URL-sized ids save less (about 130 bytes a group where a list key took 230).
 
 **Layout.** A write marks the prefix with the layout its scripts write (``{P}:layout``, 3:
-records with packed anchors, first members in ``o``). A prefix marked with a later layout
+records with packed anchors, first members in ``o``; 4: the same with narrow sketches). A new
+prefix gets 4; a prefix marked 3, or holding groups from before the mark, keeps 3 and its
+53-bit sketches (the client sends every document's sketch whole, and the script narrows it
+only for layout 4). A prefix marked with a later layout
 was written by a newer nshash, and every call on it fails with :class:`~nshash.StoreError`
 instead of misreading its tables. Clients from before the mark do not check it, so upgrade
 every client of a prefix together.
@@ -132,7 +138,7 @@ from ...results import (
 from ...stores.redis import check_prefix, connect, translate
 from ...stores.scripts import lua_script
 from ...stores.url import mask_url, retention_option
-from ...text.fingerprint import DocPrint
+from ...text.fingerprint import DocPrint, narrow
 from .assign import MatchPolicy, finish_explanation, judged
 from .base import Store
 from .retention import clock_option
@@ -166,6 +172,11 @@ _ASSIGN = lua_script("nshash_assign")
 
 
 _MASK64 = (1 << 64) - 1
+
+def _is_width(reply: Any) -> bool:
+    """Whether *reply* is a script's refusal of a sketch narrowed for another layout."""
+    return isinstance(reply, redis.ResponseError) and str(reply).startswith("WIDTH ")
+
 
 def _signed(values: Sequence[int]) -> list[str]:
     """Fingerprints as signed 64-bit decimals (see the module docstring)."""
@@ -292,6 +303,10 @@ class RedisStore(Store):
         #: Pools made to follow Redis Cluster redirections; closed with the store.
         self._pools: list[redis.ConnectionPool] = []
         self._policy_cache: tuple[MatchPolicy, list[bytes], bytes] | None = None
+        #: Whether the prefix keeps narrow sketches (layout 4, or a new prefix), read on the
+        #: first call that sends a document; None until then, and again after a script found
+        #: the prefix's layout other than this says (see check_width in the scripts).
+        self._narrow: bool | None = None
         self._closed = False
 
     @classmethod
@@ -325,7 +340,16 @@ class RedisStore(Store):
             raise StoreClosedError(f"{self.url} is closed", url=self.url)
 
     def _translate(self, exc: Exception) -> StoreError:
+        if _is_width(exc):
+            self._narrow = None  # the prefix's layout is not what was read: read it again
         return translate(exc, self.url)
+
+    def _compared(self, doc: DocPrint) -> tuple[DocPrint, bool]:
+        """*doc* as this prefix compares it, and whether it was narrowed here (the client
+        narrows it, so the script need not)."""
+        if self._narrow is None:
+            self._narrow = self._read(b"width") == 1
+        return (narrow(doc), True) if self._narrow else (doc, False)
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
@@ -382,14 +406,16 @@ class RedisStore(Store):
         self._policy_cache = (policy, args, head)
         return args, head
 
-    @staticmethod
-    def _doc_args(doc: DocPrint) -> tuple[bytes, bytes, bytes, bytes]:
+    def _doc_args(self, doc: DocPrint) -> tuple[bytes, bytes, bytes, bytes]:
         """The exact-text fingerprint, all hashes (anchor candidates, then the sketch in
-        ascending order), the anchor candidate count and the sketch limit."""
+        ascending order, narrowed where the prefix keeps narrow sketches), the anchor candidate
+        count and the sketch limit (after an ``n`` when narrowed)."""
         try:
+            doc, narrowed = self._compared(doc)
             exact = _signed((doc.exact,))[0].encode()
             hashes = _json_strings(_signed(doc.sentences) + _signed(doc.sketch))
-            return exact, hashes, b"%d" % len(doc.sentences), b"%d" % doc.limit
+            limit = (b"n%d" if narrowed else b"%d") % doc.limit
+            return exact, hashes, b"%d" % len(doc.sentences), limit
         except (struct.error, TypeError, AttributeError) as exc:
             raise ConfigError(f"Not a document fingerprint: {doc!r} ({exc})") from None
 
@@ -520,9 +546,16 @@ class RedisStore(Store):
         meta: DocMeta | None = None,
     ) -> tuple[Assignment, tuple[int, ...]]:
         self._check()
-        command = self._pack_assign(doc, policy, doc_id, title, meta)
-        with self._errors():
-            reply = self._run_assign([command])[0]
+
+        def send() -> Any:
+            command = self._pack_assign(doc, policy, doc_id, title, meta)
+            with self._errors():
+                return self._run_assign([command])[0]
+
+        reply = send()
+        if _is_width(reply):  # refused before any write; the layout is read again
+            self._narrow = None
+            reply = send()
         if isinstance(reply, Exception):
             raise self._refusal(reply) from reply
         return self._decode_assign(doc, doc_id, reply)

@@ -14,12 +14,13 @@ local theta, merge_theta, merge_guard = thresholds(3)
 local min_overlap, cap = tonumber(ARGV[4]), tonumber(ARGV[5])
 local need = tonumber(ARGV[6])
 local exact = ARGV[7]
-local doc_limit = tonumber(ARGV[10])
+local doc_limit  -- ARGV[10], read with the hashes (see hashes)
 local doc_id, title = nil, nil
 if string.sub(ARGV[11], 1, 1) == '+' then doc_id = string.sub(ARGV[11], 2) end
 if string.sub(ARGV[12], 1, 1) == '+' then title = string.sub(ARGV[12], 2) end
 
 check_layout(true)
+check_width(8)
 
 -- ARGV[15]: "now" (the caller's clock, epoch seconds), or "now window" to set the window.
 local now, want = string.match(ARGV[15], '^(%d+) ?(%d*)$')

@@ -287,13 +287,24 @@ end
 -- The document's hashes: ARGV[s] is a JSON array of its sentences then its sketch, ARGV[s + 1]
 -- the number of sentences (cjson splits in C, several times faster than string.gmatch). One
 -- SMISMEMBER tells which are common: of the sentences only, or of all.
--- ARGV[s + 2] is the sketch's limit. In a layout of narrow sketches the sketch and the limit
--- are narrowed first, as nshash.text.fingerprint.narrow does: returns all, ns, the flags and
+-- ARGV[s + 2] is the sketch's limit, after an 'n' when the client narrowed the sketch
+-- (nshash.text.fingerprint.narrow) for a prefix it read as layout 4. A client that sent it
+-- whole to a prefix of narrow sketches gets it narrowed here, the same way; one that narrowed
+-- it for a prefix of 53-bit sketches is refused (check_width). Returns all, ns, the flags and
 -- the limit.
+local function check_width(s)
+  if string.sub(ARGV[s + 2], 1, 1) == 'n' and not NARROW then
+    error({err = 'WIDTH this prefix keeps 53-bit sketches (layout 3), but the client narrowed'
+      .. ' the document\'s for layout 4; nothing was written: send it again'})
+  end
+end
+
 local function hashes(s, with_sketch)
   local all, ns = cjson.decode(ARGV[s]), tonumber(ARGV[s + 1])
-  local limit = tonumber(ARGV[s + 2])
-  if NARROW then
+  local sent = ARGV[s + 2]
+  local narrowed = string.sub(sent, 1, 1) == 'n'
+  local limit = tonumber(narrowed and string.sub(sent, 2) or sent)
+  if NARROW and not narrowed then
     if limit < NO_LIMIT then limit = math.floor(limit / NARROW_DIV) end
     local values, last, kept, total = {}, nil, 0, #all
     for i = ns + 1, total do

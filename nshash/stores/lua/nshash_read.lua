@@ -34,6 +34,7 @@ if op == 'lookup' then
     if explain then return {'exact', resolve(ex)} end
     return resolve(ex)
   end
+  check_width(7)
   local all, ns, flags, limit = hashes(7, true)
   local anchors = select_anchors(all, ns, flags, n)
   local known = fp_get(anchors)
@@ -62,6 +63,9 @@ if op == 'lookup' then
     return out
   end
   return chosen[1] or 0
+elseif op == 'width' then
+  -- Whether a document's sketch is compared narrow here (layout 4, or a new prefix).
+  return NARROW and 1 or 0
 elseif op == 'resolve' then
   -- An id never merged is its own canonical id: answer it as given (it may exceed 2^53).
   local p = redis.call('HGET', K_PARENT, ARGV[3])
