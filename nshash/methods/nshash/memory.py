@@ -584,7 +584,6 @@ class _Tables:
             self.owned[root] = self.owned.get(root, b"") + moved
         self.absorbed[root] = self.absorbed.get(root, ()) + (gid,) + self.absorbed.pop(gid, ())
 
-    # -- retention (see nshash.methods.nshash.retention) --------------------------------
     def set_narrow(self) -> None:
         """Keep sketch values narrow from now on (only before the first group: a group's
         sketch and the common values are of one width)."""
@@ -596,6 +595,7 @@ class _Tables:
         if self.log is not None:
             self.log.append(["w", NARROW_BITS])
 
+    # -- retention (see nshash.methods.nshash.retention) --------------------------------
     def set_window(self, window: int) -> None:
         """Keep a retention window of *window* seconds from now on."""
         if self.undo is not None:
