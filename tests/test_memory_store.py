@@ -12,6 +12,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -683,3 +684,144 @@ def test_new_stores_keep_narrow_sketches_and_older_ones_stay_wide(
             nsh.store.save()  # type: ignore[attr-defined]
         data = pickle.loads(path.read_bytes().rsplit(b"\nnshash-crc32:", 1)[0])
         assert (data["format"], data["narrow"]) == ((2, False) if wide else (3, True))
+
+
+# -- background snapshots ------------------------------------------------------------------
+#: Makes the forked child of a background snapshot wait until the file GATE names exists (so
+#: a test sees writes go on while it runs), or fail when FAIL is set; the parent is unchanged.
+HELD_CHILD = """
+import os, time
+from nshash.stores import durable
+_real, _parent = durable.JournaledFile._write_snapshot_file, os.getpid()
+def _held(self, seq, journal=None, keep_journal=True):
+    if os.getpid() != _parent:
+        while not os.path.exists(os.environ["GATE"]):
+            time.sleep(0.01)
+        if os.environ.get("FAIL"):
+            raise OSError(28, "No space left on device (made by the test)")
+    return _real(self, seq, journal, keep_journal)
+durable.JournaledFile._write_snapshot_file = _held
+durable.JOURNAL_MIN_BYTES = 0
+"""
+
+
+@pytest.fixture
+def held(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """held(gate, fail=False): HELD_CHILD in this process, taken back after the test."""
+    from nshash.stores import durable
+
+    # Set to what they are, so the test's end puts them back after HELD_CHILD changed them.
+    monkeypatch.setattr(durable, "JOURNAL_MIN_BYTES", durable.JOURNAL_MIN_BYTES)
+    monkeypatch.setattr(durable.JournaledFile, "_write_snapshot_file",
+                        durable.JournaledFile._write_snapshot_file)  # fmt: skip
+
+    def hold(gate: Path, fail: bool = False) -> None:
+        monkeypatch.setenv("GATE", str(gate))
+        if fail:
+            monkeypatch.setenv("FAIL", "1")
+        exec(HELD_CHILD, {})  # noqa: S102 - the test's own snippet
+
+    return hold
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="background snapshots need fork")
+def test_a_background_snapshot_lets_writes_go_on(tmp_path: Path, held: Any) -> None:
+    """The write that makes a compaction due starts it in a child and returns: the journal
+    moves to PATH.journal.old, later writes go to a new journal, a read-only open meanwhile
+    sees all of them, and once the child is done the snapshot holds what the old journal
+    held and the old journal is gone."""
+    path, gate = tmp_path / "s.pkl", tmp_path / "gate"
+    old = tmp_path / "s.pkl.journal.old"
+    held(gate)
+    nsh = NSHash.open(f"memory://{path}")
+    file = nsh.store._file  # type: ignore[attr-defined]
+    nsh.add(EN_RAIL, doc_id="a")  # due at once: JOURNAL_MIN_BYTES is 0
+    assert file._child is not None and old.exists() and not path.exists()
+    for i, text in enumerate(EN_STORIES):
+        nsh.add(text, doc_id=f"s{i}")  # written while the child waits
+    assert file._child is not None and old.stat().st_size > 0
+    with NSHash.open(f"memory://{path}", readonly=True) as reader:
+        assert reader.stats().documents == len(EN_STORIES) + 1
+    gate.touch()
+    nsh.add(EN_RAIL_REPOST, doc_id="b")  # finds the child done, or waits at close
+    nsh.close()
+    assert not old.exists() and path.exists()
+    with open(path, "rb") as fh:
+        assert pickle.load(fh)["seq"] >= 1
+    with NSHash.open(f"memory://{path}") as again:
+        assert again.stats().documents == len(EN_STORIES) + 2
+        assert again.document("b").similar_id == again.document("a").similar_id  # type: ignore[union-attr]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="background snapshots need fork")
+def test_a_failed_background_snapshot_loses_nothing(
+    tmp_path: Path, held: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A child that cannot write the snapshot (a full disk) is logged; both journals keep
+    everything, and the next compaction is written by the write that makes it due, which
+    deletes the old journal."""
+    path, gate = tmp_path / "s.pkl", tmp_path / "gate"
+    old = tmp_path / "s.pkl.journal.old"
+    gate.touch()
+    held(gate, fail=True)
+    nsh = NSHash.open(f"memory://{path}")
+    file = nsh.store._file  # type: ignore[attr-defined]
+    nsh.add(EN_RAIL, doc_id="a")
+    file._reap(wait=True)  # the child has failed by now, or fails while this waits
+    assert "background snapshot" in caplog.text and "No space left" in caplog.text
+    assert old.exists() and not path.exists()
+    nsh.add(EN_RAIL_REPOST, doc_id="b")  # due again, with an old journal: in the foreground
+    assert file._child is None and not old.exists() and path.exists()
+    nsh.close()
+    with NSHash.open(f"memory://{path}") as again:
+        assert again.stats().documents == 2
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="background snapshots need fork")
+def test_a_crash_during_a_background_snapshot_loses_nothing(tmp_path: Path) -> None:
+    """SIGKILL of the writer while its child is about to write the snapshot: the child dies
+    with it (so no snapshot lands later), and the next open replays both journals (every
+    acknowledged add is there) and folds them into a snapshot."""
+    import signal
+
+    path, gate = tmp_path / "s.pkl", tmp_path / "gate"
+    texts = [*EN_STORIES, EN_RAIL, EN_RAIL_REPOST]
+    script = HELD_CHILD + textwrap.dedent(
+        f"""
+        import json, sys
+        from nshash import NSHash
+        nsh = NSHash.open({f"memory://{path}"!r}, fsync="no")
+        for i, text in enumerate(json.loads(sys.argv[1])):
+            r = nsh.add(text, doc_id=f"doc{{i}}")
+            print(nsh.store._file._child[0], r.similar_id, flush=True)
+        sys.stdin.readline()
+        """
+    )
+    writer = subprocess.Popen(
+        [sys.executable, "-c", script, json.dumps(texts)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO), "GATE": str(gate)},
+    )
+    assert writer.stdout is not None
+    acknowledged = [writer.stdout.readline().split() for _ in texts]
+    snapshotter = int(acknowledged[-1][0])  # the child, still waiting at the gate
+    writer.send_signal(signal.SIGKILL)
+    writer.wait()
+    for _ in range(500):  # it dies with the writer (PR_SET_PDEATHSIG)
+        try:
+            os.kill(snapshotter, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.01)
+    else:
+        pytest.fail("the snapshot's child outlived the writer")
+    gate.touch()
+    assert not path.exists() and (tmp_path / "s.pkl.journal.old").exists()
+    with NSHash.open(f"memory://{path}") as again:
+        assert again.stats().documents == len(texts)
+        for i, (_, sid) in enumerate(acknowledged):
+            assert again.document(f"doc{i}").similar_id == int(sid)  # type: ignore[union-attr]
+    assert path.exists() and not (tmp_path / "s.pkl.journal.old").exists()
