@@ -562,7 +562,10 @@ class JournaledFile:
             # short by a crash.
             self.journal = Journal(journal, self.url)
             if had_old and damage is None:
-                self._write_snapshot()
+                try:
+                    self._write_snapshot()
+                except StoreError as exc:  # both journals still hold everything
+                    logger.warning("Cannot fold the journals into a snapshot: %s", exc)
         except OSError as exc:
             self.release()
             raise StoreError(f"Cannot open {self.what} {path!r}: {exc}", url=self.url) from exc
@@ -791,7 +794,6 @@ class JournaledFile:
             except OSError:
                 os.replace(self._old, journal.path)  # appends still go to the same file
                 raise
-            fsync_dir(self.path)
         except OSError as exc:
             raise StoreError(
                 f"Cannot begin a snapshot of {self.path!r}: {exc}", url=self.url
@@ -799,6 +801,10 @@ class JournaledFile:
         journal.close()
         self.journal = fresh
         self._dirty = False
+        try:
+            fsync_dir(self.path)  # the rename and the new journal, through a power cut
+        except OSError as exc:
+            logger.warning("Cannot sync the directory of %r: %s", self.path, exc)
         seq, parent = self.seq, os.getpid()
         reader, writer = os.pipe()
         pid = os.fork()

@@ -17,7 +17,9 @@ acknowledged:
   snapshot, and when a close that follows writes finds it past
   :data:`~nshash.stores.durable.CLOSE_SHARE` of it (both only past
   :data:`~nshash.stores.durable.JOURNAL_MIN_BYTES`): pickled to ``PATH.tmp``, fsynced, then
-  renamed over ``PATH``. Opening and closing without a write never rewrite it; otherwise the
+  renamed over ``PATH``. A write that makes it due does not wait for it: a forked child
+  writes it while the journal goes on in a new file (``PATH.journal.old`` holds the old one
+  until the snapshot is in place; see :class:`~nshash.stores.durable.JournaledFile`). Opening and closing without a write never rewrite it; otherwise the
   journal is replayed on the next open.
   It is read back with an unpickler that admits only plain containers, numbers and
   strings, so a tampered snapshot cannot run code; still, load only snapshots you wrote.
