@@ -359,10 +359,21 @@ def _read_or_empty(path: str) -> bytes:
         return b""
 
 
+def _close_fds_except(*keep: int) -> None:
+    """In a forked child: close every file descriptor past stderr but *keep*."""
+    top = os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1 << 16
+    low = 3
+    for fd in sorted(keep):
+        if fd >= low:
+            os.closerange(low, fd)
+            low = fd + 1
+    os.closerange(low, max(low, top))
+
+
 def _die_with_parent(parent: int) -> None:
-    """In a forked child: be killed when the thread that forked it ends (Linux), so a crashed
-    writer's snapshot never lands after another process has opened the store; leave at once
-    when the parent is gone already."""
+    """In a forked child: be killed when the thread that forked it ends (Linux: the
+    :class:`_Snapshotter`'s, which lives as long as the store is open), so a crashed writer's
+    child does not go on holding the store's lock; leave at once when the parent is gone."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):
@@ -446,6 +457,105 @@ def identity(path: str) -> tuple[int, int, int, int] | None:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+class _Snapshotter:
+    """The background snapshots of one :class:`JournaledFile`, forked by a thread of their own.
+
+    The child is killed when the thread that forked it ends (see :func:`_die_with_parent`), so
+    that thread must live as long as the store: a server's worker thread may end at any time.
+    A write that makes a compaction due moves the journal aside and calls :meth:`request`;
+    the thread then takes the store's lock (so no change is half made), forks, lets go of the
+    lock and waits for the child, whose end it reports through :meth:`JournaledFile.snapshot_done`.
+    One snapshot at a time: ``IDLE`` -> ``REQUESTED`` -> ``FORKED`` -> ``IDLE``.
+    """
+
+    IDLE, REQUESTED, FORKED = 0, 1, 2
+
+    def __init__(self, owner: JournaledFile) -> None:
+        self._owner = weakref.ref(owner)
+        self._lock = owner._lock
+        self._cv = threading.Condition()
+        self._state = self.IDLE
+        self._stopping = False
+        self._killed = False
+        #: The running child's pid (0 when none).
+        self.pid = 0
+        self._thread = threading.Thread(target=self._run, name="nshash-snapshot", daemon=True)
+        self._thread.start()
+
+    def busy(self) -> bool:
+        with self._cv:
+            return self._state != self.IDLE
+
+    def request(self) -> None:
+        with self._cv:
+            self._state = self.REQUESTED
+            self._cv.notify_all()
+
+    def settle(self, cancel: bool = True) -> None:
+        """Wait for a running child; a snapshot requested but not begun is dropped (with
+        *cancel*: the caller holds the store's lock, which the thread needs to begin one)."""
+        with self._cv:
+            if cancel and self._state == self.REQUESTED:
+                self._state = self.IDLE
+            while self._state != self.IDLE:
+                self._cv.wait()
+
+    def stop(self) -> None:
+        """Kill a running child (as a crash would) and let the thread end."""
+        with self._cv:
+            self._stopping = True
+            if self._state == self.REQUESTED:
+                self._state = self.IDLE
+            if self._state == self.FORKED and self.pid:
+                self._killed = True
+                try:
+                    os.kill(self.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            self._cv.notify_all()
+            while self._state != self.IDLE:
+                self._cv.wait()
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while self._state != self.REQUESTED and not self._stopping:
+                    self._cv.wait()
+                if self._stopping:
+                    return
+            owner = self._owner()
+            if owner is None:
+                return
+            with self._lock, self._cv:
+                if self._state != self.REQUESTED or self._stopping:
+                    continue
+                try:
+                    self.pid, pipe = owner.fork_snapshot()
+                except OSError as exc:
+                    self._state = self.IDLE
+                    self._cv.notify_all()
+                    logger.warning("Cannot begin a background snapshot: %s", exc)
+                    continue
+                self._state = self.FORKED
+            try:
+                _, status = os.waitpid(self.pid, 0)
+            except ChildProcessError:  # reaped by someone else: its outcome is unknown
+                status = -1
+            os.set_blocking(pipe, False)  # the child wrote before it ended
+            try:
+                why = os.read(pipe, 4096).decode("utf-8", "replace")
+            except BlockingIOError:
+                why = ""
+            finally:
+                os.close(pipe)
+            if not self._killed:
+                owner.snapshot_done(status == 0, why or f"wait status {status}")
+            del owner
+            with self._cv:
+                self._state, self.pid, self._killed = self.IDLE, 0, False
+                self._cv.notify_all()
+
+
 class JournaledFile:
     """A :class:`State` made durable at *path*: every change journaled before it is answered.
 
@@ -520,9 +630,9 @@ class JournaledFile:
         #: Why the last write to disk failed, until one succeeds again (see :meth:`check`).
         self.write_error: str | None = None
         self._snapshot_bytes = 0
-        #: The journal a background snapshot covers, and the child writing it (pid, pipe).
+        #: The journal a background snapshot covers, and what writes those snapshots.
         self._old = path + ".journal.old"
-        self._child: tuple[int, int] | None = None
+        self._snapshots: _Snapshotter | None = None
         if readonly:
             self._read_consistent()
         else:
@@ -542,17 +652,24 @@ class JournaledFile:
                 # A background snapshot that had not replaced the snapshot yet: its journal
                 # first, then the one begun after it.
                 _, _, damage = self._replay(old, snapshot_seq)
-                good_end = None
+                good_end, damaged = None, old
                 if damage is None:
                     _, good_end, damage = self._replay(journal, snapshot_seq)
+                    damaged = journal
                 elif os.path.exists(journal):  # every line after the damage goes with it
-                    with open(old, "ab") as fh, open(journal, "rb") as rest:
-                        fh.write(rest.read())
-                    os.replace(old, journal)
+                    rest = _read_or_empty(journal)
+                    with open(old, "ab") as fh:
+                        fh.write(rest)
+                    os.unlink(journal)
+                    lines = rest.count(b"\n")
+                    damage += f", and the {lines} line(s) of {journal!r}"
             if damage is not None:
-                # repair: keep what was before the damage, move the damaged journal aside.
+                # repair: keep what was before the damage, move the damaged journal aside
+                # (and the old journal, whole, is in the snapshot now).
                 self._write_snapshot(keep_journal=True)
-                os.replace(old if os.path.exists(old) else journal, journal + ".damaged")
+                os.replace(damaged, journal + ".damaged")
+                if os.path.exists(old):
+                    os.unlink(old)
                 self.repaired = damage
                 logger.warning("%s; the damaged journal is kept as %s.damaged", damage, journal)
             elif good_end is not None:
@@ -761,10 +878,7 @@ class JournaledFile:
         """Fold the journal into a new snapshot once it has grown past its share: in the
         background where it can (see :meth:`_start_background`), else now."""
         journal = self.journal
-        if journal is None:
-            return
-        self._reap(wait=False)
-        if self._child is not None:
+        if journal is None or (self._snapshots is not None and self._snapshots.busy()):
             return
         size = journal.end
         if size > JOURNAL_MIN_BYTES and size > JOURNAL_SHARE * self._snapshot_bytes:
@@ -778,8 +892,8 @@ class JournaledFile:
                 logger.warning("Cannot compact the journal: %s", exc)
 
     def _start_background(self) -> None:
-        """Move the journal aside as ``PATH.journal.old``, begin a new one, and fork a child
-        that writes the snapshot of the tables as they are now (see the class doc).
+        """Move the journal aside as ``PATH.journal.old``, begin a new one, and have the
+        snapshot written by a child (see :class:`_Snapshotter`).
 
         Raises:
             StoreError: the journal could not be synced or moved (nothing changed then).
@@ -805,45 +919,51 @@ class JournaledFile:
             fsync_dir(self.path)  # the rename and the new journal, through a power cut
         except OSError as exc:
             logger.warning("Cannot sync the directory of %r: %s", self.path, exc)
+        if self._snapshots is None:
+            self._snapshots = _Snapshotter(self)
+        self._snapshots.request()
+
+    def fork_snapshot(self) -> tuple[int, int]:
+        """Fork a child that writes the snapshot of the state as it is now and exits (0 when
+        it is in place; else 1, its reason written to the pipe). The caller holds the lock,
+        so no change is half made. Returns the child's pid and the pipe's read end.
+
+        Raises:
+            OSError: no pipe or no process could be made.
+        """
         seq, parent = self.seq, os.getpid()
+        keep = [] if self._lockfile is None else [self._lockfile.fileno()]
         reader, writer = os.pipe()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(reader)
+            os.close(writer)
+            raise
         if pid == 0:  # the child: write the snapshot, report, and leave without cleanup
             code = 1
             try:
-                os.close(reader)
+                # Only the store's lock (held until the snapshot is in place) and the pipe:
+                # other stores' locks and the process's sockets stay the parent's alone.
+                _close_fds_except(writer, *keep)
                 _die_with_parent(parent)
                 gc.disable()  # the collector would touch (and copy) every page of the tables
                 self._write_snapshot_file(seq)
                 code = 0
             except BaseException as exc:  # noqa: BLE001 - reported to the parent
-                os.write(writer, reason(exc).encode("utf-8", "replace")[:2000])
+                try:
+                    os.write(writer, reason(exc).encode("utf-8", "replace")[:2000])
+                except OSError:
+                    pass
             finally:
                 os._exit(code)
         os.close(writer)
-        self._child = (pid, reader)
+        return pid, reader
 
-    def _reap(self, wait: bool) -> None:
-        """Take the result of the background snapshot when its child is done (or *wait* for
-        it): done, ``PATH.journal.old`` is deleted; failed, both journals stay (logged)."""
-        if self._child is None:
-            return
-        pid, pipe = self._child
-        try:
-            done, status = os.waitpid(pid, 0 if wait else os.WNOHANG)
-        except ChildProcessError:  # reaped by someone else: its outcome is unknown
-            done, status = pid, -1
-        if done == 0:
-            return
-        self._child = None
-        os.set_blocking(pipe, False)  # the child wrote before it ended; nothing is waited for
-        try:
-            why = os.read(pipe, 4096).decode("utf-8", "replace")
-        except BlockingIOError:
-            why = ""
-        finally:
-            os.close(pipe)
-        if status == 0:
+    def snapshot_done(self, ok: bool, why: str) -> None:
+        """What a background snapshot's end leaves: done, ``PATH.journal.old`` is deleted
+        (every line of it is in the snapshot); failed, both journals stay (logged)."""
+        if ok:
             try:
                 os.unlink(self._old)
                 self._snapshot_bytes = os.path.getsize(self.path)
@@ -854,7 +974,7 @@ class JournaledFile:
             "A background snapshot of %r failed (%s); both journals keep everything, and the"
             " next compaction is written by the write that makes it due",
             self.path,
-            why or f"wait status {status}",
+            why,
         )
 
     def _flush_loop(self) -> None:
@@ -883,9 +1003,10 @@ class JournaledFile:
         replace_snapshot(self.path, write, journal, self.url, keep_journal=keep_journal)
 
     def _write_snapshot(self, keep_journal: bool = False) -> None:
-        """Write the snapshot now (after a background one still running), then empty the
-        journal and delete ``PATH.journal.old``: both are in it."""
-        self._reap(wait=True)
+        """Write the snapshot now (after a background one still running; one not begun yet
+        is not begun), then empty the journal and delete ``PATH.journal.old``: both are in it."""
+        if self._snapshots is not None:
+            self._snapshots.settle()
         self._write_snapshot_file(self.seq, self.journal, keep_journal)
         try:
             if not keep_journal and os.path.exists(self._old):
@@ -913,12 +1034,8 @@ class JournaledFile:
         """Let go of the files without syncing (what a crash does; close() for a clean end):
         a background snapshot is stopped, as a crash would stop it."""
         self._stop.set()
-        if self._child is not None:
-            try:
-                os.kill(self._child[0], signal.SIGKILL)
-            except OSError:
-                pass
-            self._reap(wait=True)
+        if self._snapshots is not None:
+            self._snapshots.stop()
         if self.journal is not None:
             self.journal.close()
             self.journal = None
@@ -938,14 +1055,18 @@ class JournaledFile:
             StoreError: the journal could not be synced (the files are released anyway).
         """
         try:
-            self._reap(wait=True)
+            if self._snapshots is not None:
+                self._snapshots.settle()
             journal = self.journal
             if (
                 journal is not None
                 and self.seq > self._opened_seq
                 and self.write_error is None
-                and journal.end > JOURNAL_MIN_BYTES
-                and journal.end > CLOSE_SHARE * self._snapshot_bytes
+                and (
+                    os.path.exists(self._old)  # a background snapshot left undone
+                    or journal.end > JOURNAL_MIN_BYTES
+                    and journal.end > CLOSE_SHARE * self._snapshot_bytes
+                )
             ):
                 try:
                     self._write_snapshot()

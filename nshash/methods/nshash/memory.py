@@ -19,8 +19,9 @@ acknowledged:
   :data:`~nshash.stores.durable.JOURNAL_MIN_BYTES`): pickled to ``PATH.tmp``, fsynced, then
   renamed over ``PATH``. A write that makes it due does not wait for it: a forked child
   writes it while the journal goes on in a new file (``PATH.journal.old`` holds the old one
-  until the snapshot is in place; see :class:`~nshash.stores.durable.JournaledFile`). Opening and closing without a write never rewrite it; otherwise the
-  journal is replayed on the next open.
+  until the snapshot is in place; see :class:`~nshash.stores.durable.JournaledFile`).
+  Opening and closing without a write never rewrite it; otherwise the journal is replayed
+  on the next open.
   It is read back with an unpickler that admits only plain containers, numbers and
   strings, so a tampered snapshot cannot run code; still, load only snapshots you wrote.
   The snapshot records the last journal sequence number it includes, so a crash between
@@ -1247,7 +1248,7 @@ class MemoryStore(Store):
             if readonly or self._file is None:
                 t.window = window
             else:
-                with self._file.change() as state:
+                with self._lock, self._file.change() as state:  # the flusher runs already
                     assert isinstance(state, _Tables)
                     assert window is not None  # settle_window never unsets one
                     state.set_window(window)
