@@ -149,8 +149,8 @@ class TestSnapshot:
         path, journal = tmp_path / "s.pkl", tmp_path / "s.pkl.journal"
         with NSHash.open(f"memory://{path}") as nsh:
             nsh.add(EN_RAIL, doc_id="a")
-        assert not path.exists() and journal.stat().st_size > 0  # under JOURNAL_MIN_BYTES
-        monkeypatch.setattr(durable, "JOURNAL_MIN_BYTES", 0)
+        assert not path.exists() and journal.stat().st_size > 0  # under CLOSE_MIN_BYTES
+        monkeypatch.setattr(durable, "CLOSE_MIN_BYTES", 0)
         with NSHash.open(f"memory://{path}") as nsh:
             nsh.add(EN_RAIL_REPOST, doc_id="b")
         assert path.stat().st_size > 0 and journal.stat().st_size == 0
@@ -167,6 +167,7 @@ class TestSnapshot:
         path = tmp_path / "crash.pkl"
         crash_after_adds(path, [*EN_STORIES, EN_RAIL_REPOST], "always")
         monkeypatch.setattr(durable, "JOURNAL_MIN_BYTES", 0)
+        monkeypatch.setattr(durable, "CLOSE_MIN_BYTES", 0)
         before = (tmp_path / "crash.pkl.journal").read_bytes()
         with NSHash.open(f"memory://{path}") as nsh:
             assert nsh.stats().documents == len(EN_STORIES) + 1

@@ -97,6 +97,7 @@ def test_memory_store_compacts_past_its_share(
     from nshash.stores import durable
 
     monkeypatch.setattr(durable, "JOURNAL_MIN_BYTES", 2000)
+    monkeypatch.setattr(durable, "CLOSE_MIN_BYTES", 2000)
     url = store_url("memory", tmp_path)
     fill(url)
     assert (tmp_path / "news.pkl").stat().st_size > 0

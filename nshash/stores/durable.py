@@ -303,11 +303,15 @@ JOURNAL_SHARE = 1.0
 JOURNAL_MIN_BYTES = 16 << 20
 
 #: A close that follows writes folds the journal into the snapshot when the journal has grown
-#: past this share of it (and past :data:`JOURNAL_MIN_BYTES`): the next open then reads the
+#: past this share of it (and past :data:`CLOSE_MIN_BYTES`): the next open then reads the
 #: snapshot alone instead of replaying the journal line by line, which costs about ten times
 #: more a byte than loading the snapshot (a 200,000-document store: 1.6 s to reopen after
 #: such a close, 4.9 s with the journal left in place). 0: whenever it is past the minimum.
 CLOSE_SHARE = 0.0
+
+#: ... and past this size: a journal of up to 16 MiB left for the next open added about a
+#: second to it at 200,000 documents, where a fold at close costs the close about as much.
+CLOSE_MIN_BYTES = 1 << 20
 
 #: Attempts of a read-only open to read a snapshot and journal that a writer is not
 #: replacing at that very moment.
@@ -566,8 +570,9 @@ class JournaledFile:
       each line is handed to the OS before the change returns.
     * ``PATH`` is a snapshot of the state, written on :meth:`save`, when a change finds the
       journal grown past :data:`JOURNAL_SHARE` times the snapshot, and when a close after
-      writes finds it past :data:`CLOSE_SHARE` of it (both only past
-      :data:`JOURNAL_MIN_BYTES`): pickled to ``PATH.tmp``, fsynced, renamed over ``PATH``.
+      writes finds it past :data:`CLOSE_SHARE` of it (past :data:`JOURNAL_MIN_BYTES`, and
+      :data:`CLOSE_MIN_BYTES` on close): pickled to ``PATH.tmp``, fsynced, renamed over
+      ``PATH``.
       It is read back with :class:`PlainUnpickler`, so a tampered snapshot cannot run code.
       The snapshot records the last sequence number it includes, so a crash between the
       rename and the journal truncation replays nothing twice.
@@ -1047,7 +1052,7 @@ class JournaledFile:
         """Sync the journal and release the files (the caller holds the lock).
 
         After writes, a journal grown past :data:`CLOSE_SHARE` of the snapshot (and past
-        :data:`JOURNAL_MIN_BYTES`) is folded into a new snapshot first, so the next open reads
+        :data:`CLOSE_MIN_BYTES`) is folded into a new snapshot first, so the next open reads
         the snapshot alone; otherwise the journal stays as it is and the next open replays
         it. Opening and closing without a write rewrite nothing.
 
@@ -1064,7 +1069,7 @@ class JournaledFile:
                 and self.write_error is None
                 and (
                     os.path.exists(self._old)  # a background snapshot left undone
-                    or journal.end > JOURNAL_MIN_BYTES
+                    or journal.end > CLOSE_MIN_BYTES
                     and journal.end > CLOSE_SHARE * self._snapshot_bytes
                 )
             ):

@@ -14,9 +14,9 @@ acknowledged:
   killed process, since each line is handed to the OS before the call returns.
 * ``PATH`` is a snapshot of all tables, written on :meth:`MemoryStore.save`, when a write
   finds the journal grown past :data:`~nshash.stores.durable.JOURNAL_SHARE` times the
-  snapshot, and when a close that follows writes finds it past
-  :data:`~nshash.stores.durable.CLOSE_SHARE` of it (both only past
-  :data:`~nshash.stores.durable.JOURNAL_MIN_BYTES`): pickled to ``PATH.tmp``, fsynced, then
+  snapshot (and :data:`~nshash.stores.durable.JOURNAL_MIN_BYTES`), and when a close that
+  follows writes finds it past :data:`~nshash.stores.durable.CLOSE_SHARE` of it (and
+  :data:`~nshash.stores.durable.CLOSE_MIN_BYTES`): pickled to ``PATH.tmp``, fsynced, then
   renamed over ``PATH``. A write that makes it due does not wait for it: a forked child
   writes it while the journal goes on in a new file (``PATH.journal.old`` holds the old one
   until the snapshot is in place; see :class:`~nshash.stores.durable.JournaledFile`).
