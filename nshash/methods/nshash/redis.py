@@ -21,9 +21,9 @@ A fingerprint (an unsigned 64-bit integer) is written as a *signed* 64-bit decim
 when it is 2**63 or more): Redis then keeps a set of them as a compact ``intset``, and the
 scripts never do arithmetic on one (Lua numbers are doubles): to them a fingerprint is a
 string. Sketch values have 53 bits, so the scripts compare them as numbers exactly; in a prefix
-of layout 4 the scripts narrow them to their top 31 bits first
-(:func:`~nshash.text.fingerprint.narrow`), so a sketch set is an ``intset`` of 32-bit
-integers, half the size. Group ids are small decimal integers.
+of layout 4 they are narrowed to their top 31 bits (:func:`~nshash.text.fingerprint.narrow`),
+so a sketch set is an ``intset`` of 32-bit integers, half the size. Group ids are small
+decimal integers.
 
 =================  =======  ==================================================================
 key                type     holds
@@ -87,8 +87,10 @@ URL-sized ids save less (about 130 bytes a group where a list key took 230).
 **Layout.** A write marks the prefix with the layout its scripts write (``{P}:layout``, 3:
 records with packed anchors, first members in ``o``; 4: the same with narrow sketches). A new
 prefix gets 4; a prefix marked 3, or holding groups from before the mark, keeps 3 and its
-53-bit sketches (the client sends every document's sketch whole, and the script narrows it
-only for layout 4). A prefix marked with a later layout
+53-bit sketches. A client reads the layout once (the read script's ``width``) and narrows
+each document's sketch for layout 4; the script narrows one sent whole, and refuses one
+narrowed for layout 3 before writing anything (``WIDTH``: the client reads the layout again
+and sends it again). A prefix marked with a later layout
 was written by a newer nshash, and every call on it fails with :class:`~nshash.StoreError`
 instead of misreading its tables. Clients from before the mark do not check it, so upgrade
 every client of a prefix together.
@@ -172,6 +174,7 @@ _ASSIGN = lua_script("nshash_assign")
 
 
 _MASK64 = (1 << 64) - 1
+
 
 def _is_width(reply: Any) -> bool:
     """Whether *reply* is a script's refusal of a sketch narrowed for another layout."""
