@@ -147,7 +147,8 @@ static int sorted_has(const uint64_t *v, Py_ssize_t n, uint64_t x)
 }
 
 /* An unsigned little-endian integer of *bytes* bytes read and written: a packed sketch value
- * (8 bytes: how the memory store keeps a group's sketch), and the maps' and records' fields. */
+ * (8 bytes, or 4 in a store of narrow sketches: how the memory store keeps a group's sketch),
+ * and the maps' and records' fields. */
 static inline uint64_t load_le(const unsigned char *p, int bytes)
 {
     uint64_t v = 0;
