@@ -508,8 +508,6 @@ class _Snapshotter:
         """Kill a running child (as a crash would) and let the thread end."""
         with self._cv:
             self._stopping = True
-            if self._state == self.REQUESTED:
-                self._state = self.IDLE
             if self._state == self.FORKED and self.pid:
                 self._killed = True
                 try:
@@ -517,8 +515,7 @@ class _Snapshotter:
                 except OSError:
                     pass
             self._cv.notify_all()
-            while self._state != self.IDLE:
-                self._cv.wait()
+        self.settle()
 
     def _run(self) -> None:
         while True:
@@ -743,12 +740,7 @@ class JournaledFile:
         Raises:
             StoreCorruptError: a line other than the last is damaged (and not ``repair``).
         """
-        try:
-            with open(journal, "rb") as fh:
-                data = fh.read()
-        except FileNotFoundError:
-            return 0, None, None
-        return self._replay_lines(journal, data, after)
+        return self._replay_lines(journal, _read_or_empty(journal), after)
 
     def _replay_lines(
         self, journal: str, data: bytes, after: int
@@ -883,10 +875,12 @@ class JournaledFile:
         """Fold the journal into a new snapshot once it has grown past its share: in the
         background where it can (see :meth:`_start_background`), else now."""
         journal = self.journal
-        if journal is None or (self._snapshots is not None and self._snapshots.busy()):
+        if journal is None:
             return
         size = journal.end
         if size > JOURNAL_MIN_BYTES and size > JOURNAL_SHARE * self._snapshot_bytes:
+            if self._snapshots is not None and self._snapshots.busy():
+                return  # the running one is the compaction; the next write checks again
             try:
                 if BACKGROUND and not os.path.exists(self._old):
                     self._start_background()
@@ -969,11 +963,7 @@ class JournaledFile:
         """What a background snapshot's end leaves: done, ``PATH.journal.old`` is deleted
         (every line of it is in the snapshot); failed, both journals stay (logged)."""
         if ok:
-            try:
-                os.unlink(self._old)
-                self._snapshot_bytes = os.path.getsize(self.path)
-            except OSError:
-                pass
+            self._snapshot_landed(old_covered=True)
             return
         logger.warning(
             "A background snapshot of %r failed (%s); both journals keep everything, and the"
@@ -1013,8 +1003,13 @@ class JournaledFile:
         if self._snapshots is not None:
             self._snapshots.settle()
         self._write_snapshot_file(self.seq, self.journal, keep_journal)
+        self._snapshot_landed(old_covered=not keep_journal)
+
+    def _snapshot_landed(self, old_covered: bool) -> None:
+        """After a snapshot is in place: note its size, and delete ``PATH.journal.old`` when
+        every line of it is in the snapshot (*old_covered*)."""
         try:
-            if not keep_journal and os.path.exists(self._old):
+            if old_covered and os.path.exists(self._old):
                 os.unlink(self._old)
             self._snapshot_bytes = os.path.getsize(self.path)
         except OSError:
