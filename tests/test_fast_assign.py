@@ -223,7 +223,7 @@ HASHES = st.one_of(
 
 @settings(max_examples=200, deadline=None)
 @given(
-    common=st.sets(st.one_of(HASHES, st.integers(-3, -1), st.just(1 << 70)), max_size=40),
+    common=st.sets(HASHES, max_size=40),
     sentences=st.lists(HASHES, min_size=1, max_size=30, unique=True),
     n=st.integers(1, 20),
     data=st.data(),
@@ -232,20 +232,20 @@ def test_anchors_skip_common_hashes(
     common: set[int], sentences: list[int], n: int, data: st.DataObject
 ) -> None:
     """The anchors the compiled path picks are the first n hashes that are not common (all
-    of them when every one is), for common sets of every kind of int: the same as Python's."""
+    of them when every one is): the same as Python's."""
     from nshash.text.fingerprint import NO_LIMIT
 
     tables = memory._Tables()
-    tables.common.update(common)
-    tables.common.update(data.draw(st.sets(st.sampled_from(sentences), max_size=5)))
+    tables.add_common(common)
+    tables.add_common(data.draw(st.sets(st.sampled_from(sentences), max_size=5)))
     placed = memory._FAST(
         tables, tuple(sentences), (1, 2, 3), 99, NO_LIMIT, n, 0.5, 3, 256, NO_LIMIT, 4, None, None
     )
     assert placed is not None
     live = [h for h in sentences if h not in tables.common]
     assert placed[2] == tuple((live or sentences)[:n])
-    # A hash made common later is seen at once (the mirror follows the set's growth).
-    tables.common.add(sentences[0])
+    # A hash made common later is seen at once.
+    tables.add_common([sentences[0]])
     again = memory._FAST(
         tables, tuple(sentences), (1, 2, 3), 98, NO_LIMIT, n, 0.5, 3, 256, NO_LIMIT, 4, None, None
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import struct
 import subprocess
 import sys
 import textwrap
@@ -596,9 +597,9 @@ def test_group_table_survives_values_that_change_it() -> None:
 
 
 def test_snapshots_cross_between_the_compiled_and_the_pure_path(tmp_path: Path) -> None:
-    """The compiled path keeps its anchor and vote tables as AnchorMaps and a VoteMap and packs
-    them into the snapshot, and its per-group tables as GroupTables; the pure path keeps dicts.
-    Each reads the other's snapshot, with the same answers."""
+    """The compiled path keeps its anchor, common and vote tables as AnchorMaps and a VoteMap
+    and packs them into the snapshot, and its per-group tables as GroupTables; the pure path
+    keeps dicts. Each reads the other's snapshot, with the same answers."""
     import subprocess
     import sys
 
@@ -613,6 +614,7 @@ def test_snapshots_cross_between_the_compiled_and_the_pure_path(tmp_path: Path) 
         "            nsh.add(f'Story {k} about the harbour, the council and the new tram line. '\n"
         "                    f'It was reported on day {k} by the city desk of the paper.',\n"
         "                    doc_id=f'd{i}')\n"
+        "        nsh.store._t.add_common([3, 1 << 62])\n"
         "        nsh.store.save()\n"
         "    s = nsh.stats()\n"
         "    probe = nsh.query('Story 7 about the harbour, the council and the new tram line. '\n"
@@ -621,8 +623,10 @@ def test_snapshots_cross_between_the_compiled_and_the_pure_path(tmp_path: Path) 
         "    votes = hash(tuple(sorted(t.votes.items())))\n"
         "    groups = repr([sorted(g.items()) for g in (t.sketch, t.size, t.members)])\n"
         "    groups = zlib.crc32(groups.encode())\n"
+        "    common = sorted(t.common)\n"
         "    print(type(t.fp).__name__, type(t.votes).__name__, type(t.sketch).__name__,\n"
-        "          len(t.votes), votes, groups,\n"
+        "          type(t.common).__name__, len(t.votes), votes, groups, len(common),\n"
+        "          zlib.crc32(repr(common).encode()),\n"
         "          s.documents, s.groups, s.fingerprints, probe)\n"
     )
 
@@ -642,12 +646,57 @@ def test_snapshots_cross_between_the_compiled_and_the_pure_path(tmp_path: Path) 
     compiled = run(f"memory://{tmp_path}/c.pkl", True, pure=False)
     if compiled[0] != "AnchorMap":
         pytest.skip("the compiled assignment is not built")
-    assert compiled[1:3] == ["VoteMap", "GroupTable"] and int(compiled[3]) > 0  # votes cast
-    dicts = ["dict", "dict", "dict", *compiled[3:]]
+    assert compiled[1:4] == ["VoteMap", "GroupTable", "AnchorMap"]
+    assert int(compiled[4]) > 0 and int(compiled[7]) >= 2  # votes cast, hashes common
+    dicts = ["dict", "dict", "dict", "dict", *compiled[4:]]
     assert run(f"memory://{tmp_path}/c.pkl", False, pure=True) == dicts
     pure = run(f"memory://{tmp_path}/p.pkl", True, pure=True)
     assert pure == dicts
     assert run(f"memory://{tmp_path}/p.pkl", False, pure=False) == compiled
+
+
+_COMMON = {5, 1 << 63}
+
+
+@pytest.mark.parametrize(
+    ("kept", "good"),
+    [
+        (None, True),  # as this version writes it: packed where compiled, a dict where pure
+        (_COMMON, True),  # a set, as every snapshot before the table was an AnchorMap wrote it
+        (dict.fromkeys(_COMMON, 1), True),
+        ({5, -1}, False),
+        ({5: 2}, False),
+        (struct.pack("<QI", 5, 2), False),  # packed, but not mapped to 1
+        (b"\x01\x02\x03", False),
+        ([5], False),
+    ],
+    ids=["written", "set", "dict", "negative", "not-one", "packed-not-one", "torn", "list"],
+)
+def test_the_common_table_reads_every_form_it_was_written_in(
+    tmp_path: Path, kept: Any, good: bool
+) -> None:
+    """The common hashes load from a snapshot as this version packs them, and as a set (every
+    snapshot before) or a dict (the pure path's) of hashes mapped to 1; anything else is a
+    damaged snapshot. Loaded, they are what the store has (and what the guard leaves out)."""
+    path = tmp_path / "s.pkl"
+    with NSHash.open(f"memory://{path}") as nsh:
+        sid = nsh.add(EN_RAIL, doc_id="a").similar_id
+        nsh.store._t.add_common(sorted(_COMMON))  # type: ignore[attr-defined]
+        nsh.store.save()  # type: ignore[attr-defined]
+    if kept is not None:
+        data = pickle.loads(path.read_bytes().rsplit(b"\nnshash-crc32:", 1)[0])
+        data["common"] = kept
+        path.write_bytes(pickle.dumps(data))
+    if not good:
+        with pytest.raises(StoreCorruptError, match="damaged: table 'common': "):
+            MemoryStore(path)
+        return
+    with NSHash.open(f"memory://{path}") as again:
+        t = again.store._t  # type: ignore[attr-defined]
+        assert sorted(t.common) == sorted(_COMMON) and 7 not in t.common
+        assert type(t.common) is type(memory.anchor_table())
+        assert again.stats().common_fingerprints == 2
+        assert again.add(EN_RAIL_REPOST).similar_id == sid
 
 
 @pytest.mark.parametrize("save", [True, False], ids=["saved", "journal-only"])

@@ -7,8 +7,8 @@
  *     every case but a merge; it returns None, having written nothing, for the others, which
  *     the Python assign then takes (tests/test_fast_assign.py runs both on the same streams);
  *   - make_record: a result of every add made without its frozen dataclass's __init__;
- *   - AnchorMap and VoteMap: the memory store's anchor, exact-text and vote tables, 12 and
- *     20 bytes an entry; GroupTable: its tables keyed by group id, a slot of 8 bytes an id.
+ *   - AnchorMap and VoteMap: the memory store's anchor, exact-text, common and vote tables,
+ *     12 and 20 bytes an entry; GroupTable: its tables keyed by group id, a slot of 8 bytes an id.
  *
  * Built as an optional extension, like the text kernel: without it the Python versions run,
  * with the same answers. NSHASH_PURE=1 turns it off too.
@@ -21,7 +21,7 @@
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 5 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 6 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -123,14 +123,8 @@ done:
     return result;
 }
 
-/* Whether *item* is in one of the sets *a*, *b* (either may be an empty set): 1, 0 or -1. */
-static int in_either(PyObject *a, PyObject *b, PyObject *item)
-{
-    int in = PySet_GET_SIZE(a) ? PySet_Contains(a, item) : 0;
-    if (in == 0 && PySet_GET_SIZE(b))
-        in = PySet_Contains(b, item);
-    return in;
-}
+/* The memory store's anchor tables (defined below), which also hold its common hashes. */
+static PyTypeObject AnchorMapType;
 
 /* Whether the sorted array v[0..n) holds x. */
 static int sorted_has(const uint64_t *v, Py_ssize_t n, uint64_t x)
@@ -166,13 +160,11 @@ static inline void store_le(unsigned char *p, uint64_t v, int bytes)
 /* The guard's comparison (see sketch_guard): counts into *mine*, *theirs* and *shared_n*,
  * and appends the shared values to *shared* unless it is NULL. 0 on success, 1 when a value
  * is not a plain int below 2**63 (the Python version then answers), -1 on an error. */
-static int guard_common(const void *ci, PyObject *common, PyObject *more, PyObject *item,
-                        uint64_t v);
+static int guard_common(PyObject *common, PyObject *more, PyObject *item, uint64_t v);
 
 static int guard_core(PyObject *sketch, uint64_t doc_limit, PyObject *values,
                       uint64_t group_limit, PyObject *common, PyObject *more, PyObject *shared,
-                      Py_ssize_t *shared_n, Py_ssize_t *mine, Py_ssize_t *theirs,
-                      const void *ci, int width)
+                      Py_ssize_t *shared_n, Py_ssize_t *mine, Py_ssize_t *theirs, int width)
 {
     uint64_t limit = doc_limit < group_limit ? doc_limit : group_limit, v;
     PyObject *fast = PySequence_Fast(sketch, "sketch_guard: the sketch must be a sequence");
@@ -196,7 +188,7 @@ static int guard_core(PyObject *sketch, uint64_t doc_limit, PyObject *values,
             goto done;
         if (v >= limit)
             continue;
-        int in = guard_common(ci, common, more, items[i], v);
+        int in = guard_common(common, more, items[i], v);
         if (in < 0) {
             rc = -1;
             goto done;
@@ -223,7 +215,7 @@ static int guard_core(PyObject *sketch, uint64_t doc_limit, PyObject *values,
             v = load_le(p + width * i, width);
             if (v >= limit)
                 continue;
-            int in = guard_common(ci, common, more, NULL, v);
+            int in = guard_common(common, more, NULL, v);
             if (in < 0) {
                 rc = -1;
                 goto done;
@@ -252,7 +244,7 @@ static int guard_core(PyObject *sketch, uint64_t doc_limit, PyObject *values,
     while ((item = PyIter_Next(it)) != NULL) {
         rc = sketch_value(item, &v);
         if (rc == 0 && v < limit) {
-            int in = guard_common(ci, common, more, item, v);
+            int in = guard_common(common, more, item, v);
             if (in < 0)
                 rc = -1;
             else if (!in) {
@@ -280,16 +272,22 @@ done:
 /* sketch_guard(sketch, doc_limit, values, group_limit, common, more): the guard's comparison
  * of a document's sketch (a sequence of ints) with a group's (a set, tuple or list), each
  * complete below its own limit, leaving out values at or past the smaller limit and values in
- * the sets *common* or *more* (boilerplate): (the values both hold (a list), how many of the
- * document's are compared, how many of the group's). No set is built: the document's values
- * are sorted into an array once, and each group value is looked up in it. None when a value
- * is not a plain int below 2**63 (the Python version then answers). */
+ * *common* (a set, or the memory store's AnchorMap) or the set *more* (boilerplate): (the
+ * values both hold (a list), how many of the document's are compared, how many of the
+ * group's). No set is built: the document's values are sorted into an array once, and each
+ * group value is looked up in it. None when a value is not a plain int below 2**63 (the
+ * Python version then answers). */
 static PyObject *sketch_guard(PyObject *self, PyObject *args)
 {
     PyObject *sketch, *doc_limit_o, *values, *group_limit_o, *common, *more;
-    if (!PyArg_ParseTuple(args, "OOOOO!O!", &sketch, &doc_limit_o, &values, &group_limit_o,
-                          &PySet_Type, &common, &PySet_Type, &more))
+    if (!PyArg_ParseTuple(args, "OOOOOO!", &sketch, &doc_limit_o, &values, &group_limit_o,
+                          &common, &PySet_Type, &more))
         return NULL;
+    if (!PySet_CheckExact(common) && Py_TYPE(common) != &AnchorMapType) {
+        PyErr_Format(PyExc_TypeError, "sketch_guard: common is a set or an AnchorMap, not %s",
+                     Py_TYPE(common)->tp_name);
+        return NULL;
+    }
     uint64_t doc_limit, group_limit;
     int rc = sketch_value(doc_limit_o, &doc_limit);
     if (rc == 0)
@@ -301,7 +299,7 @@ static PyObject *sketch_guard(PyObject *self, PyObject *args)
         return NULL;
     Py_ssize_t shared_n, mine, theirs;
     rc = guard_core(sketch, doc_limit, values, group_limit, common, more, shared, &shared_n,
-                    &mine, &theirs, NULL, 8);
+                    &mine, &theirs, 8);
     PyObject *result = rc == 0   ? Py_BuildValue("Onn", shared, mine, theirs)
                        : rc > 0 ? Py_NewRef(Py_None)
                                 : NULL;
@@ -309,99 +307,7 @@ static PyObject *sketch_guard(PyObject *self, PyObject *args)
     return result;
 }
 
-/* -- a mirror of the common hashes, for the memory store's compiled assignment ------------- */
-
-/* The set of common hashes of a memory store's _Tables as a table of uint64 (open
- * addressing): a lookup costs a multiply and a probe or two, where PySet_Contains hashes a
- * Python int and walks a large set. It mirrors one Python set, and is valid while that set is
- * the same object with the size it had when mirrored: on the tables fast_assign runs on
- * (neither journaled nor undoable) the set only grows, by add_common or by fast_assign, which
- * adds to both; any other change of size makes the next call mirror it again. */
-typedef struct {
-    PyObject_HEAD
-    PyObject *src;     /* the mirrored set (a strong reference) */
-    Py_ssize_t seen;   /* its size when mirrored, plus what was added through both */
-    uint64_t *keys;    /* 0 marks an empty slot; the value 0 itself is has_zero */
-    Py_ssize_t cap, n; /* slots (a power of two), values held */
-    int has_zero, valid; /* valid: every member is an int in [0, 2**64) */
-} CommonIndex;
-
-static void CommonIndex_dealloc(CommonIndex *ci)
-{
-    Py_XDECREF(ci->src);
-    PyMem_Free(ci->keys);
-    Py_TYPE(ci)->tp_free((PyObject *)ci);
-}
-
-static PyTypeObject CommonIndexType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "nshash.text._kernel.CommonIndex",
-    .tp_basicsize = sizeof(CommonIndex),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "The common hashes of a memory store, mirrored for fast_assign (internal).",
-    .tp_dealloc = (destructor)CommonIndex_dealloc,
-};
-
-static inline Py_ssize_t index_slot(uint64_t v, Py_ssize_t cap)
-{
-    return (Py_ssize_t)((v * 0x9E3779B97F4A7C15ULL) >> 32) & (cap - 1);
-}
-
-static int index_has(const CommonIndex *ci, uint64_t v)
-{
-    if (v == 0)
-        return ci->has_zero;
-    for (Py_ssize_t i = index_slot(v, ci->cap);; i = (i + 1) & (ci->cap - 1)) {
-        if (ci->keys[i] == v)
-            return 1;
-        if (ci->keys[i] == 0)
-            return 0;
-    }
-}
-
-static int index_put(CommonIndex *ci, uint64_t v);
-
-static int index_grow(CommonIndex *ci, Py_ssize_t want)
-{
-    Py_ssize_t cap = 64;
-    while (cap < 2 * want)
-        cap *= 2;
-    if (cap <= ci->cap)
-        return 0;
-    uint64_t *old = ci->keys;
-    Py_ssize_t old_cap = ci->cap;
-    ci->keys = PyMem_Calloc((size_t)cap, sizeof *ci->keys);
-    if (!ci->keys) {
-        ci->keys = old;
-        PyErr_NoMemory();
-        return -1;
-    }
-    ci->cap = cap;
-    ci->n = 0;
-    for (Py_ssize_t i = 0; i < old_cap; i++)
-        if (old[i])
-            index_put(ci, old[i]);
-    PyMem_Free(old);
-    return 0;
-}
-
-static int index_put(CommonIndex *ci, uint64_t v)
-{
-    if (v == 0) {
-        ci->has_zero = 1;
-        return 0;
-    }
-    if (2 * (ci->n + 1) > ci->cap && index_grow(ci, ci->n + 1) < 0)
-        return -1;
-    Py_ssize_t i = index_slot(v, ci->cap);
-    while (ci->keys[i] && ci->keys[i] != v)
-        i = (i + 1) & (ci->cap - 1);
-    if (!ci->keys[i]) {
-        ci->keys[i] = v;
-        ci->n++;
-    }
-    return 0;
-}
+/* -- a hash as a uint64 ------------------------------------------------------------------- */
 
 /* A Python int as a uint64: 0, or 1 when it is not an int in [0, 2**64), -1 on an error. */
 static int u64_value(PyObject *o, uint64_t *v)
@@ -430,110 +336,7 @@ static int u64_value(PyObject *o, uint64_t *v)
     return 0;
 }
 
-/* The index of *t*'s common set, mirrored again when it is not current: a new reference. */
-static CommonIndex *common_index(PyObject *t, PyObject *common, PyObject *name)
-{
-    PyObject *o = PyObject_GetAttr(t, name);
-    if (!o)
-        return NULL;
-    CommonIndex *ci = NULL;
-    if (Py_TYPE(o) == &CommonIndexType) {
-        ci = (CommonIndex *)o;
-        if (ci->src == common && ci->seen == PySet_GET_SIZE(common))
-            return ci;
-        Py_DECREF(o);
-    } else {
-        Py_DECREF(o);
-    }
-    ci = PyObject_New(CommonIndex, &CommonIndexType);
-    if (!ci)
-        return NULL;
-    ci->src = Py_NewRef(common);
-    ci->seen = PySet_GET_SIZE(common);
-    ci->keys = NULL;
-    ci->cap = ci->n = 0;
-    ci->has_zero = 0;
-    ci->valid = 1;
-    if (index_grow(ci, ci->seen) < 0) {
-        Py_DECREF(ci);
-        return NULL;
-    }
-    Py_ssize_t pos = 0;
-    PyObject *item;
-    Py_hash_t hash;
-    while (_PySet_NextEntry(common, &pos, &item, &hash)) {
-        uint64_t v;
-        int rc = u64_value(item, &v);
-        if (rc < 0 || (rc == 0 && index_put(ci, v) < 0)) {
-            Py_DECREF(ci);
-            return NULL;
-        }
-        if (rc > 0)
-            ci->valid = 0; /* a member the index cannot hold: lookups go to the set */
-    }
-    if (PyObject_SetAttr(t, name, (PyObject *)ci) < 0) {
-        Py_DECREF(ci);
-        return NULL;
-    }
-    return ci;
-}
-
-/* Whether *item* (with value *v* when have_v) is common: through the index when it is valid,
- * else through the set. 1, 0 or -1. */
-static int is_common(const CommonIndex *ci, PyObject *common, PyObject *item, int have_v,
-                     uint64_t v)
-{
-    if (ci && ci->valid) {
-        if (!have_v) {
-            int rc = u64_value(item, &v);
-            if (rc < 0)
-                return -1;
-            if (rc > 0)
-                return PySet_Contains(common, item);
-        }
-        return index_has(ci, v);
-    }
-    return PySet_GET_SIZE(common) ? PySet_Contains(common, item) : 0;
-}
-
-/* guard_core's test of a sketch value: through *ci* (a CommonIndex) when given and valid. */
-static int guard_common(const void *ci, PyObject *common, PyObject *more, PyObject *item,
-                        uint64_t v)
-{
-    const CommonIndex *index = ci;
-    if (index && index->valid && !PySet_GET_SIZE(more))
-        return index_has(index, v);
-    if (!PySet_GET_SIZE(common) && !PySet_GET_SIZE(more))
-        return 0;
-    if (item)
-        return in_either(common, more, item);
-    PyObject *o = PyLong_FromUnsignedLongLong(v); /* a packed value: as an int to look up */
-    int in = o ? in_either(common, more, o) : -1;
-    Py_XDECREF(o);
-    return in;
-}
-
-/* Add *h* to the common set and its index. 0 or -1. */
-static int add_common(CommonIndex *ci, PyObject *common, PyObject *h)
-{
-    Py_ssize_t before = PySet_GET_SIZE(common);
-    if (PySet_Add(common, h) < 0)
-        return -1;
-    if (!ci || PySet_GET_SIZE(common) == before)
-        return 0;
-    ci->seen++;
-    uint64_t v;
-    int rc = u64_value(h, &v);
-    if (rc < 0)
-        return -1;
-    if (rc > 0)
-        ci->valid = 0;
-    else if (index_put(ci, v) < 0)
-        return -1;
-    return 0;
-}
-
-/* -- AnchorMap and VoteMap: the memory store's anchor, exact-text and vote tables ------------
+/* -- AnchorMap and VoteMap: the memory store's anchor, exact-text, common and vote tables ----
  *
  * Hash tables from unsigned 64-bit fingerprints to group ids (1 .. 2**32 - 2), with the
  * mapping protocol of a dict (get, [], in, del, pop, len, keys, values, items) and nothing the
@@ -1152,6 +955,42 @@ static PyTypeObject VoteMapType = MAP_TYPE(
                "8 bytes of key and width ids of 4 bytes (0 past the tuple) an entry, "
                "little-endian.");
 
+/* -- the common hashes: a set, or the memory store's AnchorMap of hash -> 1 ------------------ */
+
+/* Whether *item* (an int; its value *v* when have_v, as a packed value has no object) is in
+ * *common*: 1, 0 or -1. An AnchorMap is looked up by the value, with no object made. */
+static int in_common(PyObject *common, PyObject *item, int have_v, uint64_t v)
+{
+    if (Py_TYPE(common) == &AnchorMapType) {
+        if (!((AnchorMap *)common)->n)
+            return 0;
+        if (!have_v) {
+            int rc = u64_value(item, &v);
+            if (rc)
+                return rc < 0 ? -1 : 0; /* not an int in [0, 2**64): no such hash */
+        }
+        Py_ssize_t at;
+        am_find((AnchorMap *)common, v, &at);
+        return at >= 0;
+    }
+    if (!PySet_GET_SIZE(common))
+        return 0;
+    if (item)
+        return PySet_Contains(common, item);
+    PyObject *o = PyLong_FromUnsignedLongLong(v);
+    int in = o ? PySet_Contains(common, o) : -1;
+    Py_XDECREF(o);
+    return in;
+}
+
+/* guard_core's test of a sketch value *v* (its object *item*, or NULL for a packed value):
+ * whether *common* or the set *more* holds it. */
+static int guard_common(PyObject *common, PyObject *more, PyObject *item, uint64_t v)
+{
+    int in = in_common(common, item, 1, v);
+    return in == 0 && PySet_GET_SIZE(more) ? in_common(more, item, 1, v) : in;
+}
+
 /* -- GroupTable: group id -> object, a slot per id ------------------------------------------
  *
  * The memory store's per-group tables (sketch, size, members) are keyed by group ids, which a
@@ -1560,10 +1399,10 @@ static int table_discard(PyObject *table, PyObject *key)
 /* The names of the _Tables attributes fast_assign reads, interned once (a lookup by a C
  * string would make a str each time). */
 enum { T_DOCS, T_FP, T_EXACT, T_COMMON, T_PARENT, T_SKETCH, T_LIMIT, T_SIZE, T_VOTES, T_MEMBERS,
-       T_LOG, T_UNDO, T_COUNTER, T_DOCUMENTS, T_COMMON_INDEX, T_NARROW, T_NAMES };
+       T_LOG, T_UNDO, T_COUNTER, T_DOCUMENTS, T_NARROW, T_NAMES };
 static const char *const table_names[T_NAMES] = {
     "docs", "fp", "exact", "common", "parent", "sketch", "limit", "size", "votes", "members",
-    "log", "undo", "counter", "documents", "common_index", "narrow"};
+    "log", "undo", "counter", "documents", "narrow"};
 static PyObject *table_keys[T_NAMES];
 
 static int intern_table_names(void)
@@ -1644,7 +1483,7 @@ static int bump_item(PyObject *d, PyObject *key)
  * each hash of the sorted list *hs*; a hash becomes common once *votes* distinct groups
  * (after merges) have been. */
 static int vote_on(PyObject *hs, PyObject *groups, Py_ssize_t votes, PyObject *table,
-                   PyObject *common, CommonIndex *ci, PyObject *parent)
+                   PyObject *common, PyObject *parent)
 {
     Py_ssize_t i, n = PyList_GET_SIZE(hs);
     for (i = 0; i < n; i++) {
@@ -1676,7 +1515,7 @@ static int vote_on(PyObject *hs, PyObject *groups, Py_ssize_t votes, PyObject *t
             if (PySet_GET_SIZE(roots) >= votes) {
                 Py_DECREF(roots);
                 Py_DECREF(seen);
-                if (add_common(ci, common, h) < 0)
+                if (am_store((AnchorMap *)common, h, ONE) < 0)
                     return -1;
                 if (table_discard(table, h) < 0)
                     return -1;
@@ -1726,7 +1565,6 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     PyObject *fp = NULL, *exact = NULL, *common = NULL, *parent = NULL, *sketches = NULL;
     PyObject *limits = NULL, *size = NULL, *docs = NULL, *log = NULL, *undo = NULL;
     PyObject *vote_table = NULL, *empty = NULL;
-    CommonIndex *ci = NULL;
     PyObject *known[FAST_ANCHORS] = {NULL}, *picked[FAST_ANCHORS], *hit = NULL;
     /* The candidates: canonical id, the anchors that hit it, the values shared, accepted. */
     PyObject *cand[FAST_ANCHORS], *hits[FAST_ANCHORS], *shared[FAST_ANCHORS];
@@ -1754,7 +1592,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         width = is ? 4 : 8;
     }
     if (!(docs = table(t, T_DOCS, &PyDict_Type)) || !(fp = table(t, T_FP, &PyDict_Type))
-        || !(exact = table(t, T_EXACT, &PyDict_Type)) || !(common = table(t, T_COMMON, &PySet_Type))
+        || !(exact = table(t, T_EXACT, &PyDict_Type)) || !(common = table(t, T_COMMON, &AnchorMapType))
         || !(parent = table(t, T_PARENT, &PyDict_Type))
         || !(sketches = table(t, T_SKETCH, &PyDict_Type))
         || !(limits = table(t, T_LIMIT, &PyDict_Type)) || !(size = table(t, T_SIZE, &PyDict_Type))
@@ -1769,11 +1607,9 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     /* The anchors: the first n candidates that are not common (all of them if none is). */
     Py_ssize_t ns = PyTuple_GET_SIZE(sentences);
-    if (!(ci = common_index(t, common, table_keys[T_COMMON_INDEX])))
-        goto done;
-    if (PySet_GET_SIZE(common)) {
+    if (((AnchorMap *)common)->n) {
         for (i = 0; i < ns && np < n; i++) {
-            int in = is_common(ci, common, PyTuple_GET_ITEM(sentences, i), 0, 0);
+            int in = in_common(common, PyTuple_GET_ITEM(sentences, i), 0, 0);
             if (in < 0)
                 goto done;
             if (!in)
@@ -1852,7 +1688,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
             goto fail_or_fallback;
         Py_ssize_t same, mine, theirs;
         rc = guard_core(sketch, doc_limit, vals ? vals : empty, group_limit, common, empty,
-                        shared[k], &same, &mine, &theirs, ci, width);
+                        shared[k], &same, &mine, &theirs, width);
         if (rc)
             goto fail_or_fallback;
         Py_ssize_t smaller = mine < theirs ? mine : theirs;
@@ -1961,7 +1797,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         rc = hs && _PySet_Update(hs, shared[k]) == 0 ? 0 : -1;
         if (rc == 0 && (ordered = PySequence_List(hs)) != NULL && PyList_Sort(ordered) == 0
             && (pair = PyTuple_Pack(2, cand[k], root)) != NULL)
-            rc = vote_on(ordered, pair, votes, vote_table, common, ci, parent);
+            rc = vote_on(ordered, pair, votes, vote_table, common, parent);
         else
             rc = -1;
         Py_XDECREF(hs);
@@ -2074,7 +1910,6 @@ done:
     Py_XDECREF(undo);
     Py_XDECREF(vote_table);
     Py_XDECREF(empty);
-    Py_XDECREF(ci);
     return result;
 }
 
@@ -2121,7 +1956,7 @@ static struct PyModuleDef assign_module = {
 
 PyMODINIT_FUNC PyInit__assign(void)
 {
-    if (PyType_Ready(&CommonIndexType) < 0 || PyType_Ready(&AnchorMapType) < 0
+    if (PyType_Ready(&AnchorMapType) < 0
         || PyType_Ready(&VoteMapType) < 0 || PyType_Ready(&GroupTableType) < 0)
         return NULL;
     if ((!ONE && !(ONE = PyLong_FromLong(1))) || intern_table_names() < 0)

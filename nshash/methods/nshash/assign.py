@@ -172,9 +172,10 @@ class Tables(Protocol):
         """The hashes of *hs* that are not common, as a set."""
         ...
 
-    def common_sets(self) -> tuple[set[int], set[int]]:
-        """The common hashes: the store's set and those this call made common (often
-        :data:`NO_HASHES`), for :func:`sketch_guard`; read only."""
+    def common_sets(self) -> tuple[Collection[int], set[int]]:
+        """The common hashes: the store's (a set, or the memory store's AnchorMap) and
+        those this call made common (a set, often :data:`NO_HASHES`), for
+        :func:`sketch_guard`; read only."""
         ...
 
     def get_parent(self, gid: int) -> int | None: ...
@@ -279,7 +280,7 @@ def sketch_guard(
     doc_limit: int,
     values: Iterable[int],
     group_limit: int,
-    common: set[int],
+    common: Collection[int],
     more: set[int],
 ) -> tuple[list[int], int, int]:
     """Compare a document's sketch with a group's sketch, the guard's core.

@@ -96,7 +96,8 @@ _FAST = compiled("fast_assign")
 #: ``make_record``: the Assignment of the compiled path, without its frozen __init__'s cost.
 _MAKE = compiled("make_record")
 #: The compiled anchor table (``AnchorMap``: fingerprint -> group id in 12 bytes an entry,
-#: where a dict entry with its two ints takes ~85), which holds ``fp`` and ``exact``; None on
+#: where a dict entry with its two ints takes ~85), which holds ``fp``, ``exact`` and ``common``
+#: (each common hash mapped to 1, where a set of ints took ~110 bytes a hash); None on
 #: the pure path, where they are dicts. A snapshot keeps it packed (``pack()``), and either
 #: path reads either form.
 _MAP = compiled("AnchorMap")
@@ -176,9 +177,6 @@ def vote_table(packed: bytes = b"") -> MutableMapping[int, tuple[int, ...]]:
 
 
 _ASSIGNMENT_FIELDS = tuple(f.name for f in dataclasses.fields(Assignment))
-#: With a window, the compiled path is left out while the common set has grown since it last
-#: ran and holds more than this many hashes (mirroring it again would cost more).
-_MIRROR_AGAIN = 2000
 
 logger = logging.getLogger("nshash")
 
@@ -340,11 +338,9 @@ class _Tables:
     def __init__(self) -> None:
         self.fp = anchor_table()
         self.exact = anchor_table()
-        self.common: set[int] = set()
-        #: The compiled assignment's mirror of ``common`` (see _assign.c: CommonIndex), and
-        #: the size of ``common`` when a windowed store last used it (see _new_story).
-        self.common_index: object = None
-        self.common_mirrored = 0
+        #: The common hashes, each mapped to 1: an AnchorMap where compiled (12 bytes a hash,
+        #: where a set of ints took ~110 and the compiled path's mirror of it ~40 more).
+        self.common = anchor_table()
         self.votes = vote_table()
         self.parent: dict[int, int] = {}
         #: A group's sketch: its values packed, ascending, 8 bytes each, 4 when ``narrow``
@@ -434,9 +430,10 @@ class _Tables:
         return [h for h in hs if h not in common]
 
     def live_set(self, hs: Iterable[int]) -> set[int]:
-        return set(hs).difference(self.common)
+        common = self.common
+        return {h for h in hs if h not in common}
 
-    def common_sets(self) -> tuple[set[int], set[int]]:
+    def common_sets(self) -> tuple[Collection[int], set[int]]:
         return self.common, NO_HASHES
 
     def get_parent(self, gid: int) -> int | None:
@@ -492,10 +489,17 @@ class _Tables:
 
     def add_common(self, hs: Iterable[int]) -> None:
         hs = list(hs)
+        common = self.common
+        new = [h for h in dict.fromkeys(hs) if h not in common]
         if self.undo is not None:
-            new = set(hs).difference(self.common)
-            self.undo.append(lambda: self.common.difference_update(new))
-        self.common.update(hs)
+
+            def undo() -> None:
+                for h in new:
+                    common.pop(h, None)
+
+            self.undo.append(undo)
+        for h in new:
+            common[h] = 1
         if self.log is not None:
             self.log.append(["c", hs])
 
@@ -888,7 +892,7 @@ class _Tables:
             "narrow": self.narrow,
             "fp": _packed(self.fp),
             "exact": _packed(self.exact),
-            "common": self.common,
+            "common": _packed(self.common),
             "votes": _packed(self.votes),
             "parent": self.parent,
             "sketch": _plain(self.sketch),
@@ -989,6 +993,34 @@ def _anchors_of(value: Any, counter: int) -> MutableMapping[int, int]:
     return table
 
 
+def _common_of(value: Any) -> MutableMapping[int, int]:
+    """A snapshot's ``common`` table, checked: packed (an AnchorMap's ``pack()``), a dict (the
+    pure path's) or a set (every snapshot before the table was an AnchorMap), into
+    :func:`anchor_table`'s kind, every key an unsigned 64-bit int mapped to 1."""
+    try:
+        if type(value) is bytes:
+            table = anchor_table(value)
+            ids = table.values() if type(table) is dict else table.bounds() or ()  # type: ignore[attr-defined]
+            if not _ints_within(ids, 1, 2):
+                raise ValueError("a hash is mapped to something other than 1")
+            return table
+        if type(value) is dict:
+            if not _ints_within(value.values(), 1, 2):
+                raise ValueError("a hash is mapped to something other than 1")
+        elif type(value) is not set:
+            raise ValueError(f"it is a {type(value).__name__}")
+        if not _ints_within(value, 0, _U64):
+            _u64s(value)
+    except ValueError as exc:
+        raise ValueError(f"table 'common': {exc}") from None
+    if _MAP is None and type(value) is dict:
+        return value
+    table = anchor_table()
+    for h in value:
+        table[h] = 1
+    return table
+
+
 def _unpacked_within(table: _Table, counter: int, what: str) -> _Table:
     """*table*, read from a snapshot's packed bytes (which hold only ids from 1), if it names
     no group past *counter*: a compiled map by its ``bounds()``, the pure path's dict by its
@@ -1054,11 +1086,7 @@ def _check_snapshot(data: dict[str, Any]) -> tuple[Any, ...]:
     # The big tables are checked in a few passes at C speed (or built by the AnchorMap, which
     # checks as it goes); only a dict that fails them is walked entry by entry.
     fp, exact = _anchors_of(data["fp"], counter), _anchors_of(data["exact"], counter)
-    common = data["common"]
-    if type(common) is not set:
-        raise ValueError("table 'common' is not a set")
-    if not _ints_within(common, 0, _U64):
-        _u64s(common)
+    common = _common_of(data["common"])
     parent = table("parent")
     for gid, root in parent.items():
         if group(root) >= group(gid):
@@ -1374,17 +1402,12 @@ class MemoryStore(Store):
         if (doc_id is not None and doc_id in t.docs) or doc.exact in t.exact:
             return None
         common, fp = t.common, t.fp
-        if len(common) != t.common_mirrored and len(common) > _MIRROR_AGAIN:
-            # The Python path made hashes common since the compiled one last ran: it would
-            # mirror the whole set again (see _assign.c: CommonIndex), more than it saves.
-            return None
         live = [h for h in doc.sentences if h not in common] if common else doc.sentences
         if any(h in fp for h in (live or doc.sentences)[: policy.n]):
             return None  # a candidate (perhaps expired: assign hides it)
         placed = self._fast(t, doc, policy, doc_id, title, meta)
         if placed is None:
             return None
-        t.common_mirrored = len(common)
         root = placed[0].similar_id
         owned = [_OWNED.pack(b"f", h) for h in placed[1]]
         t.owned[root] = b"".join(owned) + _OWNED.pack(b"x", doc.exact)
