@@ -28,7 +28,7 @@ from nshash import (
     StoreStats,
     open_store,
 )
-from nshash.methods.nshash import memory
+from nshash.methods.nshash import memory, tables
 from nshash.methods.nshash.memory import MemoryStore
 from tests.test_store_contract import (
     EN_FOOTER,
@@ -466,24 +466,24 @@ def test_vote_table_packs_alike_on_both_paths(monkeypatch: pytest.MonkeyPatch) -
         struct.pack("<Q5I", h, *gids, *(0,) * (5 - len(gids)))
         for h, gids in sorted(entries.items())
     )
-    tables = [memory.vote_table(packed)]
-    if memory._VOTE_MAP is not None:
-        votes = memory.vote_table()
+    kinds = [tables.vote_table(packed)]
+    if tables._VOTE_MAP is not None:
+        votes = tables.vote_table()
         for h, gids in entries.items():
             votes[h] = gids
-        assert votes.pack() == packed and votes == tables[0]  # type: ignore[attr-defined]
+        assert votes.pack() == packed and votes == kinds[0]  # type: ignore[attr-defined]
         assert votes.bounds() == (1, 9) and len(votes) == 4  # type: ignore[attr-defined]
         del votes[12]
         votes[11] = (4, 2)
         assert votes[11] == (4, 2) and 12 not in votes and votes.get(12) is None
-        assert votes != tables[0]
+        assert votes != kinds[0]
         with pytest.raises(ValueError):
             votes[1] = ()
         with pytest.raises(ValueError):
             votes[1] = (0,)
-        monkeypatch.setattr(memory, "_VOTE_MAP", None)
-        tables.append(memory.vote_table(packed))
-    for table in tables:
+        monkeypatch.setattr(tables, "_VOTE_MAP", None)
+        kinds.append(tables.vote_table(packed))
+    for table in kinds:
         assert dict(table.items()) == entries
     bad = [
         packed[:-1],  # torn
@@ -493,10 +493,10 @@ def test_vote_table_packs_alike_on_both_paths(monkeypatch: pytest.MonkeyPatch) -
         struct.pack("<IQIQI", 1, 5, 1, 5, 2),  # a repeated key
     ]
     for packing in bad:
-        for path in {memory._VOTE_MAP, None} if tables[1:] else {None}:
-            monkeypatch.setattr(memory, "_VOTE_MAP", path)
+        for path in {tables._VOTE_MAP, None} if kinds[1:] else {None}:
+            monkeypatch.setattr(tables, "_VOTE_MAP", path)
             with pytest.raises(ValueError):
-                memory.vote_table(packing)
+                tables.vote_table(packing)
     monkeypatch.undo()
 
 
@@ -509,10 +509,10 @@ def test_group_table_acts_as_a_dict_keyed_by_group_id() -> None:
     import random
     import sys
 
-    if memory._GROUP_TABLE is None:
+    if tables._GROUP_TABLE is None:
         pytest.skip("the compiled assignment is not built")
     rng = random.Random(5)
-    table, mirror = memory.group_table(), {}
+    table, mirror = tables.group_table(), {}
     for step in range(20_000):
         gid = rng.choice((rng.randrange(1, 300), rng.randrange(1, 50_000), 2**32 - 2))
         op = rng.random()
@@ -527,11 +527,11 @@ def test_group_table_acts_as_a_dict_keyed_by_group_id() -> None:
     assert len(table) == len(mirror) and table == mirror and mirror == table
     assert list(table) == table.keys() == sorted(mirror)  # type: ignore[comparison-overlap]
     assert table.items() == sorted(mirror.items())  # type: ignore[comparison-overlap]
-    assert memory._plain(table) == mirror and type(memory._plain(table)) is dict
-    counts = memory.group_table({g: g % 7 for g in range(1, 3000)} | {5000: 2**70, 6000: "x"})
+    assert tables.plain(table) == mirror and type(tables.plain(table)) is dict
+    counts = tables.group_table({g: g % 7 for g in range(1, 3000)} | {5000: 2**70, 6000: "x"})
     at_least = counts.at_least  # type: ignore[attr-defined]
     assert at_least(5) == [g for g in range(1, 3000) if g % 7 >= 5] + [5000]
-    assert memory.group_table(mirror) == mirror
+    assert tables.group_table(mirror) == mirror
     for bad in (0, -1, 2**32 - 1, 2**64, 1.0, "1", True):
         assert bad not in table and table.get(bad, "none") == "none"
         with pytest.raises(KeyError):
@@ -559,9 +559,9 @@ def test_group_table_survives_values_that_change_it() -> None:
     import collections
     import gc
 
-    if memory._GROUP_TABLE is None:
+    if tables._GROUP_TABLE is None:
         pytest.skip("the compiled assignment is not built")
-    table = memory.group_table()
+    table = tables.group_table()
 
     class Grows:
         def __eq__(self, other: object) -> bool:
@@ -572,7 +572,7 @@ def test_group_table_survives_values_that_change_it() -> None:
     table[1] = Grows()
     assert table == {1: 0} and len(table) == 19_901
     plain = collections.defaultdict(list, {2: []})
-    assert memory.group_table({1: []}) != plain and 1 not in plain
+    assert tables.group_table({1: []}) != plain and 1 not in plain
 
     class Empties:
         def __init__(self) -> None:
@@ -694,7 +694,7 @@ def test_the_common_table_reads_every_form_it_was_written_in(
     with NSHash.open(f"memory://{path}") as again:
         t = again.store._t  # type: ignore[attr-defined]
         assert sorted(t.common) == sorted(_COMMON) and 7 not in t.common
-        assert type(t.common) is type(memory.anchor_table())
+        assert type(t.common) is type(tables.anchor_table())
         assert again.stats().common_fingerprints == 2
         assert again.add(EN_RAIL_REPOST).similar_id == sid
 

@@ -487,6 +487,23 @@ class TestBoilerplateGuard:
         # The footer alone is new content for nobody: it must not join a story either.
         assert nsh.query(footer) is None
 
+    def test_learned_boilerplate_survives_reopen(
+        self, nsh: NSHash, reopen: Callable[[], NSHash]
+    ) -> None:
+        """The hashes the guard learned to be boilerplate stay common after a reopen (every
+        store keeps them in its own table, and the embedded ones hold them in memory too)."""
+        for text in EN_STORIES:
+            nsh.add(f"{text}\n{EN_FOOTER}")
+        learned = nsh.stats().common_fingerprints
+        assert learned > 0
+        nsh.close()
+        with reopen() as again:
+            assert again.stats().common_fingerprints == learned
+            assert again.query(EN_FOOTER) is None
+            fresh = again.add(f"{ZH_STORIES[0]}\n{EN_FOOTER}")
+            assert fresh.similar_id == len(EN_STORIES) + 1 and not fresh.merged_from
+            assert again.stats().common_fingerprints >= learned
+
     def test_identical_texts_always_share(self, nsh: NSHash) -> None:
         """Two identical footer-only texts share one group whatever the guard learned."""
         for text in EN_STORIES:

@@ -72,7 +72,7 @@ import logging
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, MutableMapping, Sequence
 from contextlib import contextmanager
 
 from ...errors import (
@@ -99,6 +99,7 @@ from .assign import MatchPolicy, assign, combine_sketch, explain, lookup, resolv
 from .base import Store
 from .records import pack_record, unpack_record
 from .retention import retained_assign, settle_window
+from .tables import anchor_table
 
 __all__ = ["KVStore"]
 
@@ -207,7 +208,7 @@ class _Overlay:
         self,
         db: OrderedKV,
         meta: dict[str, int],
-        common: set[int],
+        common: MutableMapping[int, int],
         order_from: bytes = _ORDER,
         parents: dict[int, int] | None = None,
     ) -> None:
@@ -217,7 +218,8 @@ class _Overlay:
         #: What this call read from the store (a key is read once: the assignment asks about
         #: an anchor, a sketch or a size more than once).
         self.read: dict[bytes, bytes | None] = {}
-        #: The committed common fingerprints (the store's cache, read only here).
+        #: The committed common fingerprints, each mapped to 1 (the store's cache, read only
+        #: here; see :func:`~nshash.methods.nshash.tables.anchor_table`).
         self.common = common
         #: Fingerprints this call made common.
         self.new_common: set[int] = set()
@@ -294,9 +296,10 @@ class _Overlay:
         return [h for h in dict.fromkeys(hs) if h not in common and h not in new]
 
     def live_set(self, hs: Iterable[int]) -> set[int]:
-        return set(hs).difference(self.common, self.new_common)
+        common, new = self.common, self.new_common
+        return {h for h in hs if h not in common and h not in new}
 
-    def common_sets(self) -> tuple[set[int], set[int]]:
+    def common_sets(self) -> tuple[Collection[int], set[int]]:
         return self.common, self.new_common
 
     def get_parent(self, gid: int) -> int | None:
@@ -624,7 +627,7 @@ class KVStore(Store):
         self._meta["retention"] = window
 
     # -- opening -------------------------------------------------------------------------
-    def _verified(self, recount: bool = False) -> tuple[dict[str, int], set[int]]:
+    def _verified(self, recount: bool = False) -> tuple[dict[str, int], MutableMapping[int, int]]:
         """Read the counters of the open store and check them against its tables."""
         with self._kv.errors("Cannot read"):
             meta = self._load_meta()
@@ -728,9 +731,14 @@ class KVStore(Store):
                 meta[name] = 0 if value is None else _one(value)
             return meta
 
-    def _load_common(self) -> set[int]:
+    def _load_common(self) -> MutableMapping[int, int]:
+        """The ``c`` table, held in memory (every assignment asks about each anchor): each
+        hash mapped to 1 in an :func:`~nshash.methods.nshash.tables.anchor_table`, 12 bytes a
+        hash where a set of ints takes ~110."""
+        common = anchor_table()
         with self._kv.errors("Cannot read"):
-            common = {_one(key[1:]) for key, _value in self._kv.items(_COMMON)}
+            for key, _value in self._kv.items(_COMMON):
+                common[_one(key[1:])] = 1
         if len(common) != self._meta["common"]:
             raise StoreCorruptError(
                 f"{self.url!r} counts {self._meta['common']} common "
@@ -756,7 +764,8 @@ class KVStore(Store):
             puts[_META + name.encode("ascii")] = _enc(value)
         self._kv.write(puts)
         self._meta = overlay.meta
-        self._common |= overlay.new_common
+        for h in overlay.new_common:
+            self._common[h] = 1
         if self._parents is not None:
             for gid, root in overlay.new_parents.items():
                 if root is None:

@@ -83,6 +83,7 @@ from .base import Store
 from .compiled import compiled
 from .records import HEAD, TITLED, pack_record, unpack_record
 from .retention import retained_assign, settle_window
+from .tables import COMPILED, anchor_table, group_table, packed, plain, vote_table
 
 __all__ = ["MemoryStore"]
 
@@ -95,87 +96,6 @@ __all__ = ["MemoryStore"]
 _FAST = compiled("fast_assign")
 #: ``make_record``: the Assignment of the compiled path, without its frozen __init__'s cost.
 _MAKE = compiled("make_record")
-#: The compiled anchor table (``AnchorMap``: fingerprint -> group id in 12 bytes an entry,
-#: where a dict entry with its two ints takes ~85), which holds ``fp``, ``exact`` and ``common``
-#: (each common hash mapped to 1, where a set of ints took ~110 bytes a hash); None on
-#: the pure path, where they are dicts. A snapshot keeps it packed (``pack()``), and either
-#: path reads either form.
-_MAP = compiled("AnchorMap")
-_PACKED_ANCHOR = struct.Struct("<QI")
-#: The compiled vote table (``VoteMap``: hash -> the ids of the groups kept apart on it, in
-#: slots of 3 ids, 20 bytes an entry where a dict entry with its tuple takes ~200), packed like
-#: an AnchorMap but for a 4-byte width first and that many ids (0 past the tuple) an entry;
-#: None on the pure path, where it is a dict.
-_VOTE_MAP = compiled("VoteMap")
-#: The compiled per-group table (``GroupTable``: group id -> object, a slot of 8 bytes an id in
-#: pages of 1024 ids, where a dict entry with its int key takes about 70, and which grows
-#: without a dict's resize pause), which holds ``sketch``, ``size`` and ``members``; None on
-#: the pure path, where they are dicts. A snapshot keeps them as dicts.
-_GROUP_TABLE = compiled("GroupTable")
-
-
-def anchor_table(packed: bytes = b"") -> MutableMapping[int, int]:
-    """An empty ``fp`` or ``exact`` table (an AnchorMap where compiled, else a dict), or one
-    holding the entries *packed* (12 bytes each: key, id; little-endian).
-
-    Raises:
-        ValueError: *packed* is not whole entries, repeats a key or holds id 0.
-    """
-    if _MAP is not None:
-        table: MutableMapping[int, int] = _MAP(packed) if packed else _MAP()
-        return table
-    if len(packed) % _PACKED_ANCHOR.size:
-        raise ValueError("packed anchors are 12 bytes each")
-    entries = dict(_PACKED_ANCHOR.iter_unpack(packed))
-    if len(entries) * _PACKED_ANCHOR.size != len(packed) or 0 in entries.values():
-        raise ValueError("packed anchors hold a repeated key or a bad id")
-    return entries
-
-
-_V = TypeVar("_V")
-
-
-def group_table(entries: dict[int, _V] | None = None) -> MutableMapping[int, _V]:
-    """A table keyed by group id (a GroupTable where compiled, else a dict), holding
-    *entries* (a dict whose keys are group ids, checked by the caller)."""
-    if _GROUP_TABLE is None:
-        return {} if entries is None else entries
-    table: MutableMapping[int, _V] = _GROUP_TABLE(entries or {})
-    return table
-
-
-def _plain(table: MutableMapping[int, _V]) -> dict[int, _V]:
-    """*table* as a dict: how a snapshot keeps a :func:`group_table` (made in one pass, with
-    no list of its items first: a snapshot's peak memory)."""
-    return table if type(table) is dict else table.to_dict()  # type: ignore[attr-defined]
-
-
-def vote_table(packed: bytes = b"") -> MutableMapping[int, tuple[int, ...]]:
-    """An empty ``votes`` table (a VoteMap where compiled, else a dict), or one holding the
-    entries *packed* (see :data:`_VOTE_MAP`).
-
-    Raises:
-        ValueError: *packed* is not a width and whole entries, repeats a key, holds id 0 before
-            another id, or an entry of no id.
-    """
-    if _VOTE_MAP is not None:
-        table: MutableMapping[int, tuple[int, ...]] = _VOTE_MAP(packed) if packed else _VOTE_MAP()
-        return table
-    if not packed:
-        return {}
-    width = int.from_bytes(packed[:4], "little") if len(packed) >= 4 else 0
-    entry = struct.Struct(f"<Q{width}I")
-    if not 1 <= width <= 1 << 16 or (len(packed) - 4) % entry.size:
-        raise ValueError("packed votes are a width and whole entries")
-    votes: dict[int, tuple[int, ...]] = {}
-    for h, *ids in entry.iter_unpack(packed[4:]):
-        kept = tuple(ids[: ids.index(0)] if 0 in ids else ids)
-        if h in votes or not kept or any(ids[len(kept) :]):
-            raise ValueError("packed votes hold a repeated key or a bad id")
-        votes[h] = kept
-    return votes
-
-
 _ASSIGNMENT_FIELDS = tuple(f.name for f in dataclasses.fields(Assignment))
 
 logger = logging.getLogger("nshash")
@@ -890,15 +810,15 @@ class _Tables:
         return {
             "format": 3 if self.narrow else 2,
             "narrow": self.narrow,
-            "fp": _packed(self.fp),
-            "exact": _packed(self.exact),
-            "common": _packed(self.common),
-            "votes": _packed(self.votes),
+            "fp": packed(self.fp),
+            "exact": packed(self.exact),
+            "common": packed(self.common),
+            "votes": packed(self.votes),
             "parent": self.parent,
-            "sketch": _plain(self.sketch),
+            "sketch": plain(self.sketch),
             "limit": self.limit,
-            "size": _plain(self.size),
-            "members": _plain(self.members),
+            "size": plain(self.size),
+            "members": plain(self.members),
             "docs": self.docs,
             "counter": self.counter,
             "documents": self.documents,
@@ -963,12 +883,6 @@ class _Tables:
         self.order = deque(sorted((t, g) for g, t in self.last.items()))
 
 
-def _packed(table: MutableMapping[int, Any]) -> Any:
-    """What a snapshot keeps of an ``fp``, ``exact`` or ``votes`` table: an AnchorMap or
-    VoteMap packed, a dict as it is (the pure path's)."""
-    return table if isinstance(table, dict) else table.pack()  # type: ignore[attr-defined]
-
-
 _Table = TypeVar("_Table", bound=MutableMapping[int, Any])
 
 
@@ -985,7 +899,7 @@ def _anchors_of(value: Any, counter: int) -> MutableMapping[int, int]:
             _u64(h)
             if _gid(gid) > counter:
                 raise ValueError(f"group {gid} is past the id counter {counter}")
-    if _MAP is None:
+    if not COMPILED:
         return value
     table = anchor_table()
     for h, gid in value.items():
@@ -1013,7 +927,7 @@ def _common_of(value: Any) -> MutableMapping[int, int]:
             _u64s(value)
     except ValueError as exc:
         raise ValueError(f"table 'common': {exc}") from None
-    if _MAP is None and type(value) is dict:
+    if not COMPILED and type(value) is dict:
         return value
     table = anchor_table()
     for h in value:
