@@ -551,6 +551,42 @@ def test_group_table_acts_as_a_dict_keyed_by_group_id() -> None:
     gc.collect()
 
 
+def test_a_group_table_of_blobs_holds_bytes_as_a_dict_does() -> None:
+    """The sketch table: a GroupTable that keeps each value (bytes only) as a raw block. A
+    random run of writes, rewrites, deletions and reads answers as a dict does; every read
+    makes a bytes object equal to what was stored; anything but bytes is refused."""
+    import random
+
+    if tables._GROUP_TABLE is None:
+        pytest.skip("the compiled assignment is not built")
+    rng = random.Random(11)
+    table, mirror = tables.group_table(blobs=True), {}
+    for _step in range(20_000):
+        gid = rng.choice((rng.randrange(1, 300), rng.randrange(1, 50_000)))
+        op = rng.random()
+        if op < 0.5:
+            table[gid] = mirror[gid] = rng.randbytes(rng.choice((0, 4, 220, 1100)))
+        elif op < 0.7:
+            assert table.pop(gid, None) == mirror.pop(gid, None)
+        elif op < 0.8 and gid in mirror:
+            del table[gid], mirror[gid]
+        else:
+            assert table.get(gid) == mirror.get(gid) and (gid in table) == (gid in mirror)
+    assert table == mirror and mirror == table and len(table) == len(mirror)
+    assert table.items() == sorted(mirror.items())  # type: ignore[comparison-overlap]
+    assert all(type(v) is bytes for v in table.values())
+    assert tables.plain(table) == mirror and tables.group_table(mirror, blobs=True) == table
+    assert table.at_least(0) == []  # type: ignore[attr-defined]
+    for bad in ("x", 5, bytearray(b"x"), None):
+        with pytest.raises(TypeError):
+            table[1] = bad  # type: ignore[assignment]
+    with pytest.raises(TypeError):
+        tables.group_table({1: "not bytes"}, blobs=True)
+    for gid in list(table):
+        del table[gid]
+    assert len(table) == 0 and table == {}
+
+
 def test_group_table_survives_values_that_change_it() -> None:
     """Reads of a GroupTable hold their own references: a value whose ``__eq__`` grows the
     table while it is compared, or a finalizer that empties it while ``items()`` is built,
@@ -596,10 +632,57 @@ def test_group_table_survives_values_that_change_it() -> None:
     assert all(type(k) is int for k in copied)
 
 
+def test_doc_table_acts_as_a_dict_of_records() -> None:
+    """The ``docs`` table: a DocTable compiled, a dict on the pure path. A random run of
+    writes, rewrites, deletions and reads over many short runs of slots (so deletions move
+    entries back across a shard's end) answers as a dict does; only str keys and bytes
+    records are taken, and anything else is simply absent on a read."""
+    import random
+
+    if tables._DOC_TABLE is None:
+        pytest.skip("the compiled assignment is not built")
+    rng = random.Random(7)
+    keys = [f"d{i}" for i in range(4000)] + ["", "é", "\ud800 lone", "新闻-1", "x" * 300]
+    table, mirror = tables.doc_table(), {}
+    for step in range(60_000):
+        key = rng.choice(keys)
+        op = rng.random()
+        if op < 0.45:
+            table[key] = mirror[key] = rng.randbytes(rng.choice((0, 17, 140, 600)))
+        elif op < 0.65:
+            assert table.pop(key, None) == mirror.pop(key, None)
+        elif op < 0.75 and key in mirror:
+            del table[key], mirror[key]
+        else:
+            assert table.get(key) == mirror.get(key) and (key in table) == (key in mirror)
+        if step % 10_000 == 0:
+            assert all(table[k] == v for k, v in mirror.items()) and len(table) == len(mirror)
+    assert table == mirror and mirror == table and not table != mirror
+    assert sorted(table) == sorted(table.keys()) == sorted(mirror)
+    assert sorted(table.items()) == sorted(mirror.items())
+    assert sorted(table.values()) == sorted(mirror.values())
+    assert tables.plain(table) == mirror and type(tables.plain(table)) is dict
+    assert tables.doc_table(mirror) == table
+    for bad in (1, b"d1", None, ("d1",)):
+        assert bad not in table and table.get(bad, "none") == "none"
+        with pytest.raises(KeyError):
+            table[bad]
+        with pytest.raises(TypeError):
+            table[bad] = b""
+    with pytest.raises(TypeError):
+        table["d1"] = "not bytes"  # type: ignore[assignment]
+    with pytest.raises(KeyError):
+        del table["never added"]
+    for key in list(table):
+        del table[key]
+    assert len(table) == 0 and table == {}
+
+
 def test_snapshots_cross_between_the_compiled_and_the_pure_path(tmp_path: Path) -> None:
     """The compiled path keeps its anchor, common and vote tables as AnchorMaps and a VoteMap
-    and packs them into the snapshot, and its per-group tables as GroupTables; the pure path
-    keeps dicts. Each reads the other's snapshot, with the same answers."""
+    and packs them into the snapshot, its per-group tables as GroupTables and its documents in
+    a DocTable; the pure path keeps dicts. Each reads the other's snapshot, with the same
+    answers."""
     import subprocess
     import sys
 
@@ -625,7 +708,8 @@ def test_snapshots_cross_between_the_compiled_and_the_pure_path(tmp_path: Path) 
         "    groups = zlib.crc32(groups.encode())\n"
         "    common = sorted(t.common)\n"
         "    print(type(t.fp).__name__, type(t.votes).__name__, type(t.sketch).__name__,\n"
-        "          type(t.common).__name__, len(t.votes), votes, groups, len(common),\n"
+        "          type(t.common).__name__, type(t.docs).__name__, len(t.votes), votes, groups,\n"
+        "          len(common), zlib.crc32(repr(sorted(t.docs.items())).encode()),\n"
         "          zlib.crc32(repr(common).encode()),\n"
         "          s.documents, s.groups, s.fingerprints, probe)\n"
     )
@@ -646,9 +730,9 @@ def test_snapshots_cross_between_the_compiled_and_the_pure_path(tmp_path: Path) 
     compiled = run(f"memory://{tmp_path}/c.pkl", True, pure=False)
     if compiled[0] != "AnchorMap":
         pytest.skip("the compiled assignment is not built")
-    assert compiled[1:4] == ["VoteMap", "GroupTable", "AnchorMap"]
-    assert int(compiled[4]) > 0 and int(compiled[7]) >= 2  # votes cast, hashes common
-    dicts = ["dict", "dict", "dict", "dict", *compiled[4:]]
+    assert compiled[1:5] == ["VoteMap", "GroupTable", "AnchorMap", "DocTable"]
+    assert int(compiled[5]) > 0 and int(compiled[8]) >= 2  # votes cast, hashes common
+    dicts = ["dict", "dict", "dict", "dict", "dict", *compiled[5:]]
     assert run(f"memory://{tmp_path}/c.pkl", False, pure=True) == dicts
     pure = run(f"memory://{tmp_path}/p.pkl", True, pure=True)
     assert pure == dicts

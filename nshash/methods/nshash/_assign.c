@@ -8,7 +8,8 @@
  *     the Python assign then takes (tests/test_fast_assign.py runs both on the same streams);
  *   - make_record: a result of every add made without its frozen dataclass's __init__;
  *   - AnchorMap and VoteMap: the memory store's anchor, exact-text, common and vote tables,
- *     12 and 20 bytes an entry; GroupTable: its tables keyed by group id, a slot of 8 bytes an id.
+ *     12 and 20 bytes an entry; GroupTable: its tables keyed by group id, a slot of 8 bytes an id;
+ *     DocTable: its doc id -> record table, 16 bytes a slot and each record in a raw block.
  *
  * Built as an optional extension, like the text kernel: without it the Python versions run,
  * with the same answers. NSHASH_PURE=1 turns it off too.
@@ -21,7 +22,7 @@
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 6 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 7 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -991,6 +992,46 @@ static int guard_common(PyObject *common, PyObject *more, PyObject *item, uint64
     return in == 0 && PySet_GET_SIZE(more) ? in_common(more, item, 1, v) : in;
 }
 
+/* -- blocks: a bytes value kept raw ---------------------------------------------------------
+ *
+ * A record or a packed sketch held by a table as a block of its own: its length in 4 bytes
+ * (little-endian), then its bytes; ~30 bytes less than a bytes object, and allocated outside
+ * the object allocator's pools (which the text pipeline's short-lived objects churn, and which
+ * a long-lived object then keeps from being given back). */
+
+/* A block holding the bytes object *value* (NULL with an error when it is not one). */
+static unsigned char *block_of(PyObject *value)
+{
+    if (!PyBytes_CheckExact(value)) {
+        PyErr_Format(PyExc_TypeError, "this table holds bytes, not %.50s", Py_TYPE(value)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t len = PyBytes_GET_SIZE(value);
+    if (len > (Py_ssize_t)UINT32_MAX - 4) {
+        PyErr_SetString(PyExc_OverflowError, "a table's values are under 4 GiB");
+        return NULL;
+    }
+    unsigned char *block = PyMem_RawMalloc((size_t)len + 4);
+    if (!block) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    store_le(block, (uint64_t)len, 4);
+    memcpy(block + 4, PyBytes_AS_STRING(value), (size_t)len);
+    return block;
+}
+
+static inline Py_ssize_t block_len(const unsigned char *block)
+{
+    return (Py_ssize_t)load_le(block, 4);
+}
+
+/* The bytes of *block*, as a new bytes object. */
+static PyObject *block_bytes(const unsigned char *block)
+{
+    return PyBytes_FromStringAndSize((const char *)block + 4, block_len(block));
+}
+
 /* -- GroupTable: group id -> object, a slot per id ------------------------------------------
  *
  * The memory store's per-group tables (sketch, size, members) are keyed by group ids, which a
@@ -999,7 +1040,8 @@ static int guard_common(PyObject *common, PyObject *more, PyObject *item, uint64
  * GT_PAGE ids (8 KB), made when an id in them is first set and freed when their last entry
  * goes (a retention window's forgotten groups give their pages back), so a table grows
  * without a rehash (no pause as a dict's resize makes) and sparse ids cost a page each. Keys,
- * values and items come in id order. */
+ * values and items come in id order. A table made with blobs (the sketches) holds bytes only,
+ * each kept in its slot as a block (see block_of) and made a bytes object again when read. */
 #define GT_SHIFT 10
 #define GT_PAGE (1 << GT_SHIFT)
 
@@ -1009,6 +1051,7 @@ typedef struct {
     uint16_t *live;    /* entries in each page (GT_PAGE fits: a page is freed at 0) */
     Py_ssize_t npages; /* pages[] allocated */
     Py_ssize_t n;      /* entries */
+    int blobs;         /* the values are bytes, each kept as a block (see block_of) */
 } GroupTable;
 
 static PyTypeObject GroupTableType;
@@ -1032,13 +1075,35 @@ static inline PyObject **gt_slot(const GroupTable *g, uint32_t id)
     return p < g->npages && g->pages[p] ? &g->pages[p][id & (GT_PAGE - 1)] : NULL;
 }
 
-/* The value of *key*, borrowed: NULL with no error when absent, NULL with one on error. */
+/* The value of *key*, borrowed (in a table of blocks: the block, to test only): NULL with no
+ * error when absent, NULL with one on error. */
 static PyObject *gt_borrow(const GroupTable *g, PyObject *key)
 {
     uint32_t id;
     int rc = gt_id(key, &id);
     PyObject **slot = rc == 0 ? gt_slot(g, id) : NULL;
     return slot ? *slot : NULL;
+}
+
+/* The value in a slot, *v* (not NULL), as a new reference. */
+static inline PyObject *gt_value(const GroupTable *g, PyObject *v)
+{
+    return g->blobs ? block_bytes((const unsigned char *)v) : Py_NewRef(v);
+}
+
+/* The value of *key*, a new reference: NULL with no error when absent, NULL with one on error. */
+static PyObject *gt_get(const GroupTable *g, PyObject *key)
+{
+    PyObject *v = gt_borrow(g, key);
+    return v ? gt_value(g, v) : NULL;
+}
+
+static inline void gt_drop(const GroupTable *g, PyObject *v)
+{
+    if (g->blobs)
+        PyMem_RawFree(v);
+    else
+        Py_DECREF(v);
 }
 
 static int gt_store(GroupTable *g, PyObject *key, PyObject *value)
@@ -1050,6 +1115,9 @@ static int gt_store(GroupTable *g, PyObject *key, PyObject *value)
                      TOMB - 1, key);
     if (rc)
         return -1;
+    unsigned char *block = NULL;
+    if (g->blobs && !(block = block_of(value)))
+        return -1;
     Py_ssize_t p = id >> GT_SHIFT;
     if (p >= g->npages) {
         Py_ssize_t want = p + 1 > g->npages * 2 ? p + 1 : g->npages * 2;
@@ -1058,6 +1126,7 @@ static int gt_store(GroupTable *g, PyObject *key, PyObject *value)
         if (pages)
             g->pages = pages;
         if (!live) {
+            PyMem_RawFree(block);
             PyErr_NoMemory();
             return -1;
         }
@@ -1067,13 +1136,14 @@ static int gt_store(GroupTable *g, PyObject *key, PyObject *value)
         g->npages = want;
     }
     if (!g->pages[p] && !(g->pages[p] = PyMem_Calloc(GT_PAGE, sizeof(PyObject *)))) {
+        PyMem_RawFree(block);
         PyErr_NoMemory();
         return -1;
     }
     PyObject **slot = &g->pages[p][id & (GT_PAGE - 1)], *old = *slot;
-    *slot = Py_NewRef(value);
+    *slot = block ? (PyObject *)block : Py_NewRef(value);
     if (old)
-        Py_DECREF(old);
+        gt_drop(g, old);
     else
         g->live[p]++, g->n++;
     return 0;
@@ -1087,6 +1157,13 @@ static PyObject *gt_take(GroupTable *g, PyObject *key)
     PyObject **slot = gt_id(key, &id) == 0 ? gt_slot(g, id) : NULL, *old = slot ? *slot : NULL;
     if (!old)
         return NULL;
+    if (g->blobs) { /* the value as bytes first: on an error the entry stays */
+        PyObject *value = block_bytes((const unsigned char *)old);
+        if (!value)
+            return NULL;
+        PyMem_RawFree(old);
+        old = value;
+    }
     *slot = NULL;
     g->n--;
     Py_ssize_t p = id >> GT_SHIFT;
@@ -1100,6 +1177,7 @@ static int gt_clear(GroupTable *g)
 {
     PyObject ***pages = g->pages;
     Py_ssize_t npages = g->npages;
+    int blobs = g->blobs;
     PyMem_Free(g->live);
     g->pages = NULL;
     g->live = NULL;
@@ -1107,7 +1185,10 @@ static int gt_clear(GroupTable *g)
     for (Py_ssize_t p = 0; p < npages; p++) {
         PyObject **page = pages[p];
         for (Py_ssize_t i = 0; page && i < GT_PAGE; i++)
-            Py_XDECREF(page[i]);
+            if (blobs)
+                PyMem_RawFree(page[i]);
+            else
+                Py_XDECREF(page[i]);
         PyMem_Free(page);
     }
     PyMem_Free(pages);
@@ -1116,6 +1197,8 @@ static int gt_clear(GroupTable *g)
 
 static int gt_traverse(GroupTable *g, visitproc visit, void *arg)
 {
+    if (g->blobs)
+        return 0;
     for (Py_ssize_t p = 0; p < g->npages; p++)
         for (Py_ssize_t i = 0; g->pages[p] && i < GT_PAGE; i++)
             Py_VISIT(g->pages[p][i]);
@@ -1134,10 +1217,13 @@ static void GroupTable_dealloc(GroupTable *g)
 static PyObject *GroupTable_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     PyObject *entries = NULL;
-    static char *kwlist[] = {"entries", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O!", kwlist, &PyDict_Type, &entries))
+    int blobs = 0;
+    static char *kwlist[] = {"entries", "blobs", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O!p", kwlist, &PyDict_Type, &entries, &blobs))
         return NULL;
     GroupTable *g = (GroupTable *)type->tp_alloc(type, 0);
+    if (g)
+        g->blobs = blobs;
     PyObject *key, *value;
     Py_ssize_t pos = 0;
     while (g && entries && PyDict_Next(entries, &pos, &key, &value))
@@ -1150,7 +1236,7 @@ static Py_ssize_t GroupTable_len(GroupTable *g) { return g->n; }
 
 static PyObject *GroupTable_subscript(GroupTable *g, PyObject *key)
 {
-    return found_or_keyerror(Py_XNewRef(gt_borrow(g, key)), key);
+    return found_or_keyerror(gt_get(g, key), key);
 }
 
 static int GroupTable_ass(GroupTable *g, PyObject *key, PyObject *value)
@@ -1171,7 +1257,7 @@ static int GroupTable_contains(GroupTable *g, PyObject *key)
 
 static PyObject *gt_value_of(PyObject *g, PyObject *key)
 {
-    return Py_XNewRef(gt_borrow((GroupTable *)g, key));
+    return gt_get((GroupTable *)g, key);
 }
 
 static PyObject *gt_take_of(PyObject *g, PyObject *key) { return gt_take((GroupTable *)g, key); }
@@ -1184,6 +1270,14 @@ static PyObject *GroupTable_get(GroupTable *g, PyObject *const *args, Py_ssize_t
 static PyObject *GroupTable_pop(GroupTable *g, PyObject *const *args, Py_ssize_t nargs)
 {
     return get_or_pop(gt_take_of, (PyObject *)g, args, nargs, 1);
+}
+
+static void gt_release(uint32_t *ids, PyObject **values, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        Py_DECREF(values[i]);
+    PyMem_Free(ids);
+    PyMem_Free(values);
 }
 
 /* The ids and values (new references) of the entries, in id order, into arrays of the
@@ -1204,17 +1298,12 @@ static Py_ssize_t gt_entries(GroupTable *g, uint32_t **ids, PyObject ***values)
         for (Py_ssize_t i = 0; g->pages[p] && i < GT_PAGE && n < cap; i++)
             if (g->pages[p][i]) {
                 (*ids)[n] = (uint32_t)(((size_t)p << GT_SHIFT) + (size_t)i);
-                (*values)[n++] = Py_NewRef(g->pages[p][i]);
+                if (!((*values)[n++] = gt_value(g, g->pages[p][i]))) {
+                    gt_release(*ids, *values, n - 1);
+                    return -1;
+                }
             }
     return n;
-}
-
-static void gt_release(uint32_t *ids, PyObject **values, Py_ssize_t n)
-{
-    for (Py_ssize_t i = 0; i < n; i++)
-        Py_DECREF(values[i]);
-    PyMem_Free(ids);
-    PyMem_Free(values);
 }
 
 /* keys(), values(), items() or a dict of the entries (what = 0, 1, 2, 3), in id order. */
@@ -1265,7 +1354,7 @@ static PyObject *GroupTable_at_least(GroupTable *g, PyObject *arg)
     if (low == -1 && PyErr_Occurred())
         return NULL;
     PyObject *out = PyList_New(0);
-    for (Py_ssize_t p = 0; out && p < g->npages; p++)
+    for (Py_ssize_t p = 0; out && !g->blobs && p < g->npages; p++)
         for (Py_ssize_t i = 0; out && g->pages[p] && i < GT_PAGE; i++) {
             PyObject *v = g->pages[p][i], *k;
             int over = 0;
@@ -1285,8 +1374,12 @@ static PyObject *GroupTable_iter(GroupTable *g) { return iter_over(gt_list(g, 0)
 static PyObject *GroupTable_sizeof(GroupTable *g, PyObject *unused)
 {
     Py_ssize_t held = (Py_ssize_t)sizeof(GroupTable) + g->npages * (Py_ssize_t)(sizeof(void *) + 2);
-    for (Py_ssize_t p = 0; p < g->npages; p++)
+    for (Py_ssize_t p = 0; p < g->npages; p++) {
         held += g->pages[p] ? GT_PAGE * (Py_ssize_t)sizeof(PyObject *) : 0;
+        for (Py_ssize_t i = 0; g->blobs && g->pages[p] && i < GT_PAGE; i++)
+            if (g->pages[p][i])
+                held += 4 + block_len((const unsigned char *)g->pages[p][i]);
+    }
     return PyLong_FromSsize_t(held);
 }
 
@@ -1307,8 +1400,8 @@ static PyObject *GroupTable_richcompare(PyObject *a, PyObject *b, int op)
     for (Py_ssize_t i = 0; same > 0 && i < n; i++) {
         PyObject *k = PyLong_FromUnsignedLong(ids[i]), *other = NULL;
         if (k)
-            other = IS_GROUPS(b) ? gt_borrow((GroupTable *)b, k) : PyDict_GetItemWithError(b, k);
-        Py_XINCREF(other);
+            other = IS_GROUPS(b) ? gt_get((GroupTable *)b, k)
+                                 : Py_XNewRef(PyDict_GetItemWithError(b, k));
         Py_XDECREF(k);
         if (!other)
             same = PyErr_Occurred() ? -1 : 0;
@@ -1344,8 +1437,9 @@ static PyMethodDef GroupTable_methods[] = {
 
 static PyTypeObject GroupTableType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "nshash.methods.nshash._assign.GroupTable",
-    .tp_doc = "GroupTable(entries={}): group id (1 to 2**32 - 2) -> object, 8 bytes an entry, "
-              "in pages of 1024 ids; keys, values and items in id order.",
+    .tp_doc = "GroupTable(entries={}, blobs=False): group id (1 to 2**32 - 2) -> object, 8 "
+              "bytes an entry, in pages of 1024 ids (with blobs, bytes kept as blocks of their "
+              "own); keys, values and items in id order.",
     .tp_basicsize = sizeof(GroupTable), .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = GroupTable_new, .tp_dealloc = (destructor)GroupTable_dealloc,
     .tp_traverse = (traverseproc)gt_traverse, .tp_clear = (inquiry)gt_clear,
@@ -1354,11 +1448,392 @@ static PyTypeObject GroupTableType = {
     .tp_richcompare = GroupTable_richcompare, .tp_hash = PyObject_HashNotImplemented,
 };
 
-/* fast_assign's reads and writes of the tables: a dict, a map or a GroupTable. */
+/* -- DocTable: doc id -> packed record -------------------------------------------------------
+ *
+ * The memory store's ``docs``: doc ids (str, held as the objects given, which its members
+ * table holds too) -> their packed records (bytes), each kept as a block (see block_of). A
+ * slot is 16 bytes (the key, the block), where a dict entry takes about 40. Open addressing with linear
+ * probing, in DT_SHARDS shards that each grow on their own to twice their slots once 3/4 full
+ * (so an add never pauses to rehash more than a shard); a deletion moves the later entries of
+ * its run back, so no slot is a tombstone. Keys, values and items come in no set order. */
+#define DT_SHARDS 256
 
-/* A dict's or a GroupTable's value, borrowed (NULL: absent, or an error when one is set). */
+typedef struct {
+    PyObject *key;      /* NULL: an empty slot */
+    unsigned char *rec; /* the record, a block */
+} DocSlot;
+
+typedef struct {
+    DocSlot *slots;
+    Py_ssize_t cap, n;
+} DocShard;
+
+typedef struct {
+    PyObject_HEAD
+    DocShard sh[DT_SHARDS];
+    Py_ssize_t n;
+} DocTable;
+
+static PyTypeObject DocTableType;
+#define IS_DOCS(o) (Py_TYPE(o) == &DocTableType)
+
+/* The mixed hash of the str *key* (a str caches its hash: no cost after the first). */
+static inline uint64_t dt_hash(PyObject *key) { return am_mix((uint64_t)PyObject_Hash(key)); }
+
+/* The slot of *key* (an exact str whose mixed hash is *h*) in its shard *s*, or -1. */
+static Py_ssize_t dt_slot(const DocShard *s, PyObject *key, uint64_t h)
+{
+    if (!s->cap)
+        return -1;
+    Py_hash_t want = PyObject_Hash(key);
+    for (Py_ssize_t i = am_home(h, s->cap);; i = am_next(i, s->cap)) {
+        PyObject *k = s->slots[i].key;
+        if (!k)
+            return -1;
+        if (k == key || (PyObject_Hash(k) == want && PyUnicode_Compare(k, key) == 0))
+            return i;
+    }
+}
+
+/* The shard and slot of *key* (through *s* and *at*; at -1 when absent or when *key* is not
+ * a str, which no entry has). */
+static void dt_locate(DocTable *d, PyObject *key, DocShard **s, Py_ssize_t *at)
+{
+    *at = -1;
+    *s = NULL;
+    if (!PyUnicode_CheckExact(key))
+        return;
+    uint64_t h = dt_hash(key);
+    *s = &d->sh[h >> 56];
+    *at = dt_slot(*s, key, h);
+}
+
+/* The record at slot *at* of *s* as a new bytes object. */
+static PyObject *dt_value_at(const DocShard *s, Py_ssize_t at)
+{
+    return block_bytes(s->slots[at].rec);
+}
+
+/* The record of *key*, a new reference: NULL with no error when absent, with one on error. */
+static PyObject *dt_lookup(DocTable *d, PyObject *key)
+{
+    DocShard *s;
+    Py_ssize_t at;
+    dt_locate(d, key, &s, &at);
+    return at < 0 ? NULL : dt_value_at(s, at);
+}
+
+/* Rehash shard *s* into *cap* slots (a power of two, past its entries). */
+static int dt_resize(DocShard *s, Py_ssize_t cap)
+{
+    DocSlot *slots = PyMem_Calloc((size_t)cap, sizeof *slots);
+    if (!slots) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < s->cap; i++) {
+        if (!s->slots[i].key)
+            continue;
+        Py_ssize_t j = am_home(dt_hash(s->slots[i].key), cap);
+        while (slots[j].key)
+            j = am_next(j, cap);
+        slots[j] = s->slots[i];
+    }
+    PyMem_Free(s->slots);
+    s->slots = slots;
+    s->cap = cap;
+    return 0;
+}
+
+static int dt_store(DocTable *d, PyObject *key, PyObject *value)
+{
+    if (!PyUnicode_CheckExact(key) || !PyBytes_CheckExact(value)) {
+        PyErr_Format(PyExc_TypeError, "a DocTable maps str to bytes, not %.50s to %.50s",
+                     Py_TYPE(key)->tp_name, Py_TYPE(value)->tp_name);
+        return -1;
+    }
+    uint64_t h = dt_hash(key);
+    DocShard *s = &d->sh[h >> 56];
+    Py_ssize_t at = dt_slot(s, key, h);
+    if (at < 0 && (s->n + 1) * 4 > s->cap * 3 && dt_resize(s, s->cap ? 2 * s->cap : 8) < 0)
+        return -1;
+    unsigned char *rec = block_of(value);
+    if (!rec)
+        return -1;
+    if (at >= 0) {
+        PyMem_RawFree(s->slots[at].rec);
+        s->slots[at].rec = rec;
+        return 0;
+    }
+    at = am_home(h, s->cap);
+    while (s->slots[at].key)
+        at = am_next(at, s->cap);
+    s->slots[at].key = Py_NewRef(key);
+    s->slots[at].rec = rec;
+    s->n++;
+    d->n++;
+    return 0;
+}
+
+/* Take *key* out: its record (a new reference), NULL with no error when absent, NULL with one
+ * on error (the entry then stays). */
+static PyObject *dt_take(DocTable *d, PyObject *key)
+{
+    DocShard *s;
+    Py_ssize_t at;
+    dt_locate(d, key, &s, &at);
+    if (at < 0)
+        return NULL;
+    PyObject *value = dt_value_at(s, at);
+    if (!value)
+        return NULL;
+    PyObject *gone = s->slots[at].key;
+    PyMem_RawFree(s->slots[at].rec);
+    /* Move back each later entry of the run that may live in the hole: one whose home is not
+     * cyclically in (hole, its slot]. */
+    Py_ssize_t hole = at;
+    for (Py_ssize_t j = am_next(hole, s->cap); s->slots[j].key; j = am_next(j, s->cap)) {
+        Py_ssize_t home = am_home(dt_hash(s->slots[j].key), s->cap);
+        int stays = hole < j ? (hole < home && home <= j) : (hole < home || home <= j);
+        if (!stays) {
+            s->slots[hole] = s->slots[j];
+            hole = j;
+        }
+    }
+    s->slots[hole].key = NULL;
+    s->slots[hole].rec = NULL;
+    s->n--;
+    d->n--;
+    Py_DECREF(gone);
+    return value;
+}
+
+/* The keys and records (new references) of the entries into arrays of the table's size
+ * (through *keys* and *values*; free with dt_release): only str and bytes objects are made,
+ * which start no collection, so no finalizer changes the table while this walks. */
+static Py_ssize_t dt_entries(DocTable *d, PyObject ***keys, PyObject ***values)
+{
+    Py_ssize_t n = 0, cap = d->n ? d->n : 1;
+    *keys = PyMem_Malloc((size_t)cap * sizeof **keys);
+    *values = PyMem_Malloc((size_t)cap * sizeof **values);
+    if (!*keys || !*values) {
+        PyMem_Free(*keys);
+        PyMem_Free(*values);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int j = 0; j < DT_SHARDS; j++) {
+        const DocShard *s = &d->sh[j];
+        for (Py_ssize_t i = 0; i < s->cap && n < cap; i++) {
+            if (!s->slots[i].key)
+                continue;
+            PyObject *v = dt_value_at(s, i);
+            if (!v) {
+                while (n--) {
+                    Py_DECREF((*keys)[n]);
+                    Py_DECREF((*values)[n]);
+                }
+                PyMem_Free(*keys);
+                PyMem_Free(*values);
+                return -1;
+            }
+            (*keys)[n] = Py_NewRef(s->slots[i].key);
+            (*values)[n++] = v;
+        }
+    }
+    return n;
+}
+
+static void dt_release(PyObject **keys, PyObject **values, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_DECREF(keys[i]);
+        Py_DECREF(values[i]);
+    }
+    PyMem_Free(keys);
+    PyMem_Free(values);
+}
+
+/* keys(), values(), items() or a dict of the entries (what = 0, 1, 2, 3). */
+static PyObject *dt_list(DocTable *d, int what)
+{
+    PyObject **keys, **values;
+    Py_ssize_t n = dt_entries(d, &keys, &values);
+    if (n < 0)
+        return NULL;
+    PyObject *out = what == 3 ? PyDict_New() : PyList_New(n);
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        PyObject *item;
+        if (what == 3) {
+            if (PyDict_SetItem(out, keys[i], values[i]) < 0)
+                Py_CLEAR(out);
+            continue;
+        }
+        item = what == 0 ? Py_NewRef(keys[i])
+               : what == 1 ? Py_NewRef(values[i])
+                           : PyTuple_Pack(2, keys[i], values[i]);
+        if (!item)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, i, item);
+    }
+    dt_release(keys, values, n);
+    return out;
+}
+
+static void DocTable_dealloc(DocTable *d)
+{
+    for (int j = 0; j < DT_SHARDS; j++) {
+        DocShard *s = &d->sh[j];
+        for (Py_ssize_t i = 0; i < s->cap; i++)
+            if (s->slots[i].key) {
+                Py_DECREF(s->slots[i].key);
+                PyMem_RawFree(s->slots[i].rec);
+            }
+        PyMem_Free(s->slots);
+    }
+    Py_TYPE(d)->tp_free((PyObject *)d);
+}
+
+static PyObject *DocTable_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *entries = NULL;
+    static char *kwlist[] = {"entries", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O!", kwlist, &PyDict_Type, &entries))
+        return NULL;
+    DocTable *d = (DocTable *)type->tp_alloc(type, 0);
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (d && entries && PyDict_Next(entries, &pos, &key, &value))
+        if (dt_store(d, key, value) < 0)
+            Py_CLEAR(d);
+    return (PyObject *)d;
+}
+
+static Py_ssize_t DocTable_len(DocTable *d) { return d->n; }
+
+static PyObject *DocTable_subscript(DocTable *d, PyObject *key)
+{
+    return found_or_keyerror(dt_lookup(d, key), key);
+}
+
+static int DocTable_ass(DocTable *d, PyObject *key, PyObject *value)
+{
+    if (value)
+        return dt_store(d, key, value);
+    PyObject *old = dt_take(d, key);
+    if (!old && !PyErr_Occurred())
+        PyErr_SetObject(PyExc_KeyError, key);
+    Py_XDECREF(old);
+    return old ? 0 : -1;
+}
+
+static int DocTable_contains(DocTable *d, PyObject *key)
+{
+    DocShard *s;
+    Py_ssize_t at;
+    dt_locate(d, key, &s, &at);
+    return at >= 0;
+}
+
+static PyObject *dt_value_of(PyObject *d, PyObject *key) { return dt_lookup((DocTable *)d, key); }
+static PyObject *dt_take_of(PyObject *d, PyObject *key) { return dt_take((DocTable *)d, key); }
+
+static PyObject *DocTable_get(DocTable *d, PyObject *const *args, Py_ssize_t nargs)
+{
+    return get_or_pop(dt_value_of, (PyObject *)d, args, nargs, 0);
+}
+
+static PyObject *DocTable_pop(DocTable *d, PyObject *const *args, Py_ssize_t nargs)
+{
+    return get_or_pop(dt_take_of, (PyObject *)d, args, nargs, 1);
+}
+
+static PyObject *DocTable_keys(DocTable *d, PyObject *unused) { return dt_list(d, 0); }
+static PyObject *DocTable_values(DocTable *d, PyObject *unused) { return dt_list(d, 1); }
+static PyObject *DocTable_items(DocTable *d, PyObject *unused) { return dt_list(d, 2); }
+static PyObject *DocTable_to_dict(DocTable *d, PyObject *unused) { return dt_list(d, 3); }
+static PyObject *DocTable_iter(DocTable *d) { return iter_over(dt_list(d, 0)); }
+
+static PyObject *DocTable_sizeof(DocTable *d, PyObject *unused)
+{
+    Py_ssize_t held = (Py_ssize_t)sizeof(DocTable);
+    for (int j = 0; j < DT_SHARDS; j++) {
+        const DocShard *s = &d->sh[j];
+        held += s->cap * (Py_ssize_t)sizeof(DocSlot);
+        for (Py_ssize_t i = 0; i < s->cap; i++)
+            if (s->slots[i].key)
+                held += 4 + block_len(s->slots[i].rec);
+    }
+    return PyLong_FromSsize_t(held);
+}
+
+/* Equal to a DocTable or a dict holding the same keys with equal records. */
+static PyObject *DocTable_richcompare(PyObject *a, PyObject *b, int op)
+{
+    if ((op != Py_EQ && op != Py_NE) || !(IS_DOCS(b) || PyDict_Check(b)))
+        Py_RETURN_NOTIMPLEMENTED;
+    DocTable *d = (DocTable *)a;
+    Py_ssize_t theirs = IS_DOCS(b) ? ((DocTable *)b)->n : PyDict_GET_SIZE(b);
+    PyObject **keys = NULL, **values = NULL;
+    Py_ssize_t n = theirs == d->n ? dt_entries(d, &keys, &values) : 0;
+    int same = theirs == d->n;
+    if (n < 0)
+        return NULL;
+    for (Py_ssize_t i = 0; same > 0 && i < n; i++) {
+        PyObject *other = IS_DOCS(b) ? dt_lookup((DocTable *)b, keys[i])
+                                     : Py_XNewRef(PyDict_GetItemWithError(b, keys[i]));
+        if (!other)
+            same = PyErr_Occurred() ? -1 : 0;
+        else
+            same = PyObject_RichCompareBool(values[i], other, Py_EQ);
+        Py_XDECREF(other);
+    }
+    if (keys)
+        dt_release(keys, values, n);
+    if (same < 0)
+        return NULL;
+    return PyBool_FromLong(op == Py_EQ ? same : !same);
+}
+
+static PyMappingMethods DocTable_mapping = {
+    (lenfunc)DocTable_len, (binaryfunc)DocTable_subscript, (objobjargproc)DocTable_ass};
+static PySequenceMethods DocTable_sequence = {.sq_contains = (objobjproc)DocTable_contains};
+
+static PyMethodDef DocTable_methods[] = {
+    {"get", (PyCFunction)(void (*)(void))DocTable_get, METH_FASTCALL,
+     "get(key, default=None): the record of key, or default."},
+    {"pop", (PyCFunction)(void (*)(void))DocTable_pop, METH_FASTCALL,
+     "pop(key[, default]): remove key and return its record."},
+    {"keys", (PyCFunction)DocTable_keys, METH_NOARGS, "The doc ids, as a list."},
+    {"values", (PyCFunction)DocTable_values, METH_NOARGS, "The records, in the keys' order."},
+    {"items", (PyCFunction)DocTable_items, METH_NOARGS, "(doc id, record) pairs."},
+    {"to_dict", (PyCFunction)DocTable_to_dict, METH_NOARGS,
+     "The entries as a dict (made without a list of them first)."},
+    {"__sizeof__", (PyCFunction)DocTable_sizeof, METH_NOARGS, "Bytes held."},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject DocTableType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "nshash.methods.nshash._assign.DocTable",
+    .tp_doc = "DocTable(entries={}): str -> bytes (a doc id -> its packed record), a slot of "
+              "16 bytes an entry and each record in a block of its own; no set order.",
+    .tp_basicsize = sizeof(DocTable), .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = DocTable_new, .tp_dealloc = (destructor)DocTable_dealloc,
+    .tp_as_mapping = &DocTable_mapping, .tp_as_sequence = &DocTable_sequence,
+    .tp_iter = (getiterfunc)DocTable_iter, .tp_methods = DocTable_methods,
+    .tp_richcompare = DocTable_richcompare, .tp_hash = PyObject_HashNotImplemented,
+};
+
+/* fast_assign's reads and writes of the tables: a dict, a map, a GroupTable or a DocTable. */
+
+/* A dict's or a GroupTable's value, borrowed (NULL: absent, or an error when one is set); not
+ * for a table of blocks, whose values are made when read (see table_get). */
 static PyObject *table_borrow(PyObject *table, PyObject *key)
 {
+    if (IS_GROUPS(table) && ((GroupTable *)table)->blobs) {
+        PyErr_SetString(PyExc_SystemError, "table_borrow: a table of blocks");
+        return NULL;
+    }
     return IS_GROUPS(table) ? gt_borrow((GroupTable *)table, key)
                             : PyDict_GetItemWithError(table, key);
 }
@@ -1368,13 +1843,19 @@ static PyObject *table_get(PyObject *table, PyObject *key)
 {
     if (IS_MAP(table))
         return am_lookup((AnchorMap *)table, key);
-    return Py_XNewRef(table_borrow(table, key));
+    if (IS_DOCS(table))
+        return dt_lookup((DocTable *)table, key);
+    if (IS_GROUPS(table))
+        return gt_get((GroupTable *)table, key);
+    return Py_XNewRef(PyDict_GetItemWithError(table, key));
 }
 
 static int table_set(PyObject *table, PyObject *key, PyObject *value)
 {
     if (IS_MAP(table))
         return am_store((AnchorMap *)table, key, value);
+    if (IS_DOCS(table))
+        return dt_store((DocTable *)table, key, value);
     if (IS_GROUPS(table))
         return gt_store((GroupTable *)table, key, value);
     return PyDict_SetItem(table, key, value);
@@ -1420,7 +1901,8 @@ static PyObject *table(PyObject *t, int which, PyTypeObject *type)
     PyObject *o = PyObject_GetAttr(t, table_keys[which]);
     int mapped = which == T_FP || which == T_EXACT || which == T_VOTES;
     int grouped = which == T_SKETCH || which == T_LIMIT || which == T_SIZE || which == T_MEMBERS;
-    if (o && Py_TYPE(o) != type && !(mapped && IS_MAP(o)) && !(grouped && IS_GROUPS(o))) {
+    if (o && Py_TYPE(o) != type && !(mapped && IS_MAP(o)) && !(grouped && IS_GROUPS(o))
+        && !(which == T_DOCS && IS_DOCS(o))) {
         PyErr_Format(PyExc_TypeError, "fast_assign: table %s is a %s", table_names[which],
                      Py_TYPE(o)->tp_name);
         Py_CLEAR(o);
@@ -1565,6 +2047,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     PyObject *fp = NULL, *exact = NULL, *common = NULL, *parent = NULL, *sketches = NULL;
     PyObject *limits = NULL, *size = NULL, *docs = NULL, *log = NULL, *undo = NULL;
     PyObject *vote_table = NULL, *empty = NULL;
+    PyObject *vals = NULL; /* the sketch of the candidate compared, then of the one joined */
     PyObject *known[FAST_ANCHORS] = {NULL}, *picked[FAST_ANCHORS], *hit = NULL;
     /* The candidates: canonical id, the anchors that hit it, the values shared, accepted. */
     PyObject *cand[FAST_ANCHORS], *hits[FAST_ANCHORS], *shared[FAST_ANCHORS];
@@ -1599,7 +2082,8 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         || !(vote_table = table(t, T_VOTES, &PyDict_Type)) || !(empty = PySet_New(NULL)))
         goto done;
     if (doc_id != Py_None) {
-        int seen = PyDict_Contains(docs, doc_id);
+        int seen = IS_DOCS(docs) ? DocTable_contains((DocTable *)docs, doc_id)
+                                 : PyDict_Contains(docs, doc_id);
         if (seen < 0)
             goto done;
         if (seen)
@@ -1677,7 +2161,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     /* The guard, for each candidate. */
     for (k = 0; k < nc; k++) {
-        PyObject *vals = table_borrow(sketches, cand[k]);
+        Py_XSETREF(vals, table_get(sketches, cand[k]));
         if (!vals && PyErr_Occurred())
             goto done;
         PyObject *gl = table_borrow(limits, cand[k]);
@@ -1710,9 +2194,11 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     if (joined >= 0) { /* the document's values and the group's, joined (combine_sketch) */
         root = Py_NewRef(cand[joined]);
-        PyObject *old = table_borrow(sketches, root); /* packed and ascending (checked) */
-        const unsigned char *gp = (const unsigned char *)PyBytes_AS_STRING(old);
-        Py_ssize_t ng = PyBytes_GET_SIZE(old) / width, nd = PyTuple_GET_SIZE(sketch), a = 0;
+        Py_XSETREF(vals, table_get(sketches, root)); /* packed and ascending (checked) */
+        if (!vals)
+            goto done;
+        const unsigned char *gp = (const unsigned char *)PyBytes_AS_STRING(vals);
+        Py_ssize_t ng = PyBytes_GET_SIZE(vals) / width, nd = PyTuple_GET_SIZE(sketch), a = 0;
         Py_ssize_t d = 0;
         PyObject *gl = table_borrow(limits, root);
         uint64_t old_limit = no_limit, cut;
@@ -1873,7 +2359,7 @@ write:
         Py_XDECREF(utf8);
         if (!record)
             goto done;
-        rc = PyDict_SetItem(docs, doc_id, record);
+        rc = table_set(docs, doc_id, record);
         Py_DECREF(record);
         if (rc < 0)
             goto done;
@@ -1910,6 +2396,7 @@ done:
     Py_XDECREF(undo);
     Py_XDECREF(vote_table);
     Py_XDECREF(empty);
+    Py_XDECREF(vals);
     return result;
 }
 
@@ -1957,7 +2444,8 @@ static struct PyModuleDef assign_module = {
 PyMODINIT_FUNC PyInit__assign(void)
 {
     if (PyType_Ready(&AnchorMapType) < 0
-        || PyType_Ready(&VoteMapType) < 0 || PyType_Ready(&GroupTableType) < 0)
+        || PyType_Ready(&VoteMapType) < 0 || PyType_Ready(&GroupTableType) < 0
+        || PyType_Ready(&DocTableType) < 0)
         return NULL;
     if ((!ONE && !(ONE = PyLong_FromLong(1))) || intern_table_names() < 0)
         return NULL;
@@ -1968,7 +2456,8 @@ PyMODINIT_FUNC PyInit__assign(void)
     if (PyModule_AddIntConstant(m, "ABI", ASSIGN_ABI) < 0
         || PyModule_AddObjectRef(m, "AnchorMap", (PyObject *)&AnchorMapType) < 0
         || PyModule_AddObjectRef(m, "VoteMap", (PyObject *)&VoteMapType) < 0
-        || PyModule_AddObjectRef(m, "GroupTable", (PyObject *)&GroupTableType) < 0) {
+        || PyModule_AddObjectRef(m, "GroupTable", (PyObject *)&GroupTableType) < 0
+        || PyModule_AddObjectRef(m, "DocTable", (PyObject *)&DocTableType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

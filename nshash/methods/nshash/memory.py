@@ -83,7 +83,15 @@ from .base import Store
 from .compiled import compiled
 from .records import HEAD, TITLED, pack_record, unpack_record
 from .retention import retained_assign, settle_window
-from .tables import COMPILED, anchor_table, group_table, packed, plain, vote_table
+from .tables import (
+    COMPILED,
+    anchor_table,
+    doc_table,
+    group_table,
+    packed,
+    plain,
+    vote_table,
+)
 
 __all__ = ["MemoryStore"]
 
@@ -266,7 +274,7 @@ class _Tables:
         #: A group's sketch: its values packed, ascending, 8 bytes each, 4 when ``narrow``
         #: (:func:`pack_sketch`; a Python int in a set costs over 50 bytes), read through
         #: :func:`unpack_sketch`.
-        self.sketch: MutableMapping[int, bytes] = group_table()
+        self.sketch: MutableMapping[int, bytes] = group_table(blobs=True)
         #: Whether sketch values are narrow (:func:`~nshash.text.fingerprint.narrow`): set
         #: on a store that has made no group yet (see :meth:`set_narrow`), never unset.
         self.narrow = False
@@ -277,7 +285,7 @@ class _Tables:
         #: a str is no object the garbage collector walks, a list is), then a list.
         self.members: MutableMapping[int, str | list[str]] = group_table()
         #: doc id -> (group, duplicate, merged from, title, anchors) packed: pack_record.
-        self.docs: dict[str, bytes] = {}
+        self.docs = doc_table()
         self.counter = 0
         self.documents = 0
         #: Activity (documents added with a DocMeta): canonical id -> (first, last) seen,
@@ -819,7 +827,7 @@ class _Tables:
             "limit": self.limit,
             "size": plain(self.size),
             "members": plain(self.members),
-            "docs": self.docs,
+            "docs": plain(self.docs),
             "counter": self.counter,
             "documents": self.documents,
             "seen": self.seen,
@@ -858,7 +866,7 @@ class _Tables:
             sketch,
             size,
             members,
-            self.docs,
+            docs,
             self.counter,
             self.documents,
             self.votes,
@@ -878,8 +886,9 @@ class _Tables:
         except DAMAGE as exc:
             raise StoreCorruptError(f"The snapshot is damaged: {reason(exc)}") from exc
         self.window, self.last, self.owned, self.absorbed, self.forgotten = retention
-        self.sketch, self.size = group_table(sketch), group_table(size)
+        self.sketch, self.size = group_table(sketch, blobs=True), group_table(size)
         self.members = group_table(members)
+        self.docs = doc_table(docs)
         self.order = deque(sorted((t, g) for g, t in self.last.items()))
 
 

@@ -1,6 +1,6 @@
 """The memory store's compact tables: compiled where the assignment's extension is built
-(``AnchorMap``, ``VoteMap`` and ``GroupTable`` of ``_assign.c``), dicts on the pure path, with
-the same mapping protocol.
+(``AnchorMap``, ``VoteMap``, ``GroupTable`` and ``DocTable`` of ``_assign.c``), dicts on the
+pure path, with the same mapping protocol.
 
 :mod:`~nshash.methods.nshash.memory` keeps all its large tables in them. The key-value stores
 (:mod:`~nshash.methods.nshash.kvstore`) keep their common hashes, which they hold in memory, in
@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from .compiled import compiled
 
-__all__ = ["COMPILED", "anchor_table", "group_table", "packed", "plain", "vote_table"]
+__all__ = ["COMPILED", "anchor_table", "doc_table", "group_table", "packed", "plain", "vote_table"]
 
 #: The compiled anchor table (``AnchorMap``: fingerprint -> group id in 12 bytes an entry,
 #: where a dict entry with its two ints takes ~85), which holds ``fp``, ``exact`` and ``common``
@@ -34,6 +34,11 @@ _VOTE_MAP = compiled("VoteMap")
 #: without a dict's resize pause), which holds ``sketch``, ``size`` and ``members``; None on
 #: the pure path, where they are dicts. A snapshot keeps them as dicts.
 _GROUP_TABLE = compiled("GroupTable")
+#: The compiled document table (``DocTable``: doc id -> packed record, a slot of 16 bytes and
+#: each record in a raw block of its length and bytes, where a dict entry with its bytes object
+#: takes ~75 bytes more), which holds ``docs``; None on the pure path, where it is a dict. A
+#: snapshot keeps it as a dict.
+_DOC_TABLE = compiled("DocTable")
 
 
 def anchor_table(packed: bytes = b"") -> MutableMapping[int, int]:
@@ -57,18 +62,34 @@ def anchor_table(packed: bytes = b"") -> MutableMapping[int, int]:
 _V = TypeVar("_V")
 
 
-def group_table(entries: dict[int, _V] | None = None) -> MutableMapping[int, _V]:
+def group_table(
+    entries: dict[int, _V] | None = None, blobs: bool = False
+) -> MutableMapping[int, _V]:
     """A table keyed by group id (a GroupTable where compiled, else a dict), holding
-    *entries* (a dict whose keys are group ids, checked by the caller)."""
+    *entries* (a dict whose keys are group ids, checked by the caller). With *blobs*, its
+    values are bytes only, each kept as a raw block (~30 bytes less than a bytes object, and
+    outside the object allocator's pools): how the sketches are kept."""
     if _GROUP_TABLE is None:
         return {} if entries is None else entries
-    table: MutableMapping[int, _V] = _GROUP_TABLE(entries or {})
+    table: MutableMapping[int, _V] = _GROUP_TABLE(entries or {}, blobs)
     return table
 
 
-def plain(table: MutableMapping[int, _V]) -> dict[int, _V]:
-    """*table* as a dict: how a snapshot keeps a :func:`group_table` (made in one pass, with
-    no list of its items first: a snapshot's peak memory)."""
+def doc_table(entries: dict[str, bytes] | None = None) -> MutableMapping[str, bytes]:
+    """A ``docs`` table (a DocTable where compiled, else a dict), holding *entries* (a dict of
+    doc ids and packed records, checked by the caller)."""
+    if _DOC_TABLE is None:
+        return {} if entries is None else entries
+    table: MutableMapping[str, bytes] = _DOC_TABLE(entries or {})
+    return table
+
+
+_K = TypeVar("_K")
+
+
+def plain(table: MutableMapping[_K, _V]) -> dict[_K, _V]:
+    """*table* as a dict: how a snapshot keeps a :func:`group_table` or a :func:`doc_table`
+    (made in one pass, with no list of its items first: a snapshot's peak memory)."""
     return table if type(table) is dict else table.to_dict()  # type: ignore[attr-defined]
 
 
