@@ -96,6 +96,8 @@ def check_doc_id(doc_id: object) -> str | None:
         return None
     if not isinstance(doc_id, str) or not doc_id:
         raise ConfigError(f"doc_id must be a non-empty str, not {doc_id!r:.80}")
+    if type(doc_id) is not str:  # a subclass: its text, as the str the stores key by
+        doc_id = str.__str__(doc_id)
     return _short(doc_id, "doc_id", MAX_DOC_ID_CHARS)
 
 

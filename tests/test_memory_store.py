@@ -379,7 +379,7 @@ class TestActivitySnapshot:
             nsh.store.save()  # type: ignore[attr-defined]
         with open(path, "rb") as fh:
             data = pickle.load(fh)
-        assert data["format"] == 3 and data["narrow"] and data["hours"]
+        assert data["format"] == 4 and data["narrow"] and data["hours"]
         for key in ("seen", "hours", "meta"):
             del data[key]
         with open(path, "wb") as fh:
@@ -500,6 +500,27 @@ def test_vote_table_packs_alike_on_both_paths(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.undo()
 
 
+def _random_run(
+    table: Any, mirror: dict[Any, Any], steps: int, key: Any, value: Any, rng: Any
+) -> None:
+    """Apply one random run of writes, rewrites, pops, deletions and reads (of the keys
+    *key()* draws, the values *value(step)* makes) to *table* and the dict *mirror*: every
+    read answers as the dict's does."""
+    for step in range(steps):
+        k = key()
+        op = rng.random()
+        if op < 0.5:
+            table[k] = mirror[k] = value(step)
+        elif op < 0.7:
+            assert table.pop(k, None) == mirror.pop(k, None)
+        elif op < 0.8 and k in mirror:
+            del table[k], mirror[k]
+        else:
+            assert table.get(k) == mirror.get(k) and (k in table) == (k in mirror)
+        if step % 10_000 == 0:
+            assert len(table) == len(mirror) and all(table[k] == v for k, v in mirror.items())
+
+
 def test_group_table_acts_as_a_dict_keyed_by_group_id() -> None:
     """The per-group tables (sketch, size, members): a GroupTable compiled, a dict on the pure
     path. A random run of writes, deletions and reads answers as a dict does; keys come in id
@@ -513,17 +534,14 @@ def test_group_table_acts_as_a_dict_keyed_by_group_id() -> None:
         pytest.skip("the compiled assignment is not built")
     rng = random.Random(5)
     table, mirror = tables.group_table(), {}
-    for step in range(20_000):
-        gid = rng.choice((rng.randrange(1, 300), rng.randrange(1, 50_000), 2**32 - 2))
-        op = rng.random()
-        if op < 0.5:
-            table[gid] = mirror[gid] = rng.choice((step, f"d{step}", [f"d{step}"], b"x" * 8))
-        elif op < 0.7:
-            assert table.pop(gid, None) == mirror.pop(gid, None)
-        elif op < 0.8 and gid in mirror:
-            del table[gid], mirror[gid]
-        else:
-            assert table.get(gid) == mirror.get(gid) and (gid in table) == (gid in mirror)
+    _random_run(
+        table,
+        mirror,
+        20_000,
+        lambda: rng.choice((rng.randrange(1, 300), rng.randrange(1, 50_000), 2**32 - 2)),
+        lambda step: rng.choice((step, f"d{step}", [f"d{step}"], b"x" * 8)),
+        rng,
+    )
     assert len(table) == len(mirror) and table == mirror and mirror == table
     assert list(table) == table.keys() == sorted(mirror)  # type: ignore[comparison-overlap]
     assert table.items() == sorted(mirror.items())  # type: ignore[comparison-overlap]
@@ -561,17 +579,14 @@ def test_a_group_table_of_blobs_holds_bytes_as_a_dict_does() -> None:
         pytest.skip("the compiled assignment is not built")
     rng = random.Random(11)
     table, mirror = tables.group_table(blobs=True), {}
-    for _step in range(20_000):
-        gid = rng.choice((rng.randrange(1, 300), rng.randrange(1, 50_000)))
-        op = rng.random()
-        if op < 0.5:
-            table[gid] = mirror[gid] = rng.randbytes(rng.choice((0, 4, 220, 1100)))
-        elif op < 0.7:
-            assert table.pop(gid, None) == mirror.pop(gid, None)
-        elif op < 0.8 and gid in mirror:
-            del table[gid], mirror[gid]
-        else:
-            assert table.get(gid) == mirror.get(gid) and (gid in table) == (gid in mirror)
+    _random_run(
+        table,
+        mirror,
+        20_000,
+        lambda: rng.choice((rng.randrange(1, 300), rng.randrange(1, 50_000))),
+        lambda step: rng.randbytes(rng.choice((0, 4, 220, 1100))),
+        rng,
+    )
     assert table == mirror and mirror == table and len(table) == len(mirror)
     assert table.items() == sorted(mirror.items())  # type: ignore[comparison-overlap]
     assert all(type(v) is bytes for v in table.values())
@@ -644,19 +659,14 @@ def test_doc_table_acts_as_a_dict_of_records() -> None:
     rng = random.Random(7)
     keys = [f"d{i}" for i in range(4000)] + ["", "é", "\ud800 lone", "新闻-1", "x" * 300]
     table, mirror = tables.doc_table(), {}
-    for step in range(60_000):
-        key = rng.choice(keys)
-        op = rng.random()
-        if op < 0.45:
-            table[key] = mirror[key] = rng.randbytes(rng.choice((0, 17, 140, 600)))
-        elif op < 0.65:
-            assert table.pop(key, None) == mirror.pop(key, None)
-        elif op < 0.75 and key in mirror:
-            del table[key], mirror[key]
-        else:
-            assert table.get(key) == mirror.get(key) and (key in table) == (key in mirror)
-        if step % 10_000 == 0:
-            assert all(table[k] == v for k, v in mirror.items()) and len(table) == len(mirror)
+    _random_run(
+        table,
+        mirror,
+        60_000,
+        lambda: rng.choice(keys),
+        lambda step: rng.randbytes(rng.choice((0, 17, 140, 600))),
+        rng,
+    )
     assert table == mirror and mirror == table and not table != mirror
     assert sorted(table) == sorted(table.keys()) == sorted(mirror)
     assert sorted(table.items()) == sorted(mirror.items())
@@ -676,6 +686,49 @@ def test_doc_table_acts_as_a_dict_of_records() -> None:
     for key in list(table):
         del table[key]
     assert len(table) == 0 and table == {}
+
+
+@pytest.mark.parametrize("change", ["grows", "empties"])
+@pytest.mark.parametrize("kind", ["anchors", "votes"])
+@pytest.mark.parametrize("listing", ["items", "values", "keys"])
+def test_anchor_and_vote_maps_list_what_they_held_whatever_a_finalizer_does(
+    kind: str, change: str, listing: str
+) -> None:
+    """keys(), values() and items() of an AnchorMap or a VoteMap make many objects, and so may
+    start a collection whose finalizers change the map: they answer with the entries the map
+    held when called, never with a torn or a longer list (nor crash the interpreter)."""
+    import gc
+
+    if tables._MAP is None:
+        pytest.skip("the compiled assignment is not built")
+    table: Any = tables.anchor_table() if kind == "anchors" else tables.vote_table()
+    value = 1 if kind == "anchors" else (1, 2)
+    held = {h: value for h in range(1, 2000)}
+    for h, v in held.items():
+        table[h] = v
+
+    class Changes:
+        def __init__(self) -> None:
+            self.me = self  # garbage only the collector frees
+
+        def __del__(self) -> None:
+            if change == "empties":
+                for h in range(1, 2000):
+                    table.pop(h, None)
+            else:
+                for h in range(10**6, 10**6 + 5000):
+                    table[h] = value
+
+    method = getattr(table, listing)  # made first: the call itself then makes no object
+    Changes()
+    threshold = gc.get_threshold()
+    gc.set_threshold(1)
+    try:
+        got = method()
+    finally:
+        gc.set_threshold(*threshold)
+    want = {"items": sorted(held.items()), "values": list(held.values()), "keys": sorted(held)}
+    assert got == want[listing]
 
 
 def test_snapshots_cross_between_the_compiled_and_the_pure_path(tmp_path: Path) -> None:
@@ -743,21 +796,25 @@ _COMMON = {5, 1 << 63}
 
 
 @pytest.mark.parametrize(
-    ("kept", "good"),
+    ("kept", "good", "fmt"),
     [
-        (None, True),  # as this version writes it: packed where compiled, a dict where pure
-        (_COMMON, True),  # a set, as every snapshot before the table was an AnchorMap wrote it
-        (dict.fromkeys(_COMMON, 1), True),
-        ({5, -1}, False),
-        ({5: 2}, False),
-        (struct.pack("<QI", 5, 2), False),  # packed, but not mapped to 1
-        (b"\x01\x02\x03", False),
-        ([5], False),
+        (None, True, 4),  # as this version writes it: packed where compiled, a dict where pure
+        (_COMMON, True, 3),  # a set, as every snapshot before the table was an AnchorMap wrote it
+        (_COMMON, True, 4),
+        (dict.fromkeys(_COMMON, 1), True, 4),
+        ({5, -1}, False, 4),
+        ({5: 2}, False, 4),
+        (struct.pack("<QI", 5, 2), False, 4),  # packed, but not mapped to 1
+        (b"\x01\x02\x03", False, 4),
+        ([5], False, 4),
     ],
-    ids=["written", "set", "dict", "negative", "not-one", "packed-not-one", "torn", "list"],
+    ids=[
+        "written", "format-3-set", "set", "dict", "negative", "not-one", "packed-not-one",
+        "torn", "list",
+    ],  # fmt: skip
 )
 def test_the_common_table_reads_every_form_it_was_written_in(
-    tmp_path: Path, kept: Any, good: bool
+    tmp_path: Path, kept: Any, good: bool, fmt: int
 ) -> None:
     """The common hashes load from a snapshot as this version packs them, and as a set (every
     snapshot before) or a dict (the pure path's) of hashes mapped to 1; anything else is a
@@ -769,7 +826,8 @@ def test_the_common_table_reads_every_form_it_was_written_in(
         nsh.store.save()  # type: ignore[attr-defined]
     if kept is not None:
         data = pickle.loads(path.read_bytes().rsplit(b"\nnshash-crc32:", 1)[0])
-        data["common"] = kept
+        assert data["format"] == 4
+        data["common"], data["format"] = kept, fmt
         path.write_bytes(pickle.dumps(data))
     if not good:
         with pytest.raises(StoreCorruptError, match="damaged: table 'common': "):
@@ -817,7 +875,9 @@ def test_new_stores_keep_narrow_sketches_and_older_ones_stay_wide(
             assert nsh.add(ZH_LIBRARY, doc_id="l").similar_id != first.similar_id
             nsh.store.save()  # type: ignore[attr-defined]
         data = pickle.loads(path.read_bytes().rsplit(b"\nnshash-crc32:", 1)[0])
-        assert (data["format"], data["narrow"]) == ((2, False) if wide else (3, True))
+        assert (data["format"], data["narrow"]) == ((2, False) if wide else (4, True))
+        # A wide store's common hashes stay a set, as the versions before kept them.
+        assert type(data["common"]) is (set if wide else type(tables.packed(tables.anchor_table())))
 
 
 # -- background snapshots ------------------------------------------------------------------

@@ -402,6 +402,28 @@ class TestDocId:
             assert record is not None and record.doc_id == doc_id
         assert sorted(m for g in nsh.groups(min_size=1) for m in g.doc_ids) == sorted(ids)
 
+    def test_a_str_subclass_is_its_text(self, nsh: NSHash) -> None:
+        """A doc_id of a str subclass (whatever its __str__ and __hash__) is kept as its text:
+        the same document as that str, given back as a plain str."""
+
+        class Odd(str):
+            def __str__(self) -> str:
+                return "other"
+
+            def __hash__(self) -> int:
+                return 1
+
+            def __eq__(self, other: object) -> bool:
+                return False
+
+        first = nsh.add(EN_RAIL, doc_id=Odd("rail-1"))
+        again = nsh.add(EN_TURTLES, doc_id="rail-1")  # the same document: its first answer
+        assert again.similar_id == first.similar_id and nsh.stats().documents == 1
+        record = nsh.document(Odd("rail-1"))
+        assert record is not None and type(record.doc_id) is str and record.doc_id == "rail-1"
+        (group,) = nsh.groups(min_size=1)
+        assert list(group.doc_ids) == ["rail-1"] and type(group.doc_ids[0]) is str
+
 
 class TestQuery:
     """A lookup-only query changes nothing."""

@@ -428,6 +428,18 @@ _TRAILER = b"\nnshash-crc32:%08x\n"
 _TRAILER_LEN = len(_TRAILER % 0)
 
 
+class _Checksummed:
+    """A file to write through that keeps the CRC32 of what was written."""
+
+    def __init__(self, fh: BinaryIO) -> None:
+        self.fh = fh
+        self.crc = 0
+
+    def write(self, data: bytes) -> int:
+        self.crc = zlib.crc32(data, self.crc)
+        return self.fh.write(data)
+
+
 def _check_trailer(raw: bytes, end: int) -> None:
     """Check the CRC32 after the pickle that ends at byte *end* of snapshot *raw*."""
     tail = raw[end:]
@@ -991,9 +1003,11 @@ class JournaledFile:
         data["seq"] = seq
 
         def write(fh: BinaryIO) -> None:
-            payload = pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)
-            fh.write(payload)
-            fh.write(_TRAILER % zlib.crc32(payload))
+            # Streamed to the file in the pickler's frames, the CRC taken as they pass: the
+            # pickle is never whole in memory (it is about as large as the tables it holds).
+            out = _Checksummed(fh)
+            pickle.Pickler(out, protocol=pickle.HIGHEST_PROTOCOL).dump(data)
+            fh.write(_TRAILER % out.crc)
 
         replace_snapshot(self.path, write, journal, self.url, keep_journal=keep_journal)
 

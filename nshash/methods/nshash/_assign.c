@@ -537,14 +537,14 @@ static int am_id(PyObject *o, uint32_t *v)
     return -1;
 }
 
-/* The value in slot *at* of shard *s* as a new object: an AnchorMap's id, a VoteMap's tuple. */
-static PyObject *am_value_at(AnchorMap *m, const Shard *s, Py_ssize_t at)
+/* The value of the *w* ids at *ids* (a slot's, or a copy of one) as a new object: an
+ * AnchorMap's id, a VoteMap's tuple. */
+static PyObject *am_value_of_ids(const AnchorMap *m, const uint32_t *ids, Py_ssize_t w)
 {
-    const uint32_t *ids = &s->vals[at * m->w];
     if (!IS_VOTES(m))
         return PyLong_FromUnsignedLong(ids[0]);
     Py_ssize_t len = 0;
-    while (len < m->w && ids[len])
+    while (len < w && ids[len])
         len++;
     PyObject *out = PyTuple_New(len);
     for (Py_ssize_t i = 0; out && i < len; i++) {
@@ -555,6 +555,12 @@ static PyObject *am_value_at(AnchorMap *m, const Shard *s, Py_ssize_t at)
             PyTuple_SET_ITEM(out, i, g);
     }
     return out;
+}
+
+/* The value in slot *at* of shard *s* as a new object. */
+static PyObject *am_value_at(AnchorMap *m, const Shard *s, Py_ssize_t at)
+{
+    return am_value_of_ids(m, &s->vals[at * m->w], m->w);
 }
 
 /* The shard and slot of *key* (through *s* and *at*; at -1 when absent, or when *key* is not
@@ -798,18 +804,27 @@ static uint64_t *am_sorted_keys(AnchorMap *m)
     return out;
 }
 
-/* keys(), values() or items() (what = 0, 1, 2) as a list, in key order. */
+/* keys(), values() or items() (what = 0, 1, 2) as a list, in key order. The keys and their
+ * ids are copied first: making the list and its items may start a collection, whose
+ * finalizers may change the map, and what is built then reads only the copies. */
 static PyObject *am_list(AnchorMap *m, int what)
 {
+    Py_ssize_t n = m->n, w = m->w;
     uint64_t *keys = am_sorted_keys(m);
-    if (!keys)
-        return NULL;
-    PyObject *out = PyList_New(m->n);
-    for (Py_ssize_t i = 0; out && i < m->n; i++) {
-        PyObject *k = what != 1 ? PyLong_FromUnsignedLongLong(keys[i]) : NULL;
+    uint32_t *ids = keys ? PyMem_Malloc((size_t)(n ? n * w : 1) * sizeof *ids) : NULL;
+    if (!ids) {
+        PyMem_Free(keys);
+        return keys ? PyErr_NoMemory() : NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t at;
         Shard *s = am_find(m, keys[i], &at);
-        PyObject *v = what != 0 ? am_value_at(m, s, at) : NULL;
+        memcpy(&ids[i * w], &s->vals[at * w], (size_t)w * sizeof *ids);
+    }
+    PyObject *out = PyList_New(n);
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        PyObject *k = what != 1 ? PyLong_FromUnsignedLongLong(keys[i]) : NULL;
+        PyObject *v = what != 0 ? am_value_of_ids(m, &ids[i * w], w) : NULL;
         PyObject *item = what == 0 ? k : what == 1 ? v : (k && v ? PyTuple_Pack(2, k, v) : NULL);
         if (what == 2) {
             Py_XDECREF(k);
@@ -822,6 +837,7 @@ static PyObject *am_list(AnchorMap *m, int what)
         PyList_SET_ITEM(out, i, item);
     }
     PyMem_Free(keys);
+    PyMem_Free(ids);
     return out;
 }
 
@@ -1866,8 +1882,9 @@ static int table_discard(PyObject *table, PyObject *key)
 {
     if (IS_MAP(table))
         return am_discard((AnchorMap *)table, key) < 0 ? -1 : 0;
-    if (IS_GROUPS(table)) {
-        PyObject *old = gt_take((GroupTable *)table, key);
+    if (IS_GROUPS(table) || IS_DOCS(table)) {
+        PyObject *old = IS_DOCS(table) ? dt_take((DocTable *)table, key)
+                                       : gt_take((GroupTable *)table, key);
         Py_XDECREF(old);
         return old || !PyErr_Occurred() ? 0 : -1;
     }
@@ -2195,8 +2212,11 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (joined >= 0) { /* the document's values and the group's, joined (combine_sketch) */
         root = Py_NewRef(cand[joined]);
         Py_XSETREF(vals, table_get(sketches, root)); /* packed and ascending (checked) */
-        if (!vals)
+        if (!vals) {
+            if (!PyErr_Occurred())
+                goto fallback; /* gone since the guard read it (a finalizer): the Python way */
             goto done;
+        }
         const unsigned char *gp = (const unsigned char *)PyBytes_AS_STRING(vals);
         Py_ssize_t ng = PyBytes_GET_SIZE(vals) / width, nd = PyTuple_GET_SIZE(sketch), a = 0;
         Py_ssize_t d = 0;

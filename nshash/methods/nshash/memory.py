@@ -1,4 +1,4 @@
-"""MemoryStore: the embedded default, dicts in this process, optionally durable on disk.
+"""MemoryStore: the embedded default, compact tables in this process, optionally durable on disk.
 
 The files are kept by :class:`nshash.stores.durable.JournaledFile`, the memory backend of every
 method; this module holds nshash's tables and the :class:`~nshash.Store` contract.
@@ -113,8 +113,12 @@ logger = logging.getLogger("nshash")
 #: tables (``seen``, ``hours``, ``meta``) are optional keys of format 2: a snapshot written
 #: before them loads with no activity. 3: narrow sketches (``narrow``: True), 4 bytes a value
 #: (see :func:`~nshash.text.fingerprint.narrow`); a store begun before them stays format 2,
-#: its sketches 8 bytes a value, so an older version still reads it.
-_SNAPSHOT_FORMATS = (2, 3)
+#: its sketches 8 bytes a value, so an older version still reads it. 4: narrow, with the
+#: common hashes packed (an AnchorMap's ``pack()``, or the pure path's dict), where 2 and 3
+#: keep them as a set (so format 2, still written by a wide store, stays readable by older
+#: versions); every format reads every form of them.
+_SNAPSHOT_FORMATS = (2, 3, 4)
+_NARROW_FORMATS = (3, 4)
 _MISSING: Any = object()
 _U64 = 1 << 64
 #: One hash a group wrote: the table's code (``f``, ``x`` or ``v``), then the hash (9 bytes).
@@ -816,11 +820,11 @@ class _Tables:
     # -- snapshot ----------------------------------------------------------------------
     def dump(self) -> dict[str, Any]:
         return {
-            "format": 3 if self.narrow else 2,
+            "format": 4 if self.narrow else 2,
             "narrow": self.narrow,
             "fp": packed(self.fp),
             "exact": packed(self.exact),
-            "common": packed(self.common),
+            "common": packed(self.common) if self.narrow else set(self.common),
             "votes": packed(self.votes),
             "parent": self.parent,
             "sketch": plain(self.sketch),
@@ -991,7 +995,7 @@ def _check_snapshot(data: dict[str, Any]) -> tuple[Any, ...]:
     counter = count(data["counter"], "counter")
     documents = count(data["documents"], "documents")
     narrow = data.get("narrow", False)
-    if narrow is not (data["format"] == 3):
+    if narrow is not (data["format"] in _NARROW_FORMATS):
         raise ValueError(f"a snapshot of format {data['format']} says narrow is {narrow!r:.20}")
     width = 4 if narrow else 8
 
