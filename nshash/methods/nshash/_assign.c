@@ -9,7 +9,8 @@
  *   - make_record: a result of every add made without its frozen dataclass's __init__;
  *   - AnchorMap and VoteMap: the memory store's anchor, exact-text, common and vote tables,
  *     12 and 20 bytes an entry; GroupTable: its tables keyed by group id, a slot of 8 bytes an id;
- *     DocTable: its doc id -> record table, 16 bytes a slot and each record in a raw block.
+ *     DocTable: its doc id -> record table, 16 bytes a slot and each record in a raw block;
+ *   - KeyFilter: a Bloom filter of the anchors the LevelDB and SQLite stores hold.
  *
  * Built as an optional extension, like the text kernel: without it the Python versions run,
  * with the same answers. NSHASH_PURE=1 turns it off too.
@@ -22,7 +23,7 @@
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 7 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 8 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -1840,6 +1841,148 @@ static PyTypeObject DocTableType = {
     .tp_richcompare = DocTable_richcompare, .tp_hash = PyObject_HashNotImplemented,
 };
 
+/* -- KeyFilter: which 64-bit keys a table may hold ------------------------------------------
+ *
+ * A Bloom filter over unsigned 64-bit keys (the LevelDB and SQLite stores' anchor
+ * fingerprints), so that a key it has never been given is known absent without a read of
+ * the store. It answers "may hold" for every key added (never a false "no") and, for a key
+ * never added, "may hold" about 1 time in 100 to 500 (more segments, more often). It grows as
+ * keys come: segments of twice the keys of the one before, each of 16 bits a key, a key's 8
+ * bits in one 64-bit word of a segment (one cache line read a segment). */
+#define KF_SEGMENTS 48
+#define KF_FIRST_WORDS 8192 /* 64 KB: the first segment's 32,768 keys */
+#define KF_BITS 8 /* bits a key, in its word */
+#define KF_WIDTH 16 /* bits of a segment a key */
+
+typedef struct {
+    uint64_t *words;
+    uint64_t mask; /* words - 1 (a power of two) */
+    Py_ssize_t cap, n;
+} KFSegment;
+
+typedef struct {
+    PyObject_HEAD
+    KFSegment seg[KF_SEGMENTS];
+    int nseg;
+    Py_ssize_t n; /* keys added (repeats counted) */
+} KeyFilter;
+
+static PyTypeObject KeyFilterType;
+
+/* The word of a segment and the KF_BITS bits in it that stand for key *k*. */
+static inline uint64_t kf_bits(uint64_t k, uint64_t *word_hash)
+{
+    uint64_t x = am_mix(k ^ 0x9E3779B97F4A7C15ULL), y = am_mix(x + 0xD1B54A32D192ED03ULL), m = 0;
+    *word_hash = x;
+    for (int i = 0; i < KF_BITS; i++, y >>= 6)
+        m |= (uint64_t)1 << (y & 63);
+    return m;
+}
+
+static int kf_has(const KeyFilter *f, uint64_t k)
+{
+    uint64_t w, m = kf_bits(k, &w);
+    for (int i = f->nseg - 1; i >= 0; i--)
+        if ((f->seg[i].words[w & f->seg[i].mask] & m) == m)
+            return 1;
+    return 0;
+}
+
+static int kf_add(KeyFilter *f, uint64_t k)
+{
+    KFSegment *s = f->nseg ? &f->seg[f->nseg - 1] : NULL;
+    if (!s || s->n >= s->cap) {
+        if (f->nseg == KF_SEGMENTS) {
+            PyErr_SetString(PyExc_OverflowError, "a KeyFilter holds at most 2**63 keys");
+            return -1;
+        }
+        uint64_t words = s ? 2 * (s->mask + 1) : KF_FIRST_WORDS;
+        KFSegment *next = &f->seg[f->nseg];
+        if (!(next->words = PyMem_Calloc((size_t)words, sizeof(uint64_t)))) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        next->mask = words - 1;
+        next->cap = (Py_ssize_t)(words * 64 / KF_WIDTH);
+        next->n = 0;
+        s = next;
+        f->nseg++;
+    }
+    uint64_t w, m = kf_bits(k, &w);
+    s->words[w & s->mask] |= m;
+    s->n++;
+    f->n++;
+    return 0;
+}
+
+static void KeyFilter_dealloc(KeyFilter *f)
+{
+    for (int i = 0; i < f->nseg; i++)
+        PyMem_Free(f->seg[i].words);
+    Py_TYPE(f)->tp_free((PyObject *)f);
+}
+
+static PyObject *KeyFilter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    if (!PyArg_ParseTuple(args, ":KeyFilter") || (kwds && PyDict_GET_SIZE(kwds))) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "KeyFilter() takes no arguments");
+        return NULL;
+    }
+    return type->tp_alloc(type, 0);
+}
+
+/* add(key): note *key* (an int in [0, 2**64)). */
+static PyObject *KeyFilter_add(KeyFilter *f, PyObject *key)
+{
+    uint64_t k;
+    int rc = am_key(key, &k);
+    if (rc > 0)
+        PyErr_Format(PyExc_ValueError, "a KeyFilter's keys are ints in [0, 2**64), not %R", key);
+    if (rc || kf_add(f, k) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* "key in filter": whether it may hold *key* (False for anything but an int in [0, 2**64)). */
+static int KeyFilter_contains(KeyFilter *f, PyObject *key)
+{
+    uint64_t k;
+    int rc = am_key(key, &k);
+    if (rc)
+        return rc < 0 ? -1 : 0;
+    return kf_has(f, k);
+}
+
+static Py_ssize_t KeyFilter_len(KeyFilter *f) { return f->n; }
+
+static PyObject *KeyFilter_sizeof(KeyFilter *f, PyObject *unused)
+{
+    Py_ssize_t held = (Py_ssize_t)sizeof(KeyFilter);
+    for (int i = 0; i < f->nseg; i++)
+        held += (Py_ssize_t)((f->seg[i].mask + 1) * sizeof(uint64_t));
+    return PyLong_FromSsize_t(held);
+}
+
+static PySequenceMethods KeyFilter_sequence = {
+    .sq_length = (lenfunc)KeyFilter_len, .sq_contains = (objobjproc)KeyFilter_contains};
+
+static PyMethodDef KeyFilter_methods[] = {
+    {"add", (PyCFunction)KeyFilter_add, METH_O, "add(key): note key (an int in [0, 2**64))."},
+    {"__sizeof__", (PyCFunction)KeyFilter_sizeof, METH_NOARGS, "Bytes held."},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject KeyFilterType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "nshash.methods.nshash._assign.KeyFilter",
+    .tp_doc = "KeyFilter(): the 64-bit keys a table may hold (a Bloom filter: a key added is "
+              "always 'in'; one never added is 'in' about 1 time in 100 to 500); len() is the "
+              "keys added.",
+    .tp_basicsize = sizeof(KeyFilter), .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = KeyFilter_new, .tp_dealloc = (destructor)KeyFilter_dealloc,
+    .tp_as_sequence = &KeyFilter_sequence, .tp_methods = KeyFilter_methods,
+    .tp_hash = PyObject_HashNotImplemented,
+};
+
 /* fast_assign's reads and writes of the tables: a dict, a map, a GroupTable or a DocTable. */
 
 /* A dict's or a GroupTable's value, borrowed (NULL: absent, or an error when one is set); not
@@ -2465,7 +2608,7 @@ PyMODINIT_FUNC PyInit__assign(void)
 {
     if (PyType_Ready(&AnchorMapType) < 0
         || PyType_Ready(&VoteMapType) < 0 || PyType_Ready(&GroupTableType) < 0
-        || PyType_Ready(&DocTableType) < 0)
+        || PyType_Ready(&DocTableType) < 0 || PyType_Ready(&KeyFilterType) < 0)
         return NULL;
     if ((!ONE && !(ONE = PyLong_FromLong(1))) || intern_table_names() < 0)
         return NULL;
@@ -2477,7 +2620,8 @@ PyMODINIT_FUNC PyInit__assign(void)
         || PyModule_AddObjectRef(m, "AnchorMap", (PyObject *)&AnchorMapType) < 0
         || PyModule_AddObjectRef(m, "VoteMap", (PyObject *)&VoteMapType) < 0
         || PyModule_AddObjectRef(m, "GroupTable", (PyObject *)&GroupTableType) < 0
-        || PyModule_AddObjectRef(m, "DocTable", (PyObject *)&DocTableType) < 0) {
+        || PyModule_AddObjectRef(m, "DocTable", (PyObject *)&DocTableType) < 0
+        || PyModule_AddObjectRef(m, "KeyFilter", (PyObject *)&KeyFilterType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

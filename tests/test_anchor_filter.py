@@ -1,0 +1,122 @@
+"""The LevelDB and SQLite stores' filter of the anchors they hold (kvstore._AnchorFilter).
+
+A writer answers most anchor lookups (a new document's anchors are new) from a Bloom filter
+instead of the store. The filter must never say "absent" of an anchor the store holds: these
+tests reopen stores part-way through the scan that fills it, and count the reads it saves.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nshash import NSHash
+from nshash.methods.nshash import kvstore, tables
+from tests.test_store_contract import story_versions
+
+pytestmark = pytest.mark.skipif(
+    tables.key_filter() is None, reason="the compiled assignment is not built"
+)
+
+
+@pytest.fixture(params=["leveldb", "sqlite"])
+def kv_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "leveldb":
+        pytest.importorskip("plyvel")
+        return f"leveldb://{tmp_path}/db"
+    return f"sqlite://{tmp_path}/news.db"
+
+
+def test_the_key_filter_never_forgets_a_key() -> None:
+    """Every key added is "in" however far the filter has grown; few keys never added are;
+    a key that is not an int in [0, 2**64) is in no filter and cannot be added."""
+    rng = random.Random(5)
+    keys = tables.key_filter()
+    added = [rng.getrandbits(64) for _ in range(300_000)] + [0, 2**64 - 1]
+    for k in added:
+        keys.add(k)
+    assert len(keys) == len(added) and all(k in keys for k in added)
+    others = [rng.getrandbits(64) for _ in range(100_000)]
+    assert sum(k in keys for k in others) < 0.03 * len(others)
+    assert sys.getsizeof(keys) < 6 * len(added)
+    for bad in (-1, 2**64, "1", 1.0, None):
+        assert bad not in keys
+        with pytest.raises((ValueError, TypeError)):
+            keys.add(bad)
+
+
+def test_anchors_are_found_while_the_filter_fills_and_after(
+    kv_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store reopened with anchors in it fills its filter a few keys a write: every repost
+    finds its original, during the scan and after it, and the anchor count stays exact
+    (a repair finds nothing to fix)."""
+    monkeypatch.setattr(kvstore._AnchorFilter, "STEP", 12)  # ~640 anchors: ~54 writes
+    stories = [story_versions(seed) for seed in range(40)]
+    with NSHash.open(kv_url) as nsh:
+        first = [nsh.add(original).similar_id for original, _, _ in stories]
+    with NSHash.open(kv_url) as nsh:
+        filt = nsh.store._anchors  # type: ignore[attr-defined]
+        assert filt is not None and filt.ready() is None  # nothing scanned on open
+        joined, during = [], 0
+        for (_, repost_a, repost_b), sid in zip(stories, first, strict=True):
+            during += filt.ready() is None
+            joined.append(nsh.add(repost_a).similar_id == sid)
+            joined.append(nsh.add(repost_b).similar_id == sid)
+        assert filt.ready() is not None and 0 < during < len(stories)  # both phases seen
+        assert all(joined)
+        counted = nsh.stats().fingerprints
+    with NSHash.open(f"{kv_url}{'&' if '?' in kv_url else '?'}repair=1") as fixed:
+        assert fixed.store.repaired is None  # type: ignore[attr-defined]
+        assert fixed.stats().fingerprints == counted
+
+
+class _Counting:
+    """The store's backend, counting the reads of anchor keys (table ``f``)."""
+
+    def __init__(self, kv: Any) -> None:
+        self._kv = kv
+        self.reads: Counter[bool] = Counter()
+
+    def get(self, key: bytes) -> bytes | None:
+        value: bytes | None = self._kv.get(key)
+        if key[:1] == kvstore._FP:
+            self.reads[value is not None] += 1
+        return value
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kv, name)
+
+
+@pytest.fixture
+def counting(kv_url: str) -> Iterator[tuple[NSHash, _Counting]]:
+    with NSHash.open(kv_url) as nsh:
+        store = nsh.store
+        wrapped = _Counting(store._kv)  # type: ignore[attr-defined]
+        store._kv = wrapped  # type: ignore[attr-defined]
+        yield nsh, wrapped
+
+
+def test_new_anchors_are_not_read_from_the_store(counting: tuple[NSHash, _Counting]) -> None:
+    """With the filter full, the anchors a new story brings are known new without a read: the
+    store is asked about anchors that it holds (and about few others), where without the
+    filter it was asked about every one."""
+    nsh, kv = counting
+    for seed in range(60):
+        original, repost, _ = story_versions(1000 + seed)
+        nsh.add(original)
+        nsh.add(repost)
+    assert kv.reads[True] > 0  # the reposts' anchors, found
+    assert kv.reads[False] <= 2 + kv.reads[True] // 10  # misses: the filter's few mistakes
+    store: Any = nsh.store
+    store._anchors = None  # as on the pure path: every anchor read
+    kv.reads.clear()
+    for seed in range(20):
+        nsh.add(story_versions(2000 + seed)[0])
+    assert kv.reads[False] >= 20
