@@ -1,8 +1,9 @@
-"""The LevelDB and SQLite stores' filter of the anchors they hold (kvstore._AnchorFilter).
+"""The LevelDB and SQLite stores' filter of the keys they hold (kvstore._KeyFilter).
 
-A writer answers most anchor lookups (a new document's anchors are new) from a Bloom filter
-instead of the store. The filter must never say "absent" of an anchor the store holds: these
-tests reopen stores part-way through the scan that fills it, and count the reads it saves.
+A writer answers most reads of its anchor, exact-text, vote and document tables (a new
+document's anchors are new, most hashes have no votes) from a Bloom filter instead of the
+store. The filter must never say "absent" of a key the store holds: these tests reopen
+stores part-way through the scan that fills it, and count the reads it saves.
 """
 
 from __future__ import annotations
@@ -51,26 +52,30 @@ def test_the_key_filter_never_forgets_a_key() -> None:
             keys.add(bad)
 
 
-def test_anchors_are_found_while_the_filter_fills_and_after(
+def test_keys_are_found_while_the_filter_fills_and_after(
     kv_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A store reopened with anchors in it fills its filter a few keys a write: every repost
-    finds its original, during the scan and after it, and the anchor count stays exact
-    (a repair finds nothing to fix)."""
-    monkeypatch.setattr(kvstore._AnchorFilter, "STEP", 12)  # ~640 anchors: ~54 writes
+    """A store reopened with keys in it fills its filter a few keys a write: during the scan
+    and after it, every repost finds its original (anchors), an exact repeat is a duplicate
+    (exact texts), a doc id sent again gets its first answer (records); and the anchor count
+    stays exact (a repair finds nothing to fix)."""
+    monkeypatch.setattr(kvstore._KeyFilter, "STEP", 24)  # ~720 keys: ~30 writes
     stories = [story_versions(seed) for seed in range(40)]
     with NSHash.open(kv_url) as nsh:
-        first = [nsh.add(original).similar_id for original, _, _ in stories]
+        first = [nsh.add(v[0], doc_id=f"o{i}").similar_id for i, v in enumerate(stories)]
     with NSHash.open(kv_url) as nsh:
-        filt = nsh.store._anchors  # type: ignore[attr-defined]
+        filt = nsh.store._held  # type: ignore[attr-defined]
         assert filt is not None and filt.ready() is None  # nothing scanned on open
-        joined, during = [], 0
-        for (_, repost_a, repost_b), sid in zip(stories, first, strict=True):
+        found, during = [], 0
+        for i, ((original, repost_a, _), sid) in enumerate(zip(stories, first, strict=True)):
             during += filt.ready() is None
-            joined.append(nsh.add(repost_a).similar_id == sid)
-            joined.append(nsh.add(repost_b).similar_id == sid)
+            found.append(nsh.add(repost_a).similar_id == sid)
+            again = nsh.add(original)
+            found.append(again.similar_id == sid and again.duplicate)
+            retry = nsh.add("another text altogether, sent with the same id", doc_id=f"o{i}")
+            found.append(retry.similar_id == sid)
         assert filt.ready() is not None and 0 < during < len(stories)  # both phases seen
-        assert all(joined)
+        assert all(found)
         counted = nsh.stats().fingerprints
     with NSHash.open(f"{kv_url}{'&' if '?' in kv_url else '?'}repair=1") as fixed:
         assert fixed.store.repaired is None  # type: ignore[attr-defined]
@@ -78,7 +83,7 @@ def test_anchors_are_found_while_the_filter_fills_and_after(
 
 
 class _Counting:
-    """The store's backend, counting the reads of anchor keys (table ``f``)."""
+    """The store's backend, counting its reads of anchor keys (table ``f``), found or not."""
 
     def __init__(self, kv: Any) -> None:
         self._kv = kv
@@ -115,7 +120,7 @@ def test_new_anchors_are_not_read_from_the_store(counting: tuple[NSHash, _Counti
     assert kv.reads[True] > 0  # the reposts' anchors, found
     assert kv.reads[False] <= 2 + kv.reads[True] // 10  # misses: the filter's few mistakes
     store: Any = nsh.store
-    store._anchors = None  # as on the pure path: every anchor read
+    store._held = None  # as on the pure path: every key read
     kv.reads.clear()
     for seed in range(20):
         nsh.add(story_versions(2000 + seed)[0])

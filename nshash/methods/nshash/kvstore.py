@@ -61,9 +61,10 @@ merge moves the merged group's member keys and sketch to the canonical id. :meth
 reads the meta counters; :meth:`~KVStore.groups` scans the ``z`` table (one key per
 canonical group). The ``c`` table is also held in memory, read once on open: the guard asks
 about every sketch value of every document, and the table stays small (only hashes that
-several groups were kept apart on). A writer also keeps a Bloom filter of the ``f`` table's
-anchors (:class:`_AnchorFilter`, ~3.4 bytes an anchor, filled a step before each of its first
-writes): most of a document's anchors are new, and the filter says so without a read.
+several groups were kept apart on). A writer also keeps a Bloom filter of its keys in the
+``f``, ``x``, ``v`` and ``d`` tables (:class:`_KeyFilter`, ~3.4 bytes a key, ~50 a document,
+filled a step before each of its first writes): most reads of those tables miss (most of a
+document's anchors are new), and the filter says so without a read.
 """
 
 from __future__ import annotations
@@ -214,7 +215,7 @@ class _Overlay:
         common: MutableMapping[int, int],
         order_from: bytes = _ORDER,
         parents: dict[int, int] | None = None,
-        anchors: Collection[int] | None = None,
+        held: Collection[int] | None = None,
     ) -> None:
         self.db = db
         self.meta = dict(meta)
@@ -235,11 +236,10 @@ class _Overlay:
         #: from the store; and the ids this call merged (an id -> its root) or freed (None).
         self.parents = parents
         self.new_parents: dict[int, int | None] = {}
-        #: Every anchor the store holds may be in it, and one not in it is not in the store
-        #: (see :class:`_AnchorFilter`); None to read each from the store. And the anchors
-        #: this call wrote.
-        self.anchors = anchors
-        self.new_anchors: list[int] = []
+        #: The store's filter of its keys in the tables most reads miss (see
+        #: :class:`_KeyFilter`): a key of those tables not in it is not in the store. None to
+        #: read every key from the store.
+        self.held = held
 
     # -- raw access ----------------------------------------------------------------------
     def get(self, key: bytes) -> bytes | None:
@@ -248,6 +248,8 @@ class _Overlay:
         read = self.read
         if key in read:
             return read[key]
+        if self.held is not None and key[:1] in _FILTERED and _key_hash(key) not in self.held:
+            return None  # known absent: not in the store, and not written by this call
         value: bytes | None = self.db.get(key)
         read[key] = value
         return value
@@ -280,16 +282,8 @@ class _Overlay:
         return None if value is None else _one(value)
 
     # -- reads of the Tables protocol ------------------------------------------------------
-    def _unknown(self, key: bytes, h: int) -> bool:
-        """Whether anchor *h* (at *key*) is known absent without a read: neither held by
-        the store (by the filter) nor written by this call."""
-        return self.anchors is not None and h not in self.anchors and key not in self.pending
-
     def get_fp(self, h: int) -> int | None:
-        key = _FP + _enc(h)
-        if self._unknown(key, h):
-            return None
-        gid = self.get_int(key)
+        gid = self.get_int(_FP + _enc(h))
         if gid is not None and self.cutoff is not None and self._expired(gid):
             return None
         return gid
@@ -367,10 +361,9 @@ class _Overlay:
     # -- writes of the Tables protocol -----------------------------------------------------
     def set_fp(self, h: int, gid: int) -> None:
         key = _FP + _enc(h)
-        if self._unknown(key, h) or self.get(key) is None:
+        if self.get(key) is None:
             self.meta["fingerprints"] += 1
         self.put(key, _enc(gid))
-        self.new_anchors.append(h)
         if self.meta["retention"]:
             self._own(gid, _FP, h)
 
@@ -570,47 +563,66 @@ class _Overlay:
         self.put(_DOC + doc_id, value)
 
 
-class _AnchorFilter:
-    """The anchors a writer's store holds, in a :func:`~nshash.methods.nshash.tables.key_filter`
-    (a Bloom filter, compiled only): most anchors of a document are new, and one the filter
-    has never been given is known absent without a read (of the ~16 anchor reads a document
-    made, ~13 missed, each asking every LevelDB level's own filter).
+#: The tables whose reads mostly miss, which a writer's :class:`_KeyFilter` answers: anchors
+#: (most of a document's are new), exact texts, votes (most hashes have none) and doc ids.
+_FILTERED = (_FP, _EXACT, _VOTES, _DOC)
+_U64_MASK = (1 << 64) - 1
 
-    It is filled from the ``f`` table :data:`STEP` keys at a time, one step before each write
+
+def _key_hash(key: bytes) -> int:
+    """What a :class:`_KeyFilter` holds of *key* (a hash of this process's: the filter lives
+    and dies with it)."""
+    return hash(key) & _U64_MASK
+
+
+class _KeyFilter:
+    """The keys a writer's store holds in the :data:`_FILTERED` tables, in a
+    :func:`~nshash.methods.nshash.tables.key_filter` (a Bloom filter, compiled only): a key it
+    has never been given is known absent without a read. Of the ~25 reads a document made,
+    ~20 missed (most of its anchors are new, most hashes have no votes), each of which asked
+    every LevelDB level's own filter.
+
+    It is filled from those tables :data:`STEP` keys at a time, one step before each write
     after the open (so opening reads nothing more, and a large store fills it over its first
-    writes), and it is given each anchor a write makes before the write (so every anchor the
+    writes), and it is given every key a write puts there, before the write (so every key the
     store holds is in it). It is asked only once the scan is done. A key deleted from the
     store (a forgotten group's) stays in it: at worst a read that finds nothing.
     """
 
-    #: Anchor keys read a step.
+    #: Keys read a step.
     STEP = 4096
 
     def __init__(self, keys: Any) -> None:
         self.keys = keys
-        #: The first key of the ``f`` table not scanned yet; None once all are.
-        self.scan_from: bytes | None = _FP
+        #: The tables not scanned to their end yet, and the first key of the first one that
+        #: may not be in the filter; no tables once all are.
+        self.tables = list(_FILTERED)
+        self.scan_from: bytes = _FILTERED[0]
 
     def ready(self) -> Collection[int] | None:
         """The filter to ask, or None while the scan is under way."""
-        return self.keys if self.scan_from is None else None
+        return None if self.tables else self.keys
 
     def advance(self, kv: OrderedKV) -> None:
-        """Scan the next :data:`STEP` anchor keys into the filter."""
-        if self.scan_from is None:
-            return
+        """Put the next :data:`STEP` keys of the tables into the filter."""
         n = 0
-        for key, _value in kv.items(start=self.scan_from, stop=prefix_end(_FP)):
-            self.keys.add(_one(key[1:]))
-            n += 1
-            if n == self.STEP:
-                self.scan_from = key + b"\x00"
-                return
-        self.scan_from = None
+        while self.tables:
+            for key, _value in kv.items(start=self.scan_from, stop=prefix_end(self.tables[0])):
+                self.keys.add(_key_hash(key))
+                n += 1
+                if n == self.STEP:
+                    self.scan_from = key + b"\x00"
+                    return
+            self.tables.pop(0)
+            if self.tables:
+                self.scan_from = self.tables[0]
 
-    def wrote(self, anchors: Iterable[int]) -> None:
-        for h in anchors:
-            self.keys.add(h)
+    def wrote(self, puts: dict[bytes, bytes | None]) -> None:
+        """Note the keys that *puts* (a write's) sets in the filtered tables."""
+        add = self.keys.add
+        for key, value in puts.items():
+            if value is not None and key[:1] in _FILTERED:
+                add(_key_hash(key))
 
 
 class KVStore(Store):
@@ -663,10 +675,10 @@ class KVStore(Store):
         #: The ``p`` table, held in memory by a writer as ``c`` is (see _load_parents); None
         #: when read-only (a reader reads it from the store, so it sees later merges).
         self._parents: dict[int, int] | None = None
-        #: A writer's filter of the anchors it holds (None when read-only, where another
-        #: process writes, or on the pure path).
+        #: A writer's filter of the keys it holds where most reads miss (None when read-only,
+        #: where another process writes, or on the pure path).
         keys = None if self.readonly else key_filter()
-        self._anchors = _AnchorFilter(keys) if keys is not None else None
+        self._held = _KeyFilter(keys) if keys is not None else None
         try:
             if self.readonly:
                 self._meta = self._load_meta()
@@ -827,8 +839,8 @@ class KVStore(Store):
         puts: dict[bytes, bytes | None] = dict(overlay.pending)
         for name, value in changed.items():
             puts[_META + name.encode("ascii")] = _enc(value)
-        if self._anchors is not None:
-            self._anchors.wrote(overlay.new_anchors)
+        if self._held is not None:
+            self._held.wrote(puts)
         self._kv.write(puts)
         self._meta = overlay.meta
         for h in overlay.new_common:
@@ -870,10 +882,8 @@ class KVStore(Store):
                 yield
 
     def _reader(self) -> _Overlay:
-        anchors = self._anchors.ready() if self._anchors is not None else None
-        return _Overlay(
-            self._kv, self._meta, self._common, self._order_from, self._parents, anchors
-        )
+        held = self._held.ready() if self._held is not None else None
+        return _Overlay(self._kv, self._meta, self._common, self._order_from, self._parents, held)
 
     def assign(
         self,
@@ -887,8 +897,8 @@ class KVStore(Store):
             if self.readonly:
                 raise StoreReadOnlyError(f"{self.url} is open read-only", url=self.url)
             self._check_writable()
-            if self._anchors is not None:
-                self._anchors.advance(self._kv)
+            if self._held is not None:
+                self._held.advance(self._kv)
             overlay = self._reader()
             window = self._meta["retention"]
             doc = self._compared(doc)
