@@ -125,3 +125,30 @@ def test_new_anchors_are_not_read_from_the_store(counting: tuple[NSHash, _Counti
     for seed in range(20):
         nsh.add(story_versions(2000 + seed)[0])
     assert kv.reads[False] >= 20
+
+
+def test_a_windowed_store_keeps_about_one_window_in_its_filter(
+    kv_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keys forgotten with their groups leave the filter when the store reclaims their space
+    (it is filled again from what is left): a stream many windows long keeps the filter about
+    one window's size, and every story still inside the window is found."""
+    monkeypatch.setattr(kvstore, "RECLAIM_AFTER", 20)
+    window, per_window = 1000, 30
+    now = [1_000_000.0]
+    url = f"{kv_url}{'&' if '?' in kv_url else '?'}retention={window}s"
+    with NSHash.open(url, clock=lambda: now[0]) as nsh:
+        store: Any = nsh.store
+        sizes, rebuilt = [], 0
+        for i in range(8 * per_window):
+            now[0] += window / per_window
+            held = store._held
+            original, repost, _ = story_versions(3000 + i)
+            sid = nsh.add(original).similar_id
+            assert nsh.add(repost).similar_id == sid
+            rebuilt += store._held is not held
+            sizes.append(len(store._held.keys))
+        assert rebuilt >= 3
+        assert max(sizes[-2 * per_window :]) < 3 * max(sizes[per_window : 2 * per_window])
+        live = sum(1 for key, _ in store._kv.items() if key[:1] in kvstore._FILTERED)
+        assert len(store._held.keys) < 3 * live  # what was written since the last reclaim

@@ -586,7 +586,9 @@ class _KeyFilter:
     after the open (so opening reads nothing more, and a large store fills it over its first
     writes), and it is given every key a write puts there, before the write (so every key the
     store holds is in it). It is asked only once the scan is done. A key deleted from the
-    store (a forgotten group's) stays in it: at worst a read that finds nothing.
+    store (a forgotten group's) stays in it, at worst a read that finds nothing, until a
+    retention window's store reclaims its space: the filter is then made again from what is
+    left, so it holds about one window's keys.
     """
 
     #: Keys read a step.
@@ -855,9 +857,12 @@ class KVStore(Store):
         forgotten = self._meta["forgotten"] - self._reclaimed_at
         if forgotten >= max(RECLAIM_AFTER, self._meta["groups"]):
             # As many groups deleted as there are left: have the backend free their space
-            # (LevelDB compacts in the background), so the files stay about one window.
+            # (LevelDB compacts in the background), so the files stay about one window; and
+            # fill the key filter again from what is left, so it stays about one window too.
             self._reclaimed_at = self._meta["forgotten"]
             self._kv.reclaim()
+            if self._held is not None:
+                self._held = _KeyFilter(key_filter())
 
     def _check_writable(self) -> None:
         if self._kv.failed is not None:
