@@ -1049,6 +1049,113 @@ static PyObject *block_bytes(const unsigned char *block)
     return PyBytes_FromStringAndSize((const char *)block + 4, block_len(block));
 }
 
+/* -- a table's entries, copied out --------------------------------------------------------
+ *
+ * keys(), values(), items(), to_dict() and == of a GroupTable or a DocTable first copy every
+ * key and value (new references) into arrays, making only int, str and bytes objects, which
+ * start no collection: so no finalizer changes the table while it is walked. What is built
+ * from the copies (lists, tuples, a dict) then may start one. */
+typedef struct {
+    PyObject **keys, **values;
+    Py_ssize_t n, cap;
+} Entries;
+
+static int entries_begin(Entries *e, Py_ssize_t cap)
+{
+    e->n = 0;
+    e->cap = cap ? cap : 1;
+    e->keys = PyMem_Malloc((size_t)e->cap * sizeof *e->keys);
+    e->values = PyMem_Malloc((size_t)e->cap * sizeof *e->values);
+    if (e->keys && e->values)
+        return 0;
+    PyMem_Free(e->keys);
+    PyMem_Free(e->values);
+    PyErr_NoMemory();
+    return -1;
+}
+
+static void entries_end(Entries *e)
+{
+    for (Py_ssize_t i = 0; i < e->n; i++) {
+        Py_DECREF(e->keys[i]);
+        Py_DECREF(e->values[i]);
+    }
+    PyMem_Free(e->keys);
+    PyMem_Free(e->values);
+}
+
+/* Append *key* and *value* (new references; either NULL on an error, when the other is
+ * dropped and everything copied so far released): 0 or -1. */
+static int entries_add(Entries *e, PyObject *key, PyObject *value)
+{
+    if (key && value) {
+        e->keys[e->n] = key;
+        e->values[e->n++] = value;
+        return 0;
+    }
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+    entries_end(e);
+    return -1;
+}
+
+/* keys (what = 0), values (1), (key, value) pairs (2) or a dict (3) of a table, copied out by
+ * *copy* (which fills an Entries, or returns -1 with it released). */
+static PyObject *entries_as(PyObject *table, int (*copy)(PyObject *, Entries *), int what)
+{
+    Entries e;
+    if (copy(table, &e) < 0)
+        return NULL;
+    PyObject *out = what == 3 ? PyDict_New() : PyList_New(e.n);
+    for (Py_ssize_t i = 0; out && i < e.n; i++) {
+        PyObject *k = e.keys[i], *v = e.values[i], *item;
+        if (what == 3) {
+            if (PyDict_SetItem(out, k, v) < 0)
+                Py_CLEAR(out);
+            continue;
+        }
+        item = what == 0 ? Py_NewRef(k) : what == 1 ? Py_NewRef(v) : PyTuple_Pack(2, k, v);
+        if (!item)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, i, item);
+    }
+    entries_end(&e);
+    return out;
+}
+
+static PyObject *dict_value_of(PyObject *d, PyObject *key)
+{
+    return Py_XNewRef(PyDict_GetItemWithError(d, key));
+}
+
+/* a == b (op Py_EQ) or a != b (Py_NE) for table *a* of *ours* entries, copied out by *copy*,
+ * and table *b* of *theirs*, read by *lookup* (a value as a new reference, NULL when absent
+ * or on an error; a dict is read as a dict reads itself: no __missing__ of a subclass runs). */
+static PyObject *entries_compare(PyObject *a, int (*copy)(PyObject *, Entries *), Py_ssize_t ours,
+                                 PyObject *b, PyObject *(*lookup)(PyObject *, PyObject *),
+                                 Py_ssize_t theirs, int op)
+{
+    int same = ours == theirs;
+    Entries e;
+    if (same) {
+        if (copy(a, &e) < 0)
+            return NULL;
+        for (Py_ssize_t i = 0; same > 0 && i < e.n; i++) {
+            PyObject *other = lookup(b, e.keys[i]);
+            if (!other)
+                same = PyErr_Occurred() ? -1 : 0;
+            else
+                same = PyObject_RichCompareBool(e.values[i], other, Py_EQ);
+            Py_XDECREF(other);
+        }
+        entries_end(&e);
+        if (same < 0)
+            return NULL;
+    }
+    return PyBool_FromLong(op == Py_EQ ? same : !same);
+}
+
 /* -- GroupTable: group id -> object, a slot per id ------------------------------------------
  *
  * The memory store's per-group tables (sketch, size, members) are keyed by group ids, which a
@@ -1289,72 +1396,26 @@ static PyObject *GroupTable_pop(GroupTable *g, PyObject *const *args, Py_ssize_t
     return get_or_pop(gt_take_of, (PyObject *)g, args, nargs, 1);
 }
 
-static void gt_release(uint32_t *ids, PyObject **values, Py_ssize_t n)
+/* The entries, in id order, copied out (see Entries). */
+static int gt_entries(PyObject *table, Entries *e)
 {
-    for (Py_ssize_t i = 0; i < n; i++)
-        Py_DECREF(values[i]);
-    PyMem_Free(ids);
-    PyMem_Free(values);
-}
-
-/* The ids and values (new references) of the entries, in id order, into arrays of the
- * table's size (through *ids* and *values*; free with gt_release): a pass that makes no
- * object, so no collection runs a finalizer that changes the table while it walks. */
-static Py_ssize_t gt_entries(GroupTable *g, uint32_t **ids, PyObject ***values)
-{
-    Py_ssize_t n = 0, cap = g->n ? g->n : 1;
-    *ids = PyMem_Malloc((size_t)cap * sizeof **ids);
-    *values = PyMem_Malloc((size_t)cap * sizeof **values);
-    if (!*ids || !*values) {
-        PyMem_Free(*ids);
-        PyMem_Free(*values);
-        PyErr_NoMemory();
+    GroupTable *g = (GroupTable *)table;
+    if (entries_begin(e, g->n) < 0)
         return -1;
-    }
     for (Py_ssize_t p = 0; p < g->npages; p++)
-        for (Py_ssize_t i = 0; g->pages[p] && i < GT_PAGE && n < cap; i++)
+        for (Py_ssize_t i = 0; g->pages[p] && i < GT_PAGE && e->n < e->cap; i++)
             if (g->pages[p][i]) {
-                (*ids)[n] = (uint32_t)(((size_t)p << GT_SHIFT) + (size_t)i);
-                if (!((*values)[n++] = gt_value(g, g->pages[p][i]))) {
-                    gt_release(*ids, *values, n - 1);
+                PyObject *k = PyLong_FromSize_t(((size_t)p << GT_SHIFT) + (size_t)i);
+                if (entries_add(e, k, gt_value(g, g->pages[p][i])) < 0)
                     return -1;
-                }
             }
-    return n;
+    return 0;
 }
 
 /* keys(), values(), items() or a dict of the entries (what = 0, 1, 2, 3), in id order. */
 static PyObject *gt_list(GroupTable *g, int what)
 {
-    uint32_t *ids;
-    PyObject **values;
-    Py_ssize_t n = gt_entries(g, &ids, &values);
-    if (n < 0)
-        return NULL;
-    PyObject *out = what == 3 ? PyDict_New() : PyList_New(n);
-    for (Py_ssize_t i = 0; out && i < n; i++) {
-        PyObject *k = what != 1 ? PyLong_FromUnsignedLong(ids[i]) : NULL, *item = NULL;
-        if (what == 3) {
-            if (!k || PyDict_SetItem(out, k, values[i]) < 0)
-                Py_CLEAR(out);
-            Py_XDECREF(k);
-            continue;
-        }
-        if (what == 0)
-            item = k;
-        else if (what == 1)
-            item = Py_NewRef(values[i]);
-        else if (k)
-            item = PyTuple_Pack(2, k, values[i]);
-        if (what == 2)
-            Py_XDECREF(k);
-        if (!item)
-            Py_CLEAR(out);
-        else
-            PyList_SET_ITEM(out, i, item);
-    }
-    gt_release(ids, values, n);
-    return out;
+    return entries_as((PyObject *)g, gt_entries, what);
 }
 
 static PyObject *GroupTable_keys(GroupTable *g, PyObject *unused) { return gt_list(g, 0); }
@@ -1406,31 +1467,10 @@ static PyObject *GroupTable_richcompare(PyObject *a, PyObject *b, int op)
 {
     if ((op != Py_EQ && op != Py_NE) || !(IS_GROUPS(b) || PyDict_Check(b)))
         Py_RETURN_NOTIMPLEMENTED;
-    GroupTable *g = (GroupTable *)a;
-    Py_ssize_t theirs = IS_GROUPS(b) ? ((GroupTable *)b)->n : PyDict_GET_SIZE(b);
-    uint32_t *ids = NULL;
-    PyObject **values = NULL;
-    Py_ssize_t n = theirs == g->n ? gt_entries(g, &ids, &values) : 0;
-    int same = theirs == g->n;
-    if (n < 0)
-        return NULL;
-    for (Py_ssize_t i = 0; same > 0 && i < n; i++) {
-        PyObject *k = PyLong_FromUnsignedLong(ids[i]), *other = NULL;
-        if (k)
-            other = IS_GROUPS(b) ? gt_get((GroupTable *)b, k)
-                                 : Py_XNewRef(PyDict_GetItemWithError(b, k));
-        Py_XDECREF(k);
-        if (!other)
-            same = PyErr_Occurred() ? -1 : 0;
-        else
-            same = PyObject_RichCompareBool(values[i], other, Py_EQ);
-        Py_XDECREF(other);
-    }
-    if (ids)
-        gt_release(ids, values, n);
-    if (same < 0)
-        return NULL;
-    return PyBool_FromLong(op == Py_EQ ? same : !same);
+    int groups = IS_GROUPS(b);
+    return entries_compare(a, gt_entries, ((GroupTable *)a)->n, b,
+                           groups ? gt_value_of : dict_value_of,
+                           groups ? ((GroupTable *)b)->n : PyDict_GET_SIZE(b), op);
 }
 
 static PyMappingMethods GroupTable_mapping = {
@@ -1469,10 +1509,11 @@ static PyTypeObject GroupTableType = {
  *
  * The memory store's ``docs``: doc ids (str, held as the objects given, which its members
  * table holds too) -> their packed records (bytes), each kept as a block (see block_of). A
- * slot is 16 bytes (the key, the block), where a dict entry takes about 40. Open addressing with linear
- * probing, in DT_SHARDS shards that each grow on their own to twice their slots once 3/4 full
- * (so an add never pauses to rehash more than a shard); a deletion moves the later entries of
- * its run back, so no slot is a tombstone. Keys, values and items come in no set order. */
+ * slot is 16 bytes (the key, the block), where a dict entry takes about 40. Open addressing
+ * with linear probing, in DT_SHARDS shards that each grow on their own to twice their slots
+ * once 3/4 full (so an add never pauses to rehash more than a shard); a deletion moves the
+ * later entries of its run back, so no slot is a tombstone. Keys, values and items come in no
+ * set order. */
 #define DT_SHARDS 256
 
 typedef struct {
@@ -1625,77 +1666,26 @@ static PyObject *dt_take(DocTable *d, PyObject *key)
     return value;
 }
 
-/* The keys and records (new references) of the entries into arrays of the table's size
- * (through *keys* and *values*; free with dt_release): only str and bytes objects are made,
- * which start no collection, so no finalizer changes the table while this walks. */
-static Py_ssize_t dt_entries(DocTable *d, PyObject ***keys, PyObject ***values)
+/* The entries copied out (see Entries). */
+static int dt_entries(PyObject *table, Entries *e)
 {
-    Py_ssize_t n = 0, cap = d->n ? d->n : 1;
-    *keys = PyMem_Malloc((size_t)cap * sizeof **keys);
-    *values = PyMem_Malloc((size_t)cap * sizeof **values);
-    if (!*keys || !*values) {
-        PyMem_Free(*keys);
-        PyMem_Free(*values);
-        PyErr_NoMemory();
+    DocTable *d = (DocTable *)table;
+    if (entries_begin(e, d->n) < 0)
         return -1;
-    }
     for (int j = 0; j < DT_SHARDS; j++) {
         const DocShard *s = &d->sh[j];
-        for (Py_ssize_t i = 0; i < s->cap && n < cap; i++) {
-            if (!s->slots[i].key)
-                continue;
-            PyObject *v = dt_value_at(s, i);
-            if (!v) {
-                while (n--) {
-                    Py_DECREF((*keys)[n]);
-                    Py_DECREF((*values)[n]);
-                }
-                PyMem_Free(*keys);
-                PyMem_Free(*values);
+        for (Py_ssize_t i = 0; i < s->cap && e->n < e->cap; i++)
+            if (s->slots[i].key
+                && entries_add(e, Py_NewRef(s->slots[i].key), dt_value_at(s, i)) < 0)
                 return -1;
-            }
-            (*keys)[n] = Py_NewRef(s->slots[i].key);
-            (*values)[n++] = v;
-        }
     }
-    return n;
-}
-
-static void dt_release(PyObject **keys, PyObject **values, Py_ssize_t n)
-{
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_DECREF(keys[i]);
-        Py_DECREF(values[i]);
-    }
-    PyMem_Free(keys);
-    PyMem_Free(values);
+    return 0;
 }
 
 /* keys(), values(), items() or a dict of the entries (what = 0, 1, 2, 3). */
 static PyObject *dt_list(DocTable *d, int what)
 {
-    PyObject **keys, **values;
-    Py_ssize_t n = dt_entries(d, &keys, &values);
-    if (n < 0)
-        return NULL;
-    PyObject *out = what == 3 ? PyDict_New() : PyList_New(n);
-    for (Py_ssize_t i = 0; out && i < n; i++) {
-        PyObject *item;
-        if (what == 3) {
-            if (PyDict_SetItem(out, keys[i], values[i]) < 0)
-                Py_CLEAR(out);
-            continue;
-        }
-        item = what == 0 ? Py_NewRef(keys[i])
-               : what == 1 ? Py_NewRef(values[i])
-                           : PyTuple_Pack(2, keys[i], values[i]);
-        if (!item)
-            Py_CLEAR(out);
-        else
-            PyList_SET_ITEM(out, i, item);
-    }
-    dt_release(keys, values, n);
-    return out;
+    return entries_as((PyObject *)d, dt_entries, what);
 }
 
 static void DocTable_dealloc(DocTable *d)
@@ -1790,27 +1780,10 @@ static PyObject *DocTable_richcompare(PyObject *a, PyObject *b, int op)
 {
     if ((op != Py_EQ && op != Py_NE) || !(IS_DOCS(b) || PyDict_Check(b)))
         Py_RETURN_NOTIMPLEMENTED;
-    DocTable *d = (DocTable *)a;
-    Py_ssize_t theirs = IS_DOCS(b) ? ((DocTable *)b)->n : PyDict_GET_SIZE(b);
-    PyObject **keys = NULL, **values = NULL;
-    Py_ssize_t n = theirs == d->n ? dt_entries(d, &keys, &values) : 0;
-    int same = theirs == d->n;
-    if (n < 0)
-        return NULL;
-    for (Py_ssize_t i = 0; same > 0 && i < n; i++) {
-        PyObject *other = IS_DOCS(b) ? dt_lookup((DocTable *)b, keys[i])
-                                     : Py_XNewRef(PyDict_GetItemWithError(b, keys[i]));
-        if (!other)
-            same = PyErr_Occurred() ? -1 : 0;
-        else
-            same = PyObject_RichCompareBool(values[i], other, Py_EQ);
-        Py_XDECREF(other);
-    }
-    if (keys)
-        dt_release(keys, values, n);
-    if (same < 0)
-        return NULL;
-    return PyBool_FromLong(op == Py_EQ ? same : !same);
+    int docs = IS_DOCS(b);
+    return entries_compare(a, dt_entries, ((DocTable *)a)->n, b,
+                           docs ? dt_value_of : dict_value_of,
+                           docs ? ((DocTable *)b)->n : PyDict_GET_SIZE(b), op);
 }
 
 static PyMappingMethods DocTable_mapping = {
@@ -2235,7 +2208,8 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         width = is ? 4 : 8;
     }
     if (!(docs = table(t, T_DOCS, &PyDict_Type)) || !(fp = table(t, T_FP, &PyDict_Type))
-        || !(exact = table(t, T_EXACT, &PyDict_Type)) || !(common = table(t, T_COMMON, &AnchorMapType))
+        || !(exact = table(t, T_EXACT, &PyDict_Type))
+        || !(common = table(t, T_COMMON, &AnchorMapType))
         || !(parent = table(t, T_PARENT, &PyDict_Type))
         || !(sketches = table(t, T_SKETCH, &PyDict_Type))
         || !(limits = table(t, T_LIMIT, &PyDict_Type)) || !(size = table(t, T_SIZE, &PyDict_Type))
