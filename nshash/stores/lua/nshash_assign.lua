@@ -134,16 +134,17 @@ else
   if WINDOWED then own(root, 'x', exact) end
 end
 
+local rs = gs(root)
 local fresh = {}
 for i = 1, #anchors do
   if not known[i] then
     fresh[#fresh + 1] = anchors[i]
-    fresh[#fresh + 1] = gs(root)
+    fresh[#fresh + 1] = rs
     if WINDOWED then own(root, 'f', anchors[i]) end
   end
 end
 fp_set(fresh)
-if WINDOWED then redis.call('ZADD', K_LAST, now, gs(root)) end
+if WINDOWED then redis.call('ZADD', K_LAST, now, rs) end
 if dup == 0 then
   redis.call('ZADD', K_SIZES, -1, zm(root))
 else
@@ -152,26 +153,26 @@ end
 local seq = redis.call('INCR', K_DOCUMENTS)
 if doc_id then
   if dup == 0 then
-    tset(K_FIRST, gs(root), doc_id)
+    tset(K_FIRST, rs, doc_id)
   else
-    redis.call('RPUSH', BASE .. 'm:' .. gs(root), doc_id)
+    redis.call('RPUSH', BASE .. 'm:' .. rs, doc_id)
   end
   local ms, packed = {}, {}
   for i, m in ipairs(merged) do ms[i] = gs(m) end
   for i, at in ipairs(aidx) do packed[i] = string.sub(ARGV[16], 8 * at - 7, 8 * at) end
-  local rec = table.concat({gs(root), tostring(dup), gs(seq), title and '1' or '0',
+  local rec = table.concat({rs, tostring(dup), gs(seq), title and '1' or '0',
     table.concat(ms, ','), '#' .. #aidx}, ' ') .. '\n' .. table.concat(packed) .. (title or '')
   redis.call('HSET', K_DOCS, doc_id, rec)
 end
 if ARGV[13] ~= '-' then
   local added, hour = string.match(ARGV[13], '^(%d+) (%d+)$')
   widen(root, tonumber(added), tonumber(added))
-  redis.call('HINCRBY', BASE .. 'ha:' .. gs(root), hour, 1)
+  redis.call('HINCRBY', BASE .. 'ha:' .. rs, hour, 1)
   redis.call('ZINCRBY', BASE .. 'hh:' .. hour, 1, zm(root))
   redis.call('ZADD', BASE .. 'hours', hour, hour)
   if doc_id then redis.call('HSET', BASE .. 'meta', doc_id, ARGV[14]) end
 end
 for i = 1, #merged do merged[i] = gs(merged[i]) end
 save_split()
-return table.concat({gs(root), tostring(dup), gs(seq), table.concat(aidx, ','),
+return table.concat({rs, tostring(dup), gs(seq), table.concat(aidx, ','),
   table.concat(merged, ',')}, ' ')
