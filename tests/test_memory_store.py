@@ -731,6 +731,67 @@ def test_anchor_and_vote_maps_list_what_they_held_whatever_a_finalizer_does(
     assert got == want[listing]
 
 
+@pytest.mark.parametrize("read", ["subscript", "get", "pop"])
+def test_a_vote_read_answers_what_was_stored_whatever_a_finalizer_does(read: str) -> None:
+    """Reading one hash of a VoteMap makes a tuple, which may start a collection whose
+    finalizers change the map: storing a longer tuple widens every slot (the old slots are
+    freed) and new allocations reuse the memory. The answer is the tuple stored, read before
+    the collection, never ids from freed memory."""
+    import gc
+
+    if tables._MAP is None:
+        pytest.skip("the compiled assignment is not built")
+    table: Any = tables.vote_table()
+    wide = tuple(range(1, 26))  # a tuple past the free lists: its allocation may collect
+    junk: list[bytes] = []
+
+    class Widens:
+        def __init__(self) -> None:
+            self.me = self  # garbage only the collector frees
+
+        def __del__(self) -> None:
+            table[8] = tuple(range(1, 40))
+            junk.extend(b"\x09" * n for n in range(1500, 1650))
+
+    threshold = gc.get_threshold()
+    try:
+        for _ in range(20):
+            table[7] = wide
+            gc.collect()
+            Widens()
+            gc.set_threshold(1)
+            if read == "subscript":
+                got = table[7]
+            elif read == "get":
+                got = table.get(7)
+            else:
+                got = table.pop(7)
+            gc.set_threshold(*threshold)
+            assert got == wide
+            table.pop(8, None)
+            junk.clear()
+    finally:
+        gc.set_threshold(*threshold)
+
+
+def test_a_vote_table_refuses_what_it_could_not_pack_back() -> None:
+    """A VoteMap packs at most 65,536 ids a hash (what its constructor reads back), so a longer
+    tuple is refused when stored, and a policy cannot ask for more votes than that."""
+    from nshash.methods.nshash.assign import MOST_VOTES, MatchPolicy
+
+    assert MatchPolicy(votes=MOST_VOTES).votes == MOST_VOTES
+    with pytest.raises(ConfigError, match="from 2 to 65536"):
+        MatchPolicy(votes=MOST_VOTES + 1)
+    if tables._MAP is None:
+        return  # the pure path keeps a dict, which a snapshot keeps as it is
+    table: Any = tables.vote_table()
+    table[1] = tuple(range(1, MOST_VOTES + 1))
+    assert tables.vote_table(table.pack()) == table
+    with pytest.raises(ValueError, match="at most 65536"):
+        table[2] = tuple(range(1, MOST_VOTES + 2))
+    assert 2 not in table
+
+
 def test_snapshots_cross_between_the_compiled_and_the_pure_path(tmp_path: Path) -> None:
     """The compiled path keeps its anchor, common and vote tables as AnchorMaps and a VoteMap
     and packs them into the snapshot, its per-group tables as GroupTables and its documents in

@@ -76,9 +76,16 @@ def _ratio(name: str, value: object) -> None:
         raise ConfigError(f"{name} must be in (0, 1], not {value!r}")
 
 
-def _count(name: str, value: object, least: int = 1) -> None:
+def _count(name: str, value: object, least: int = 1, most: int | None = None) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < least:
         raise ConfigError(f"{name} must be an integer >= {least}, not {value!r}")
+    if most is not None and value > most:
+        raise ConfigError(f"{name} must be an integer from {least} to {most}, not {value!r}")
+
+
+#: The most votes a policy may ask for: a hash's vote table entry keeps fewer groups than that
+#: (the widest entry the compiled vote table packs is 65,536 ids).
+MOST_VOTES = 1 << 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +121,7 @@ class MatchPolicy:
         _ratio("merge_guard", self.merge_guard)
         _count("min_overlap", self.min_overlap)
         _count("sketch_cap", self.sketch_cap)
-        _count("votes", self.votes, 2)
+        _count("votes", self.votes, 2, MOST_VOTES)
 
 
 def combine_sketch(

@@ -97,7 +97,8 @@ def doc_table(entries: dict[str, bytes] | None = None) -> MutableMapping[str, by
 
 def key_filter() -> Any:
     """A new ``KeyFilter`` (``add(key)``; ``key in f`` is True for every key added and for
-    about 1 key in 100 to 500 never added; ~3.4 bytes a key), or None on the pure path."""
+    about 1 key in 240 to 40 never added, more as it grows; ~3.4 bytes a key), or None on
+    the pure path."""
     return _KEY_FILTER() if _KEY_FILTER is not None else None
 
 
