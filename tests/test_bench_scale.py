@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,56 @@ class TestRun:
         assert main(["--retention", "0", *base]) == 2
         errors = capsys.readouterr().err.strip().splitlines()
         assert len(errors) == 6 and all(e.startswith("Error: ") for e in errors)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not redis_server_available() or shutil.which("valgrind") is None,
+    reason="needs redis-server and valgrind",
+)
+def test_redis_cpu_bench_counts_the_servers_instructions(
+    news: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """bench_redis_cpu runs redis-server under callgrind: a positive count per document for
+    nshash and simhash, nshash the costlier script, and this checkout compared with itself
+    (--before) within a few per cent (Redis seeds its hash tables at random each start)."""
+    from bench import bench_redis_cpu
+
+    root = Path(bench_redis_cpu.__file__).resolve().parents[1]
+    args = ["--warm", "30", "--docs", "20", "--batch", "10", "--data-dir", str(news.parent)]
+    assert bench_redis_cpu.main([*args, "--before", str(root)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    table = out[out.index(next(line for line in out if line.startswith("system"))) + 1 :]
+    nshash, simhash, before = (line.split() for line in table)
+    assert (nshash[0], simhash[0], before[:2]) == (
+        "nshash",
+        "simhash",
+        ["nshash", f"({root.name})"],
+    )
+    before = before[1:]
+
+    def count(cells: list[str]) -> float:
+        return float(cells[1].replace(",", ""))
+
+    assert count(simhash) > 0 and count(nshash) > count(simhash)
+    assert float(nshash[3]) > float(simhash[3]) > 0  # commands a document
+    assert 0.95 < float(nshash[-1]) < 1.05  # before/now, the same code
+    assert abs(count(before) / count(nshash) - 1) < 0.05
+
+
+def test_redis_cpu_bench_refuses_bad_options(
+    news: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Unknown systems, bad counts, a --before that is no checkout, missing data: one Error:
+    line and status 1, before any server starts."""
+    from bench import bench_redis_cpu
+
+    if shutil.which("valgrind") is None or not redis_server_available():
+        pytest.skip("needs redis-server and valgrind")
+    base = ["--data-dir", str(news.parent)]
+    assert bench_redis_cpu.main(["--systems", "minhash", *base]) == 1
+    assert bench_redis_cpu.main(["--docs", "0", *base]) == 1
+    assert bench_redis_cpu.main(["--before", str(tmp_path), *base]) == 1
+    assert bench_redis_cpu.main(["--data-dir", str(tmp_path / "nowhere")]) == 1
+    errors = capsys.readouterr().err.strip().splitlines()
+    assert len(errors) == 4 and all(e.startswith("Error: ") for e in errors)
