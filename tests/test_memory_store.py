@@ -198,6 +198,80 @@ class TestSnapshot:
         with NSHash.open(f"memory://{path}") as again:
             assert again.add(EN_RAIL_REPOST).similar_id == sid
 
+    @pytest.mark.parametrize("tail", [b"x", b"\nnshash-crc32:1234", b"\nnshash-crc32:0000000g\n"])
+    def test_anything_but_a_checksum_after_the_tables_is_refused(
+        self, tmp_path: Path, tail: bytes
+    ) -> None:
+        """After the pickle comes its checksum or nothing: other bytes (a cut or a damaged
+        trailer, or something appended) are damage, found without reading the file whole."""
+        path = tmp_path / "s.pkl"
+        with NSHash.open(f"memory://{path}") as nsh:
+            nsh.add(EN_RAIL, doc_id="a")
+            nsh.store.save()  # type: ignore[attr-defined]
+        raw = path.read_bytes()
+        path.write_bytes(raw[: raw.rindex(b"\nnshash-crc32:")] + tail)
+        with pytest.raises(StoreCorruptError, match="checksum"):
+            MemoryStore(path)
+        path.write_bytes(b"\x80")  # shorter than a trailer
+        with pytest.raises(StoreCorruptError, match="Cannot read snapshot"):
+            MemoryStore(path)
+
+    def test_a_snapshot_is_read_a_piece_at_a_time(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A reopen reads the snapshot as the unpickler goes, never the whole file in one read
+        (the file is about as large as the tables it then builds), and gets every document.
+        The largest read is then one packed table (the anchors: about a quarter of it)."""
+        from nshash.stores import durable
+
+        path = tmp_path / "s.pkl"
+        with NSHash.open(f"memory://{path}") as nsh:
+            for i in range(3000):
+                text = f"Story {i} of the harbour desk. " * 3 + f"Filed as number {i}."
+                nsh.add(text, doc_id=f"d{i}")
+            nsh.store.save()  # type: ignore[attr-defined]
+        size = path.stat().st_size
+        asked: list[int] = []
+
+        class Counted:
+            def __init__(self, fh: Any) -> None:
+                self.fh = fh
+
+            def __enter__(self) -> Counted:
+                return self
+
+            def __exit__(self, *exc: object) -> None:
+                self.fh.close()
+
+            def read(self, n: int = -1) -> bytes:
+                data = self.fh.read(n)
+                asked.append(len(data))
+                return bytes(data)
+
+            def readinto(self, buf: Any) -> int:
+                n = int(self.fh.readinto(buf))
+                asked.append(n)
+                return n
+
+            def readline(self) -> bytes:
+                return bytes(self.fh.readline())
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self.fh, name)
+
+        real_open = open
+        monkeypatch.setattr(durable, "_CRC_CHUNK", 1 << 16)
+        monkeypatch.setattr(
+            durable, "open", lambda p, mode="r", *a, **k: Counted(real_open(p, mode, *a, **k)),
+            raising=False,
+        )  # fmt: skip
+        store = MemoryStore(path)
+        try:
+            assert store.stats().documents == 3000
+        finally:
+            store.close()
+        assert asked and sum(asked) >= size and max(asked) < size // 2
+
     def test_no_path_writes_nothing(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """memory:// without a path leaves no file behind."""
         monkeypatch.chdir(tmp_path)

@@ -8,7 +8,6 @@ import ctypes
 import errno
 import fcntl
 import gc
-import io
 import json
 import logging
 import os
@@ -290,7 +289,8 @@ class State(Protocol):
         ...
 
     def load(self, data: Any) -> None:
-        """Load what :meth:`dump` gave, checking it (ValueError or StoreCorruptError)."""
+        """Load what :meth:`dump` gave, checking it (ValueError or StoreCorruptError). It may
+        empty *data* as it goes (so that a table's plain copy is freed once it is converted)."""
         ...
 
 
@@ -440,13 +440,35 @@ class _Checksummed:
         return self.fh.write(data)
 
 
-def _check_trailer(raw: bytes, end: int) -> None:
-    """Check the CRC32 after the pickle that ends at byte *end* of snapshot *raw*."""
-    tail = raw[end:]
-    if not tail:
+#: How much of a snapshot its checksum pass reads at a time.
+_CRC_CHUNK = 1 << 20
+
+
+def _crc_of(fh: BinaryIO, end: int) -> int:
+    """The CRC32 of the first *end* bytes of *fh*, read a chunk at a time (a snapshot is as
+    large as the tables it holds: it is never read whole into memory)."""
+    fh.seek(0)
+    crc, left = 0, end
+    while left:
+        chunk = fh.read(min(_CRC_CHUNK, left))
+        if not chunk:
+            break
+        crc = zlib.crc32(chunk, crc)
+        left -= len(chunk)
+    return crc
+
+
+def _check_trailer(fh: BinaryIO, size: int, end: int, crc: int | None) -> None:
+    """Check what follows the pickle that ends at byte *end* of the snapshot *fh* of *size*
+    bytes: nothing (a snapshot from before the trailer), or the trailer of the CRC32 *crc*
+    of the bytes before it (None: not taken yet, so taken now)."""
+    if end == size:
         return
-    # A view, not a slice: a slice would copy the whole snapshot once more.
-    if len(tail) != _TRAILER_LEN or tail != _TRAILER % zlib.crc32(memoryview(raw)[:end]):
+    fh.seek(end)
+    tail = fh.read(_TRAILER_LEN + 1)
+    if len(tail) != _TRAILER_LEN:
+        raise ValueError("it fails its checksum (the file is damaged)")
+    if tail != _TRAILER % (_crc_of(fh, end) if crc is None else crc):
         raise ValueError("it fails its checksum (the file is damaged)")
 
 
@@ -713,17 +735,22 @@ class JournaledFile:
     def _load_snapshot(self) -> int:
         path = self.path
         try:
+            # Read from the file as the unpickler goes, never whole: the file is about as
+            # large as the tables, which the unpickled snapshot then holds once more.
             with open(path, "rb") as fh:
-                raw = fh.read()
-            self._snapshot_bytes = len(raw)
-            # A trailer is checked before the pickle is read, so a damaged byte is named as
-            # such rather than as whatever the unpickler makes of it.
-            end = len(raw) - _TRAILER_LEN
-            if raw[end:].startswith(_TRAILER[:_TRAILER.index(b"%")]):
-                _check_trailer(raw, end)
-            view = io.BytesIO(raw)
-            data = PlainUnpickler(view).load()
-            _check_trailer(raw, view.tell())
+                size = os.fstat(fh.fileno()).st_size
+                self._snapshot_bytes = size
+                # A trailer is checked before the pickle is read, so a damaged byte is named as
+                # such rather than as whatever the unpickler makes of it.
+                end, crc = size - _TRAILER_LEN, None
+                fh.seek(max(end, 0))
+                if end >= 0 and fh.read().startswith(_TRAILER[: _TRAILER.index(b"%")]):
+                    crc = _crc_of(fh, end)
+                    _check_trailer(fh, size, end, crc)
+                fh.seek(0)
+                # Not kept: an unpickler's memo holds every object it made.
+                data = PlainUnpickler(fh).load()
+                _check_trailer(fh, size, fh.tell(), crc if fh.tell() == end else None)
         except FileNotFoundError:
             return 0
         except StoreCorruptError as exc:
@@ -735,8 +762,8 @@ class JournaledFile:
         try:
             if not isinstance(data, dict):
                 raise ValueError(f"a {type(data).__name__}, not a snapshot")
-            self.state.load(data)
             seq = count(data.get("seq", 0), "seq")
+            self.state.load(data)  # may take the tables out of data as it converts them
         except DAMAGE as exc:
             raise StoreCorruptError(f"Snapshot {path!r}: {reason(exc)}", url=self.url) from exc
         self.seq = seq

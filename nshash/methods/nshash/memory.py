@@ -859,24 +859,27 @@ class _Tables:
                 " (a later version's store needs that version)"
             )
         try:
-            tables = _check_snapshot(data)
+            (
+                fp,
+                exact,
+                common,
+                parent,
+                sketch,
+                size,
+                members,
+                docs,
+                counter,
+                documents,
+                votes,
+                limit,
+                narrow,
+            ) = _check_snapshot(data)
         except DAMAGE as exc:
             raise StoreCorruptError(f"The snapshot is damaged: {reason(exc)}") from exc
-        (
-            self.fp,
-            self.exact,
-            self.common,
-            self.parent,
-            sketch,
-            size,
-            members,
-            docs,
-            self.counter,
-            self.documents,
-            self.votes,
-            self.limit,
-            self.narrow,
-        ) = tables
+        self.fp, self.exact, self.common, self.parent = fp, exact, common, parent
+        self.counter, self.documents, self.votes, self.limit, self.narrow = (
+            counter, documents, votes, limit, narrow,
+        )  # fmt: skip
         try:
             self.seen, self.hours, self.meta = _check_activity(data, size)
         except DAMAGE as exc:
@@ -890,9 +893,17 @@ class _Tables:
         except DAMAGE as exc:
             raise StoreCorruptError(f"The snapshot is damaged: {reason(exc)}") from exc
         self.window, self.last, self.owned, self.absorbed, self.forgotten = retention
-        self.sketch, self.size = group_table(sketch, blobs=True), group_table(size)
-        self.members = group_table(members)
+        # Every table is checked. Each plain one is now converted and dropped, the largest
+        # first, so that its memory is free before the next is built: a reopen then holds
+        # little more than the store it makes (data keeps no table for the caller).
+        data.clear()
         self.docs = doc_table(docs)
+        del docs
+        self.sketch = group_table(sketch, blobs=True)
+        del sketch
+        self.members = group_table(members)
+        del members
+        self.size = group_table(size)
         self.order = deque(sorted((t, g) for g, t in self.last.items()))
 
 
