@@ -162,15 +162,10 @@ local function split_one(t, s)
   local d, p = s[2], s[3]
   local old, new = bucket_key(t, p), bucket_key(t, p + 2 ^ d)
   local items = redis.call('HGETALL', old)
-  -- bucket(h, d, p + 1) for each field, inlined (a split reads some 32 of them).
-  local low, high = 2 ^ d, 2 ^ (d + 1)
   local moved, fields, m, f = {}, {}, 0, 0
   for i = 1, #items, 2 do
     local h = items[i]
-    local x = tonumber(string.sub(h, -9)) or 0
-    local b = x % low
-    if b <= p then b = x % high end
-    if b ~= p then
+    if bucket(h, d, p + 1) ~= p then
       m = m + 1
       moved[m] = h
       fields[f + 1], fields[f + 2] = h, items[i + 1]
