@@ -576,15 +576,18 @@ class TestDamagedJournal:
 
 
 def tampered_snapshot(tmp_path: Path, change: Any) -> Path:
-    """A real snapshot of two documents, passed through *change* (which edits the dict)."""
+    """A real snapshot of two documents, passed through *change* (which edits the dict: its
+    parts merged in, as a reader sees it) and written back whole."""
     import pickle
+
+    from nshash.stores import durable
 
     path = tmp_path / "snap.pkl"
     with NSHash.open(f"memory://{path}") as nsh:
         nsh.add(doc(0), doc_id="d0")
         nsh.add(doc(3), doc_id="d3")
         nsh.store.save()  # type: ignore[attr-defined]  # close() leaves a small journal
-    data = pickle.loads(path.read_bytes())
+    data = durable.read_snapshot(str(path))[0]
     change(data)
     path.write_bytes(pickle.dumps(data))
     return path

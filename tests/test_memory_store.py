@@ -30,6 +30,7 @@ from nshash import (
 )
 from nshash.methods.nshash import memory, tables
 from nshash.methods.nshash.memory import MemoryStore
+from nshash.stores import durable
 from tests.test_store_contract import (
     EN_FOOTER,
     EN_RAIL,
@@ -145,7 +146,6 @@ class TestSnapshot:
     ) -> None:
         """A close that follows writes folds a journal past its share of the snapshot into a
         new snapshot (the next open reads no journal); a small journal stays as it is."""
-        from nshash.stores import durable
 
         path, journal = tmp_path / "s.pkl", tmp_path / "s.pkl.journal"
         with NSHash.open(f"memory://{path}") as nsh:
@@ -163,7 +163,6 @@ class TestSnapshot:
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """However large the journal, an open and a close with no write rewrite nothing."""
-        from nshash.stores import durable
 
         path = tmp_path / "crash.pkl"
         crash_after_adds(path, [*EN_STORIES, EN_RAIL_REPOST], "always")
@@ -222,7 +221,6 @@ class TestSnapshot:
         """A reopen reads the snapshot as the unpickler goes, never the whole file in one read
         (the file is about as large as the tables it then builds), and gets every document.
         The largest read is then one packed table (the anchors: about a quarter of it)."""
-        from nshash.stores import durable
 
         path = tmp_path / "s.pkl"
         with NSHash.open(f"memory://{path}") as nsh:
@@ -451,9 +449,8 @@ class TestActivitySnapshot:
         with NSHash.open(f"memory://{path}", track=True) as nsh:
             sid = nsh.add(EN_RAIL, doc_id="r1", url="https://a.example/").similar_id
             nsh.store.save()  # type: ignore[attr-defined]
-        with open(path, "rb") as fh:
-            data = pickle.load(fh)
-        assert data["format"] == 4 and data["narrow"] and data["hours"]
+        data = durable.read_snapshot(str(path))[0]
+        assert data["format"] == 5 and data["narrow"] and data["hours"]
         for key in ("seen", "hours", "meta"):
             del data[key]
         with open(path, "wb") as fh:
@@ -960,8 +957,8 @@ def test_the_common_table_reads_every_form_it_was_written_in(
         nsh.store._t.add_common(sorted(_COMMON))  # type: ignore[attr-defined]
         nsh.store.save()  # type: ignore[attr-defined]
     if kept is not None:
-        data = pickle.loads(path.read_bytes().rsplit(b"\nnshash-crc32:", 1)[0])
-        assert data["format"] == 4
+        data = durable.read_snapshot(str(path))[0]
+        assert data["format"] == 5
         data["common"], data["format"] = kept, fmt
         path.write_bytes(pickle.dumps(data))
     if not good:
@@ -1009,8 +1006,8 @@ def test_new_stores_keep_narrow_sketches_and_older_ones_stay_wide(
             assert nsh.add(ZH_WATER_REPOST, doc_id="r").similar_id == first.similar_id
             assert nsh.add(ZH_LIBRARY, doc_id="l").similar_id != first.similar_id
             nsh.store.save()  # type: ignore[attr-defined]
-        data = pickle.loads(path.read_bytes().rsplit(b"\nnshash-crc32:", 1)[0])
-        assert (data["format"], data["narrow"]) == ((2, False) if wide else (4, True))
+        data = durable.read_snapshot(str(path))[0]
+        assert (data["format"], data["narrow"]) == ((2, False) if wide else (5, True))
         # A wide store's common hashes stay a set, as the versions before kept them.
         assert type(data["common"]) is (set if wide else type(tables.packed(tables.anchor_table())))
 
@@ -1076,8 +1073,7 @@ def test_a_background_snapshot_lets_writes_go_on(tmp_path: Path, held: Any) -> N
     nsh.add(EN_RAIL_REPOST, doc_id="b")  # finds the child done, or waits at close
     nsh.close()
     assert not old.exists() and path.exists()
-    with open(path, "rb") as fh:
-        assert pickle.load(fh)["seq"] >= 1
+    assert durable.read_snapshot(str(path))[0]["seq"] >= 1
     with NSHash.open(f"memory://{path}") as again:
         assert again.stats().documents == len(EN_STORIES) + 2
         assert again.document("b").similar_id == again.document("a").similar_id  # type: ignore[union-attr]

@@ -288,9 +288,15 @@ class State(Protocol):
         """Everything, as plain containers (what a snapshot pickles)."""
         ...
 
+    def snapshot(self) -> dict[str, Any]:
+        """What a snapshot file writes: :meth:`dump`, or a dump whose tables follow in parts
+        (see :data:`PARTS`), which :meth:`load` is given merged."""
+        ...
+
     def load(self, data: Any) -> None:
-        """Load what :meth:`dump` gave, checking it (ValueError or StoreCorruptError). It may
-        empty *data* as it goes (so that a table's plain copy is freed once it is converted)."""
+        """Load what :meth:`dump` (or :meth:`snapshot`, its parts merged) gave, checking it
+        (ValueError or StoreCorruptError). It may empty *data* as it goes (so that a table's
+        plain copy is freed once it is converted)."""
         ...
 
 
@@ -440,6 +446,14 @@ class _Checksummed:
         return self.fh.write(data)
 
 
+#: A snapshot whose tables come a part at a time: what :meth:`State.snapshot` puts under this
+#: key is an iterable of parts, each a dict {table name: {key: value}} of entries for tables
+#: the dump holds as dicts (empty, or part-filled). The file then holds the dump (this key
+#: True), a pickle of each part, and a pickle of None; reading merges each part into its
+#: tables. A part is copied out of the state only while it is written, so a snapshot never
+#: holds a copy of the whole state at once.
+PARTS = "parts"
+
 #: How much of a snapshot its checksum pass reads at a time.
 _CRC_CHUNK = 1 << 20
 
@@ -470,6 +484,55 @@ def _check_trailer(fh: BinaryIO, size: int, end: int, crc: int | None) -> None:
         raise ValueError("it fails its checksum (the file is damaged)")
     if tail != _TRAILER % (_crc_of(fh, end) if crc is None else crc):
         raise ValueError("it fails its checksum (the file is damaged)")
+
+
+def _merge_parts(data: dict[str, Any], fh: BinaryIO) -> None:
+    """Read the parts that follow the snapshot *data* in *fh* (see :data:`PARTS`) into its
+    tables, up to the None that ends them; ValueError when one is not what a dump writes."""
+    del data[PARTS]
+    while (part := PlainUnpickler(fh).load()) is not None:
+        if type(part) is not dict:
+            raise ValueError(f"a part of the snapshot is a {type(part).__name__}, not a dict")
+        for name, entries in part.items():
+            table = data.get(name) if type(name) is str else None
+            if type(table) is not dict or type(entries) is not dict:
+                what = f"{name!r:.40}"
+                raise ValueError(f"a part of the snapshot holds {what}, not a table's entries")
+            before = len(table)
+            table.update(entries)
+            if len(table) != before + len(entries):
+                raise ValueError(f"two parts of the snapshot hold one key of {name!r}")
+
+
+def read_snapshot(path: str) -> tuple[Any, int]:
+    """The object a snapshot file holds, its parts merged in (see :data:`PARTS`), and the
+    file's size; checked against its checksum when it has one (a snapshot written before the
+    checksum has none).
+
+    The file is read as the unpickler goes, never whole: it is about as large as the tables,
+    which the unpickled snapshot then holds once more.
+
+    Raises:
+        FileNotFoundError: there is no snapshot.
+        OSError: it cannot be read.
+        ValueError, pickle.UnpicklingError, EOFError, ...: it is damaged.
+    """
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        # A trailer is checked before the pickle is read, so a damaged byte is named as such
+        # rather than as whatever the unpickler makes of it.
+        end, crc = size - _TRAILER_LEN, None
+        fh.seek(max(end, 0))
+        if end >= 0 and fh.read().startswith(_TRAILER[: _TRAILER.index(b"%")]):
+            crc = _crc_of(fh, end)
+            _check_trailer(fh, size, end, crc)
+        fh.seek(0)
+        # Not kept: an unpickler's memo holds every object it made.
+        data = PlainUnpickler(fh).load()
+        if isinstance(data, dict) and data.get(PARTS) is True:
+            _merge_parts(data, fh)
+        _check_trailer(fh, size, fh.tell(), crc if fh.tell() == end else None)
+    return data, size
 
 
 @contextmanager
@@ -735,22 +798,7 @@ class JournaledFile:
     def _load_snapshot(self) -> int:
         path = self.path
         try:
-            # Read from the file as the unpickler goes, never whole: the file is about as
-            # large as the tables, which the unpickled snapshot then holds once more.
-            with open(path, "rb") as fh:
-                size = os.fstat(fh.fileno()).st_size
-                self._snapshot_bytes = size
-                # A trailer is checked before the pickle is read, so a damaged byte is named as
-                # such rather than as whatever the unpickler makes of it.
-                end, crc = size - _TRAILER_LEN, None
-                fh.seek(max(end, 0))
-                if end >= 0 and fh.read().startswith(_TRAILER[: _TRAILER.index(b"%")]):
-                    crc = _crc_of(fh, end)
-                    _check_trailer(fh, size, end, crc)
-                fh.seek(0)
-                # Not kept: an unpickler's memo holds every object it made.
-                data = PlainUnpickler(fh).load()
-                _check_trailer(fh, size, fh.tell(), crc if fh.tell() == end else None)
+            data, self._snapshot_bytes = read_snapshot(path)
         except FileNotFoundError:
             return 0
         except StoreCorruptError as exc:
@@ -1026,14 +1074,22 @@ class JournaledFile:
                              keep_journal: bool = True) -> None:  # fmt: skip
         """Write the snapshot of the state as of sequence number *seq* (then empty *journal*,
         unless *keep_journal*; see :func:`replace_snapshot`)."""
-        data = self.state.dump()
+        data = self.state.snapshot()
         data["seq"] = seq
+        parts = data.pop(PARTS, None)
+        if parts is not None:
+            data[PARTS] = True
 
         def write(fh: BinaryIO) -> None:
             # Streamed to the file in the pickler's frames, the CRC taken as they pass: the
             # pickle is never whole in memory (it is about as large as the tables it holds).
+            # Each part has a pickler of its own, whose memo goes with it.
             out = _Checksummed(fh)
             pickle.Pickler(out, protocol=pickle.HIGHEST_PROTOCOL).dump(data)
+            if parts is not None:
+                for part in parts:
+                    pickle.Pickler(out, protocol=pickle.HIGHEST_PROTOCOL).dump(part)
+                pickle.Pickler(out, protocol=pickle.HIGHEST_PROTOCOL).dump(None)
             fh.write(_TRAILER % out.crc)
 
         replace_snapshot(self.path, write, journal, self.url, keep_journal=keep_journal)

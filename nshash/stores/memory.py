@@ -67,6 +67,8 @@ class _KVState:
     def dump(self) -> dict[str, Any]:
         return {"format": f"{self.method}-kv-1", "pairs": self.data}
 
+    snapshot = dump
+
     def load(self, data: Any) -> None:
         if data.get("format") != f"{self.method}-kv-1":
             raise ValueError(f"it holds {data.get('format')!r}, not the {self.method} tables")
