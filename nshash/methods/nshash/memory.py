@@ -875,7 +875,7 @@ class _Tables:
                     sketch[gid] = values
                 if (ids := self.members.get(gid)) is not None:
                     members[gid] = ids
-                    for doc_id in (ids,) if type(ids) is str else ids:
+                    for doc_id in _ids(ids):
                         if (rec := self.docs.get(doc_id)) is not None:
                             docs[doc_id] = rec
             sketches += len(sketch)
@@ -905,27 +905,24 @@ class _Tables:
                 " (a later version's store needs that version)"
             )
         try:
+            # Unpacked at once, no tuple kept: each plain table is dropped below once built.
             (
-                fp,
-                exact,
-                common,
-                parent,
+                self.fp,
+                self.exact,
+                self.common,
+                self.parent,
                 sketch,
                 size,
                 members,
                 docs,
-                counter,
-                documents,
-                votes,
-                limit,
-                narrow,
+                self.counter,
+                self.documents,
+                self.votes,
+                self.limit,
+                self.narrow,
             ) = _check_snapshot(data)
         except DAMAGE as exc:
             raise StoreCorruptError(f"The snapshot is damaged: {reason(exc)}") from exc
-        self.fp, self.exact, self.common, self.parent = fp, exact, common, parent
-        self.counter, self.documents, self.votes, self.limit, self.narrow = (
-            counter, documents, votes, limit, narrow,
-        )  # fmt: skip
         try:
             self.seen, self.hours, self.meta = _check_activity(data, size)
         except DAMAGE as exc:
