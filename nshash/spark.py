@@ -48,10 +48,17 @@ Example:
 
 from __future__ import annotations
 
+import io
+import os
+import shutil
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from .cli.io import BadRecord, Fields, Item, JsonlWriter, Preparer
 from .errors import ConfigError, NSHashError
 from .inputs import check_text
 from .methods.nshash.assign import MatchPolicy, judged
@@ -95,16 +102,19 @@ def _pyspark() -> Any:
     return pyspark.sql
 
 
-def _options(options: dict[str, Any]) -> tuple[Fingerprinter, MatchPolicy]:
-    """The fingerprinter and policy for *options*, split as :class:`~nshash.NSHash` does."""
+def _options(
+    options: dict[str, Any],
+) -> tuple[Fingerprinter, MatchPolicy, dict[str, Any]]:
+    """The fingerprinter, policy and fingerprinter options for *options*, split as
+    :class:`~nshash.NSHash` does."""
     options = dict(options)
     n = options.pop("n", 16)
     text = {k: options.pop(k) for k in ("min_length", "hashfunc", *_TEXT_OPTIONS) if k in options}
     policy = {k: options.pop(k) for k in _POLICY_OPTIONS if k in options}
-    delimiters = options.pop("delimiters", DEFAULT_DELIMITERS)
+    text.update(n=n, delimiters=options.pop("delimiters", DEFAULT_DELIMITERS))
     if options:
         raise ConfigError(f"Unknown option(s) {sorted(options)} for nshash.spark.dedup")
-    return Fingerprinter(n=n, delimiters=delimiters, **text), MatchPolicy(n=n, **policy)
+    return Fingerprinter(**text), MatchPolicy(n=n, **policy), text
 
 
 # -- stage functions (run on the executors) --------------------------------------------------
@@ -327,7 +337,7 @@ def components(edges: DataFrame) -> DataFrame:
         .distinct()
     )
     e = _materialize(e)
-    while True:
+    while not e.isEmpty():
         # Large star: every node's larger neighbours point at the node's smallest neighbour.
         sym = e.select(F.col("x").alias("u"), F.col("y").alias("v")).unionByName(
             e.select(F.col("y").alias("u"), F.col("x").alias("v"))
@@ -351,9 +361,8 @@ def components(edges: DataFrame) -> DataFrame:
         e = _materialize(e)
         # Done when the edges form stars: each node points at one node that points nowhere.
         roots = e.select(F.col("y").alias("x")).distinct()
-        if e.join(roots, "x").limit(1).count() == 0 and (
-            e.count() == e.select("x").distinct().count()
-        ):
+        forked = e.groupBy("x").count().where(F.col("count") > 1).select("x")
+        if forked.unionByName(e.join(roots, "x").select("x")).isEmpty():
             break
     roots = e.select(F.col("y").alias("node"), F.col("y").alias("comp")).distinct()
     return e.select(F.col("x").alias("node"), F.col("y").alias("comp")).unionByName(roots)
@@ -383,96 +392,158 @@ class _Clock:
         self.timings = timings
         self.last = time.perf_counter()
 
-    def __call__(self, stage: str, df: DataFrame) -> DataFrame:
-        df = _materialize(df)
+    def __call__(self, stage: str, df: DataFrame, keep: bool = True) -> DataFrame:
+        """*df* computed now when it is used again (*keep*) or stages are timed."""
+        if keep or self.timings is not None:
+            df = _materialize(df)
+            self.tick(stage)
+        return df
+
+    def tick(self, stage: str) -> None:
+        """Charge the time since the last stage to *stage*."""
         now = time.perf_counter()
         if self.timings is not None:
             self.timings[stage] = self.timings.get(stage, 0.0) + now - self.last
         self.last = now
-        return df
 
 
-def dedup(
-    df: DataFrame,
-    text_col: str = "text",
-    id_col: str = "id",
-    *,
-    max_posting: int = MAX_POSTING,
-    hubs: int = HUBS,
-    timings: dict[str, float] | None = None,
-    stats: dict[str, int] | None = None,
-    **options: Any,
-) -> DataFrame:
-    """Group the documents of *df* by story, as a Spark job.
+# -- the session, and what the workers need --------------------------------------------------
+
+#: Documents per shuffle partition: a small input runs in one partition (one task per stage),
+#: a large one in as many as its size asks for (see :func:`partitions_for`).
+DOCS_PER_PARTITION = 25_000
+
+#: The one line said when the workers cannot import nshash.
+WORKERS_HINT = (
+    "the Spark workers cannot import nshash: install nshash on every worker, or point"
+    " PYSPARK_PYTHON (spark.pyspark.python) at a Python that has it"
+)
+
+
+def partitions_for(documents: int, parallelism: int) -> int:
+    """Shuffle partitions for *documents*: one per :data:`DOCS_PER_PARTITION`, and at least
+    one per core (*parallelism*) once there are a thousand documents a core to share."""
+    by_size = -(-documents // DOCS_PER_PARTITION)
+    return max(1, by_size, min(parallelism, documents // 1000))
+
+
+def session(
+    master: str | None = None, *, cores: int = 2, app: str = "nshash", **conf: str
+) -> SparkSession:
+    """A Spark session for nshash jobs, started so that its workers run this Python.
+
+    In local mode (*master* ``local[...]``, or none set anywhere: then ``local[cores]``) the
+    workers are started with the driver's own interpreter (:data:`sys.executable`) unless
+    ``PYSPARK_PYTHON`` is set, so a virtual environment works without activating it. On a
+    cluster the workers' Python is the cluster's to choose; when it cannot import nshash,
+    :func:`dedup` says so in one line. Adaptive execution is on; the UI and the console
+    progress bar are off unless *conf* turns them on.
 
     Args:
-        df: the documents; ids should be unique (rows sharing an id get one answer).
-        text_col: the column with the article text.
-        id_col: the column with the document id (any type Spark can order): the smallest id
-            of a group is its ``similar_id``.
-        max_posting: an anchor held by up to this many documents pairs all of them; past
-            that, each is paired with the ``hubs`` smallest.
-        hubs: see *max_posting*.
-        timings: if given, filled with the seconds each stage took (the stages are computed
-            one after the other, so the figures add up to the run).
-        stats: if given, filled with counts: documents, nodes, pairs, common hashes, edges.
-        **options: the :class:`~nshash.NSHash` options (``n``, ``min_length``, ``hashfunc``,
-            ``shingle``, ``sketch_rate``, ``sketch_size``, ``theta``, ``min_overlap``,
-            ``merge_guard``, ``votes``, ...), for the same keys and the same checks.
-
-    Returns:
-        *df* with two more columns: ``similar_id`` (the id column's type; null for a text
-        with no letters or digits, or not a string) and ``duplicate`` (true for every member
-        of a group but the one whose id names it).
+        master: the Spark master; default: what ``spark-submit`` or ``spark.master`` set,
+            else ``local[cores]``.
+        cores: the cores of a local master.
+        app: the application name.
+        **conf: more Spark settings, with dots as underscores or quoted
+            (``**{"spark.driver.memory": "6g"}``).
 
     Raises:
-        ConfigError: pyspark is missing, a column is missing, or an option is bad.
+        ConfigError: pyspark is missing, or Spark did not start (no Java, say).
+    """
+    sql = _pyspark()
+    from pyspark import SparkConf
+
+    builder = sql.SparkSession.builder.appName(app)
+    if master is None and not SparkConf().contains("spark.master"):
+        master = f"local[{cores}]"
+    if master is not None:
+        builder = builder.master(master)
+    local = (master or SparkConf().get("spark.master", "")).startswith("local")
+    if local and not os.environ.get("PYSPARK_PYTHON"):
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+    settings = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.adaptive.enabled": "true",
+        "spark.sql.adaptive.coalescePartitions.enabled": "true",
+    }
+    settings.update(conf)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:  # no Java, or Spark would not start
+        raise ConfigError(f"Spark did not start: {str(exc).strip().splitlines()[0]}") from None
+    spark.sparkContext.setLogLevel("ERROR")
+    return cast("SparkSession", spark)
+
+
+@contextmanager
+def _worker_errors() -> Iterator[None]:
+    """Turn a task that died because its Python has no nshash into one clear ConfigError."""
+    try:
+        yield
+    except NSHashError:
+        raise
+    except Exception as exc:
+        if "No module named 'nshash'" in str(exc):
+            raise ConfigError(WORKERS_HINT) from None
+        raise
+
+
+@contextmanager
+def _shuffle_partitions(spark: SparkSession, count: int) -> Iterator[None]:
+    """Run with ``spark.sql.shuffle.partitions`` at *count*, then put it back."""
+    key = "spark.sql.shuffle.partitions"
+    before = spark.conf.get(key)
+    spark.conf.set(key, str(count))
+    try:
+        yield
+    finally:
+        spark.conf.set(key, before)
+
+
+# -- the job -----------------------------------------------------------------------------------
+
+
+def _group(
+    prints: DataFrame,
+    key_type: Any,
+    policy: MatchPolicy,
+    max_posting: int,
+    hubs: int,
+    clock: _Clock,
+    stats: dict[str, int] | None,
+) -> DataFrame:
+    """Steps 2 to 7 over fingerprints ``(key, ok, exact, anchors, sketch, limit)``.
+
+    Returns ``(key, rep)`` for every row with ``ok``: *rep* is the smallest key of its group.
     """
     sql = _pyspark()
     F, T = sql.functions, sql.types
-    for name, value in (("max_posting", max_posting), ("hubs", hubs)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ConfigError(f"{name} must be a positive integer, not {value!r}")
-    for column in (text_col, id_col):
-        if column not in df.columns:
-            raise ConfigError(f"The DataFrame has no column {column!r}; it has {df.columns!r}")
-    fingerprinter, policy = _options(options)
-    spark = df.sparkSession
-    clock = _Clock(timings)
-    id_type = df.schema[id_col].dataType
+    spark = prints.sparkSession
     longs = T.ArrayType(T.LongType())
 
-    # 1. Fingerprints on the executors.
-    prints_schema = T.StructType(
-        [
-            T.StructField("id", id_type),
-            T.StructField("ok", T.BooleanType()),
-            T.StructField("exact", T.LongType()),
-            T.StructField("anchors", longs),
-            T.StructField("sketch", longs),
-            T.StructField("limit", T.LongType()),
-        ]
-    )
-    rows = df.select(id_col, text_col).rdd.mapPartitions(_fingerprint_rows(fingerprinter))
-    prints = clock("fingerprint", spark.createDataFrame(rows, prints_schema, verifySchema=False))
-
-    # 2. One node per distinct text, numbered in id order (so node order is id order).
+    # 2. One node per distinct text, numbered in key order (so node order is key order).
     reps = (
         prints.where("ok")
         .groupBy("exact")
         .agg(
-            F.min("id").alias("rep_id"),
+            F.min("key").alias("rep"),
             F.first("anchors").alias("anchors"),
             F.first("sketch").alias("sketch"),
             F.first("limit").alias("limit"),
         )
     )
-    ranked = reps.select("rep_id").orderBy("rep_id").rdd.map(lambda r: r[0]).zipWithIndex()
-    numbering = spark.createDataFrame(
-        ranked,
-        T.StructType([T.StructField("rep_id", id_type), T.StructField("node", T.LongType())]),
-    )
-    nodes = clock("exact", reps.join(numbering, "rep_id"))
+    if isinstance(key_type, T.IntegralType):  # the keys are numbers already
+        numbering = reps.select("rep", F.col("rep").cast("long").alias("node"))
+    else:
+        ranked = reps.select("rep").orderBy("rep").rdd.map(lambda r: r[0]).zipWithIndex()
+        numbering = spark.createDataFrame(
+            ranked,
+            T.StructType([T.StructField("rep", key_type), T.StructField("node", T.LongType())]),
+        )
+    nodes = clock("exact", reps.join(numbering, "rep"))
 
     # 3. First pass: the first n anchor candidates, raw sketches.
     candidates = nodes.select("node", F.posexplode("anchors").alias("pos", "h"))
@@ -481,7 +552,7 @@ def dedup(
     verdicts = clock("pass1 verify", _verify(_pairs(first, max_posting, hubs), raw, policy))
 
     # 4. Boilerplate: votes of refused pairs across first-pass components.
-    comps = clock("pass1 components", components(_guarded(spark, verdicts, policy)))
+    comps = clock("pass1 components", components(_guarded(spark, verdicts, policy)), False)
     common = clock("common", _common(verdicts, comps, policy.votes))
 
     # 5. Second pass without the common hashes.
@@ -498,15 +569,15 @@ def dedup(
     verdicts2 = clock(
         "pass2 verify",
         _verify(_pairs(anchors.select("node", "h"), max_posting, hubs), cleaned, policy),
+        stats is not None,
     )
 
     # 6. The merge guard, then 7. components.
-    edges = clock("guard", _guarded(spark, verdicts2, policy))
-    groups = clock("components", components(edges))
+    edges = clock("guard", _guarded(spark, verdicts2, policy), stats is not None)
+    groups = clock("components", components(edges), False)
 
     if stats is not None:
         stats.update(
-            documents=prints.count(),
             nodes=nodes.count(),
             pairs_pass1=verdicts.count(),
             common=common.count(),
@@ -516,21 +587,188 @@ def dedup(
 
     named = nodes.select("node", "exact").join(groups, "node", "left")
     named = named.select("exact", F.coalesce("comp", "node").alias("comp"))
-    names = numbering.select(F.col("node").alias("comp"), F.col("rep_id").alias("similar_id"))
-    by_text = named.join(names, "comp").select("exact", "similar_id")
-    answers = (
-        prints.join(by_text, "exact", "left")
-        .groupBy("id")
-        .agg(F.min("similar_id").alias("similar_id"))
+    names = numbering.select(F.col("node").alias("comp"), F.col("rep").alias("group_rep"))
+    by_text = named.join(names, "comp").select("exact", "group_rep")
+    found = prints.where("ok").join(by_text, "exact")
+    return found.groupBy("key").agg(F.min("group_rep").alias("rep"))
+
+
+def _numbered(answers: DataFrame, key_type: Any, first_id: int) -> DataFrame:
+    """``(key, similar_id, duplicate)`` from ``(key, rep)``: groups numbered from *first_id*
+    in the order of their first keys, as the local engine numbers them in input order."""
+    sql = _pyspark()
+    F, T = sql.functions, sql.types
+    spark = answers.sparkSession
+    reps = answers.select("rep").distinct().orderBy("rep").rdd.map(lambda r: r[0])
+    ids = spark.createDataFrame(
+        reps.zipWithIndex().map(lambda ri: (ri[0], first_id + ri[1])),
+        T.StructType([T.StructField("rep", key_type), T.StructField("similar_id", T.LongType())]),
     )
-    answers = answers.withColumnRenamed("id", "_nshash_id")
-    out = df.join(answers, df[id_col] == answers["_nshash_id"], "left").drop("_nshash_id")
-    return out.withColumn(
-        "duplicate",
-        F.when(F.col("similar_id").isNull(), F.lit(None).cast("boolean")).otherwise(
-            F.col(id_col) != F.col("similar_id")
-        ),
+    return answers.join(ids, "rep").select(
+        "key", "similar_id", (F.col("key") != F.col("rep")).alias("duplicate")
     )
+
+
+def _check(max_posting: int, hubs: int, first_id: int) -> None:
+    for name, value in (("max_posting", max_posting), ("hubs", hubs), ("first_id", first_id)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"{name} must be a positive integer, not {value!r}")
+
+
+def dedup(
+    df: DataFrame,
+    text_col: str = "text",
+    id_col: str = "id",
+    *,
+    order_col: str | None = None,
+    first_id: int = 1,
+    max_posting: int = MAX_POSTING,
+    hubs: int = HUBS,
+    timings: dict[str, float] | None = None,
+    stats: dict[str, int] | None = None,
+    **options: Any,
+) -> DataFrame:
+    """Group the documents of *df* by story, as a Spark job.
+
+    Args:
+        df: the documents; ids should be unique (rows sharing an id get one answer).
+        text_col: the column with the article text.
+        id_col: the column with the document id (any type Spark can order).
+        order_col: the column that orders the documents (an arrival time, a file position):
+            groups are numbered in the order of their first documents, and the first document
+            of a group is the one that is not a ``duplicate``, as ``nshash dedup`` numbers them
+            in input order. Default: the id column.
+        first_id: the number of the first group (the next free id of a store, to hand the
+            groups on).
+        max_posting: an anchor held by up to this many documents pairs all of them; past
+            that, each is paired with the ``hubs`` smallest.
+        hubs: see *max_posting*.
+        timings: if given, filled with the seconds each stage took (the stages are computed
+            one after the other, so the figures add up to the run).
+        stats: if given, filled with counts: documents, nodes, pairs, common hashes, edges.
+        **options: the :class:`~nshash.NSHash` options (``n``, ``min_length``, ``hashfunc``,
+            ``shingle``, ``sketch_rate``, ``sketch_size``, ``theta``, ``min_overlap``,
+            ``merge_guard``, ``votes``, ...), for the same keys and the same checks.
+
+    Returns:
+        *df* with two more columns, typed as the local engine's: ``similar_id`` (a long,
+        ``first_id`` upwards; null for a text with no letters or digits, or not a string) and
+        ``duplicate`` (false for the first document of each group, true for the others).
+
+    Raises:
+        ConfigError: pyspark is missing, a column is missing, an option is bad, or the
+            workers cannot import nshash (the message says what to set).
+    """
+    sql = _pyspark()
+    F, T = sql.functions, sql.types
+    _check(max_posting, hubs, first_id)
+    order_col = order_col or id_col
+    for column in (text_col, id_col, order_col):
+        if column not in df.columns:
+            raise ConfigError(f"The DataFrame has no column {column!r}; it has {df.columns!r}")
+    fingerprinter, policy, _ = _options(options)
+    spark = df.sparkSession
+    clock = _Clock(timings)
+    key_type = df.schema[order_col].dataType
+    longs = T.ArrayType(T.LongType())
+    prints_schema = T.StructType(
+        [
+            T.StructField("key", key_type),
+            T.StructField("ok", T.BooleanType()),
+            T.StructField("exact", T.LongType()),
+            T.StructField("anchors", longs),
+            T.StructField("sketch", longs),
+            T.StructField("limit", T.LongType()),
+        ]
+    )
+    # Rows sharing an id get one answer: the key of an id is its smallest order value.
+    keyed = (
+        df.groupBy(id_col).agg(F.min(order_col).alias("key"), F.first(text_col).alias("text"))
+        if order_col != id_col
+        else df.select(F.col(id_col).alias("key"), F.col(text_col).alias("text"))
+    )
+    with _worker_errors():
+        # 1. Fingerprints on the executors.
+        rows = keyed.select("key", "text").rdd.mapPartitions(_fingerprint_rows(fingerprinter))
+        prints = clock(
+            "fingerprint", spark.createDataFrame(rows, prints_schema, verifySchema=False)
+        )
+        documents = prints.count()
+        if stats is not None:
+            stats["documents"] = documents
+        count = partitions_for(documents, spark.sparkContext.defaultParallelism)
+        with _shuffle_partitions(spark, count):
+            answers = _group(prints, key_type, policy, max_posting, hubs, clock, stats)
+            numbered = clock("number", _numbered(answers, key_type, first_id))
+    if order_col != id_col:
+        ids = keyed.select(F.col(id_col).alias("_nshash_id"), "key")
+        numbered = ids.join(numbered, "key").drop("key")
+    else:
+        numbered = numbered.withColumnRenamed("key", "_nshash_id")
+    out = df.join(numbered, df[id_col] == numbered["_nshash_id"], "left").drop("_nshash_id")
+    return out
+
+
+# -- files -------------------------------------------------------------------------------------
+
+
+def _prepare_lines(
+    preparer: Preparer,
+) -> Callable[[Iterable[tuple[Any, int]]], Iterator[tuple[Any, ...]]]:
+    """A partition function: ``(line, position)`` of a JSONL file to fingerprints
+    ``(key, ok, exact, anchors, sketch, limit, head, error)``, parsed and checked by the local
+    engine's own :class:`~nshash.cli.io.Preparer` (the same fields, the same messages).
+    Blank lines are no records, as for ``nshash dedup``."""
+
+    def run(rows: Iterable[tuple[Any, int]]) -> Iterator[tuple[Any, ...]]:
+        for row, pos in rows:
+            line = row[0]
+            if pos == 0 and line.startswith("\ufeff"):
+                line = line[1:]
+            if not line.strip():
+                continue
+            got = preparer.run([line.encode("utf-8")])[0]
+            if isinstance(got, BadRecord):
+                yield pos, False, None, None, None, None, None, f"line {pos + 1}: {got.message}"
+                continue
+            exact, limit = got[4]
+            yield (
+                pos,
+                True,
+                _signed(exact),
+                [_signed(h) for h in got[2]],
+                list(got[3]),
+                limit,
+                got[5],
+                None,
+            )
+
+    return run
+
+
+def _write_lines(rows: Iterable[Any]) -> Iterator[str]:
+    """A partition function: rows ``(pos, value, similar_id, duplicate, head, error)`` in
+    order to the output lines ``nshash dedup`` writes (:class:`~nshash.cli.io.JsonlWriter`)."""
+    out = io.BytesIO()
+    writer = JsonlWriter(out, ADDED)
+    for pos, value, similar_id, duplicate, head, error in rows:
+        line = value.encode("utf-8")
+        if pos == 0 and value.startswith("\ufeff"):
+            line = value[1:].encode("utf-8")
+        item = Item(f"line {pos + 1}", line)
+        if error is not None:
+            writer.write_bad(item, error, (None, None))
+        else:
+            writer.write(item, (None, None, (), (), (0, 0), head, None), (similar_id, duplicate))
+        writer.flush()
+        text = out.getvalue()
+        out.seek(0)
+        out.truncate()
+        yield text.decode("utf-8").removesuffix("\n")
+
+
+#: The fields ``dedup`` adds to every record, in order.
+ADDED = ("similar_id", "duplicate")
 
 
 def dedup_file(
@@ -539,49 +777,223 @@ def dedup_file(
     output: str,
     *,
     fmt: str | None = None,
-    text_col: str | None = None,
-    id_col: str = "id",
+    fields: Fields | None = None,
+    parts: bool = False,
+    first_id: int = 1,
+    timings: dict[str, float] | None = None,
     **options: Any,
 ) -> dict[str, int]:
-    """Read *path* (Parquet or JSONL, what Spark reads), group it, write *output*.
+    """Read *path* (JSONL or Parquet), group it, and write *output* as ``nshash dedup`` does.
 
-    *output* is a directory of part files as Spark writes them: Parquet when its name ends in
-    ``.parquet``, else JSON lines. The text column defaults to ``content``, else ``text``
-    (as ``nshash dedup`` does).
+    Every record comes out in input order with ``similar_id`` (integers from *first_id*, in
+    the order of each group's first record) and ``duplicate``; a JSONL record is its input
+    line with the two fields added (the local engine's bytes), a bad one gets nulls and an
+    ``error``. *output* is Parquet when its name ends in ``.parquet``, else JSON lines
+    (gzip for ``.gz``).
+
+    Args:
+        spark: the session (see :func:`session`).
+        path: the input file (or a folder of part files).
+        output: the output file; with *parts*, a folder of Spark's part files instead.
+        fmt: ``jsonl`` or ``parquet``; default from the name.
+        fields: where the text, id and title are (default: ``content`` or ``text``, ``id``).
+        parts: write a folder of part files named *output* (for outputs too large for one
+            file, or on a cluster's storage) instead of one file.
+        first_id: the first group's number.
+        timings: if given, filled with the seconds each stage took.
+        **options: the :class:`~nshash.NSHash` options.
 
     Returns:
         counts: ``documents``, ``groups`` (of two or more), ``duplicates``, ``errors``.
 
     Raises:
-        ConfigError: an unknown format or a missing column.
+        ConfigError: an unknown format, a missing column, an output that exists, or workers
+            that cannot import nshash.
     """
+    sql = _pyspark()
+    F, T = sql.functions, sql.types
     fmt = fmt or _format_of(path)
-    reader = spark.read
-    df = reader.parquet(path) if fmt == "parquet" else reader.json(path)
-    if text_col is None:
-        text_col = "content" if "content" in df.columns else "text"
-    result = dedup(df, text_col, id_col, **options).cache()
-    if output.endswith(".parquet"):
-        result.write.mode("errorifexists").parquet(output)
-    else:
-        result.write.mode("errorifexists").json(output)
+    fields = fields or Fields()
+    if os.path.exists(output):
+        raise ConfigError(f"{output!r} exists; remove it or choose another -o")
+    fingerprinter, policy, text_options = _options(options)
+    _check(MAX_POSTING, HUBS, first_id)
+    clock = _Clock(timings)
+    if fmt == "parquet":
+        df = spark.read.parquet(path)
+        names = [c for c in fields.text if c in df.columns]
+        if not names:
+            raise ConfigError(f"{path!r} has no {fields.describe_text()} column")
+        if "_nshash_pos" in df.columns:
+            raise ConfigError("the input has a column named '_nshash_pos'")
+        schema = T.StructType([*df.schema.fields, T.StructField("_nshash_pos", T.LongType())])
+        indexed = spark.createDataFrame(
+            df.rdd.zipWithIndex().map(lambda ri: (*ri[0], ri[1])), schema
+        )
+        result = dedup(
+            indexed,
+            names[0],
+            "_nshash_pos",
+            first_id=first_id,
+            timings=timings,
+            **options,
+        )
+        result = result.orderBy("_nshash_pos").drop("_nshash_pos")
+        with _worker_errors():
+            return _finish_parquet(result, output, parts, clock)
+    preparer = Preparer(fields, ADDED, text_options)
+    lines = spark.read.text(path)
+    indexed_lines = lines.rdd.zipWithIndex()
+    parallelism = spark.sparkContext.defaultParallelism
+    if indexed_lines.getNumPartitions() < parallelism and _size(path) > 8 << 20:
+        indexed_lines = indexed_lines.repartition(parallelism)  # a .gz file is one split
+    longs = T.ArrayType(T.LongType())
+    schema = T.StructType(
+        [
+            T.StructField("key", T.LongType()),
+            T.StructField("ok", T.BooleanType()),
+            T.StructField("exact", T.LongType()),
+            T.StructField("anchors", longs),
+            T.StructField("sketch", longs),
+            T.StructField("limit", T.LongType()),
+            T.StructField("head", T.BinaryType()),
+            T.StructField("error", T.StringType()),
+        ]
+    )
+    with _worker_errors():
+        rows = indexed_lines.mapPartitions(_prepare_lines(preparer))
+        prints = clock("fingerprint", spark.createDataFrame(rows, schema, verifySchema=False))
+        documents = prints.count()
+        count = partitions_for(documents, parallelism)
+        with _shuffle_partitions(spark, count):
+            answers = _group(prints, T.LongType(), policy, MAX_POSTING, HUBS, clock, None)
+            numbered = clock("number", _numbered(answers, T.LongType(), first_id))
+            text = spark.createDataFrame(
+                lines.rdd.zipWithIndex().map(lambda ri: (ri[1], ri[0][0])),
+                "pos long, value string",
+            )
+            done = prints.select(F.col("key").alias("pos"), "head", "error").join(
+                numbered.withColumnRenamed("key", "pos"), "pos", "left"
+            )
+            ordered = text.join(done, "pos").orderBy("pos")
+            out = ordered.select("pos", "value", "similar_id", "duplicate", "head", "error")
+            counts = _counts(numbered, documents, prints)
+            written = out.rdd.mapPartitions(_write_lines)
+            codec = "org.apache.hadoop.io.compress.GzipCodec" if output.endswith(".gz") else None
+            target = output if parts else _scratch(output)
+            written.saveAsTextFile(target, codec)
+    if not parts:
+        _join_parts(target, output)
+    clock.tick("write")
+    return counts
+
+
+def _counts(numbered: DataFrame, documents: int, prints: DataFrame) -> dict[str, int]:
     sql = _pyspark()
     F = sql.functions
+    row = numbered.agg(
+        F.count("*").alias("grouped"),
+        F.sum(F.col("duplicate").cast("long")).alias("duplicates"),
+        F.countDistinct(F.when(F.col("duplicate"), F.col("similar_id"))).alias("groups"),
+    ).first()
+    assert row is not None  # an aggregate has one row
+    return {
+        "documents": documents,
+        "groups": int(row["groups"] or 0),
+        "duplicates": int(row["duplicates"] or 0),
+        "errors": documents - int(row["grouped"] or 0),
+    }
+
+
+def _finish_parquet(result: DataFrame, output: str, parts: bool, clock: _Clock) -> dict[str, int]:
+    sql = _pyspark()
+    F = sql.functions
+    result = result.cache()
     row = result.agg(
         F.count("*").alias("documents"),
         F.sum(F.col("duplicate").cast("long")).alias("duplicates"),
         F.sum(F.col("similar_id").isNull().cast("long")).alias("errors"),
+        F.countDistinct(F.when(F.col("duplicate"), F.col("similar_id"))).alias("groups"),
     ).first()
     assert row is not None  # an aggregate has one row
-    groups = result.where("duplicate").select("similar_id").distinct().count()
-    counts = {
+    target = output if parts else _scratch(output)
+    result.write.parquet(target)
+    result.unpersist()
+    if not parts:
+        _join_parquet(target, output)
+    clock.tick("write")
+    return {
         "documents": int(row["documents"] or 0),
-        "groups": int(groups),
+        "groups": int(row["groups"] or 0),
         "duplicates": int(row["duplicates"] or 0),
         "errors": int(row["errors"] or 0),
     }
-    result.unpersist()
-    return counts
+
+
+def _size(path: str) -> int:
+    """The bytes of a local input (0 when it is not on this machine's disk)."""
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _scratch(output: str) -> str:
+    """A folder beside *output* for the part files that become it."""
+    folder = os.path.dirname(os.path.abspath(output))
+    return tempfile.mkdtemp(prefix=".nshash-parts-", dir=folder) + "/parts"
+
+
+def _part_names(folder: str, suffixes: tuple[str, ...]) -> list[str]:
+    return sorted(
+        os.path.join(folder, name)
+        for name in os.listdir(folder)
+        if name.startswith("part-") and name.endswith(suffixes)
+    )
+
+
+def _join_parts(folder: str, output: str) -> None:
+    """Concatenate the part files of *folder*, in order, into *output* (gzip members
+    concatenate into one gzip file), then remove the folder."""
+    names = [n for n in _part_names(folder, ("",)) if not n.endswith(".crc")]
+    tmp = output + ".tmp"
+    with open(tmp, "wb") as out:
+        for name in names:
+            with open(name, "rb") as part:
+                shutil.copyfileobj(part, out, 1 << 20)
+    os.replace(tmp, output)
+    shutil.rmtree(os.path.dirname(folder))
+
+
+def _join_parquet(folder: str, output: str) -> None:
+    """Copy the row groups of *folder*'s Parquet parts, in order, into one file *output*."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise ConfigError(
+            "one Parquet output file needs pyarrow: pip install 'nshash[spark]',"
+            " or write a folder of part files (--spark-parts)"
+        ) from exc
+    names = _part_names(folder, (".parquet",))
+    tmp = output + ".tmp"
+    writer = None
+    try:
+        for name in names:
+            part = pq.ParquetFile(name)
+            for i in range(part.num_row_groups):
+                table = part.read_row_group(i)
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, table.schema, compression="zstd")
+                writer.write_table(table)
+        if writer is None:  # no rows: still one file, with the schema
+            schema = pq.read_schema(names[0]) if names else None
+            if schema is not None:
+                writer = pq.ParquetWriter(tmp, schema)
+    finally:
+        if writer is not None:
+            writer.close()
+    os.replace(tmp, output)
+    shutil.rmtree(os.path.dirname(folder))
 
 
 def _format_of(path: str) -> str:

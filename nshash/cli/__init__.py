@@ -932,14 +932,15 @@ def _dedup_spark(args: argparse.Namespace) -> int:
     """``dedup --engine spark``: the batch job of :mod:`nshash.spark` on a file Spark reads.
 
     Spark's master comes from ``spark-submit`` or ``spark.master`` when set, else
-    ``local[N]`` with N from ``--jobs``. The output is a directory of part files.
+    ``local[N]`` with N from ``--jobs``. The output is one file, or with ``--spark-parts`` a
+    folder of part files.
     """
-    from ..spark import SPARK_FORMATS, _format_of, _pyspark, dedup_file
+    from ..spark import SPARK_FORMATS, _format_of, dedup_file, session
 
     if args.method != "nshash":
         raise UsageError("--engine spark runs the nshash method only")
     if not args.output:
-        raise UsageError("--engine spark writes a directory of part files: give -o OUT")
+        raise UsageError("--engine spark writes a file: give -o OUT")
     if args.store:
         raise UsageError("--engine spark keeps no store: leave out --store")
     fmt = args.format
@@ -953,34 +954,24 @@ def _dedup_spark(args: argparse.Namespace) -> int:
     if not os.path.exists(args.input):
         raise ConfigError(f"No such file: {args.input!r}")
     started = time.perf_counter()
-    sql = _pyspark()
-    had_session = sql.SparkSession.getActiveSession() is not None
-    builder = sql.SparkSession.builder.appName("nshash dedup")
-    from pyspark import SparkConf
+    from pyspark.sql import SparkSession
 
-    if not SparkConf().contains("spark.master"):
-        builder = builder.master(f"local[{args.jobs}]")
+    had_session = SparkSession.getActiveSession() is not None
+    spark = session(cores=args.jobs, app="nshash dedup")
     try:
-        spark = builder.getOrCreate()
-    except Exception as exc:  # no Java, or Spark would not start
-        raise ConfigError(f"Spark did not start: {str(exc).splitlines()[0]}") from None
-    try:
-        if not args.quiet and not _show_progress(args):
-            spark.sparkContext.setLogLevel("ERROR")
-        try:
-            counts = dedup_file(
-                spark,
-                args.input,
-                args.output,
-                fmt=fmt,
-                text_col=args.text_field,
-                id_col=args.id_field,
-                **NSHASH_OPTIONS,
-            )
-        except ConfigError:
-            raise
-        except Exception as exc:  # Spark's own errors (a bad file, an output that exists)
-            raise ConfigError(f"the Spark job failed: {str(exc).strip().splitlines()[0]}") from None
+        counts = dedup_file(
+            spark,
+            args.input,
+            args.output,
+            fmt=fmt,
+            fields=_fields(args),
+            parts=args.spark_parts,
+            **NSHASH_OPTIONS,
+        )
+    except NSHashError:
+        raise
+    except Exception as exc:  # Spark's own errors (a file it cannot read)
+        raise ConfigError(f"the Spark job failed: {str(exc).strip().splitlines()[0]}") from None
     finally:
         if not had_session:
             spark.stop()
@@ -1412,8 +1403,15 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("local", "spark"),
         default="local",
         help="local: this machine, in input order (default); spark: the batch job of"
-        " nshash.spark on a Parquet or JSONL input (needs nshash[spark] and Java; -o names"
-        " the output directory; --jobs N runs local[N] unless spark-submit sets a master)",
+        " nshash.spark on a Parquet or JSONL input, the same output (needs nshash[spark] and"
+        " Java; -o names the output file; --jobs N runs local[N] unless spark-submit sets a"
+        " master)",
+    )
+    p.add_argument(
+        "--spark-parts",
+        action="store_true",
+        help="with --engine spark: write -o OUT as a folder of Spark part files (for outputs"
+        " too large for one file, or on a cluster's storage) instead of one file",
     )
     p.add_argument(
         "--track",
