@@ -6,7 +6,14 @@ own code (pairwise precision, recall and F1 against the ``story`` labels), next 
 path (``NSHash`` on the memory store, file order) from the same run; and ``zh_hk_news``: the
 largest group and whether identical texts always share a group.
 
-Throughput: synthetic Parquet files (default 250,000 and 1,000,000 rows: stories in four
+Halves: each labelled set split in two by position, the second half grouped against the first
+half's result (``dedup(..., against=...)``), scored and compared pair by pair with one run.
+
+Small input: the whole ``nshash dedup --engine spark -o out.jsonl`` process on the first 30
+documents of ``zh_reposts_dev`` (best and median of 3), next to the local engine, and whether
+the two outputs are byte-identical.
+
+Throughput: synthetic Parquet files (default 100,000 and 1,000,000 rows: stories in four
 edited copies, each with one of 50 sites' footers) through the Spark job in ``local[2]`` and
 through ``nshash dedup FILE --jobs 2`` on the same file, with the Spark job's seconds per stage
 at each size, so that how each stage scales can be read off.
@@ -14,7 +21,7 @@ at each size, so that how each stage scales can be read off.
 Usage::
 
     python3 bench/bench_spark.py                                 # everything
-    python3 bench/bench_spark.py --sets zh,en --rows 0           # accuracy only
+    python3 bench/bench_spark.py --sets zh,en --rows 0 --small 0  # accuracy only
     python3 bench/bench_spark.py --sets none --rows 100000,1000000
 
 Wall-clock figures are noisy on a shared machine; compare the ratios of one run.
@@ -51,34 +58,37 @@ ROW_GROUP = 65_536
 
 
 def session(cores: int, memory: str) -> Any:
-    """A local Spark session on *cores* cores."""
-    from pyspark.sql import SparkSession
+    """A local Spark session on *cores* cores (:func:`nshash.spark.session`)."""
+    from nshash.spark import session as start
 
-    spark = (
-        SparkSession.builder.master(f"local[{cores}]")
-        .appName("nshash-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", memory)
-        .config("spark.sql.shuffle.partitions", str(4 * cores))
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return start(f"local[{cores}]", app="nshash-bench", **{"spark.driver.memory": memory})
 
 
 def spark_labels(
-    spark: Any, ids: list[str], texts: list[str]
+    spark: Any, ids: list[str], texts: list[str], halves: bool = False
 ) -> tuple[list[Any], dict[str, float]]:
-    """Group *texts* with the Spark job; labels in input order (a unique one for no group)."""
+    """Group *texts* with the Spark job; labels in input order (a unique one for no group).
+
+    With *halves*, the first half by position is grouped alone and the second half against
+    its result (``dedup(..., against=...)``)."""
     from nshash.spark import dedup
 
-    df = spark.createDataFrame(list(zip(ids, texts, strict=True)), "id string, text string")
+    rows = [(i, t, n) for n, (i, t) in enumerate(zip(ids, texts, strict=True))]
+    schema = "id string, text string, pos long"
     timings: dict[str, float] = {}
     started = time.perf_counter()
-    rows = dedup(df, timings=timings).select("id", "similar_id").collect()
+    if halves:
+        half = len(rows) // 2
+        first = dedup(spark.createDataFrame(rows[:half], schema), order_col="pos").cache()
+        second = dedup(spark.createDataFrame(rows[half:], schema), order_col="pos", against=first)
+        got = first.select("id", "similar_id").collect()
+        got += second.select("id", "similar_id").collect()
+        first.unpersist()
+    else:
+        df = spark.createDataFrame(rows, schema)
+        got = dedup(df, order_col="pos", timings=timings).select("id", "similar_id").collect()
     timings["total"] = time.perf_counter() - started
-    found = {r["id"]: r["similar_id"] for r in rows}
+    found = {r["id"]: r["similar_id"] for r in got}
     return [found[i] if found[i] is not None else f"none:{i}" for i in ids], timings
 
 
@@ -100,13 +110,19 @@ def accuracy(spark: Any, sets: list[str], data_dir: Path) -> None:
             continue
         assert corpus.stories is not None
         online, _ = run_once(SYSTEMS["nshash"], corpus.texts)
-        for system, got in (("online", online), ("spark", labels)):
+        halves, _ = spark_labels(spark, corpus.ids, corpus.texts, halves=True)
+        for system, got in (("online", online), ("spark", labels), ("halves", halves)):
             s = pairwise_scores(got, corpus.stories)
             print(
                 f"{name:<7} {system:<7} P {s.precision:.4f} R {s.recall:.4f} F1 {s.f1:.4f}",
                 flush=True,
             )
-        print(f"{name:<7} spark   {timings['total']:.0f} s in local mode", flush=True)
+        agree = pairwise_scores(halves, labels)
+        print(
+            f"{name:<7} halves against one spark run: pairs P {agree.precision:.4f}"
+            f" R {agree.recall:.4f} F1 {agree.f1:.4f}; spark {timings['total']:.0f} s",
+            flush=True,
+        )
 
 
 def _sizes(labels: list[Any]) -> list[int]:
@@ -189,12 +205,52 @@ def throughput(rows_list: list[int], cores: int, memory: str) -> None:
             print("  counts: " + ", ".join(f"{k} {v:,}" for k, v in stats.items()), flush=True)
 
 
+def small(docs: int, cores: int, data_dir: Path, repeat: int = 3) -> None:
+    """Wall time of the whole ``nshash dedup --engine spark`` process on *docs* documents
+    (the first of ``zh_reposts_dev``), next to the local engine's."""
+    import gzip
+
+    with tempfile.TemporaryDirectory(prefix="bench-spark-") as tmp:
+        source = Path(tmp) / f"first-{docs}.jsonl"
+        with gzip.open(data_dir / "zh_reposts_dev.jsonl.gz", "rt", encoding="utf-8") as f:
+            source.write_text(
+                "".join(line for _, line in zip(range(docs), f, strict=False)), "utf-8"
+            )
+        for engine in ("spark", "local"):
+            times = []
+            for run in range(repeat):
+                out = Path(tmp) / f"out-{engine}-{run}.jsonl"
+                cmd = [sys.executable, "-m", "nshash", "dedup", str(source), "-o", str(out)]
+                cmd += ["-q", "--jobs", str(cores), "--engine", engine]
+                started = time.perf_counter()
+                subprocess.run(cmd, check=True, cwd=_ROOT)
+                times.append(time.perf_counter() - started)
+            same = (
+                (Path(tmp) / "out-spark-0.jsonl").exists()
+                and engine == "local"
+                and (
+                    (Path(tmp) / "out-spark-0.jsonl").read_bytes()
+                    == (Path(tmp) / "out-local-0.jsonl").read_bytes()
+                )
+            )
+            print(
+                f"{docs} docs, nshash dedup --engine {engine} (local[{cores}]): wall"
+                f" {min(times):.1f} s best, {sorted(times)[len(times) // 2]:.1f} s median of"
+                f" {repeat}"
+                + (f"; output byte-identical to spark's: {same}" if engine == "local" else ""),
+                flush=True,
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--sets", default="zh,en,zh_hot,en_hot,hk", help="sets to score, or 'none'")
     parser.add_argument(
-        "--rows", default="250000,1000000", help="synthetic file sizes, or 0 for none"
+        "--rows", default="100000,1000000", help="synthetic file sizes, or 0 for none"
+    )
+    parser.add_argument(
+        "--small", type=int, default=30, help="documents of the small run (0: none)"
     )
     parser.add_argument("--cores", type=int, default=2, help="local[N] and --jobs N (2)")
     parser.add_argument("--memory", default="6g", help="Spark driver memory (6g)")
@@ -202,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sets = [] if args.sets == "none" else [s for s in args.sets.split(",") if s]
     rows = [int(r) for r in args.rows.split(",") if int(r) > 0]
+    if args.small:
+        small(args.small, args.cores, args.data_dir)
     if sets:
         spark = session(args.cores, args.memory)
         accuracy(spark, sets, args.data_dir)

@@ -495,7 +495,7 @@ def _worker_errors() -> Iterator[None]:
 def _shuffle_partitions(spark: SparkSession, count: int) -> Iterator[None]:
     """Run with ``spark.sql.shuffle.partitions`` at *count*, then put it back."""
     key = "spark.sql.shuffle.partitions"
-    before = spark.conf.get(key)
+    before = spark.conf.get(key) or "200"
     spark.conf.set(key, str(count))
     try:
         yield
@@ -622,6 +622,7 @@ def dedup(
     *,
     order_col: str | None = None,
     first_id: int = 1,
+    against: DataFrame | None = None,
     max_posting: int = MAX_POSTING,
     hubs: int = HUBS,
     timings: dict[str, float] | None = None,
@@ -640,6 +641,12 @@ def dedup(
             in input order. Default: the id column.
         first_id: the number of the first group (the next free id of a store, to hand the
             groups on).
+        against: stored groups to group *df* against: a previous result of this function
+            (or of ``nshash dedup``), with the id and text columns and ``similar_id``. A new
+            document that belongs to a stored group gets its id (the smallest one, when it
+            joins several); the other groups are numbered after the largest stored id. The
+            stored documents are grouped again with the new ones (the same answer as one run
+            over both) and are not returned.
         max_posting: an anchor held by up to this many documents pairs all of them; past
             that, each is paired with the ``hubs`` smallest.
         hubs: see *max_posting*.
@@ -659,8 +666,7 @@ def dedup(
         ConfigError: pyspark is missing, a column is missing, an option is bad, or the
             workers cannot import nshash (the message says what to set).
     """
-    sql = _pyspark()
-    F, T = sql.functions, sql.types
+    F = _pyspark().functions
     _check(max_posting, hubs, first_id)
     order_col = order_col or id_col
     for column in (text_col, id_col, order_col):
@@ -669,9 +675,87 @@ def dedup(
     fingerprinter, policy, _ = _options(options)
     spark = df.sparkSession
     clock = _Clock(timings)
-    key_type = df.schema[order_col].dataType
+    # Rows sharing an id get one answer: the key of an id is its smallest order value.
+    keyed = (
+        df.groupBy(id_col).agg(F.min(order_col).alias("key"), F.first(text_col).alias("text"))
+        if order_col != id_col
+        else df.select(F.col(id_col).alias("key"), F.col(text_col).alias("text"))
+    )
+    start = first_id
+    if against is not None:
+        # The stored documents come first (side 0, by their ids), the new ones after (side 1,
+        # in order): a group that holds a stored document is named by the smallest stored id.
+        for column in (id_col, text_col, "similar_id"):
+            if column not in against.columns:
+                raise ConfigError(f"against has no column {column!r}; it has {against.columns!r}")
+        order_type = keyed.schema["key"].dataType
+        old = against.where(F.col("similar_id").isNotNull()).select(
+            F.struct(
+                F.lit(0).alias("side"),
+                F.col("similar_id").cast("long").alias("stored"),
+                F.lit(None).cast(order_type).alias("order"),
+            ).alias("key"),
+            F.col(text_col).alias("text"),
+        )
+        new = keyed.select(
+            F.struct(
+                F.lit(1).alias("side"),
+                F.lit(None).cast("long").alias("stored"),
+                F.col("key").alias("order"),
+            ).alias("key"),
+            "text",
+        )
+        ids = keyed.select(F.col("key").alias("order"), *([] if order_col == id_col else [id_col]))
+        keyed = old.unionByName(new)
+        top = against.agg(F.max("similar_id")).first()
+        if top is not None and top[0] is not None:
+            start = max(first_id, int(top[0]) + 1)
+    key_type = keyed.schema["key"].dataType
+    with _worker_errors():
+        prints = _prints(keyed, key_type, fingerprinter, clock)
+        documents = prints.count()
+        if stats is not None:
+            stats["documents"] = documents
+        count = partitions_for(documents, spark.sparkContext.defaultParallelism)
+        with _shuffle_partitions(spark, count):
+            answers = _group(prints, key_type, policy, max_posting, hubs, clock, stats)
+            if against is None:
+                numbered = clock("number", _numbered(answers, key_type, start))
+            else:
+                mine = answers.where(F.col("key.side") == 1)
+                stored = mine.where(F.col("rep.side") == 0).select(
+                    "key", F.col("rep.stored").alias("similar_id"), F.lit(True).alias("duplicate")
+                )
+                fresh = _numbered(mine.where(F.col("rep.side") == 1), key_type, start)
+                numbered = clock("number", stored.unionByName(fresh))
+                numbered = numbered.select(
+                    F.col("key.order").alias("key"), "similar_id", "duplicate"
+                )
+                if order_col == id_col:
+                    numbered = numbered.withColumnRenamed("key", "_nshash_id")
+                else:
+                    named = ids.withColumnRenamed(id_col, "_nshash_id")
+                    numbered = named.join(numbered, named["order"] == numbered["key"])
+                    numbered = numbered.drop("order", "key")
+                out = df.join(numbered, df[id_col] == numbered["_nshash_id"], "left")
+                return out.drop("_nshash_id")
+    if order_col != id_col:
+        ids = keyed.select(F.col(id_col).alias("_nshash_id"), "key")
+        numbered = ids.join(numbered, "key").drop("key")
+    else:
+        numbered = numbered.withColumnRenamed("key", "_nshash_id")
+    out = df.join(numbered, df[id_col] == numbered["_nshash_id"], "left").drop("_nshash_id")
+    return out
+
+
+def _prints(
+    keyed: DataFrame, key_type: Any, fingerprinter: Fingerprinter, clock: _Clock
+) -> DataFrame:
+    """Step 1, on the executors: ``(key, text)`` to ``(key, ok, exact, anchors, sketch, limit)``."""
+    sql = _pyspark()
+    T = sql.types
     longs = T.ArrayType(T.LongType())
-    prints_schema = T.StructType(
+    schema = T.StructType(
         [
             T.StructField("key", key_type),
             T.StructField("ok", T.BooleanType()),
@@ -681,32 +765,10 @@ def dedup(
             T.StructField("limit", T.LongType()),
         ]
     )
-    # Rows sharing an id get one answer: the key of an id is its smallest order value.
-    keyed = (
-        df.groupBy(id_col).agg(F.min(order_col).alias("key"), F.first(text_col).alias("text"))
-        if order_col != id_col
-        else df.select(F.col(id_col).alias("key"), F.col(text_col).alias("text"))
+    rows = keyed.select("key", "text").rdd.mapPartitions(_fingerprint_rows(fingerprinter))
+    return clock(
+        "fingerprint", keyed.sparkSession.createDataFrame(rows, schema, verifySchema=False)
     )
-    with _worker_errors():
-        # 1. Fingerprints on the executors.
-        rows = keyed.select("key", "text").rdd.mapPartitions(_fingerprint_rows(fingerprinter))
-        prints = clock(
-            "fingerprint", spark.createDataFrame(rows, prints_schema, verifySchema=False)
-        )
-        documents = prints.count()
-        if stats is not None:
-            stats["documents"] = documents
-        count = partitions_for(documents, spark.sparkContext.defaultParallelism)
-        with _shuffle_partitions(spark, count):
-            answers = _group(prints, key_type, policy, max_posting, hubs, clock, stats)
-            numbered = clock("number", _numbered(answers, key_type, first_id))
-    if order_col != id_col:
-        ids = keyed.select(F.col(id_col).alias("_nshash_id"), "key")
-        numbered = ids.join(numbered, "key").drop("key")
-    else:
-        numbered = numbered.withColumnRenamed("key", "_nshash_id")
-    out = df.join(numbered, df[id_col] == numbered["_nshash_id"], "left").drop("_nshash_id")
-    return out
 
 
 # -- files -------------------------------------------------------------------------------------

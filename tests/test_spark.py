@@ -265,3 +265,112 @@ def _parquet(src: Path, tmp_path: Path) -> str:
     path = tmp_path / "in.parquet"
     pq.write_table(pa.Table.from_pylist(rows), path)
     return str(path)
+
+
+def _pairs(labels: dict[str, Any]) -> set[tuple[str, str]]:
+    """The pairs of documents that share a label."""
+    groups: dict[Any, list[str]] = {}
+    for doc_id, label in labels.items():
+        if label is not None:
+            groups.setdefault(label, []).append(doc_id)
+    return {(a, b) for ids in groups.values() for a in ids for b in ids if a < b}
+
+
+class TestAgainst:
+    def test_second_half_against_first_equals_one_run(
+        self, spark: Any, grouped: dict[str, Any], corpus: Any
+    ) -> None:
+        """The second half grouped against the first half's result gives one run's pairs,
+        stored ids where a new document joins a stored group and new ids after the largest."""
+        from nshash.spark import dedup
+
+        docs, _ = corpus
+        half = len(docs) // 2
+        first = dedup(spark.createDataFrame(docs[:half], "id string, text string")).cache()
+        second = dedup(
+            spark.createDataFrame(docs[half:], "id string, text string"), against=first
+        ).collect()
+        stored = {r["id"]: r["similar_id"] for r in first.collect()}
+        labels = {**stored, **{r["id"]: r["similar_id"] for r in second}}
+        assert len(labels) == len(docs)
+        one = {k: r["similar_id"] for k, r in grouped.items() if k not in ("empty", "hot-copy")}
+        assert _pairs(labels) == _pairs(one)
+        top = max(stored.values())
+        joined = [r for r in second if r["similar_id"] <= top]
+        assert joined and all(r["duplicate"] for r in joined)
+        assert {r["similar_id"] for r in joined} <= set(stored.values())
+        fresh = sorted({r["similar_id"] for r in second if r["similar_id"] > top})
+        assert fresh == list(range(top + 1, top + 1 + len(fresh)))
+
+
+ROOT = Path(__file__).resolve().parents[1]
+ZH = Path(os.environ.get("NSHASH_DATA_DIR", ROOT.parent.parent / "shared" / "data"))
+
+
+@pytest.mark.slow
+class TestFreshVenv:
+    def test_readme_command_from_a_venv(self, tmp_path: Path) -> None:
+        """``pip install '.[spark]'`` into a new venv, then the README's Spark command on
+        zh_reposts_dev with PYSPARK_PYTHON unset and the venv not on the PATH: it works, and
+        its output is the local engine's wherever the two group alike."""
+        import subprocess
+        import sys
+        import venv
+
+        data = ZH / "zh_reposts_dev.jsonl.gz"
+        _need(data.exists(), f"{data} is not here (set NSHASH_DATA_DIR)")
+        _need(shutil.which("java") is not None, "java is not installed")
+        env_dir = tmp_path / "venv"
+        try:
+            venv.EnvBuilder(with_pip=True).create(env_dir)
+        except Exception as exc:  # no ensurepip in this Python, say
+            pytest.skip(f"cannot create a venv here: {exc}")
+        python = env_dir / "bin" / "python"
+        env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYTHONPATH")}
+        env["PATH"] = "/usr/bin:/bin"  # the venv is not activated
+        install = subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", f"{ROOT}[spark]"],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        if install.returncode != 0:
+            pytest.skip(f"pip could not install nshash[spark]: {install.stderr.strip()[-300:]}")
+        out = tmp_path / "out.jsonl"
+        run = subprocess.run(
+            [
+                str(env_dir / "bin" / "nshash"),
+                "dedup",
+                str(data),
+                "--engine",
+                "spark",
+                "-o",
+                str(out),
+            ],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+        )
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert "dedup (spark): 6,695 documents" in run.stderr
+        local = tmp_path / "local.jsonl"
+        code = subprocess.run(
+            [sys.executable, "-m", "nshash", "dedup", str(data), "-o", str(local), "-q"],
+            cwd=ROOT,
+        ).returncode
+        assert code == 0
+        mine, theirs = out.read_bytes().splitlines(), local.read_bytes().splitlines()
+        assert len(mine) == len(theirs) == 6695
+        from bench.evaluate import pairwise_scores
+
+        records = [json.loads(line) for line in mine]
+        stories = [r["story"] for r in records]
+        spark_ids = [r["similar_id"] for r in records]
+        local_ids = [json.loads(line)["similar_id"] for line in theirs]
+        assert all(type(i) is int for i in spark_ids)
+        heads = [line.rsplit(b', "similar_id"', 1)[0] for line in mine]
+        assert heads == [line.rsplit(b', "similar_id"', 1)[0] for line in theirs]
+        got, want = pairwise_scores(spark_ids, stories), pairwise_scores(local_ids, stories)
+        assert got.precision >= 0.995
+        assert abs(got.f1 - want.f1) <= 0.01, (got, want)
