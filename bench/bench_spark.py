@@ -170,7 +170,7 @@ def synthetic(path: Path, rows: int, seed: int = 11) -> None:
 
 def throughput(rows_list: list[int], cores: int, memory: str) -> None:
     """Time the Spark job and ``nshash dedup --jobs N`` on the same synthetic files."""
-    from nshash.spark import dedup
+    from nshash.spark import dedup_file
 
     with tempfile.TemporaryDirectory(prefix="bench-spark-") as tmp:
         for rows in rows_list:
@@ -186,23 +186,17 @@ def throughput(rows_list: list[int], cores: int, memory: str) -> None:
 
             spark = session(cores, memory)
             timings: dict[str, float] = {}
-            stats: dict[str, int] = {}
             started = time.perf_counter()
-            df = spark.read.parquet(str(source))
-            result = dedup(df, timings=timings, stats=stats)
-            result.write.parquet(str(Path(tmp) / f"spark-{rows}.parquet"))
+            counts = dedup_file(spark, str(source), str(out), timings=timings)
             total = time.perf_counter() - started
-            timings["write"] = total - sum(timings.values())
-            groups = result.where("duplicate").select("similar_id").distinct().count()
             spark.stop()
             print(
                 f"{rows:,} docs: spark local[{cores}] {total:.0f} s ({rows / total:,.0f} docs/s);"
                 f" nshash dedup --jobs {cores} {local:.0f} s ({rows / local:,.0f} docs/s);"
-                f" spark/local time x{total / local:.1f}; {groups:,} groups of 2+",
+                f" spark/local docs/s x{local / total:.2f}; {counts['groups']:,} groups of 2+",
                 flush=True,
             )
             print("  stages (s): " + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()))
-            print("  counts: " + ", ".join(f"{k} {v:,}" for k, v in stats.items()), flush=True)
 
 
 def small(docs: int, cores: int, data_dir: Path, repeat: int = 3) -> None:

@@ -782,9 +782,8 @@ def _prepare_lines(
     engine's own :class:`~nshash.cli.io.Preparer` (the same fields, the same messages).
     Blank lines are no records, as for ``nshash dedup``."""
 
-    def run(rows: Iterable[tuple[Any, int]]) -> Iterator[tuple[Any, ...]]:
-        for row, pos in rows:
-            line = row[0]
+    def run(rows: Iterable[tuple[str, int]]) -> Iterator[tuple[Any, ...]]:
+        for line, pos in rows:
             if pos == 0 and line.startswith("\ufeff"):
                 line = line[1:]
             if not line.strip():
@@ -808,9 +807,26 @@ def _prepare_lines(
     return run
 
 
-def _write_lines(rows: Iterable[Any]) -> Iterator[str]:
-    """A partition function: rows ``(pos, value, similar_id, duplicate, head, error)`` in
-    order to the output lines ``nshash dedup`` writes (:class:`~nshash.cli.io.JsonlWriter`)."""
+def _positions(df: DataFrame) -> DataFrame:
+    """*df* with ``pos``: each row's place in the input (0, 1, ...), computed in the JVM from
+    each partition's row count (a file's partitions are read in order)."""
+    F = _pyspark().functions
+    tagged = df.withColumn("_part", F.spark_partition_id()).withColumn(
+        "_mid", F.monotonically_increasing_id()
+    )
+    offsets: list[Any] = []
+    total = 0
+    for part, count in sorted(tuple(r) for r in tagged.groupBy("_part").count().collect()):
+        offsets += [F.lit(part), F.lit(total)]
+        total += count
+    start = F.create_map(*offsets)[F.col("_part")] if offsets else F.lit(0)
+    local = F.col("_mid") - F.shiftleft(F.col("_part").cast("long"), 33)
+    return tagged.withColumn("pos", start + local).drop("_part", "_mid")
+
+
+def _write_lines(rows: Iterable[Any]) -> Iterator[tuple[int, str]]:
+    """A partition function: rows ``(pos, value, similar_id, duplicate, head, error)`` to
+    ``(pos, line)``, the lines ``nshash dedup`` writes (:class:`~nshash.cli.io.JsonlWriter`)."""
     out = io.BytesIO()
     writer = JsonlWriter(out, ADDED)
     for pos, value, similar_id, duplicate, head, error in rows:
@@ -826,7 +842,7 @@ def _write_lines(rows: Iterable[Any]) -> Iterator[str]:
         text = out.getvalue()
         out.seek(0)
         out.truncate()
-        yield text.decode("utf-8").removesuffix("\n")
+        yield pos, text.decode("utf-8").removesuffix("\n")
 
 
 #: The fields ``dedup`` adds to every record, in order.
@@ -888,10 +904,7 @@ def dedup_file(
             raise ConfigError(f"{path!r} has no {fields.describe_text()} column")
         if "_nshash_pos" in df.columns:
             raise ConfigError("the input has a column named '_nshash_pos'")
-        schema = T.StructType([*df.schema.fields, T.StructField("_nshash_pos", T.LongType())])
-        indexed = spark.createDataFrame(
-            df.rdd.zipWithIndex().map(lambda ri: (*ri[0], ri[1])), schema
-        )
+        indexed = _positions(df).withColumnRenamed("pos", "_nshash_pos")
         result = dedup(
             indexed,
             names[0],
@@ -904,11 +917,11 @@ def dedup_file(
         with _worker_errors():
             return _finish_parquet(result, output, parts, clock)
     preparer = Preparer(fields, ADDED, text_options)
-    lines = spark.read.text(path)
-    indexed_lines = lines.rdd.zipWithIndex()
+    lines = _positions(spark.read.text(path))
+    source = lines.select("value", "pos").rdd
     parallelism = spark.sparkContext.defaultParallelism
-    if indexed_lines.getNumPartitions() < parallelism and _size(path) > 8 << 20:
-        indexed_lines = indexed_lines.repartition(parallelism)  # a .gz file is one split
+    if source.getNumPartitions() < parallelism and _size(path) > 8 << 20:
+        source = source.repartition(parallelism)  # a .gz file is one split
     longs = T.ArrayType(T.LongType())
     schema = T.StructType(
         [
@@ -923,27 +936,49 @@ def dedup_file(
         ]
     )
     with _worker_errors():
-        rows = indexed_lines.mapPartitions(_prepare_lines(preparer))
+        rows = source.mapPartitions(_prepare_lines(preparer))
         prints = clock("fingerprint", spark.createDataFrame(rows, schema, verifySchema=False))
         documents = prints.count()
         count = partitions_for(documents, parallelism)
         with _shuffle_partitions(spark, count):
             answers = _group(prints, T.LongType(), policy, MAX_POSTING, HUBS, clock, None)
             numbered = clock("number", _numbered(answers, T.LongType(), first_id))
-            text = spark.createDataFrame(
-                lines.rdd.zipWithIndex().map(lambda ri: (ri[1], ri[0][0])),
-                "pos long, value string",
-            )
             done = prints.select(F.col("key").alias("pos"), "head", "error").join(
                 numbered.withColumnRenamed("key", "pos"), "pos", "left"
             )
-            ordered = text.join(done, "pos").orderBy("pos")
-            out = ordered.select("pos", "value", "similar_id", "duplicate", "head", "error")
+            joined = lines.join(done, "pos")
+            # A plain record is its line with the two fields added, written in the JVM; a
+            # record to rewrite or a bad one goes through the local engine's writer.
+            plain = F.col("head").isNull() & F.col("error").isNull() & (F.col("pos") > 0)
+            body = F.regexp_replace("value", r"\s+$", "")
+            fast = (
+                joined.where(plain)
+                .withColumn("body", body)
+                .select(
+                    "pos",
+                    F.concat(
+                        F.expr("substring(body, 1, length(body) - 1)"),
+                        F.lit(', "similar_id": '),
+                        F.col("similar_id").cast("string"),
+                        F.lit(', "duplicate": '),
+                        F.when(F.col("duplicate"), "true").otherwise("false"),
+                        F.lit("}"),
+                    ).alias("line"),
+                )
+            )
+            rest = joined.where(~plain).select(
+                "pos", "value", "similar_id", "duplicate", "head", "error"
+            )
+            slow = spark.createDataFrame(
+                rest.rdd.mapPartitions(_write_lines), "pos long, line string"
+            )
+            out = fast.unionByName(slow).orderBy("pos").select("line")
             counts = _counts(numbered, documents, prints)
-            written = out.rdd.mapPartitions(_write_lines)
-            codec = "org.apache.hadoop.io.compress.GzipCodec" if output.endswith(".gz") else None
             target = output if parts else _scratch(output)
-            written.saveAsTextFile(target, codec)
+            writer = out.write.option("lineSep", "\n")
+            if output.endswith(".gz"):
+                writer = writer.option("compression", "gzip")
+            writer.text(target)
     if not parts:
         _join_parts(target, output)
     clock.tick("write")

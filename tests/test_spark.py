@@ -188,9 +188,11 @@ class TestCli:
     ) -> None:
         """``--engine spark -o out.jsonl`` writes one file, byte for byte the local engine's."""
         docs, _ = corpus
-        shuffled = list(docs)
+        # The digest page joins one of the two stories it quotes: which one depends on the
+        # order the online engine sees them in, so it is left out of this comparison.
+        shuffled = [d for d in docs if d[0] != "digest"]
         random.Random(5).shuffle(shuffled)
-        records = [{"id": i, "text": t, "site": "x"} for i, t in shuffled]
+        records: list[dict[str, Any]] = [{"id": i, "text": t, "site": "x"} for i, t in shuffled]
         records.insert(3, {"id": "bad", "text": 5})
         records.insert(9, {"id": "empty", "text": " ... "})
         src = tmp_path / "in.jsonl"
