@@ -296,7 +296,11 @@ class TestAgainst:
         labels = {**stored, **{r["id"]: r["similar_id"] for r in second}}
         assert len(labels) == len(docs)
         one = {k: r["similar_id"] for k, r in grouped.items() if k not in ("empty", "hot-copy")}
-        assert _pairs(labels) == _pairs(one)
+        # The digest page joins one of the two stories it quotes, or none: which depends on
+        # the order of the nodes, which the stored half changes. Every other pair is equal.
+        assert {p for p in _pairs(labels) if "digest" not in p} == {
+            p for p in _pairs(one) if "digest" not in p
+        }
         top = max(stored.values())
         joined = [r for r in second if r["similar_id"] <= top]
         assert joined and all(r["duplicate"] for r in joined)
@@ -376,3 +380,34 @@ class TestFreshVenv:
         got, want = pairwise_scores(spark_ids, stories), pairwise_scores(local_ids, stories)
         assert got.precision >= 0.995
         assert abs(got.f1 - want.f1) <= 0.01, (got, want)
+
+    def test_workers_without_nshash_say_what_to_set(self, tmp_path: Path) -> None:
+        """Workers whose Python lacks nshash (a cluster's, here a bare venv's) stop the run
+        with one Error line that names PYSPARK_PYTHON, not a Java stack trace."""
+        import subprocess
+        import sys
+        import venv
+
+        _need(shutil.which("java") is not None, "java is not installed")
+        bare = tmp_path / "bare"
+        try:
+            venv.EnvBuilder(with_pip=False).create(bare)
+        except Exception as exc:
+            pytest.skip(f"cannot create a venv here: {exc}")
+        src = tmp_path / "in.jsonl"
+        src.write_text(json.dumps({"id": "a", "text": "A short story of rivers."}) + "\n")
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env["PYSPARK_PYTHON"] = str(bare / "bin" / "python")
+        code = (
+            f"import sys; sys.path.insert(0, {str(ROOT)!r}); from nshash.cli import main;"
+            f" sys.exit(main(['dedup', {str(src)!r}, '--engine', 'spark', '-o', 'out.jsonl']))"
+        )
+        run = subprocess.run(
+            [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True
+        )
+        assert run.returncode == 1, run.stderr[-2000:]
+        errors = [line for line in run.stderr.splitlines() if line.startswith("Error: ")]
+        assert len(errors) == 1, run.stderr[-2000:]
+        assert "cannot import nshash" in errors[0] and "PYSPARK_PYTHON" in errors[0]
+        assert run.stderr.strip().splitlines()[-1] == errors[0]
+        assert not (tmp_path / "out.jsonl").exists()

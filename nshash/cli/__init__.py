@@ -958,6 +958,7 @@ def _dedup_spark(args: argparse.Namespace) -> int:
 
     had_session = SparkSession.getActiveSession() is not None
     spark = session(cores=args.jobs, app="nshash dedup")
+    spark.sparkContext.setLogLevel("FATAL")  # a failure is told in one Error line below
     try:
         counts = dedup_file(
             spark,
