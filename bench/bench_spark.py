@@ -246,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--small", type=int, default=30, help="documents of the small run (0: none)"
     )
+    parser.add_argument("--repeat", type=int, default=3, help="runs of the small input (3)")
     parser.add_argument("--cores", type=int, default=2, help="local[N] and --jobs N (2)")
     parser.add_argument("--memory", default="6g", help="Spark driver memory (6g)")
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
@@ -253,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     sets = [] if args.sets == "none" else [s for s in args.sets.split(",") if s]
     rows = [int(r) for r in args.rows.split(",") if int(r) > 0]
     if args.small:
-        small(args.small, args.cores, args.data_dir)
+        small(args.small, args.cores, args.data_dir, args.repeat)
     if sets:
         spark = session(args.cores, args.memory)
         accuracy(spark, sets, args.data_dir)

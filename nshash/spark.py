@@ -514,8 +514,11 @@ def _group(
     hubs: int,
     clock: _Clock,
     stats: dict[str, int] | None,
+    unique: bool = False,
 ) -> DataFrame:
     """Steps 2 to 7 over fingerprints ``(key, ok, exact, anchors, sketch, limit)``.
+
+    *unique*: the keys are distinct longs (file positions), so they serve as node numbers.
 
     Returns ``(key, rep)`` for every row with ``ok``: *rep* is the smallest key of its group.
     """
@@ -535,15 +538,27 @@ def _group(
             F.first("limit").alias("limit"),
         )
     )
-    if isinstance(key_type, T.IntegralType):  # the keys are numbers already
-        numbering = reps.select("rep", F.col("rep").cast("long").alias("node"))
-    else:
-        ranked = reps.select("rep").orderBy("rep").rdd.map(lambda r: r[0]).zipWithIndex()
+    if unique:  # the keys are distinct numbers already: each names its text's node
+        numbering = reps.select("rep", "exact", F.col("rep").cast("long").alias("node"))
+    else:  # keys may repeat (stored documents, tied order values): number (key, text)
+        ranked = (
+            reps.select("rep", "exact")
+            .orderBy("rep", "exact")
+            .rdd.map(lambda r: (r[0], r[1]))
+            .zipWithIndex()
+            .map(lambda ri: (ri[0][0], ri[0][1], ri[1]))
+        )
         numbering = spark.createDataFrame(
             ranked,
-            T.StructType([T.StructField("rep", key_type), T.StructField("node", T.LongType())]),
+            T.StructType(
+                [
+                    T.StructField("rep", key_type),
+                    T.StructField("exact", T.LongType()),
+                    T.StructField("node", T.LongType()),
+                ]
+            ),
         )
-    nodes = clock("exact", reps.join(numbering, "rep"))
+    nodes = clock("exact", reps.join(numbering.drop("rep"), "exact"))
 
     # 3. First pass: the first n anchor candidates, raw sketches.
     candidates = nodes.select("node", F.posexplode("anchors").alias("pos", "h"))
@@ -941,7 +956,7 @@ def dedup_file(
         documents = prints.count()
         count = partitions_for(documents, parallelism)
         with _shuffle_partitions(spark, count):
-            answers = _group(prints, T.LongType(), policy, MAX_POSTING, HUBS, clock, None)
+            answers = _group(prints, T.LongType(), policy, MAX_POSTING, HUBS, clock, None, True)
             numbered = clock("number", _numbered(answers, T.LongType(), first_id))
             done = prints.select(F.col("key").alias("pos"), "head", "error").join(
                 numbered.withColumnRenamed("key", "pos"), "pos", "left"
