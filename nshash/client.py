@@ -40,14 +40,21 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from .errors import install_hint
+
 try:
     import httpx
 except ImportError as exc:  # pragma: no cover - the extra is installed under test
     raise ImportError(
-        f"nshash.client needs httpx, which cannot be imported ({exc}): pip install 'nshash[client]'"
+        f"nshash.client needs httpx, which cannot be imported ({exc}): {install_hint('client')}"
     ) from exc
 
-from .errors import ConfigError, EmptyDocumentError, NSHashError, StoreUnavailableError
+from .errors import (
+    ConfigError,
+    EmptyDocumentError,
+    NSHashError,
+    StoreUnavailableError,
+)
 from .methods.nshash.core import Document
 from .results import AddResult, DocumentRecord, Group, HotGroup, Member
 from .stores.url import mask_url

@@ -22,6 +22,7 @@ import pytest
 from nshash import NSHash
 from nshash.cli import BATCH_SIZE, WorkerError, Workers, _mp_context, main
 from nshash.cli.io import Fields, Item, Preparer
+from nshash.errors import install_hint
 from tests.redis_server import free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -814,7 +815,7 @@ class TestCompare:
         monkeypatch.setitem(sys.modules, "nshash.toolkit.similarity", None)
         code, _, err = run("compare", *self.texts(tmp_path))
         assert code == 1
-        assert err.startswith("Error: ") and "pip install 'nshash[similarity]'" in err
+        assert err.startswith("Error: ") and install_hint("similarity") in err
 
 
 class TestServe:
@@ -832,7 +833,7 @@ class TestServe:
         """Without uvicorn the error gives the install hint, exit 1."""
         monkeypatch.setitem(sys.modules, "uvicorn", None)
         code, _, err = run("serve")
-        assert code == 1 and "pip install 'nshash[service]'" in err
+        assert code == 1 and install_hint("service") in err
 
     @pytest.mark.slow
     def test_serves_http(self, tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 
+from nshash.errors import install_hint
 from service import Settings, create_app
 from service.errors import classify
 from tests.redis_server import RedisServer, free_port, redis_server_available
@@ -412,7 +413,7 @@ class TestCompareNotInstalled:
         error = assert_error(
             client.post("/v1/compare", json={"a": "x", "b": "y"}), 501, "not_installed"
         )
-        assert "pip install 'nshash[similarity]'" in error["message"]
+        assert install_hint("similarity") in error["message"]
 
 
 class TestErrors:

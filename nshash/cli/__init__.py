@@ -41,9 +41,10 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-from ..errors import ConfigError, NSHashError
+from ..errors import ConfigError, NSHashError, install_hint
 from ..methods.nshash.core import NSHash
 from ..methods.nshash.store import file_schemes, open_store
+from ..options import SETTINGS, from_environ, from_text, settings_in_url
 from ..results import AddResult, DocMeta
 from ..stores.url import mask_url, parse_url
 from ..text.fingerprint import DocPrint
@@ -89,9 +90,23 @@ BATCHES_IN_FLIGHT = 4
 #: Bad records reported one by one; past this many only the count is given.
 MAX_REPORTED = 100
 
-#: Options for both :class:`~nshash.NSHash` and the workers' fingerprinter (defaults for now;
-#: one dict so that the two can never disagree).
-NSHASH_OPTIONS: dict[str, Any] = {}
+
+
+def _settings(args: argparse.Namespace, url: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The tuning settings of this run and where each came from: the flags (``--theta``),
+    else the ``NSHASH_*`` variables for a setting that *url* does not give itself; one dict
+    for both :class:`~nshash.NSHash` and the workers' fingerprinter, so the two never
+    disagree.
+    """
+    in_url = settings_in_url(url)[1]
+    values = {k: v for k, v in from_environ(os.environ).items() if k not in in_url}
+    origins = {k: f"the environment variable {SETTINGS[k].env}" for k in values}
+    for name, setting in SETTINGS.items():
+        flagged = getattr(args, f"setting_{name}", None)
+        if flagged is not None:
+            values[name] = setting.cast(flagged, setting.flag)
+            origins[name] = setting.flag
+    return values, origins
 
 #: The measures of ``nshash compare``, for its help
 #: (:data:`nshash.toolkit.similarity.METRICS`, named here so that ``--help`` does not import
@@ -808,10 +823,16 @@ def _records_run(
     method = getattr(args, "method", "nshash")
     if getattr(args, "track", False) and method != "nshash":
         raise UsageError(f"--track keeps activity for the nshash method, not --method {method}")
+    settings, origins = _settings(args, store_url) if method == "nshash" else ({}, {})
+    if settings:
+        # A bad value is refused before any worker starts, naming where it came from.
+        NSHash.open("memory://", settings_from=origins, **settings).close()
+    # The workers fingerprint with the store URL's settings too (NSHash.open refuses a flag
+    # that contradicts one).
+    given = {**from_text(settings_in_url(store_url)[1], "the store URL"), **settings}
+    fingerprint = {k: v for k, v in given.items() if SETTINGS[k].text}
     preparer = (
-        Preparer(
-            _fields(args), added, NSHASH_OPTIONS, args.encoding, getattr(args, "track", False)
-        )
+        Preparer(_fields(args), added, fingerprint, args.encoding, getattr(args, "track", False))
         if method == "nshash"
         else _MethodPreparer(_fields(args), added, args.encoding, method)
     )
@@ -822,7 +843,8 @@ def _records_run(
             store_url,
             readonly=mode == "query",
             track=getattr(args, "track", False),
-            **NSHASH_OPTIONS,
+            settings_from=origins,
+            **settings,
         )
         if method == "nshash"
         else _open_method(store_url, method) as nsh,
@@ -975,7 +997,7 @@ def _dedup_spark(args: argparse.Namespace) -> int:
                 fmt=fmt,
                 text_col=args.text_field,
                 id_col=args.id_field,
-                **NSHASH_OPTIONS,
+                **_settings(args, "")[0],
             )
         except ConfigError:
             raise
@@ -1014,7 +1036,7 @@ def _when(seconds: int | None) -> str:
 
 def _cmd_hot(args: argparse.Namespace, url: str) -> int:
     """``nshash groups --since WINDOW``: the hot stories of the window."""
-    with NSHash.open(url, readonly=True, **NSHASH_OPTIONS) as nsh:
+    with NSHash.open(url, readonly=True) as nsh:
         hot = nsh.hot(args.since, args.top, min_count=args.min_size)
     if args.json:
         data = [
@@ -1051,7 +1073,7 @@ def _cmd_groups(args: argparse.Namespace) -> int:
     url = _store_url(args, saved=True)
     if args.since is not None:
         return _cmd_hot(args, url)
-    with NSHash.open(url, readonly=True, **NSHASH_OPTIONS) as nsh:
+    with NSHash.open(url, readonly=True) as nsh:
         groups = nsh.groups(min_size=args.min_size, limit=args.top)
     if args.json:
         data = [
@@ -1075,7 +1097,7 @@ def _cmd_groups(args: argparse.Namespace) -> int:
 
 def _cmd_stats(args: argparse.Namespace) -> int:
     url = _store_url(args, saved=True)
-    with NSHash.open(url, readonly=True, **NSHASH_OPTIONS) as nsh:
+    with NSHash.open(url, readonly=True) as nsh:
         stats = nsh.stats()
     data: dict[str, Any] = {
         "store": mask_url(url),
@@ -1153,7 +1175,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise ConfigError(
             f"nshash compare needs the similarity toolkit, which cannot be imported ({exc}):"
-            " pip install 'nshash[similarity]'"
+            f" {install_hint('similarity')}"
         ) from exc
     known = list(similarity.METRICS)
     metrics: list[str] | None = None
@@ -1185,13 +1207,13 @@ def _service_module() -> str:
             if exc.name in (mod, f"{mod}.app"):
                 continue
             raise ConfigError(
-                f"The HTTP service cannot be imported ({exc}): pip install 'nshash[service]'"
+                f"The HTTP service cannot be imported ({exc}): {install_hint('service')}"
             ) from exc
         if hasattr(app, "create_app"):
             return mod
     raise ConfigError(
         "The HTTP service is not installed (neither nshash_service nor service can be"
-        " imported): pip install 'nshash[service]'"
+        f" imported): {install_hint('service')}"
     )
 
 
@@ -1212,7 +1234,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     missing = [m for m in ("uvicorn", "fastapi") if importlib.util.find_spec(m) is None]
     if missing:
         raise ConfigError(
-            f"nshash serve needs {' and '.join(missing)}: pip install 'nshash[service]'"
+            f"nshash serve needs {' and '.join(missing)}: {install_hint('service')}"
         )
     mod = _service_module()
     if url:
@@ -1347,6 +1369,17 @@ def _add_record_options(p: argparse.ArgumentParser) -> None:
         help="progress bar on stderr (default: when stderr is a terminal)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
+    tuning = p.add_argument_group(
+        "tuning (each also a store URL option, ?theta=0.6, and a variable, NSHASH_THETA)"
+    )
+    for setting in SETTINGS.values():
+        default = "" if setting.default is None else f"; default {setting.default}"
+        tuning.add_argument(
+            setting.flag,
+            dest=f"setting_{setting.name}",
+            metavar="X",
+            help=f"{setting.help}{default}",
+        )
 
 
 class _VersionAction(argparse.Action):

@@ -30,13 +30,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from ..errors import install_hint
+
 try:
     import pyarrow as pa
     import pyarrow.parquet as pq
 except ImportError as exc:  # pragma: no cover - the extra is installed under test
     raise ImportError(
         f"Parquet files need pyarrow, which cannot be imported ({exc}):"
-        " pip install 'nshash[parquet]'"
+        f" {install_hint('parquet')}"
     ) from exc
 
 from ..errors import ConfigError

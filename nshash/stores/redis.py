@@ -27,6 +27,7 @@ from ..errors import (
     StoreCorruptError,
     StoreError,
     StoreUnavailableError,
+    UnknownOptionError,
 )
 from .kv import check_settings
 from .url import mask_url
@@ -148,9 +149,10 @@ def connect(url: str, taken: Sequence[str] = (), **options: Any) -> tuple[redis.
         )
     tls = {k: merged.pop(k) for k in _TLS_OPTIONS if k in merged}
     if merged:
-        raise ConfigError(
+        raise UnknownOptionError(
             f"Unknown option(s) {sorted(merged)} for a Redis store in {shown!r}; use "
-            f"{', '.join(_OPTIONS)}, and with rediss:// {', '.join(_TLS_OPTIONS)}"
+            f"{', '.join(_OPTIONS)}, and with rediss:// {', '.join(_TLS_OPTIONS)}",
+            names=sorted(merged),
         )
     if tls and parts.scheme.lower() != "rediss":
         raise ConfigError(f"TLS options {sorted(tls)} need a rediss:// URL, not {shown!r}")

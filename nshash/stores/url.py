@@ -7,7 +7,7 @@ import re
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from ..errors import ConfigError
+from ..errors import ConfigError, UnknownOptionError, install_hint
 
 __all__ = [
     "FSYNC_POLICIES",
@@ -149,8 +149,12 @@ def retention_option(options: dict[str, Any], url: str) -> int | None:
 
 
 def refuse_unknown(options: dict[str, Any], url: str) -> None:
+    """Raise :class:`~nshash.errors.UnknownOptionError` for the options left in *options*."""
     if options:
-        raise ConfigError(f"Unknown option(s) {sorted(options)} in store URL {mask_url(url)!r}")
+        raise UnknownOptionError(
+            f"Unknown option(s) {sorted(options)} for the store {mask_url(url)!r}",
+            names=sorted(options),
+        )
 
 
 def repair_option(options: dict[str, Any], url: str) -> bool:
@@ -169,5 +173,5 @@ def require_package(module: str, extra: str) -> Any:
         return importlib.import_module(module)
     except ImportError as exc:
         raise ConfigError(
-            f"This store needs the {module!r} package: pip install 'nshash[{extra}]'"
+            f"This store needs the {module!r} package: {install_hint(extra)}"
         ) from exc

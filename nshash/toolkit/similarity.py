@@ -57,7 +57,7 @@ from functools import cached_property, lru_cache
 
 import farmhash
 
-from ..errors import ConfigError
+from ..errors import ConfigError, install_hint
 from ..text.normalize import normalize_text
 from ..text.tokenize import STOP_WORDS, has_cjk, jieba_module, quiet_jieba, split_words
 
@@ -101,7 +101,7 @@ def _idf_table() -> tuple[Mapping[str, float], float]:
             import jieba.analyse
     except ImportError as exc:  # pragma: no cover - jieba.analyse ships with jieba
         raise ConfigError(
-            "TF-IDF weights need jieba.analyse, which is missing: pip install 'nshash[similarity]'."
+            f"TF-IDF weights need jieba.analyse, which is missing: {install_hint('similarity')}."
         ) from exc
     analyser = jieba.analyse.default_tfidf
     return analyser.idf_freq, float(analyser.median_idf)
