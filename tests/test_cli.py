@@ -353,7 +353,7 @@ class TestBadRecords:
             "title": "no text",
             "similar_id": None,
             "duplicate": None,
-            "error": "line 4: no 'content' or 'text' field",
+            "error": "line 4: no 'content' or 'text' field; its keys are ['id', 'title']",
         }
         assert lines[3].startswith(json.dumps({"id": "m", "title": "no text"})[:-1] + ", ")
         assert "error" not in records[0] and records[8]["similar_id"] == records[0]["similar_id"]
@@ -368,7 +368,7 @@ class TestBadRecords:
         assert code == 1
         assert err.splitlines()[-1] == (
             f"Error: none of the 100 records read from {path} could be used (stopped there);"
-            f" the first: {path} line 1: no 'content' or 'text' field"
+            f" the first: {path} line 1: no 'content' or 'text' field; its keys are ['id', 'body']"
         )
         assert len(out.splitlines()) == 100
 

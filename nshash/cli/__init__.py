@@ -92,6 +92,44 @@ MAX_REPORTED = 100
 
 
 
+#: What an output file's name says it holds, by its extension (after any .gz).
+_OUTPUT_KINDS = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+
+
+def _check_output(name: str | None, input_format: str) -> None:
+    """Refuse an output that would surprise: Parquet on a terminal, or a file whose extension
+    names another format than the one the input writes (records are written back in their
+    own format: CSV as CSV, Parquet as Parquet, JSONL and text files as JSONL).
+
+    Raises:
+        ConfigError: the output would be binary on a terminal, or its name says another format.
+    """
+    produced = input_format if input_format in ("csv", "parquet") else "jsonl"
+    shown = {"jsonl": "JSONL", "csv": "CSV", "parquet": "Parquet", "txt": "Text"}
+    if name is None or name == "-":
+        if produced == "parquet" and sys.stdout.isatty():
+            raise ConfigError(
+                "Parquet output is binary and stdout is a terminal: name a file with"
+                " -o OUT.parquet, or redirect stdout"
+            )
+        return
+    stem = name[:-3] if name.lower().endswith(".gz") else name
+    claimed = _OUTPUT_KINDS.get(os.path.splitext(stem)[1].lower())
+    if claimed is not None and claimed != produced:
+        raise ConfigError(
+            f"{shown[input_format]} input is written back as {shown[produced]}, but -o"
+            f" {name!r} names a {shown[claimed]} file: name it .{produced}, or convert the"
+            f" input to {shown[claimed]} first"
+        )
+
+
 def _settings(args: argparse.Namespace, url: str) -> tuple[dict[str, Any], dict[str, str]]:
     """The tuning settings of this run and where each came from: the flags (``--theta``),
     else the ``NSHASH_*`` variables for a setting that *url* does not give itself; one dict
@@ -824,12 +862,14 @@ def _records_run(
     if getattr(args, "track", False) and method != "nshash":
         raise UsageError(f"--track keeps activity for the nshash method, not --method {method}")
     settings, origins = _settings(args, store_url) if method == "nshash" else ({}, {})
-    if settings:
-        # A bad value is refused before any worker starts, naming where it came from.
-        NSHash.open("memory://", settings_from=origins, **settings).close()
     # The workers fingerprint with the store URL's settings too (NSHash.open refuses a flag
-    # that contradicts one).
-    given = {**from_text(settings_in_url(store_url)[1], "the store URL"), **settings}
+    # that contradicts one). A bad value is refused before any worker starts, naming where it
+    # came from.
+    in_url = from_text(settings_in_url(store_url)[1], "the store URL")
+    given = {**in_url, **settings}
+    if given:
+        checked = {**dict.fromkeys(in_url, "the store URL"), **origins}
+        NSHash.open("memory://", settings_from=checked, **given).close()
     fingerprint = {k: v for k, v in given.items() if SETTINGS[k].text}
     preparer = (
         Preparer(_fields(args), added, fingerprint, args.encoding, getattr(args, "track", False))
@@ -849,6 +889,7 @@ def _records_run(
         if method == "nshash"
         else _open_method(store_url, method) as nsh,
     ):
+        _check_output(args.output, source.format)
         out, must_close = open_output(args.output)
         writer: JsonlWriter | CsvWriter | ParquetWriter
         try:
@@ -874,6 +915,10 @@ def _records_run(
                     _show_progress(args),
                     tracker,
                 )
+            except BaseException:
+                if not isinstance(writer, (CsvWriter, JsonlWriter)):
+                    writer.abandon()  # no footer after a failure (the reader may be gone)
+                raise
             finally:
                 if isinstance(writer, CsvWriter):
                     writer.detach()

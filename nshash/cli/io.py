@@ -430,7 +430,9 @@ class Preparer:
                 text = record[name]
                 break
         else:
-            raise _Bad(f"no {fields.describe_text()} field")
+            keys = list(record)
+            shown = repr(keys[:20])[:-1] + ", ...]" if len(keys) > 20 else repr(keys)
+            raise _Bad(f"no {fields.describe_text()} field; its keys are {shown[:300]}")
         if not isinstance(text, str):
             raise _Bad(f"the {name!r} field is a JSON {_json_type(text)}, not a string")
         doc_id = _record_id(record.get(fields.id), fields.id)

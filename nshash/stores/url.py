@@ -91,12 +91,19 @@ def parse_url(url: str) -> tuple[str, str, dict[str, str]]:
         if key in options:
             raise ConfigError(f"Option {key!r} is given twice in {mask_url(url)!r}")
         options[key] = value
-    # memory:// and leveldb:// take a file path: "leveldb:///abs/dir" or "leveldb://rel/dir".
-    path = (
-        parts.path
-        if parts.scheme.lower().startswith(("redis", "unix"))
-        else (parts.netloc + parts.path)
-    )
+    # memory://, leveldb:// and sqlite:// take a file path: "leveldb:///abs/dir", or a
+    # relative one that says so, "leveldb://./rel/dir". "memory://tmp/x.pkl" is refused: it
+    # reads as /tmp/x.pkl with a slash missing, and would quietly make ./tmp/x.pkl.
+    if parts.scheme.lower().startswith(("redis", "unix")):
+        path = parts.path
+    else:
+        path = parts.netloc + parts.path
+        if parts.netloc and not parts.netloc.startswith("."):
+            scheme = parts.scheme.lower()
+            raise ConfigError(
+                f"{mask_url(url)!r} names no clear path: write {scheme}:///{path} for the"
+                f" absolute path or {scheme}://./{path} for one relative to the working folder"
+            )
     return parts.scheme.lower(), path, options
 
 
