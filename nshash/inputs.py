@@ -20,10 +20,13 @@ are kept, and fingerprinting drops control characters.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from .errors import ConfigError
 from .text.kernel import compiled_function
 
 __all__ = [
+    "either_id",
     "MAX_DOC_ID_CHARS",
     "MAX_TEXT_CHARS",
     "MAX_TITLE_CHARS",
@@ -114,3 +117,21 @@ def check_title(title: object, what: str = "title") -> str | None:
     if not isinstance(title, str):
         raise ConfigError(f"{what} must be a str, not {type(title).__name__}")
     return _short(title, what, MAX_TITLE_CHARS)
+
+
+#: The type of an id (whatever the caller passes: a str, or an int the checks refuse).
+_Id = TypeVar("_Id")
+
+
+def either_id(doc_id: _Id | None, id: _Id | None) -> _Id | None:  # noqa: A002
+    """The document id given as ``doc_id=`` (the older name) or ``id=`` (the name every surface
+    uses); both may be given only when they agree.
+
+    Raises:
+        ConfigError: both are given and differ.
+    """
+    if id is None:
+        return doc_id
+    if doc_id is not None and doc_id != id:
+        raise ConfigError(f"Give the id once: doc_id={doc_id!r} and id={id!r} differ")
+    return id

@@ -167,7 +167,7 @@ class TestDedupJsonl:
         code, out, err = run("dedup", path, "--on-error", "skip")
         assert code == 0
         assert [json.loads(x)["id"] for x in out.splitlines()] == ["a", "b"]
-        assert "line 3: no 'content' or 'text' field" in err
+        assert "line 3: no 'text' or 'content' field" in err
         code, out, err = run("dedup", path, "--text-field", "body", "--on-error", "skip")
         assert [json.loads(x)["id"] for x in out.splitlines()] == ["c"]
         assert "line 1: no 'body' field" in err
@@ -353,7 +353,7 @@ class TestBadRecords:
             "title": "no text",
             "similar_id": None,
             "duplicate": None,
-            "error": "line 4: no 'content' or 'text' field; its keys are ['id', 'title']",
+            "error": "line 4: no 'text' or 'content' field; its keys are ['id', 'title']",
         }
         assert lines[3].startswith(json.dumps({"id": "m", "title": "no text"})[:-1] + ", ")
         assert "error" not in records[0] and records[8]["similar_id"] == records[0]["similar_id"]
@@ -368,7 +368,7 @@ class TestBadRecords:
         assert code == 1
         assert err.splitlines()[-1] == (
             f"Error: none of the 100 records read from {path} could be used (stopped there);"
-            f" the first: {path} line 1: no 'content' or 'text' field; its keys are ['id', 'body']"
+            f" the first: {path} line 1: no 'text' or 'content' field; its keys are ['id', 'body']"
         )
         assert len(out.splitlines()) == 100
 
@@ -389,7 +389,7 @@ class TestBadRecords:
         name = str(tmp_path / "bad.jsonl")
         assert f"skipped {name} line 2: not valid JSON" in err
         assert f"skipped {name} line 3: the text has no letters or digits" in err
-        assert f"skipped {name} line 4: no 'content' or 'text' field" in err
+        assert f"skipped {name} line 4: no 'text' or 'content' field" in err
         assert f"skipped {name} line 5: a JSON array, not an object" in err
         assert f"skipped {name} line 6: the 'content' field is a JSON number, not a string" in err
         assert f"skipped {name} line 7: the 'id' field is a JSON array" in err
@@ -451,7 +451,7 @@ class TestBadRecords:
         path.write_text("id,body\na,hello there\n", encoding="utf-8")
         code, out, err = run("dedup", path)
         assert code == 1 and out == ""
-        assert "Error: " in err and "no 'content' or 'text' column" in err and "'body'" in err
+        assert "Error: " in err and "no 'text' or 'content' column" in err and "'body'" in err
 
     def test_empty_txt_file(self, run: Run, tmp_path: Path) -> None:
         """An empty .txt file is reported by its path."""

@@ -1125,7 +1125,11 @@ def _cmd_groups(args: argparse.Namespace) -> int:
             {
                 "similar_id": g.similar_id,
                 "size": g.size,
-                "members": [{"doc_id": m.doc_id, "title": m.title} for m in g.members],
+                # "doc_id" repeats "id" for scripts written before the names were made one
+                # (deprecated; see the README's vocabulary table).
+                "members": [
+                    {"id": m.doc_id, "title": m.title, "doc_id": m.doc_id} for m in g.members
+                ],
             }
             for g in groups
         ]
@@ -1378,7 +1382,7 @@ def _add_record_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--text-field",
         metavar="NAME",
-        help="the field with the article text (default: 'content', or 'text' if absent)",
+        help="the field with the article text (default: 'text', or 'content' if absent)",
     )
     p.add_argument(
         "--encoding",
@@ -1519,10 +1523,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_record_options(p)
     p.set_defaults(func=_cmd_dedup, parser=p)
 
-    p = sub.add_parser("groups", help="the largest groups of a saved store (hot stories)")
+    p = sub.add_parser(
+        "groups",
+        help="the largest groups of a saved store (hot stories)",
+        description="List the largest groups of a saved store, or with --since the stories"
+        " that got the most copies in a recent window, with their titles.",
+    )
     p.add_argument("--store", metavar="URL", help=_STORE_HELP_SAVED)
-    p.add_argument("--top", type=int, default=30, help="how many groups (default 30)")
-    p.add_argument("--min-size", type=int, default=2, help="smallest group shown (default 2)")
+    p.add_argument("--top", type=int, default=30, metavar="N", help="how many groups (default 30)")
+    p.add_argument(
+        "--min-size", type=int, default=2, metavar="N", help="smallest group shown (default 2)"
+    )
     p.add_argument("--json", action="store_true", help="JSON with every member")
     p.add_argument(
         "--since",
@@ -1536,12 +1547,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "query",
         help="the similar_id each record would get from a saved store (writes nothing)",
-        description="Write every record of FILE with the similar_id it would get (null when"
+        description="Write every record of INPUT with the similar_id it would get (null when"
         " new); the store is not changed.",
     )
     p.add_argument(
         "input",
-        metavar="FILE",
+        metavar="INPUT",
         help="a .jsonl[.gz], .csv, .parquet or .txt file, a folder, or - for JSONL on stdin",
     )
     p.add_argument("--store", metavar="URL", help=_STORE_HELP_SAVED)
@@ -1554,7 +1565,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_record_options(p)
     p.set_defaults(func=_cmd_query, parser=p)
 
-    p = sub.add_parser("stats", help="counts over a saved store")
+    p = sub.add_parser(
+        "stats",
+        help="counts over a saved store",
+        description="Print a saved store's counts: documents, groups, fingerprints, the"
+        " fingerprints learned as boilerplate, the last id given, and the store's own figures.",
+    )
     p.add_argument("--store", metavar="URL", help=_STORE_HELP_SAVED)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_stats, parser=p)
@@ -1575,8 +1591,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Score two texts with the similarity measures, each in [0, 1]:"
         f" {', '.join(METRIC_NAMES)}.",
     )
-    p.add_argument("a", metavar="A", help="a text file, or - for stdin")
-    p.add_argument("b", metavar="B", help="a text file, or - for stdin")
+    p.add_argument("a", metavar="FILE_A", help="a text file, or - for stdin")
+    p.add_argument("b", metavar="FILE_B", help="a text file, or - for stdin")
     p.add_argument(
         "--metrics",
         nargs="+",
@@ -1593,18 +1609,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_compare, parser=p)
 
-    p = sub.add_parser("serve", help="run the HTTP service on uvicorn (nshash[service])")
+    p = sub.add_parser(
+        "serve",
+        help="run the HTTP service on uvicorn (nshash[service])",
+        description="Run the HTTP service and its pages on uvicorn. Settings come from"
+        " NSHASH_* variables (NSHASH_STORE_URL, NSHASH_API_KEY, ...; see the README); the"
+        " options below override them.",
+    )
     p.add_argument(
         "--store",
         metavar="URL",
         help=f"store URL, passed to the service as ${STORE_ENV} (default: the service's)",
     )
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument(
+        "--host", default="127.0.0.1", metavar="ADDR", help="address to bind (default 127.0.0.1)"
+    )
+    p.add_argument("--port", type=int, default=8000, metavar="N", help="port (default 8000)")
     p.add_argument(
         "--workers",
         type=int,
         default=1,
+        metavar="N",
         help="uvicorn worker processes (default 1; more need a redis:// store)",
     )
     p.set_defaults(func=_cmd_serve, parser=p)

@@ -100,9 +100,10 @@ __all__ = [
 #: The input formats :func:`open_source` reads.
 FORMATS = ("jsonl", "csv", "txt", "parquet")
 
-#: The text fields tried, in order, when no ``--text-field`` is given: raw corpora usually
-#: name the article body ``content``, repost sets and many exports ``text``.
-DEFAULT_TEXT_FIELDS = ("content", "text")
+#: The text fields tried, in order, when no ``--text-field`` is given: ``text``, the name
+#: every surface uses (the HTTP API, the library, Parquet), then ``content``, which many raw
+#: corpora use for the article body (read as before; see the README's vocabulary table).
+DEFAULT_TEXT_FIELDS = ("text", "content")
 
 #: Longest title kept for a ``.txt`` file (its first line may be a whole paragraph).
 TXT_TITLE_MAX = 200
@@ -274,7 +275,7 @@ class Fields:
     time: str = "published_at"
 
     def describe_text(self) -> str:
-        """Return the text field names for a message: ``'content' or 'text'``."""
+        """Return the text field names for a message: ``'text' or 'content'``."""
         return " or ".join(repr(f) for f in self.text)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ...errors import ConfigError, NSHashError, UnknownOptionError
-from ...inputs import check_doc_id, check_text, check_title
+from ...inputs import check_doc_id, check_text, check_title, either_id
 from ...method import Method
 from ...options import SETTINGS, blame, from_text, settings_in_url
 from ...results import (
@@ -311,6 +311,7 @@ class NSHash(Method):
         site: str | None = None,
         published_at: Moment | None = None,
         explain: bool = False,
+        id: str | None = None,  # the name every surface uses
     ) -> AddResult:
         """Add one document and return its group.
 
@@ -319,6 +320,8 @@ class NSHash(Method):
             doc_id: your id for it. Sending the same ``doc_id`` again changes nothing and
                 returns the first answer (crawlers retry), with ``canonical_id`` set when that
                 group has been merged since.
+            id: the same as *doc_id*, by the name the HTTP API, the command line and Parquet
+                use (``add(text, id="a1")``); give one of the two.
             title: kept with ``doc_id`` for group listings.
             url: where it was found; kept with ``doc_id`` when tracking (``track=True``).
             site: the site that carried it (default: the host of *url*); kept likewise.
@@ -331,7 +334,7 @@ class NSHash(Method):
             EmptyDocumentError: *text* has no letters or digits.
             StoreError: the store failed; nothing was written.
         """
-        doc_id = _check_doc_id(doc_id)
+        doc_id = _check_doc_id(either_id(doc_id, id))
         title = check_title(title)
         meta = self.meta(url, site, published_at)
         return self._add(self.fingerprinter.prepare(check_text(text)), doc_id, title, meta, explain)
