@@ -305,7 +305,8 @@ def compare(
         ``{metric: score}`` in the order asked for.
 
     Raises:
-        ConfigError: a text is not a str, or a metric name is unknown.
+        ConfigError: a text is not a str, a metric name is unknown, or the ``similarity``
+            extra (jieba) is not installed, whatever the texts' language.
 
     Example:
         >>> compare("the same words", "the same words")
@@ -313,6 +314,14 @@ def compare(
 'common_words': 1.0, 'levenshtein': 1.0}
     """
     names = _metric_names(metrics)
+    # The extra is needed whatever the language: checked here, not first on a Chinese text.
+    try:
+        jieba_module()
+    except ConfigError:
+        raise ConfigError(
+            "The similarity measures need jieba (for Chinese words), which is missing:"
+            f" {install_hint('similarity')}"
+        ) from None
     x, y = _Text(a), _Text(b)
     return {name: _MEASURES[name](x, y, stop_words) for name in names}
 
