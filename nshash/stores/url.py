@@ -100,9 +100,10 @@ def parse_url(url: str) -> tuple[str, str, dict[str, str]]:
         path = parts.netloc + parts.path
         if parts.netloc and not parts.netloc.startswith("."):
             scheme = parts.scheme.lower()
+            shown = mask_url(url).partition("://")[2].partition("?")[0]
             raise ConfigError(
-                f"{mask_url(url)!r} names no clear path: write {scheme}:///{path} for the"
-                f" absolute path or {scheme}://./{path} for one relative to the working folder"
+                f"{mask_url(url)!r} names no clear path: write {scheme}:///{shown} for the"
+                f" absolute path or {scheme}://./{shown} for one relative to the working folder"
             )
     return parts.scheme.lower(), path, options
 

@@ -50,7 +50,9 @@ Example:
 
 from __future__ import annotations
 
+import importlib.util
 import math
+import sys
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property, lru_cache
@@ -314,14 +316,14 @@ def compare(
 'common_words': 1.0, 'levenshtein': 1.0}
     """
     names = _metric_names(metrics)
-    # The extra is needed whatever the language: checked here, not first on a Chinese text.
-    try:
-        jieba_module()
-    except ConfigError:
+    # The extra is needed whatever the language: checked here, not first on a Chinese text
+    # (found, not imported: Latin text never loads jieba).
+    jieba = sys.modules.get("jieba", ...)
+    if jieba is None or (jieba is ... and importlib.util.find_spec("jieba") is None):
         raise ConfigError(
             "The similarity measures need jieba (for Chinese words), which is missing:"
             f" {install_hint('similarity')}"
-        ) from None
+        )
     x, y = _Text(a), _Text(b)
     return {name: _MEASURES[name](x, y, stop_words) for name in names}
 
