@@ -400,15 +400,46 @@ def _refuse_float(text: str) -> Any:
     raise ValueError(f"{text} is not an integer")
 
 
-def parse_line(line: bytes) -> tuple[int, list[Any]]:
-    """One journal line: ``[seq, ops]``; NaN, infinities and floats are refused."""
+#: What ends a journal line after its JSON: a tab and the CRC32 of the JSON's bytes, in eight
+#: lowercase hex digits. A byte changed anywhere in the line fails the check (or the JSON).
+_LINE_CRC = b"\t%08x"
+_LINE_CRC_LEN = len(_LINE_CRC % 0)
+
+
+def journal_line(seq: int, ops: list[Any]) -> bytes:
+    """The journal line of change *seq*: ``[seq,ops]``, its checksum, a line break."""
+    body = json.dumps([seq, ops], separators=(",", ":")).encode()
+    return body + _LINE_CRC % zlib.crc32(body) + b"\n"
+
+
+def parse_line(line: bytes, unchecked: bool = True) -> tuple[int, list[Any], bool]:
+    """One journal line (without its line break): ``[seq, ops]`` and its checksum.
+
+    NaN, infinities and floats are refused. A line without a checksum is one written before
+    lines had them: read unchecked while *unchecked* (the caller clears it once a line of the
+    file had a checksum: an older journal's lines may only come before the newer ones).
+
+    Returns:
+        The sequence number, the ops, and whether the line had a checksum.
+
+    Raises:
+        ValueError: the line fails its checksum, or is not one this store writes.
+    """
+    checked = len(line) > _LINE_CRC_LEN and line[-_LINE_CRC_LEN] == 0x09  # a tab
+    if checked:
+        body = line[:-_LINE_CRC_LEN]
+        if line[-_LINE_CRC_LEN:] != _LINE_CRC % zlib.crc32(body):
+            raise ValueError("it fails its checksum (a byte of it changed)")
+        line = body
+    elif not unchecked:
+        raise ValueError("it has no checksum, though the lines before it have one")
     value = json.loads(line, parse_constant=_refuse_constant, parse_float=_refuse_float)
     if not isinstance(value, list) or len(value) != 2 or not isinstance(value[1], list):
         raise ValueError("not a [sequence number, operations] pair")
     seq, ops = value
     if type(seq) is not int or seq < 1:
         raise ValueError(f"{seq!r:.40} is not a sequence number")
-    return seq, ops
+    return seq, ops, checked
 
 
 class PlainUnpickler(pickle.Unpickler):
@@ -658,7 +689,14 @@ class JournaledFile:
     """A :class:`State` made durable at *path*: every change journaled before it is answered.
 
     * ``PATH.journal`` gets one JSON line per change: a sequence number and the ops it made
-      (JSON cannot run code when read back). The *fsync* policy decides when the line reaches
+      (JSON cannot run code when read back), then a tab and the line's CRC32 (8 hex digits).
+      A line whose bytes changed (a disk, a hand edit) fails its checksum: the open raises
+      :class:`~nshash.StoreCorruptError` naming the line, and ``repair`` keeps every line
+      before it. Journals written before lines had checksums still open: a line without one
+      is read unchecked, as long as no line before it in the file had one (the first line
+      this version appends to an older journal starts the checked part). This version's
+      journals do not open in a version before the checksums.
+      The *fsync* policy decides when the line reaches
       the disk itself: ``always`` (before returning), ``everysec`` (a background flush about
       once a second) or ``no`` (when the OS decides). Every policy survives a killed process:
       each line is handed to the OS before the change returns.
@@ -836,12 +874,14 @@ class JournaledFile:
         lines = data.split(b"\n")
         t = self.state
         replayed = good_end = 0
+        unchecked = True  # until a line has a checksum (see parse_line)
         # The last element is b"" after a complete final line; anything else there is a line
         # cut short by a crash before its write returned: it was never acknowledged.
         for lineno, line in enumerate(lines[:-1], 1):
             t.undo = []
             try:
-                seq, ops = parse_line(line)
+                seq, ops, checked = parse_line(line, unchecked)
+                unchecked = unchecked and not checked
                 if seq > after:
                     if seq <= self.seq:
                         raise ValueError(f"sequence number {seq} does not follow {self.seq}")
@@ -946,7 +986,7 @@ class JournaledFile:
         if self.journal is None or not log:
             return
         seq = self.seq + 1
-        line = json.dumps([seq, log], separators=(",", ":")).encode() + b"\n"
+        line = journal_line(seq, log)
         try:
             self.journal.append(line, sync=self._fsync == "always")
         except StoreError as exc:
