@@ -119,16 +119,17 @@ SNIFF_BYTES = 64 * 1024
 
 #: The longest record read, in bytes: a JSONL line, or a CSV row in characters (a text at
 #: :data:`~nshash.inputs.MAX_TEXT_CHARS` written as JSON escapes, with room for the other
-#: fields). A longer JSONL line is a bad record, skipped without being held whole; a longer
-#: CSV row stops the run (its end cannot be found without parsing it). So is a ``.txt``
-#: file of more than ``4 * MAX_TEXT_CHARS`` bytes (4 bytes per character at most).
+#: fields; a line break counts). A longer JSONL line is a bad record, read on to its end
+#: without being held whole; a longer CSV row stops the run (its end cannot be found
+#: without parsing it).
 MAX_RECORD_BYTES = 64 * 1024 * 1024
 
 #: A batch is cut once its records hold this many bytes (characters for CSV), whatever
 #: their count, so the batches in flight stay bounded in memory.
 BATCH_BYTES = 16 * 1024 * 1024
 
-#: The longest ``.txt`` file read (see :data:`MAX_RECORD_BYTES`).
+#: The longest ``.txt`` file read, in bytes (a character takes 4 at most); a longer one is a
+#: bad record, and no more of it than this is read.
 MAX_TXT_BYTES = 4 * MAX_TEXT_CHARS
 
 
@@ -765,20 +766,34 @@ def _decoding(raw: IO[bytes], encoding: str, display: str) -> tuple[str, IO[byte
     return codec, io.BufferedReader(_Rewound(sample, raw), 1 << 16)
 
 
+#: How much of a line is read at a time (a longer one is read in pieces of this size).
+_PIECE = 1 << 20
+
+
 def _lines(
     readline: Callable[[int], AnyStr], newline: AnyStr, limit: int = MAX_RECORD_BYTES
 ) -> Iterator[AnyStr | None]:
-    """The lines *readline* reads (with their ends), None for each longer than *limit*.
+    """The lines *readline* reads (with their ends), None for each longer than *limit*
+    (its end included).
 
-    A long line is read on in bounded pieces up to its end and dropped, never held whole: a
-    gzip file of a few MB may inflate to one line of gigabytes.
+    A long line is read in pieces, and one over the limit is read on to its end and
+    dropped, never held whole: a gzip file of a few MB may inflate to one line of gigabytes.
     """
-    while line := readline(limit + 1):
-        if len(line) <= limit or line.endswith(newline):
-            yield line
+    while line := readline(_PIECE):
+        if (len(line) < _PIECE or line.endswith(newline)) and len(line) <= limit:
+            yield line  # whole (the common case)
             continue
-        while (rest := readline(1 << 20)) and not rest.endswith(newline):
-            pass
+        parts, size = [line], len(line)
+        while size <= limit and len(line) == _PIECE and not line.endswith(newline):
+            line = readline(_PIECE)
+            parts.append(line)
+            size += len(line)
+        if size <= limit:
+            yield newline[:0].join(parts)
+            continue
+        parts.clear()
+        while len(line) == _PIECE and not line.endswith(newline):
+            line = readline(_PIECE)
         yield None
 
 
