@@ -113,6 +113,28 @@ class TestJournalChecksum:
             NSHash.open(url)
 
 
+class TestJournalSwapCutShort:
+    """What a crash in the middle of moving the journal aside leaves opens whole."""
+
+    def test_old_journal_linked_to_the_journal(self, tmp_path: Path) -> None:
+        """A crash after the journal was linked as ``.journal.old`` (one file, two names)
+        and a ``.journal.new`` made: the open reads the lines once, read-only and writing,
+        and drops the two leftovers."""
+        path = tmp_path / "s.pkl"
+        url = f"memory://{path}?fsync=always"
+        write_and_die(url)
+        journal = tmp_path / "s.pkl.journal"
+        os.link(journal, tmp_path / "s.pkl.journal.old")
+        (tmp_path / "s.pkl.journal.new").write_bytes(b"")
+        with NSHash.open(url, readonly=True) as nsh:
+            assert nsh.stats().documents == len(STORIES)
+        with NSHash.open(url) as nsh:
+            assert nsh.stats().documents == len(STORIES)
+            assert nsh.document("d5") is not None
+        assert not (tmp_path / "s.pkl.journal.old").exists()
+        assert not (tmp_path / "s.pkl.journal.new").exists()
+
+
 #: Opens a store for writing, says so, and holds it until its stdin closes; with a count,
 #: adds that many documents first, one every few milliseconds, compacting in the background
 #: at every write (the journal is swapped each time), saying "added N" after each.
