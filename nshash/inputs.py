@@ -33,6 +33,7 @@ __all__ = [
     "check_doc_id",
     "check_text",
     "check_title",
+    "checked_doc_id",
 ]
 
 #: The longest text accepted, in characters (about 10 MB of Latin text).
@@ -102,6 +103,19 @@ def check_doc_id(doc_id: object) -> str | None:
     if type(doc_id) is not str:  # a subclass: its text, as the str the stores key by
         doc_id = str.__str__(doc_id)
     return _short(doc_id, "doc_id", MAX_DOC_ID_CHARS)
+
+
+def checked_doc_id(doc_id: object) -> str:
+    """Return *doc_id* if it names a document: :func:`check_doc_id` without None (what a
+    store's lookups by id take).
+
+    Raises:
+        ConfigError: see the module docstring.
+    """
+    checked = check_doc_id(doc_id)
+    if checked is None:
+        raise ConfigError("doc_id must be a non-empty str, not None")
+    return checked
 
 
 def check_title(title: object, what: str = "title") -> str | None:

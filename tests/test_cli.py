@@ -397,12 +397,15 @@ class TestBadRecords:
         assert "7 bad records skipped" in err
 
     def test_lone_surrogates(self, run: Run, tmp_path: Path) -> None:
-        """A JSON escape for a lone surrogate is refused in an id, survives in a text."""
+        """A JSON escape for a lone surrogate is refused in an id and in a text (as
+        ``NSHash.add`` refuses it), and kept as it came in a title."""
         path = tmp_path / "sur.jsonl"
-        text = "A lone \\ud800 sits in this sentence, which is long enough to count."
+        text = "A lone sits in this sentence, which is long enough to count."
+        bad = text.replace("lone", "lone \\ud800")
         path.write_text(
             f'{{"id": "a\\ud800", "content": "{text}"}}\n'
-            f'{{"id": "b", "similar_id": 9, "title": "t\\udfff", "content": "{text}"}}\n',
+            f'{{"id": "b", "similar_id": 9, "title": "t\\udfff", "content": "{text}"}}\n'
+            f'{{"id": "c", "content": "{bad}"}}\n',
             encoding="utf-8",
         )
         code, out, err = run(
@@ -410,6 +413,7 @@ class TestBadRecords:
         )
         assert code == 0
         assert "line 1: the 'id' field holds a lone surrogate" in err
+        assert "line 3: text must be valid Unicode text: it has a lone surrogate" in err
         assert out == (
             f'{{"id": "b", "title": "t\\udfff", "content": "{text}",'
             ' "similar_id": 1, "duplicate": false}\n'
