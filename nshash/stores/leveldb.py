@@ -141,6 +141,26 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n / 1e3:.0f} KB"
 
 
+def _not_writable(path: str) -> str:
+    """Why a writer cannot open *path*, when the folder it is in says so (LevelDB itself only
+    names the LOCK file it failed on), as a clause to add to its message; else ``""``."""
+    where = os.path.abspath(path)
+    while not os.path.exists(where) and os.path.dirname(where) != where:
+        where = os.path.dirname(where)
+    try:
+        read_only = bool(os.statvfs(where).f_flag & os.ST_RDONLY)
+    except OSError:
+        return ""
+    if read_only:
+        return (
+            f" (the file system holding {where!r} is read-only: give a writable path, or add"
+            " ?readonly=true to the URL to read the store)"
+        )
+    if not os.access(where, os.W_OK):
+        return f" (this user may not write in {where!r})"
+    return ""
+
+
 def _space_needed(path: str) -> str:
     """Why a full disk stops an open of the LevelDB directory *path*, and what frees it: an
     open first writes the log of the last writes into a table (nothing is lost meanwhile)."""
@@ -297,6 +317,8 @@ class LevelDB:
         text = reason(exc)
         if "No space left on device" in text or getattr(exc, "errno", None) == errno.ENOSPC:
             text += _space_needed(self.path)
+        else:
+            text += _not_writable(self.path)
         return StoreError(f"Cannot open LevelDB directory {self.path!r}: {text}", url=self.url)
 
     def reopen(self) -> None:
