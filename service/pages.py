@@ -27,7 +27,7 @@ address without it, so the key does not stay in the address bar or the history. 
 from __future__ import annotations
 
 import secrets
-from datetime import datetime, timezone
+from datetime import datetime, timezone, tzinfo
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markupsafe import Markup
 
 from nshash import EmptyDocumentError, NSHash, NSHashError
-from nshash.methods.nshash.core import parse_window
+from nshash.methods.nshash.find import zone
 from nshash.results import HOUR, Activity, Explanation
 from nshash.text.fingerprint import HASHFUNCS, shingle_hashes, split_sentences
 
@@ -80,11 +80,16 @@ def is_web_url(url: object) -> bool:
     return isinstance(url, str) and url.lower().startswith(("http://", "https://"))
 
 
-def when(seconds: int | None) -> str:
-    """Epoch seconds as ``2024-05-03 12:30 UTC`` (an empty string for None)."""
+def when(seconds: int | None, tz: tzinfo = timezone.utc) -> str:
+    """Epoch seconds as ``2024-05-03 12:30 UTC`` in *tz* (``2024-05-03 20:30 HKT``; an
+    empty string for None)."""
     if seconds is None:
         return ""
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    moment = datetime.fromtimestamp(seconds, tz)
+    label = moment.tzname() or ""
+    if label[:1] in "+-":  # a zone with no abbreviation: its offset
+        label = "UTC" + label
+    return moment.strftime("%Y-%m-%d %H:%M ") + label
 
 
 def _render(name: str, status: int = 200, **context: Any) -> HTMLResponse:
@@ -235,24 +240,13 @@ def chart(activity: Activity | None, width: int = 900, height: int = 150) -> Mar
         f"{Markup.escape(when(start + (slots - 1) * step))}</text>"
     )
     axis = (
-        f'<line x1="{pad_left}" y1="{6 + inner_h}" x2="{width}" y2="{6 + inner_h}"'
-        ' class="axis"/>'
+        f'<line x1="{pad_left}" y1="{6 + inner_h}" x2="{width}" y2="{6 + inner_h}" class="axis"/>'
     )
     return Markup(
         f'<svg class="chart" role="img" width="{width}" height="{height}"'
         f' viewBox="0 0 {width} {height}"><title>copies per {unit}</title>{axis}'
         f'{"".join(parts)}{labels}</svg><p class="muted">copies per {unit}</p>'
     )
-
-
-def _window_counts(activity: Activity | None, first_hour: int, last_hour: int) -> list[int]:
-    counts = [0] * (last_hour - first_hour + 1)
-    if activity is not None:
-        for hour, n in activity.hours:
-            h = hour // HOUR
-            if first_hour <= h <= last_hour:
-                counts[h - first_hour] += n
-    return counts
 
 
 # -- the front page --------------------------------------------------------------------------
@@ -282,47 +276,129 @@ def _int(value: str | None, default: int, least: int, most: int) -> int:
         return default
 
 
+#: The most bars a small per-story chart of the front page draws.
+SPARK_BARS = 48
+
+
+def _spark_counts(activity: Activity | None, first_hour: int, last_hour: int) -> list[int]:
+    """A story's copies from *first_hour* to *last_hour*, in at most :data:`SPARK_BARS`
+    bars of whole hours each."""
+    hours = last_hour - first_hour + 1
+    step = max(1, -(-hours // SPARK_BARS))
+    counts = [0] * (-(-hours // step))
+    if activity is not None:
+        for hour, n in activity.hours:
+            h = hour // HOUR
+            if first_hour <= h <= last_hour:
+                counts[(h - first_hour) // step] += n
+    return counts
+
+
+def _page_zone(request: Request, service: Service) -> tuple[str | None, tzinfo]:
+    """The display time zone's name and zone: ``?tz=``, else ``NSHASH_TIMEZONE``, else UTC.
+
+    Raises:
+        ConfigError: an unknown zone.
+    """
+    name = request.query_params.get("tz") or service.settings.timezone
+    return name, zone(name)
+
+
+def _address(params: dict[str, str], **changes: str | int | None) -> str:
+    """The front page's address with *params* changed (None or "" drops one)."""
+    merged: dict[str, str | int | None] = {**params, **changes}
+    kept = [(k, str(v)) for k, v in merged.items() if v not in (None, "")]
+    return "/" + ("?" + urlencode(kept) if kept else "")
+
+
+#: The front page's query parameters, as its form names them.
+_FIND_FIELDS = ("q", "site", "from", "to", "since", "tz", "min", "limit", "refresh")
+
+
 @pages.get("/")
 async def hot_page(request: Request, service: ServiceDep) -> Response:
-    """The hot stories of a window."""
+    """The hot stories of a window, or the stories found by headline, site and range."""
     nsh = await _nshash(request, service)
     if not isinstance(nsh, NSHash):
         return nsh
-    since = request.query_params.get("since") or "24h"
+    params = {k: request.query_params.get(k, "").strip() for k in _FIND_FIELDS}
+    q, site = params["q"] or None, params["site"] or None
+    start, end_at = params["from"] or None, params["to"] or None
+    ranged = start is not None or end_at is not None
+    since = None if ranged else params["since"] or ("24h" if not (q or site) else None)
+    finding = bool(q or site or ranged or since == "all")
+    if since == "all":  # all time
+        since = None
+    limit = _int(params["limit"], 30, 1, service.settings.max_groups_limit)
+    least = _int(params["min"], 1 if finding else 2, 1, 1 << 30)
+    offset = _int(request.query_params.get("offset"), 0, 0, 1 << 30)
+    refresh = _int(params["refresh"], 0, 0, 3600)
+    view: dict[str, Any] = {
+        "finding": finding,
+        "params": params,
+        "windows": WINDOWS,
+        "since": since,
+        "least": least,
+        "refresh": refresh,
+        "tracking": nsh.track,
+        "address": lambda **changes: _address(params, **changes),
+        "prev_offset": max(0, offset - limit),
+        "nav": True,
+    }
     try:
-        seconds = parse_window(since)
-    except NSHashError as exc:
-        return _render("message.html", 422, title="Bad window", message=str(exc), nav=True)
-    limit = _int(request.query_params.get("limit"), 30, 1, service.settings.max_groups_limit)
-    least = _int(request.query_params.get("min"), 2, 1, 1 << 30)
-    refresh = _int(request.query_params.get("refresh"), 0, 0, 3600)
-    end = nsh.clock()
-    last_hour = int(end // HOUR)
-    first_hour = max(0, int((end - seconds) // HOUR))
-    hot = await service.call(nsh.hot, seconds, limit, now=end, min_count=least)
-    rows = []
-    # A chart of at most a week of hours per story; longer windows show their last week.
-    shown_from = max(first_hour, last_hour - 7 * 24 + 1)
-    for rank, story in enumerate(hot, 1):
-        activity = await service.call(nsh.activity, story.similar_id)
-        rows.append(
-            {
-                "rank": rank,
-                "story": story,
-                "spark": spark(_window_counts(activity, shown_from, last_hour)),
-            }
+        tz_name, tz = _page_zone(request, service)
+        end = nsh.clock()
+        page = await service.call(
+            nsh.find,
+            q,
+            site=site,
+            start=start,
+            end=end_at,
+            since=since,
+            tz=tz_name,
+            limit=limit,
+            offset=offset,
+            min_count=least,
+            now=end,
         )
+    except NSHashError as exc:
+        status, _code, message = classify(exc)
+        tz_name = params["tz"]
+        return _render(
+            "hot.html",
+            status,
+            rows=[],
+            page=None,
+            error=message,
+            tz=timezone.utc,
+            tz_name=tz_name,
+            start=None,
+            end=None,
+            **view,
+        )
+    if page.range is not None:
+        first_hour, last_hour = page.range.first_hour, page.range.last_hour
+        if since is not None:
+            last_hour = int(end // HOUR)
+    rows = []
+    for rank, story in enumerate(page.stories, page.offset + 1):
+        activity = await service.call(nsh.activity, story.similar_id)
+        if page.range is None:  # all time: the story's own life
+            lo = (activity.first_seen // HOUR) if activity else 0
+            hi = (activity.last_seen // HOUR) if activity else 0
+        else:  # the range; at most its last year
+            lo, hi = max(first_hour, last_hour - 366 * 24), last_hour
+        rows.append({"rank": rank, "story": story, "spark": spark(_spark_counts(activity, lo, hi))})
     return _render(
         "hot.html",
         rows=rows,
-        since=since,
-        windows=WINDOWS,
-        start=first_hour * HOUR,
-        end=int(end),
-        least=least,
-        refresh=refresh,
-        tracking=nsh.track,
-        nav=True,
+        page=page,
+        error=None,
+        tz=tz,
+        tz_name=tz_name,
+        start=None if page.range is None else page.range.start,
+        end=None if page.range is None else int(end) if since else page.range.end,
+        **view,
     )
 
 
@@ -472,4 +548,3 @@ async def check(request: Request, service: ServiceDep) -> Response:
         "matched": sum(1 for _p, mark in pieces if mark == "hit"),
     }
     return _render("check.html", text=text, result=result, error=None, nav=True)
-

@@ -32,7 +32,7 @@ import traceback
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timezone, tzinfo
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +43,7 @@ except ImportError:  # pragma: no cover - Windows
 
 from ..errors import ConfigError, NSHashError
 from ..methods.nshash.core import NSHash
+from ..methods.nshash.find import zone
 from ..methods.nshash.store import file_schemes, open_store
 from ..results import AddResult, DocMeta
 from ..stores.url import mask_url, parse_url
@@ -809,9 +810,7 @@ def _records_run(
     if getattr(args, "track", False) and method != "nshash":
         raise UsageError(f"--track keeps activity for the nshash method, not --method {method}")
     preparer = (
-        Preparer(
-            _fields(args), added, NSHASH_OPTIONS, args.encoding, getattr(args, "track", False)
-        )
+        Preparer(_fields(args), added, NSHASH_OPTIONS, args.encoding, getattr(args, "track", False))
         if method == "nshash"
         else _MethodPreparer(_fields(args), added, args.encoding, method)
     )
@@ -1006,10 +1005,10 @@ def _group_label(members: Sequence[Any]) -> str:
     return members[0].doc_id if members else "-"
 
 
-def _when(seconds: int | None) -> str:
+def _when(seconds: int | None, tz: tzinfo = timezone.utc) -> str:
     if seconds is None:
         return "-"
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%d %H:%M")
+    return datetime.fromtimestamp(seconds, tz).strftime("%Y-%m-%d %H:%M")
 
 
 def _cmd_hot(args: argparse.Namespace, url: str) -> int:
@@ -1041,14 +1040,74 @@ def _cmd_hot(args: argparse.Namespace, url: str) -> int:
     print(f"{'recent':>6}  {'size':>6}  {'similar_id':>10}  {'last seen (UTC)':<16}  title")
     for h in hot:
         title = h.title or "-"
-        print(
-            f"{h.recent:>6}  {h.size:>6}  {h.similar_id:>10}  {_when(h.last_seen):<16}  {title}"
+        print(f"{h.recent:>6}  {h.size:>6}  {h.similar_id:>10}  {_when(h.last_seen):<16}  {title}")
+    return 0
+
+
+def _finding(args: argparse.Namespace) -> bool:
+    """Whether ``nshash groups`` was asked to search, filter or page."""
+    named = (args.search, args.site, args.start, args.end, args.tz)
+    return any(v is not None for v in named) or args.offset != 0
+
+
+def _cmd_find(args: argparse.Namespace, url: str) -> int:
+    """``nshash groups --search/--site/--from/--to``: a page of the matching stories."""
+    tz = zone(args.tz)
+    least = 1 if args.min_size is None else args.min_size
+    with NSHash.open(url, readonly=True, **NSHASH_OPTIONS) as nsh:
+        page = nsh.find(
+            args.search,
+            site=args.site,
+            start=args.start,
+            end=args.end,
+            since=args.since,
+            tz=args.tz,
+            limit=args.top,
+            offset=args.offset,
+            min_count=least,
         )
+    if args.json:
+        data = {
+            "total": page.total,
+            "offset": page.offset,
+            "next_offset": page.next_offset,
+            "groups": [
+                {
+                    "similar_id": h.similar_id,
+                    "recent": h.recent,
+                    "size": h.size,
+                    "first_seen": h.first_seen,
+                    "last_seen": h.last_seen,
+                    "title": h.title,
+                    "sites": list(h.sites),
+                }
+                for h in page.stories
+            ],
+        }
+        print(json.dumps(data, ensure_ascii=False, indent=2))
+        return 0
+    if not page.stories:
+        print(f"no story matches in {mask_url(url)} ({page.total} in all)", file=sys.stderr)
+        return 0
+    seen = f"last seen ({args.tz or 'UTC'})"
+    print(f"{'copies':>6}  {'size':>6}  {'similar_id':>10}  {seen:<22}  title")
+    for h in page.stories:
+        print(
+            f"{h.recent:>6}  {h.size:>6}  {h.similar_id:>10}  {_when(h.last_seen, tz):<22}"
+            f"  {h.title or '-'}"
+        )
+    shown = f"{page.offset + 1}-{page.offset + len(page.stories)} of {page.total}"
+    more = f"; next page: --offset {page.next_offset}" if page.next_offset is not None else ""
+    print(f"stories {shown}{more}", file=sys.stderr)
     return 0
 
 
 def _cmd_groups(args: argparse.Namespace) -> int:
     url = _store_url(args, saved=True)
+    if _finding(args):
+        return _cmd_find(args, url)
+    if args.min_size is None:
+        args.min_size = 2
     if args.since is not None:
         return _cmd_hot(args, url)
     with NSHash.open(url, readonly=True, **NSHASH_OPTIONS) as nsh:
@@ -1177,8 +1236,16 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _service_module() -> str:
-    """Return the importable package holding the HTTP app: ``nshash_service`` or ``service``."""
-    for mod in ("nshash_service", "service"):
+    """Return the importable package holding the HTTP app: ``nshash_service`` or ``service``.
+
+    In a source checkout (``service/`` beside this ``nshash/``) the checkout's own
+    ``service`` comes first, so an ``nshash_service`` installed from elsewhere never serves
+    another version of the code.
+    """
+    checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    spec = importlib.util.find_spec("service") if os.path.isdir(checkout) else None
+    mine = spec is not None and (spec.origin or "").startswith(checkout + os.sep)
+    for mod in ("service", "nshash_service") if mine else ("nshash_service", "service"):
         try:
             app = importlib.import_module(f"{mod}.app")
         except ModuleNotFoundError as exc:
@@ -1444,8 +1511,41 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("groups", help="the largest groups of a saved store (hot stories)")
     p.add_argument("--store", metavar="URL", help=_STORE_HELP_SAVED)
     p.add_argument("--top", type=int, default=30, help="how many groups (default 30)")
-    p.add_argument("--min-size", type=int, default=2, help="smallest group shown (default 2)")
+    p.add_argument(
+        "--min-size",
+        type=int,
+        default=None,
+        help="smallest group shown (default 2; 1 with --search, --site, --from or --to)",
+    )
     p.add_argument("--json", action="store_true", help="JSON with every member")
+    p.add_argument(
+        "--search",
+        "-q",
+        metavar="TERM",
+        help="only stories whose headline holds TERM (case, width and traditional or"
+        " simplified script do not matter)",
+    )
+    p.add_argument("--site", metavar="HOST", help="only stories carried by this site")
+    p.add_argument(
+        "--from",
+        dest="start",
+        metavar="WHEN",
+        help="rank by copies from this date or time (ISO 8601: 2019-01-01, 2019-01-01T08:00)",
+    )
+    p.add_argument(
+        "--to",
+        dest="end",
+        metavar="WHEN",
+        help="... up to this one (exclusive; a bare date takes that whole day)",
+    )
+    p.add_argument(
+        "--tz",
+        metavar="ZONE",
+        help="time zone of --from/--to and of the times shown (Asia/Hong_Kong; default UTC)",
+    )
+    p.add_argument(
+        "--offset", type=int, default=0, help="skip this many matching stories (next pages)"
+    )
     p.add_argument(
         "--since",
         metavar="WINDOW",
