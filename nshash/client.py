@@ -49,7 +49,7 @@ except ImportError as exc:  # pragma: no cover - the extra is installed under te
 
 from .errors import ConfigError, EmptyDocumentError, NSHashError, StoreUnavailableError
 from .methods.nshash.core import Document
-from .methods.nshash.find import StoryPage, TimeRange
+from .methods.nshash.find import MAX_TIME, StoryPage, TimeRange
 from .results import HOUR, AddResult, DocumentRecord, Group, HotGroup, Member
 from .stores.url import mask_url
 
@@ -164,7 +164,12 @@ def _bound(value: str | float | datetime | None) -> Any:
 
 def _story_page(data: dict[str, Any]) -> StoryPage:
     start, end = _epoch(data.get("start")), _epoch(data.get("end"))
-    span = None if start is None or end is None else TimeRange(start // HOUR, (end - 1) // HOUR)
+    if start is None:
+        span = None
+    elif end is None:
+        span = TimeRange(start // HOUR, MAX_TIME // HOUR - 1, open_end=True)
+    else:
+        span = TimeRange(start // HOUR, (end - 1) // HOUR)
     stories = tuple(_hot_group(g) for g in data["groups"])
     total = data.get("total")
     counted = len(stories) if total is None else int(total)

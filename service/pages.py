@@ -27,7 +27,7 @@ address without it, so the key does not stay in the address bar or the history. 
 from __future__ import annotations
 
 import secrets
-from datetime import datetime, timezone, tzinfo
+from datetime import timezone, tzinfo
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markupsafe import Markup
 
 from nshash import EmptyDocumentError, NSHash, NSHashError
-from nshash.methods.nshash.find import zone
+from nshash.methods.nshash.find import local_time, zone
 from nshash.results import HOUR, Activity, Explanation
 from nshash.text.fingerprint import HASHFUNCS, shingle_hashes, split_sentences
 
@@ -85,7 +85,7 @@ def when(seconds: int | None, tz: tzinfo = timezone.utc) -> str:
     empty string for None)."""
     if seconds is None:
         return ""
-    moment = datetime.fromtimestamp(seconds, tz)
+    moment = local_time(seconds, tz)
     label = moment.tzname() or ""
     if label[:1] in "+-":  # a zone with no abbreviation: its offset
         label = "UTC" + label

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import datetime, timezone, tzinfo
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, WithJsonSchema, field_validator
 
 from nshash.inputs import MAX_DOC_ID_CHARS, MAX_TEXT_CHARS, MAX_TITLE_CHARS
 from nshash.methods.nshash.core import MAX_TIME
+from nshash.methods.nshash.find import local_time
 from nshash.results import AddResult, DocumentRecord, Group, HotGroup
 
 __all__ = [
@@ -498,8 +499,8 @@ def iso(seconds: int | None, tz: tzinfo = timezone.utc) -> str | None:
     the zone's offset (``2024-05-03T20:30:00+08:00``)."""
     if seconds is None:
         return None
-    moment = datetime.fromtimestamp(seconds, tz)
-    if moment.utcoffset() == timedelta(0) and tz is timezone.utc:
+    moment = local_time(seconds, tz)
+    if moment.tzinfo is timezone.utc:
         return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
     return moment.isoformat()
 

@@ -32,7 +32,7 @@ import traceback
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone, tzinfo
+from datetime import timezone, tzinfo
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +43,7 @@ except ImportError:  # pragma: no cover - Windows
 
 from ..errors import ConfigError, NSHashError
 from ..methods.nshash.core import NSHash
-from ..methods.nshash.find import zone
+from ..methods.nshash.find import local_time, zone
 from ..methods.nshash.store import file_schemes, open_store
 from ..results import AddResult, DocMeta
 from ..stores.url import mask_url, parse_url
@@ -1008,7 +1008,7 @@ def _group_label(members: Sequence[Any]) -> str:
 def _when(seconds: int | None, tz: tzinfo = timezone.utc) -> str:
     if seconds is None:
         return "-"
-    return datetime.fromtimestamp(seconds, tz).strftime("%Y-%m-%d %H:%M")
+    return local_time(seconds, tz).strftime("%Y-%m-%d %H:%M")
 
 
 def _cmd_hot(args: argparse.Namespace, url: str) -> int:

@@ -217,8 +217,9 @@ class NSHash(Method):
             scheme, suffix = _HASHDBS[hashdb]
             store = open_path(scheme, os.path.abspath(name + suffix))
         self.store = store
-        #: The story cards :meth:`find` filters by (made by its first call).
-        self._cards: StoryCards | None = None
+        #: The story cards :meth:`find` filters by (made by its first call; see
+        #: :class:`~nshash.methods.nshash.find.StoryCards`).
+        self.cards: StoryCards | None = None
 
     @classmethod
     def open(cls, url: str = "memory://", *, readonly: bool = False, **options: Any) -> NSHash:
@@ -349,8 +350,8 @@ class NSHash(Method):
         """:meth:`add_prepared` for arguments already checked."""
         why = self.store.explain(doc, self.policy) if explain else None
         answer, anchors = self.store.assign(doc, self.policy, doc_id, title, meta)
-        if self._cards is not None:
-            self._cards.forget(answer.similar_id, answer.merged_from)
+        if self.cards is not None:
+            self.cards.forget(answer.similar_id, answer.merged_from)
         values = (
             answer.similar_id,
             answer.duplicate,
@@ -397,8 +398,8 @@ class NSHash(Method):
                 results[slot] = outcome
                 continue
             answer, anchors = outcome
-            if self._cards is not None:
-                self._cards.forget(answer.similar_id, answer.merged_from)
+            if self.cards is not None:
+                self.cards.forget(answer.similar_id, answer.merged_from)
             results[slot] = AddResult(
                 answer.similar_id,
                 answer.duplicate,
@@ -550,9 +551,9 @@ class NSHash(Method):
             hours = TimeRange(max(0, int((last - seconds) // HOUR)), int(last // HOUR))
         else:
             hours = time_range(start, end, zone(tz))
-        if self._cards is None:
-            self._cards = StoryCards()
-        page, total = rank(self.store, self._cards, hours, term, where, min_count, offset + limit)
+        if self.cards is None:
+            self.cards = StoryCards()
+        page, total = rank(self.store, self.cards, hours, term, where, min_count, offset + limit)
         stories = tuple(self._hot_group(gid, n) for gid, n in page[offset:])
         return StoryPage(stories, total, offset, hours)
 

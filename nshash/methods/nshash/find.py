@@ -48,6 +48,7 @@ __all__ = [
     "StoryCards",
     "StoryPage",
     "TimeRange",
+    "local_time",
     "parse_moment",
     "search_key",
     "site_key",
@@ -120,19 +121,31 @@ def parse_moment(value: str | int | float | datetime, tz: tzinfo, *, end: bool =
             seconds = math.inf
     else:
         raise ConfigError(f"A time is an ISO 8601 date or time, not {value!r:.60}")
+    if -86400 < seconds < 0:  # 1970-01-01 east of Greenwich: the epoch
+        seconds = 0.0
     if not math.isfinite(seconds) or not 0 <= seconds <= MAX_TIME:
         raise ConfigError(f"A time must be in the years 1970 to 9999, not {value!r:.60}")
     return int(seconds)
+
+
+def local_time(seconds: int, tz: tzinfo) -> datetime:
+    """Epoch seconds as a time in *tz*; a time past the year 9999 there (the open end of a
+    range, or a far zone) is the last second of 9999 in UTC."""
+    try:
+        return datetime.fromtimestamp(seconds, tz)
+    except (OverflowError, ValueError, OSError):
+        return datetime.fromtimestamp(min(max(seconds, 0), MAX_TIME - 1), timezone.utc)
 
 
 @dataclass(frozen=True, slots=True)
 class TimeRange:
     """A range of whole hours: the copies counted are those of hours *first_hour* to
     *last_hour* (``time // 3600``, both included); *start* and *end* are its bounds in epoch
-    seconds (the end exclusive)."""
+    seconds (the end exclusive; None when the range was given no end)."""
 
     first_hour: int
     last_hour: int
+    open_end: bool = False
 
     @property
     def start(self) -> int:
@@ -140,9 +153,9 @@ class TimeRange:
         return self.first_hour * HOUR
 
     @property
-    def end(self) -> int:
-        """The second after the range."""
-        return (self.last_hour + 1) * HOUR
+    def end(self) -> int | None:
+        """The second after the range (None: no end was given)."""
+        return None if self.open_end else (self.last_hour + 1) * HOUR
 
 
 def time_range(
@@ -161,7 +174,7 @@ def time_range(
     last = MAX_TIME if end is None else parse_moment(end, tz, end=True)
     if last <= first:
         raise ConfigError(f"'to' ({end}) must be after 'from' ({start})")
-    return TimeRange(first // HOUR, (last - 1) // HOUR)
+    return TimeRange(first // HOUR, (last - 1) // HOUR, end is None)
 
 
 def search_key(term: str) -> str:
