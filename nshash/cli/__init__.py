@@ -1297,6 +1297,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         # locked file is reported as one line; the lifespan then finds the store open.
         app = importlib.import_module(f"{mod}.app").create_app(settings)
         app.state.service.store.open()
+        _banner(args, settings, listener)
         config = uvicorn.Config(app, host=args.host, port=args.port, **limits)
         uvicorn.Server(config).run(sockets=[listener])
         return 0
@@ -1304,6 +1305,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     holder = importlib.import_module(f"{mod}.deps").StoreHolder(settings)
     holder.open()
     holder.close()
+    _banner(args, settings, listener)
     config = uvicorn.Config(
         f"{mod}.app:create_app",
         factory=True,
@@ -1316,6 +1318,21 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     Multiprocess(config, sockets=[listener]).run()
     return 0
+
+
+def _banner(args: argparse.Namespace, settings: Any, listener: Any) -> None:
+    """Say on stderr where ``nshash serve`` listens and what it serves: its address, store
+    (any password masked), method and workers."""
+    host, port = listener.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    workers = "1 worker" if args.workers == 1 else f"{args.workers} workers"
+    key = "API key required" if settings.api_key is not None else "no API key"
+    print(
+        f"nshash serve: http://{shown}:{port}/ | store {mask_url(settings.store_url)} |"
+        f" method {settings.method} | {workers} | {key}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _no_delay(sock: Any) -> None:
