@@ -31,7 +31,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -267,30 +267,26 @@ class StoryCards:
         sites = frozenset(site_key(m.site) for m in metas if m is not None and m.site)
         return (now, normalize_key(title) if title else "", sites)
 
-    def matching(
-        self,
-        store: Store,
-        ranked: Sequence[tuple[int, int]],
-        term: str | None,
-        site: str | None,
-    ) -> list[tuple[int, int]]:
-        """The entries of *ranked* (``(id, count)``) whose story's headline key holds *term*
-        and whose sites include *site* (None: any), in the same order."""
+    def keep(
+        self, store: Store, gids: Iterable[int], term: str | None, site: str | None
+    ) -> set[int]:
+        """The ids among *gids* whose story's headline key holds *term* and whose sites
+        include *site* (None: any)."""
         now = self.clock()
         oldest = now - self.max_age
         cards = self._cards
-        out = []
-        for entry in ranked:
-            card = cards.get(entry[0])
+        out = set()
+        for gid in gids:
+            card = cards.get(gid)
             if card is None or card[0] < oldest:
-                card = self._read(store, entry[0], now)
+                card = self._read(store, gid, now)
                 with self._lock:
-                    cards[entry[0]] = card
+                    cards[gid] = card
             if site is not None and site not in card[2]:
                 continue
             if term is not None and term not in card[1]:
                 continue
-            out.append(entry)
+            out.add(gid)
         return out
 
 
@@ -304,12 +300,24 @@ def rank(
     stop: int,
 ) -> tuple[list[tuple[int, int]], int]:
     """The ``(id, count)`` pairs of the stories that match, up to *stop* of them, most
-    copies in *hours* first; and how many match in all."""
+    copies in *hours* first (ties: smaller id); and how many match in all.
+
+    Without a term or a site the store ranks (:meth:`Store.hot`). With one, the groups
+    active in the hours (:meth:`Store.active`) are filtered by their cards first, and only
+    those kept are counted (:meth:`Store.counts`) and ranked, so the work follows the
+    groups of the range, and the counting the matches."""
     first, last = (0, MAX_TIME // HOUR) if hours is None else (hours.first_hour, hours.last_hour)
-    ranked = store.hot(first, last, _ALL)
-    if min_count > 1:  # most copies first: cut at the first story with too few
-        cut = next((i for i, e in enumerate(ranked) if e[1] < min_count), len(ranked))
-        ranked = ranked[:cut]
-    if term is not None or site is not None:
-        ranked = cards.matching(store, ranked, term, site)
+    if term is None and site is None:
+        ranked = store.hot(first, last, _ALL if min_count > 1 else stop)
+        if min_count > 1:  # most copies first: cut at the first story with too few
+            cut = next((i for i, e in enumerate(ranked) if e[1] < min_count), len(ranked))
+            ranked = ranked[:cut]
+            return ranked[:stop], len(ranked)
+        total = len(ranked) if len(ranked) < stop else len(store.active(first, last))
+        return ranked, total
+    kept = cards.keep(store, store.active(first, last), term, site)
+    counted = store.counts(first, last, kept)
+    ranked = sorted(
+        ((g, n) for g, n in counted.items() if n >= min_count), key=lambda e: (-e[1], e[0])
+    )
     return ranked[:stop], len(ranked)
