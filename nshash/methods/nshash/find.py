@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import math
 import re
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone, tzinfo
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ...errors import ConfigError
@@ -228,13 +228,15 @@ class StoryPage:
         return after if after < self.total else None
 
 
-#: A card: when it was read (monotonic seconds), the headline's search key, the sites' keys.
-_Card = tuple[float, str, frozenset[str]]
+#: A card: when it was made (monotonic seconds), the headline's search key and the sites'
+#: keys, each None until a search first needs it.
+_Card = list[Any]
 
 
 class StoryCards:
-    """Each story's headline and sites, read from the store once and kept (see the module
-    doc). Thread-safe.
+    """Each story's headline and sites, read from the store when a search first needs them
+    and kept (see the module doc). Thread-safe: two searches may read one card at once, and
+    both write the same.
 
     Args:
         max_age: seconds a card is trusted before it is read again (for other writers).
@@ -245,7 +247,6 @@ class StoryCards:
         self.max_age = max_age
         self.clock = clock
         self._cards: dict[int, _Card] = {}
-        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._cards)
@@ -258,20 +259,32 @@ class StoryCards:
             for m in merged:
                 cards.pop(m, None)
 
-    def _read(self, store: Store, gid: int, now: float) -> _Card:
-        group = store.group_head(gid, CARD_MEMBERS)
+    @staticmethod
+    def _title(store: Store, gid: int) -> str:
+        """The search key of the story's headline: its first title among its first copies."""
+        group = store.group_head(gid, 1)
         if group is None:
-            return (now, "", frozenset())
+            return ""
+        if not (group.members and group.members[0].title) and group.size > 1:
+            group = store.group_head(gid, CARD_MEMBERS) or group
         title = next((m.title for m in group.members if m.title), None)
-        metas = store.doc_meta(group.doc_ids) if group.members else []
-        sites = frozenset(site_key(m.site) for m in metas if m is not None and m.site)
-        return (now, normalize_key(title) if title else "", sites)
+        return normalize_key(title) if title else ""
+
+    @staticmethod
+    def _sites(store: Store, gid: int) -> frozenset[str]:
+        """The keys of the sites of the story's first copies."""
+        group = store.group_head(gid, CARD_MEMBERS)
+        if group is None or not group.members:
+            return frozenset()
+        metas = store.doc_meta(group.doc_ids)
+        return frozenset(site_key(m.site) for m in metas if m is not None and m.site)
 
     def keep(
         self, store: Store, gids: Iterable[int], term: str | None, site: str | None
     ) -> set[int]:
         """The ids among *gids* whose story's headline key holds *term* and whose sites
-        include *site* (None: any)."""
+        include *site* (None: any). The headline is checked first: a story it rules out
+        never has its sites read."""
         now = self.clock()
         oldest = now - self.max_age
         cards = self._cards
@@ -279,13 +292,17 @@ class StoryCards:
         for gid in gids:
             card = cards.get(gid)
             if card is None or card[0] < oldest:
-                card = self._read(store, gid, now)
-                with self._lock:
-                    cards[gid] = card
-            if site is not None and site not in card[2]:
-                continue
-            if term is not None and term not in card[1]:
-                continue
+                card = cards[gid] = [now, None, None]
+            if term is not None:
+                if card[1] is None:
+                    card[1] = self._title(store, gid)
+                if term not in card[1]:
+                    continue
+            if site is not None:
+                if card[2] is None:
+                    card[2] = self._sites(store, gid)
+                if site not in card[2]:
+                    continue
             out.add(gid)
         return out
 
