@@ -4,8 +4,10 @@
 page                   shows
 =====================  ==========================================================================
 ``GET /``              the stories with the most copies in a window (``?since=24h``, ``1h``,
-                       ``7d``...): headline, copies in the window and in all, sites, first and
-                       last seen, and a small chart of copies per hour
+                       ``7d``, ``all``...) or found by headline, site and dates (``?q=``,
+                       ``site=``, ``from=``, ``to=``, ``tz=``), a page at a time
+                       (``offset=``, with Previous/Next links): headline, copies in the range
+                       and in all, sites, first and last seen, and a small chart of copies
 ``GET /stories/{id}``  one story: its chart over its whole life and every copy, with links
 ``GET /check``         a form to paste a text; ``POST /check`` says which story it belongs to and
                        why (the store's explanation), with the matched passages highlighted
@@ -14,6 +16,9 @@ page                   shows
 
 Everything is rendered here (Jinja2 templates in ``templates/``, charts as inline SVG); the
 pages load nothing from anywhere else, and the only script is the optional auto-refresh.
+Times are shown in the display time zone (``NSHASH_TIMEZONE``, else UTC; ``?tz=`` per
+request). A store failure is answered as a page (503 while the store cannot be reached),
+never as the API's JSON; bad input as the form with a sentence (422).
 
 **The API key.** When ``NSHASH_API_KEY`` is set, the pages need it as the API does. A browser
 cannot send an ``Authorization`` header by itself, so the pages also take the key from the
