@@ -136,6 +136,25 @@ class TestFind:
         assert nsh.find(limit=3, offset=10).stories == ()
         assert [s.recent for s in nsh.find(min_count=2).stories] == [3, 2]
 
+    def test_active_and_counts_agree_with_hot(self, found: tuple[NSHash, dict[str, int]]) -> None:
+        """A store's active ids and counts of a range are what its hot ranking says."""
+        nsh, ids = found
+        first = int(datetime(2019, 1, 1, tzinfo=timezone.utc).timestamp()) // 3600
+        last = int(datetime(2020, 1, 3, tzinfo=timezone.utc).timestamp()) // 3600
+        ranked = dict(nsh.store.hot(first, last, 100))
+        assert (
+            nsh.store.active(first, last)
+            == set(ranked)
+            == {
+                ids["ferry"],
+                ids["weather"],
+                ids["untitled"],
+            }
+        )
+        some = {ids["ferry"], ids["weather"], ids["timetable"]}
+        assert nsh.store.counts(first, last, some) == {g: n for g, n in ranked.items() if g in some}
+        assert nsh.store.active(0, 10) == set() and nsh.store.counts(0, 10, some) == {}
+
     def test_new_copies_show_at_once(self, found: tuple[NSHash, dict[str, int]]) -> None:
         """A copy added through the same NSHash changes the filter's answer at once."""
         nsh, ids = found
