@@ -552,7 +552,10 @@ class NSHash(Method):
         else:
             hours = time_range(start, end, zone(tz))
         if self.cards is None:
-            self.cards = StoryCards()
+            # Another process may write to a shared store, or to one this one only reads.
+            shared = urlsplit(self.store.url).scheme in ("redis", "rediss", "unix")
+            alone = not shared and not getattr(self.store, "readonly", False)
+            self.cards = StoryCards(max_age=None if alone else 60.0)
         page, total = rank(self.store, self.cards, hours, term, where, min_count, offset + limit)
         stories = tuple(self._hot_group(gid, n) for gid, n in page[offset:])
         return StoryPage(stories, total, offset, hours)

@@ -9,10 +9,10 @@ store contract, so every backend answers the same.
 
 **Story cards.** Filtering needs each candidate's headline and sites; reading them is a few
 store reads a group. :class:`StoryCards` keeps them per group, read once and dropped when
-this process adds a copy to the group (or merges it); a card older than ``max_age`` seconds
-is read again, so what other processes write to a shared store (Redis) shows within that
-long. A story's headline and sites are those of its first :data:`CARD_MEMBERS` copies, as
-the hot list shows them.
+this process adds a copy to the group (or merges it). On a store other processes write to
+(Redis), or one opened read-only, every card is read again after ``max_age`` (60) seconds,
+so what they write shows within that long. A story's headline and sites are those of its
+first :data:`CARD_MEMBERS` copies, as the hot list shows them.
 
 **Matching.** The term and the headlines are compared as search keys (:func:`search_key`):
 letters and digits only, NFKC, casefolded, traditional Chinese folded to simplified; the
@@ -33,7 +33,6 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone, tzinfo
-from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ...errors import ConfigError
@@ -228,36 +227,37 @@ class StoryPage:
         return after if after < self.total else None
 
 
-#: A card: when it was made (monotonic seconds), the headline's search key and the sites'
-#: keys, each None until a search first needs it.
-_Card = list[Any]
-
-
 class StoryCards:
     """Each story's headline and sites, read from the store when a search first needs them
     and kept (see the module doc). Thread-safe: two searches may read one card at once, and
     both write the same.
 
     Args:
-        max_age: seconds a card is trusted before it is read again (for other writers).
+        max_age: seconds after which every card is read again (for the writes of other
+            processes); None: never (this process makes every write, and :meth:`forget`
+            drops what they change).
         clock: monotonic seconds (tests pass their own).
     """
 
-    def __init__(self, max_age: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, max_age: float | None = 60.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.max_age = max_age
         self.clock = clock
-        self._cards: dict[int, _Card] = {}
+        self._titles: dict[int, str] = {}
+        self._sites: dict[int, frozenset[str]] = {}
+        self._made = clock()
 
     def __len__(self) -> int:
-        return len(self._cards)
+        return len(self._titles.keys() | self._sites.keys())
 
     def forget(self, gid: int, merged: Sequence[int] = ()) -> None:
         """Drop the cards of *gid* and of the ids merged into it (they changed)."""
-        cards = self._cards
-        if cards:
-            cards.pop(gid, None)
-            for m in merged:
-                cards.pop(m, None)
+        for table in (self._titles, self._sites):
+            if table:
+                table.pop(gid, None)
+                for m in merged:
+                    table.pop(m, None)
 
     @staticmethod
     def _title(store: Store, gid: int) -> str:
@@ -271,7 +271,7 @@ class StoryCards:
         return normalize_key(title) if title else ""
 
     @staticmethod
-    def _sites(store: Store, gid: int) -> frozenset[str]:
+    def _site_keys(store: Store, gid: int) -> frozenset[str]:
         """The keys of the sites of the story's first copies."""
         group = store.group_head(gid, CARD_MEMBERS)
         if group is None or not group.members:
@@ -281,30 +281,26 @@ class StoryCards:
 
     def keep(
         self, store: Store, gids: Iterable[int], term: str | None, site: str | None
-    ) -> set[int]:
+    ) -> list[int]:
         """The ids among *gids* whose story's headline key holds *term* and whose sites
         include *site* (None: any). The headline is checked first: a story it rules out
         never has its sites read."""
         now = self.clock()
-        oldest = now - self.max_age
-        cards = self._cards
-        out = set()
-        for gid in gids:
-            card = cards.get(gid)
-            if card is None or card[0] < oldest:
-                card = cards[gid] = [now, None, None]
-            if term is not None:
-                if card[1] is None:
-                    card[1] = self._title(store, gid)
-                if term not in card[1]:
-                    continue
-            if site is not None:
-                if card[2] is None:
-                    card[2] = self._sites(store, gid)
-                if site not in card[2]:
-                    continue
-            out.add(gid)
-        return out
+        if self.max_age is not None and now - self._made > self.max_age:
+            self._titles, self._sites, self._made = {}, {}, now
+        kept = list(gids)
+        if term is not None:
+            titles = self._titles
+            for gid in [g for g in kept if g not in titles]:
+                titles[gid] = self._title(store, gid)
+            kept = [g for g in kept if term in titles.get(g, "")]
+        if site is not None:
+            sites = self._sites
+            for gid in [g for g in kept if g not in sites]:
+                sites[gid] = self._site_keys(store, gid)
+            none: frozenset[str] = frozenset()
+            kept = [g for g in kept if site in sites.get(g, none)]
+        return kept
 
 
 def rank(
