@@ -1045,9 +1045,13 @@ def _cmd_hot(args: argparse.Namespace, url: str) -> int:
 
 
 def _finding(args: argparse.Namespace) -> bool:
-    """Whether ``nshash groups`` was asked to search, filter or page."""
-    named = (args.search, args.site, args.start, args.end, args.tz)
-    return any(v is not None for v in named) or args.offset != 0
+    """Whether ``nshash groups`` was asked to search, filter or page (the time zone comes
+    from ``--tz``, else ``$NSHASH_TIMEZONE`` as the service reads it)."""
+    asked = args.tz is not None
+    if not asked:
+        args.tz = os.environ.get("NSHASH_TIMEZONE") or None
+    named = (args.search, args.site, args.start, args.end)
+    return asked or any(v is not None for v in named) or args.offset != 0
 
 
 def _cmd_find(args: argparse.Namespace, url: str) -> int:
@@ -1562,7 +1566,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--tz",
         metavar="ZONE",
-        help="time zone of --from/--to and of the times shown (Asia/Hong_Kong; default UTC)",
+        help="time zone of --from/--to and of the times shown (Asia/Hong_Kong; default"
+        " $NSHASH_TIMEZONE, else UTC)",
     )
     p.add_argument(
         "--offset", type=int, default=0, help="skip this many matching stories (next pages)"
