@@ -23,7 +23,8 @@ from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from nshash import NSHash, NSHashError, StoreError
-from nshash.methods.nshash.find import zone
+from nshash.errors import ConfigError
+from nshash.methods.nshash.find import MAX_TERM_CHARS, zone
 
 from .deps import Dedup, Service, ServiceDep
 from .errors import ApiError, classify, content_type_message, is_json
@@ -60,12 +61,17 @@ _DESCRIPTIONS = {
     413: "The body is over `NSHASH_MAX_BODY_BYTES`, the batch over `NSHASH_MAX_BATCH`, or a"
     " compared text over `NSHASH_MAX_COMPARE_CHARS`.",
     422: "The body is not valid JSON, a field is missing or has the wrong type, or the text"
-    " has no letter or digit.",
+    " has no letter or digit; on `GET /v1/groups`, `invalid_query`: a range that ends before"
+    " it starts, a date not in the calendar, a search term with no letter or digit, an"
+    " unknown time zone, or both a window and a range.",
     501: "An optional part is not installed (`not_installed`), or the configured method does"
     " not offer the route (`not_supported`: `NSHASH_METHOD=keyed` and `simhash` keep no group"
     " listings).",
     503: "The store cannot be reached.",
 }
+
+#: The shape of ``from``/``to``: an ISO 8601 date, or a date and time with an optional offset.
+_MOMENT = r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:?\d{2})?)?$"
 
 #: The largest similar_id accepted in a path: ids are 64-bit signed integers in every store.
 MAX_SIMILAR_ID = 2**63 - 1
@@ -308,18 +314,21 @@ async def list_groups(
     q: Annotated[
         str | None,
         Query(
+            max_length=MAX_TERM_CHARS,
             description="Only stories whose headline holds this term (letters and digits"
             " count; case, width and traditional or simplified script do not; at most 200"
-            " characters)."
+            " characters).",
         ),
     ] = None,
     site: Annotated[
-        str | None, Query(description="Only stories carried by this site (`example.com`).")
+        str | None,
+        Query(max_length=253, description="Only stories carried by this site (`example.com`)."),
     ] = None,
     from_: Annotated[
         str | None,
         Query(
             alias="from",
+            pattern=_MOMENT,
             description="The range's start: an ISO 8601 date or time (`2019-01-01`,"
             " `2019-01-01T08:00+08:00`); one without an offset is in `tz`. Not with `since`.",
         ),
@@ -331,8 +340,9 @@ async def list_groups(
     tz: Annotated[
         str | None,
         Query(
+            pattern=r"^[A-Za-z0-9_+\-/]{0,64}$",
             description="The time zone of `from`/`to` and of the times answered (an IANA"
-            " name such as `Asia/Hong_Kong`; default `NSHASH_TIMEZONE`, else UTC)."
+            " name such as `Asia/Hong_Kong`; default `NSHASH_TIMEZONE`, else UTC).",
         ),
     ] = None,
     offset: Annotated[
@@ -359,22 +369,27 @@ async def list_groups(
     if since is None and not finding:
         groups = await service.call(nsh.groups, least, limit)
         return _json(GroupsResponse(groups=[GroupResponse.of(g) for g in groups]))
-    zone_name = tz if tz is not None else service.settings.timezone
-    display = zone(zone_name)
+    zone_name = tz or service.settings.timezone
     end = nsh.clock()
-    page = await service.call(
-        nsh.find,
-        q,
-        site=site,
-        start=from_,
-        end=to,
-        since=since,
-        tz=zone_name,
-        limit=limit,
-        offset=offset,
-        min_count=least,
-        now=end,
-    )
+    try:
+        display = zone(zone_name)
+        page = await service.call(
+            nsh.find,
+            q,
+            site=site,
+            start=from_,
+            end=to,
+            since=since,
+            tz=zone_name,
+            limit=limit,
+            offset=offset,
+            min_count=least,
+            now=end,
+        )
+    except ConfigError as exc:
+        # What no schema can say: a range that ends before it starts, a date not in the
+        # calendar, a term with no letter or digit, an unknown zone, a window and a range.
+        raise ApiError(422, "invalid_query", str(exc)) from None
     span = page.range
     start_s = None if span is None else span.start
     end_s = None if span is None else int(end) if since is not None else span.end
