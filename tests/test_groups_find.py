@@ -8,6 +8,7 @@ The browser tests of the same options are in ``test_pages_find_browser.py``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from collections.abc import Iterator
@@ -19,8 +20,8 @@ from fastapi.testclient import TestClient
 
 from nshash import ConfigError, NSHash
 from nshash.cli import main
-from nshash.client import Client, ServiceError
-from nshash.methods.nshash.find import StoryCards, parse_moment, time_range, zone
+from nshash.client import AsyncClient, Client, ServiceError
+from nshash.methods.nshash.find import StoryCards, StoryPage, parse_moment, time_range, zone
 from service.app import create_app
 from service.settings import Settings
 from tests.test_service_uvicorn import UvicornServer
@@ -392,3 +393,19 @@ class TestClientFind:
             with pytest.raises(ServiceError) as info:
                 client.find(start="2019-02-01", end="2019-01-01")
             assert info.value.status == 422
+
+    def test_async_client(self, server: UvicornServer) -> None:
+        """AsyncClient.find answers what Client.find answers."""
+
+        async def both() -> tuple[StoryPage, StoryPage]:
+            async with AsyncClient(server.url) as client:
+                return (
+                    await client.find("ferry", site="c.com", start="2019-01-01"),
+                    await client.find(start="1970-01-01", limit=2, offset=2),
+                )
+
+        found, rest = asyncio.run(both())
+        with Client(server.url) as client:
+            assert found == client.find("ferry", site="c.com", start="2019-01-01")
+            assert rest == client.find(start="1970-01-01", limit=2, offset=2)
+        assert found.total == 1 and rest.offset == 2 and rest.next_offset is None
