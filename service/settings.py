@@ -15,6 +15,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from nshash.errors import ConfigError
+from nshash.methods.nshash.find import zone
 from nshash.stores.url import retention_option
 
 __all__ = ["DEFAULT_STORE_URL", "Settings"]
@@ -103,6 +104,20 @@ class Settings(BaseSettings):
     #: see :mod:`nshash.methods.nshash.retention`). Unset: the store keeps the window it
     #: was made with, if any.
     retention: str | None = None
+    #: The time zone the pages show times in and read dates in, and ``GET /v1/groups``
+    #: reads ``from``/``to`` in (an IANA name such as ``Asia/Hong_Kong``; default UTC).
+    #: Each request may ask for another with ``?tz=``.
+    timezone: str | None = None
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                zone(value)
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
+        return value
 
     @field_validator("retention")
     @classmethod

@@ -32,7 +32,7 @@ import traceback
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import timezone, tzinfo
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +43,7 @@ except ImportError:  # pragma: no cover - Windows
 
 from ..errors import ConfigError, NSHashError, install_hint
 from ..methods.nshash.core import NSHash
+from ..methods.nshash.find import local_time, zone
 from ..methods.nshash.store import file_schemes, open_store
 from ..options import SETTINGS, from_environ, from_text, settings_in_url
 from ..results import AddResult, DocMeta
@@ -1073,10 +1074,10 @@ def _group_label(members: Sequence[Any]) -> str:
     return members[0].doc_id if members else "-"
 
 
-def _when(seconds: int | None) -> str:
+def _when(seconds: int | None, tz: tzinfo = timezone.utc) -> str:
     if seconds is None:
         return "-"
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%d %H:%M")
+    return local_time(seconds, tz).strftime("%Y-%m-%d %H:%M")
 
 
 def _cmd_hot(args: argparse.Namespace, url: str) -> int:
@@ -1108,14 +1109,78 @@ def _cmd_hot(args: argparse.Namespace, url: str) -> int:
     print(f"{'recent':>6}  {'size':>6}  {'similar_id':>10}  {'last seen (UTC)':<16}  title")
     for h in hot:
         title = h.title or "-"
-        print(
-            f"{h.recent:>6}  {h.size:>6}  {h.similar_id:>10}  {_when(h.last_seen):<16}  {title}"
+        print(f"{h.recent:>6}  {h.size:>6}  {h.similar_id:>10}  {_when(h.last_seen):<16}  {title}")
+    return 0
+
+
+def _finding(args: argparse.Namespace) -> bool:
+    """Whether ``nshash groups`` was asked to search, filter or page (the time zone comes
+    from ``--tz``, else ``$NSHASH_TIMEZONE`` as the service reads it)."""
+    asked = args.tz is not None
+    if not asked:
+        args.tz = os.environ.get("NSHASH_TIMEZONE") or None
+    named = (args.search, args.site, args.start, args.end)
+    return asked or any(v is not None for v in named) or args.offset != 0
+
+
+def _cmd_find(args: argparse.Namespace, url: str) -> int:
+    """``nshash groups --search/--site/--from/--to``: a page of the matching stories."""
+    tz = zone(args.tz)
+    least = 1 if args.min_size is None else args.min_size
+    with NSHash.open(url, readonly=True) as nsh:
+        page = nsh.find(
+            args.search,
+            site=args.site,
+            start=args.start,
+            end=args.end,
+            since=args.since,
+            tz=args.tz,
+            limit=args.top,
+            offset=args.offset,
+            min_count=least,
         )
+    if args.json:
+        data = {
+            "total": page.total,
+            "offset": page.offset,
+            "next_offset": page.next_offset,
+            "groups": [
+                {
+                    "similar_id": h.similar_id,
+                    "recent": h.recent,
+                    "size": h.size,
+                    "first_seen": h.first_seen,
+                    "last_seen": h.last_seen,
+                    "title": h.title,
+                    "sites": list(h.sites),
+                }
+                for h in page.stories
+            ],
+        }
+        print(json.dumps(data, ensure_ascii=False, indent=2))
+        return 0
+    if not page.stories:
+        print(f"no story matches in {mask_url(url)} ({page.total} in all)", file=sys.stderr)
+        return 0
+    seen = f"last seen ({args.tz or 'UTC'})"
+    print(f"{'copies':>6}  {'size':>6}  {'similar_id':>10}  {seen:<22}  title")
+    for h in page.stories:
+        print(
+            f"{h.recent:>6}  {h.size:>6}  {h.similar_id:>10}  {_when(h.last_seen, tz):<22}"
+            f"  {h.title or '-'}"
+        )
+    shown = f"{page.offset + 1}-{page.offset + len(page.stories)} of {page.total}"
+    more = f"; next page: --offset {page.next_offset}" if page.next_offset is not None else ""
+    print(f"stories {shown}{more}", file=sys.stderr)
     return 0
 
 
 def _cmd_groups(args: argparse.Namespace) -> int:
     url = _store_url(args, saved=True)
+    if _finding(args):
+        return _cmd_find(args, url)
+    if args.min_size is None:
+        args.min_size = 2
     if args.since is not None:
         return _cmd_hot(args, url)
     with NSHash.open(url, readonly=True) as nsh:
@@ -1248,8 +1313,16 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _service_module() -> str:
-    """Return the importable package holding the HTTP app: ``nshash_service`` or ``service``."""
-    for mod in ("nshash_service", "service"):
+    """Return the importable package holding the HTTP app: ``nshash_service`` or ``service``.
+
+    In a source checkout (``service/`` beside this ``nshash/``) the checkout's own
+    ``service`` comes first, so an ``nshash_service`` installed from elsewhere never serves
+    another version of the code.
+    """
+    checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    spec = importlib.util.find_spec("service") if os.path.isdir(checkout) else None
+    mine = spec is not None and (spec.origin or "").startswith(checkout + os.sep)
+    for mod in ("service", "nshash_service") if mine else ("nshash_service", "service"):
         try:
             app = importlib.import_module(f"{mod}.app")
         except ModuleNotFoundError as exc:
@@ -1295,12 +1368,17 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     limits = {
         "timeout_keep_alive": settings.idle_timeout,
         "limit_concurrency": settings.max_connections,
+        # A request head may be up to 256 KiB (h11's default is 16 KiB, read in pieces of
+        # up to 64): a search of 10,000 Chinese characters is a 90 KB address, which then
+        # gets the pages' readable 422 instead of a bare 400.
+        "h11_max_incomplete_event_size": 256 * 1024,
     }
     if args.workers == 1:
         # The app is built and its store opened here, so a bad URL, a missing driver or a
         # locked file is reported as one line; the lifespan then finds the store open.
         app = importlib.import_module(f"{mod}.app").create_app(settings)
         app.state.service.store.open()
+        _banner(args, settings, listener)
         config = uvicorn.Config(app, host=args.host, port=args.port, **limits)
         uvicorn.Server(config).run(sockets=[listener])
         return 0
@@ -1308,6 +1386,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     holder = importlib.import_module(f"{mod}.deps").StoreHolder(settings)
     holder.open()
     holder.close()
+    _banner(args, settings, listener)
     config = uvicorn.Config(
         f"{mod}.app:create_app",
         factory=True,
@@ -1320,6 +1399,21 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     Multiprocess(config, sockets=[listener]).run()
     return 0
+
+
+def _banner(args: argparse.Namespace, settings: Any, listener: Any) -> None:
+    """Say on stderr where ``nshash serve`` listens and what it serves: its address, store
+    (any password masked), method and workers."""
+    host, port = listener.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    workers = "1 worker" if args.workers == 1 else f"{args.workers} workers"
+    key = "API key required" if settings.api_key is not None else "no API key"
+    print(
+        f"nshash serve: http://{shown}:{port}/ | store {mask_url(settings.store_url)} |"
+        f" method {settings.method} | {workers} | {key}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _no_delay(sock: Any) -> None:
@@ -1532,9 +1626,42 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", metavar="URL", help=_STORE_HELP_SAVED)
     p.add_argument("--top", type=int, default=30, metavar="N", help="how many groups (default 30)")
     p.add_argument(
-        "--min-size", type=int, default=2, metavar="N", help="smallest group shown (default 2)"
+        "--min-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="smallest group shown (default 2; 1 with --search, --site, --from or --to)",
     )
     p.add_argument("--json", action="store_true", help="JSON with every member")
+    p.add_argument(
+        "--search",
+        "-q",
+        metavar="TERM",
+        help="only stories whose headline holds TERM (case, width and traditional or"
+        " simplified script do not matter)",
+    )
+    p.add_argument("--site", metavar="HOST", help="only stories carried by this site")
+    p.add_argument(
+        "--from",
+        dest="start",
+        metavar="WHEN",
+        help="rank by copies from this date or time (ISO 8601: 2019-01-01, 2019-01-01T08:00)",
+    )
+    p.add_argument(
+        "--to",
+        dest="end",
+        metavar="WHEN",
+        help="... up to this one (exclusive; a bare date takes that whole day)",
+    )
+    p.add_argument(
+        "--tz",
+        metavar="ZONE",
+        help="time zone of --from/--to and of the times shown (Asia/Hong_Kong; default"
+        " $NSHASH_TIMEZONE, else UTC)",
+    )
+    p.add_argument(
+        "--offset", type=int, default=0, help="skip this many matching stories (next pages)"
+    )
     p.add_argument(
         "--since",
         metavar="WINDOW",

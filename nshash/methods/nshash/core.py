@@ -31,9 +31,21 @@ from ...text.fingerprint import DEFAULT_DELIMITERS, DocPrint, Fingerprinter
 from .assign import MatchPolicy
 from .base import Store
 from .compiled import compiled
+from .find import (
+    CARD_MEMBERS,
+    MAX_TIME,
+    StoryCards,
+    StoryPage,
+    TimeRange,
+    rank,
+    search_key,
+    site_key,
+    time_range,
+    zone,
+)
 from .store import open_path, open_store
 
-__all__ = ["Document", "NSHash"]
+__all__ = ["MAX_TIME", "Document", "NSHash"]
 
 #: What :meth:`NSHash.add_many` accepts per item: a text, or a mapping with ``text`` and
 #: optionally ``id`` and ``title``.
@@ -85,10 +97,6 @@ def parse_window(window: str | int | float) -> int:
     if not math.isfinite(seconds) or seconds < 1 or seconds >= 2**53:
         raise ConfigError(f"A window must be at least one second, not {window!r}")
     return max(1, int(seconds))
-
-
-#: The latest time a document may carry: the end of the year 9999 (epoch seconds, exclusive).
-MAX_TIME = 253_402_300_800
 
 
 def _moment(value: object) -> int:
@@ -213,6 +221,9 @@ class NSHash(Method):
             scheme, suffix = _HASHDBS[hashdb]
             store = open_path(scheme, os.path.abspath(name + suffix))
         self.store = store
+        #: The story cards :meth:`find` filters by (made by its first call; see
+        #: :class:`~nshash.methods.nshash.find.StoryCards`).
+        self.cards: StoryCards | None = None
 
     @classmethod
     def open(
@@ -383,6 +394,8 @@ class NSHash(Method):
         """:meth:`add_prepared` for arguments already checked."""
         why = self.store.explain(doc, self.policy) if explain else None
         answer, anchors = self.store.assign(doc, self.policy, doc_id, title, meta)
+        if self.cards is not None:
+            self.cards.forget(answer.similar_id, answer.merged_from)
         values = (
             answer.similar_id,
             answer.duplicate,
@@ -429,6 +442,8 @@ class NSHash(Method):
                 results[slot] = outcome
                 continue
             answer, anchors = outcome
+            if self.cards is not None:
+                self.cards.forget(answer.similar_id, answer.merged_from)
             results[slot] = AddResult(
                 answer.similar_id,
                 answer.duplicate,
@@ -526,8 +541,71 @@ class NSHash(Method):
             out.append(self._hot_group(gid, recent))
         return out
 
+    def find(
+        self,
+        text: str | None = None,
+        *,
+        site: str | None = None,
+        start: str | Moment | None = None,
+        end: str | Moment | None = None,
+        since: str | int | float | None = None,
+        tz: str | None = None,
+        limit: int = 30,
+        offset: int = 0,
+        min_count: int = 1,
+        now: float | None = None,
+    ) -> StoryPage:
+        """Find stories: by headline, by site, in a time range, a page at a time.
+
+        The stories with copies in the range are ranked by those copies (most first, ties
+        by smaller id, as :meth:`hot` ranks them); those whose headline holds *text* and
+        whose sites include *site* are kept, and ``limit`` of them from ``offset`` are
+        returned with the total. See :mod:`nshash.methods.nshash.find` for how terms, sites
+        and times are matched. Only documents added while tracking (``track=True``) count.
+
+        Args:
+            text: a search term for the headlines (letters and digits matter; case, width
+                and traditional or simplified script do not).
+            site: only stories carried by this site (among their first 100 copies).
+            start: the range's start: epoch seconds, a datetime or an ISO 8601 date or time.
+            end: its end (exclusive; a bare date means the end of that day).
+            since: a window ending now instead (``"24h"``, ``"7d"``); not with start/end.
+            tz: the time zone of dates and of times without an offset (default UTC).
+            limit: stories per page.
+            offset: matching stories to skip (the previous pages').
+            min_count: leave out stories with fewer copies in the range.
+            now: the end of a ``since`` window (default: the ``clock``).
+
+        Raises:
+            ConfigError: a bad term, site, time, range, zone, limit, offset or count (an
+                inverted range, a malformed date, a term over 200 characters...).
+        """
+        checks = (("limit", limit, 1), ("offset", offset, 0), ("min_count", min_count, 1))
+        for name, value, least in checks:
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ConfigError(f"{name} must be an integer of at least {least}, not {value!r}")
+        term = None if text is None or text == "" else search_key(text)
+        where = None if site is None or site == "" else site_key(site)
+        hours: TimeRange | None
+        if since is not None:
+            if start is not None or end is not None:
+                raise ConfigError("Give a window (since) or a range (from/to), not both")
+            seconds = parse_window(since)
+            last = self.clock() if now is None else float(now)
+            hours = TimeRange(max(0, int((last - seconds) // HOUR)), int(last // HOUR))
+        else:
+            hours = time_range(start, end, zone(tz))
+        if self.cards is None:
+            # Another process may write to a shared store, or to one this one only reads.
+            shared = urlsplit(self.store.url).scheme in ("redis", "rediss", "unix")
+            alone = not shared and not getattr(self.store, "readonly", False)
+            self.cards = StoryCards(max_age=None if alone else 60.0)
+        page, total = rank(self.store, self.cards, hours, term, where, min_count, offset + limit)
+        stories = tuple(self._hot_group(gid, n) for gid, n in page[offset:])
+        return StoryPage(stories, total, offset, hours)
+
     #: How many of a hot group's first members give its headline and sites.
-    HOT_MEMBERS = 100
+    HOT_MEMBERS = CARD_MEMBERS
 
     def _hot_group(self, gid: int, recent: int) -> HotGroup:
         group = self.store.group_head(gid, self.HOT_MEMBERS)

@@ -1489,21 +1489,45 @@ class MemoryStore(Store):
                 extra={} if t.window is None else {"retention": t.window, "forgotten": t.forgotten},
             )
 
+    def _buckets(self, first_hour: int, last_hour: int) -> list[dict[int, int]]:
+        """The per-hour counts of the hours *first_hour* .. *last_hour* that have any (the
+        caller holds the lock)."""
+        buckets = self._t.buckets
+        # Only the hours in the window are read; a window wider than the hours recorded
+        # walks the recorded ones instead.
+        if last_hour - first_hour + 1 > len(buckets):
+            return [b for h, b in buckets.items() if first_hour <= h <= last_hour and b]
+        return [b for h in range(first_hour, last_hour + 1) if (b := buckets.get(h))]
+
+    def active(self, first_hour: int, last_hour: int) -> set[int]:
+        with self._lock:
+            self._check()
+            return set().union(*self._buckets(first_hour, last_hour))
+
+    def counts(self, first_hour: int, last_hour: int, gids: Iterable[int]) -> dict[int, int]:
+        with self._lock:
+            self._check()
+            found = self._buckets(first_hour, last_hour)
+            wanted = gids if isinstance(gids, (set, frozenset)) else set(gids)
+            out: dict[int, int] = {}
+            if len(wanted) * len(found) <= sum(map(len, found)):
+                for gid in wanted:  # few groups: look each up in each hour
+                    n = sum(b.get(gid, 0) for b in found)
+                    if n:
+                        out[gid] = n
+                return out
+            get = out.get
+            for bucket in found:  # many: walk the hours once
+                for gid, n in bucket.items():
+                    if gid in wanted:
+                        out[gid] = get(gid, 0) + n
+            return out
+
     def hot(self, first_hour: int, last_hour: int, limit: int = 30) -> list[tuple[int, int]]:
         with self._lock:
             self._check()
-            buckets = self._t.buckets
-            # Only the hours in the window are read; a window wider than the hours recorded
-            # walks the recorded ones instead.
-            if last_hour - first_hour + 1 > len(buckets):
-                hours: Iterable[int] = [h for h in buckets if first_hour <= h <= last_hour]
-            else:
-                hours = range(first_hour, last_hour + 1)
             counts: dict[int, int] = {}
-            for h in hours:
-                bucket = buckets.get(h)
-                if not bucket:
-                    continue
+            for bucket in self._buckets(first_hour, last_hour):
                 if not counts:
                     counts = dict(bucket)
                     continue
