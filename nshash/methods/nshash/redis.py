@@ -125,7 +125,14 @@ from urllib.parse import parse_qsl, urlsplit
 import redis
 from redis.exceptions import MovedError, NoScriptError
 
-from ...errors import ConfigError, NSHashError, StoreClosedError, StoreCorruptError, StoreError
+from ...errors import (
+    ConfigError,
+    NSHashError,
+    StoreClosedError,
+    StoreCorruptError,
+    StoreError,
+    StoreUnavailableError,
+)
 from ...results import (
     HOUR,
     Activity,
@@ -735,8 +742,20 @@ class RedisStore(Store):
         )
 
     def ping(self) -> None:
+        """Raise StoreError unless Redis answers and takes a write: a small key,
+        ``{PREFIX}:ready``, set to expire in a minute. Redis out of memory under
+        ``maxmemory-policy noeviction`` refuses it as it refuses every add
+        (:class:`~nshash.StoreUnavailableError`: it may pass)."""
         with self._errors():
             self._client.ping()
+            try:
+                self._client.set(self._base + b"ready", b"1", px=60_000)
+            except redis.ResponseError as exc:
+                if not str(exc).startswith("OOM"):
+                    raise
+                raise StoreUnavailableError(
+                    f"Redis at {self.url!r} refuses writes: {exc}", url=self.url
+                ) from exc
 
     def close(self) -> None:
         """Release the connections; closing twice is harmless."""
