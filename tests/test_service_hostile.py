@@ -92,7 +92,7 @@ def read_all(sock: socket.socket, timeout: float) -> tuple[bytes, bool]:
     try:
         while chunk := sock.recv(4096):
             data += chunk
-    except (TimeoutError, socket.timeout):
+    except TimeoutError:
         return data, False
     except ConnectionResetError:
         return data, True
@@ -493,10 +493,17 @@ class TestCompare:
         body = json.dumps({"a": text, "b": text[::-1], "metrics": ["levenshtein"]})
         senders = [
             subprocess.Popen(
-                [sys.executable, "-c", "import sys, httpx; httpx.post(sys.argv[1], content="
-                 "sys.stdin.buffer.read(), headers={'content-type': 'application/json'},"
-                 " timeout=120)", srv.url + "/v1/compare"],
-                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                [
+                    sys.executable,
+                    "-c",
+                    "import sys, httpx; httpx.post(sys.argv[1], content="
+                    "sys.stdin.buffer.read(), headers={'content-type': 'application/json'},"
+                    " timeout=120)",
+                    srv.url + "/v1/compare",
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
             )  # fmt: skip
             for _ in range(2)
         ]
