@@ -260,7 +260,8 @@ def chart(activity: Activity | None, width: int = 900, height: int = 150) -> Mar
         f"{Markup.escape(when(start + (slots - 1) * step))}</text>"
     )
     axis = (
-        f'<line x1="{pad_left}" y1="{6 + inner_h}" x2="{width}" y2="{6 + inner_h}" class="axis"/>'
+        f'<line x1="{pad_left}" y1="{6 + inner_h}" x2="{width}" y2="{6 + inner_h}"'
+        ' class="axis"/>'
     )
     return Markup(
         f'<svg class="chart" role="img" width="{width}" height="{height}"'
@@ -496,3 +497,4 @@ async def check(request: Request, service: ServiceDep) -> Response:
         "matched": sum(1 for _p, mark in pieces if mark == "hit"),
     }
     return _render("check.html", text=text, result=result, error=None, nav=True)
+

@@ -149,7 +149,9 @@ async def add_document(request: Request, service: ServiceDep) -> Response:
     doc = await json_body(request, DocumentIn)
     nsh = await service.nshash()
     more = doc.meta_kwargs() if isinstance(nsh, NSHash) else {}
-    result = await service.caller_for(doc.text)(nsh.add, doc.text, doc.id, title=doc.title, **more)
+    result = await service.caller_for(doc.text)(
+        nsh.add, doc.text, doc.id, title=doc.title, **more
+    )
     service.metrics.record_add(result)
     return _json(AddResponse.of(result))
 

@@ -810,7 +810,9 @@ def _records_run(
     if getattr(args, "track", False) and method != "nshash":
         raise UsageError(f"--track keeps activity for the nshash method, not --method {method}")
     preparer = (
-        Preparer(_fields(args), added, NSHASH_OPTIONS, args.encoding, getattr(args, "track", False))
+        Preparer(
+            _fields(args), added, NSHASH_OPTIONS, args.encoding, getattr(args, "track", False)
+        )
         if method == "nshash"
         else _MethodPreparer(_fields(args), added, args.encoding, method)
     )
@@ -1040,7 +1042,9 @@ def _cmd_hot(args: argparse.Namespace, url: str) -> int:
     print(f"{'recent':>6}  {'size':>6}  {'similar_id':>10}  {'last seen (UTC)':<16}  title")
     for h in hot:
         title = h.title or "-"
-        print(f"{h.recent:>6}  {h.size:>6}  {h.similar_id:>10}  {_when(h.last_seen):<16}  {title}")
+        print(
+            f"{h.recent:>6}  {h.size:>6}  {h.similar_id:>10}  {_when(h.last_seen):<16}  {title}"
+        )
     return 0
 
 

@@ -178,6 +178,8 @@ _TABLES = (
 _ASSIGN = lua_script("nshash_assign")
 
 
+
+
 _MASK64 = (1 << 64) - 1
 
 
@@ -571,7 +573,7 @@ class RedisStore(Store):
     def _refusal(self, exc: Exception) -> NSHashError:
         """The error for a failed assignment: a refused retention window is the caller's."""
         if isinstance(exc, redis.ResponseError) and str(exc).startswith("RETENTION "):
-            return ConfigError(f"{self.url}: {str(exc)[len('RETENTION ') :]}")
+            return ConfigError(f"{self.url}: {str(exc)[len('RETENTION '):]}")
         return self._translate(exc)
 
     def assign_many(
@@ -710,7 +712,9 @@ class RedisStore(Store):
             return None
         gid, seen, flat = reply
         first, last = (int(v) for v in seen.split())
-        hours = sorted((int(flat[i]) * HOUR, int(flat[i + 1])) for i in range(0, len(flat), 2))
+        hours = sorted(
+            (int(flat[i]) * HOUR, int(flat[i + 1])) for i in range(0, len(flat), 2)
+        )
         return Activity(int(gid), first, last, tuple(hours))
 
     def doc_meta(self, doc_ids: Sequence[str]) -> list[DocMeta | None]:
