@@ -34,6 +34,8 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4)"]
 
 # One worker: the default memory store (and LevelDB) live in one process. With
-# NSHASH_STORE_URL=redis://... run "nshash serve --workers N" instead (see docker-compose.yml):
-# plain "uvicorn --workers N" shares a socket without TCP_NODELAY (about 40 ms per request).
-CMD ["uvicorn", "--factory", "nshash_service.app:create_app", "--host", "0.0.0.0", "--port", "8000", "--timeout-keep-alive", "5", "--limit-concurrency", "1000"]
+# NSHASH_STORE_URL=redis://... add "--workers N" (see docker-compose.yml). nshash serve rather
+# than plain uvicorn: it closes connections that do not send their headers in time
+# (NSHASH_HEADER_TIMEOUT), passes NSHASH_IDLE_TIMEOUT and NSHASH_MAX_CONNECTIONS on, logs each
+# request once with secrets redacted, and shares its socket with TCP_NODELAY.
+CMD ["nshash", "serve", "--host", "0.0.0.0", "--port", "8000"]

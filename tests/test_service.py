@@ -975,7 +975,8 @@ class TestContainer:
         health = next(i for i, line in enumerate(lines) if line.startswith("HEALTHCHECK"))
         assert "/healthz" in lines[health + 1] and "urllib" in lines[health + 1]
         cmd = json.loads([line for line in lines if line.startswith("CMD ")][-1][4:])
-        assert cmd[:3] == ["uvicorn", "--factory", "nshash_service.app:create_app"]
+        # nshash serve: the header deadline, the limits and the redacted access log apply.
+        assert cmd[:2] == ["nshash", "serve"] and "0.0.0.0" in cmd
 
     def test_wheel_installs_the_app_as_nshash_service(self) -> None:
         """pyproject.toml remaps service/ to nshash_service, the name the image runs."""
