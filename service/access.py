@@ -71,6 +71,16 @@ def target(path: str, query: bytes | str) -> str:
     return path + ("?" + redact_query(query) if query else "")
 
 
+def _path(scope: Scope) -> str:
+    """The path as sent (still percent-encoded, so a ``%0A`` in it cannot forge a line)."""
+    raw = scope.get("raw_path")
+    if isinstance(raw, bytes) and raw:
+        return raw.decode("latin-1")
+    return str(scope.get("root_path", "")) + str(scope["path"]).encode(
+        "unicode_escape"
+    ).decode("ascii")
+
+
 class AccessLogMiddleware:
     """Pure ASGI middleware writing one :data:`logger` line per HTTP request when it ends.
 
@@ -108,7 +118,7 @@ class AccessLogMiddleware:
                 '%s "%s %s HTTP/%s" %d %.1f ms',
                 who,
                 scope["method"],
-                target(scope.get("root_path", "") + scope["path"], scope.get("query_string", b"")),
+                target(_path(scope), scope.get("query_string", b"")),
                 scope.get("http_version", "1.1"),
                 status or (500 if failed else 499),
                 (time.perf_counter() - start) * 1000,

@@ -250,8 +250,10 @@ class TestAccessLogInProcess:
         with TestClient(create_app(settings)) as client:
             client.get(f"/stories/7?since=1h&key={KEY}", follow_redirects=False)
             client.get("/v1/groups?min_size=3", headers=AUTH)
+            client.get("/nope%0AINFO:%20forged")
         lines = [r.getMessage() for r in caplog.records if r.name == "nshash.access"]
-        assert len(lines) == 2, lines
+        assert len(lines) == 3, lines
+        assert '"GET /nope%0AINFO:%20forged HTTP/1.1" 404' in lines[2]
         assert '"GET /stories/7?since=1h&key=[redacted] HTTP/1.1" 303' in lines[0]
         assert '"GET /v1/groups?min_size=3 HTTP/1.1" 200' in lines[1]
         assert all(KEY not in r.getMessage() for r in caplog.records)
