@@ -331,7 +331,8 @@ def _ready_within(client: TestClient, status: int, seconds: float = 2.0) -> floa
 class TestReadyRedis:
     """Redis out of memory (``maxmemory`` with ``noeviction``) and a wrong password."""
 
-    def test_out_of_memory_is_not_ready(self, tmp_path: Path) -> None:
+    @pytest.mark.parametrize("method", ["nshash", "simhash"])
+    def test_out_of_memory_is_not_ready(self, tmp_path: Path, method: str) -> None:
         """/readyz is 503 within 2 s of Redis refusing writes (before any add fails), adds
         are 503, lookups still answer; /readyz is 200 again once Redis has room."""
         server = RedisServer(tmp_path / "redis", extra_args=["--maxmemory-policy", "noeviction"])
@@ -341,7 +342,8 @@ class TestReadyRedis:
 
             admin = redis.Redis.from_url(server.url)
             url = f"{server.url}?prefix=oom"
-            with TestClient(create_app(Settings(store_url=url))) as client:
+            settings = Settings(store_url=url, method=method)
+            with TestClient(create_app(settings)) as client:
                 added = client.post("/v1/documents", json={"text": FLOOD})
                 assert added.status_code == 200
                 assert client.get("/readyz").status_code == 200

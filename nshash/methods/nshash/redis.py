@@ -125,14 +125,7 @@ from urllib.parse import parse_qsl, urlsplit
 import redis
 from redis.exceptions import MovedError, NoScriptError
 
-from ...errors import (
-    ConfigError,
-    NSHashError,
-    StoreClosedError,
-    StoreCorruptError,
-    StoreError,
-    StoreUnavailableError,
-)
+from ...errors import ConfigError, NSHashError, StoreClosedError, StoreCorruptError, StoreError
 from ...results import (
     HOUR,
     Activity,
@@ -144,7 +137,7 @@ from ...results import (
     Member,
     StoreStats,
 )
-from ...stores.redis import check_prefix, connect, translate
+from ...stores.redis import check_prefix, connect, ping_writable, translate
 from ...stores.scripts import lua_script
 from ...stores.url import mask_url, retention_option
 from ...text.fingerprint import DocPrint, narrow
@@ -742,20 +735,11 @@ class RedisStore(Store):
         )
 
     def ping(self) -> None:
-        """Raise StoreError unless Redis answers and takes a write: a small key,
-        ``{PREFIX}:ready``, set to expire in a minute. Redis out of memory under
-        ``maxmemory-policy noeviction`` refuses it as it refuses every add
-        (:class:`~nshash.StoreUnavailableError`: it may pass)."""
+        """Raise StoreError unless Redis answers and takes a write (see
+        :func:`~nshash.stores.redis.ping_writable`): out of memory under ``noeviction`` it
+        refuses every add, so it is not ready."""
         with self._errors():
-            self._client.ping()
-            try:
-                self._client.set(self._base + b"ready", b"1", px=60_000)
-            except redis.ResponseError as exc:
-                if not str(exc).startswith("OOM"):
-                    raise
-                raise StoreUnavailableError(
-                    f"Redis at {self.url!r} refuses writes: {exc}", url=self.url
-                ) from exc
+            ping_writable(self._client, self.prefix, self.url)
 
     def close(self) -> None:
         """Release the connections; closing twice is harmless."""
