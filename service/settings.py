@@ -87,7 +87,8 @@ class Settings(BaseSettings):
     max_batch: int = Field(default=1000, ge=1)
     #: The longest text ``POST /v1/compare`` accepts, in characters; longer gets 413 (some
     #: measures, such as Levenshtein, grow with the product of both lengths: two texts of
-    #: 50,000 characters take about half a second of CPU).
+    #: 50,000 characters take about a second of CPU, Chinese news or one character repeated
+    #: alike; ``python3 bench/bench_similarity.py --limits``).
     max_compare_chars: int = Field(default=50_000, ge=1)
     #: The largest ``limit`` accepted by ``GET /v1/groups``.
     max_groups_limit: int = Field(default=1000, ge=1)
