@@ -40,14 +40,22 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from .errors import install_hint
+
 try:
     import httpx
 except ImportError as exc:  # pragma: no cover - the extra is installed under test
     raise ImportError(
-        f"nshash.client needs httpx, which cannot be imported ({exc}): pip install 'nshash[client]'"
+        f"nshash.client needs httpx, which cannot be imported ({exc}): {install_hint('client')}"
     ) from exc
 
-from .errors import ConfigError, EmptyDocumentError, NSHashError, StoreUnavailableError
+from .errors import (
+    ConfigError,
+    EmptyDocumentError,
+    NSHashError,
+    StoreUnavailableError,
+)
+from .inputs import either_id
 from .methods.nshash.core import Document
 from .results import AddResult, DocumentRecord, Group, HotGroup, Member
 from .stores.url import mask_url
@@ -387,6 +395,7 @@ class Client(_Base):
         url: str | None = None,
         site: str | None = None,
         published_at: float | datetime | None = None,
+        id: str | None = None,  # the name every surface uses; doc_id is the older one
     ) -> AddResult:
         """Add one document and return its group (``fingerprints`` is empty: not sent).
 
@@ -399,6 +408,7 @@ class Client(_Base):
             ServiceError: the service refused the request (401, 413, 422).
             StoreUnavailableError: the service or its store cannot be reached.
         """
+        doc_id = either_id(doc_id, id)
         call = _add_call(text, doc_id, title=title, url=url, site=site, published_at=published_at)
         return _add_result(self._send(call))
 
@@ -518,8 +528,10 @@ class AsyncClient(_Base):
         url: str | None = None,
         site: str | None = None,
         published_at: float | datetime | None = None,
+        id: str | None = None,  # the name every surface uses; doc_id is the older one
     ) -> AddResult:
         """Add one document and return its group (see :meth:`Client.add`)."""
+        doc_id = either_id(doc_id, id)
         call = _add_call(text, doc_id, title=title, url=url, site=site, published_at=published_at)
         return _add_result(await self._send(call))
 

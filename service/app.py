@@ -32,6 +32,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
 from nshash import __version__
+from nshash.errors import install_hint
 from nshash.inputs import MAX_DOC_ID_CHARS, MAX_TEXT_CHARS, MAX_TITLE_CHARS
 
 from .access import AccessLogMiddleware, install_uvicorn_filter
@@ -180,7 +181,7 @@ def install_docs(app: FastAPI) -> None:
 
 _NO_DOCS = (
     "<!doctype html><title>nshash</title><p>The API docs need the Swagger UI files:"
-    " pip install 'nshash[service]' (the fastapi-offline package)."
+    f" {install_hint('service')} (the fastapi-offline package)."
 )
 
 

@@ -26,6 +26,7 @@ from starlette.concurrency import run_in_threadpool
 
 from nshash import KeyedDedup, NSHash, SimhashDedup, StoreUnavailableError
 from nshash.methods.nshash.base import Store
+from nshash.options import SETTINGS, from_environ, settings_in_url
 
 from .errors import ApiError
 from .metrics import Metrics
@@ -83,12 +84,17 @@ class StoreHolder:
         if s.method == "simhash":
             return SimhashDedup.open(s.store_url)
         window: dict[str, Any] = {} if s.retention is None else {"retention": s.retention}
+        # The tuning settings that Settings does not hold itself come from NSHASH_* variables
+        # too (one schema, nshash.options); a store URL's own (?theta=0.6) win over both.
+        in_url = settings_in_url(s.store_url)[1]
+        given: dict[str, Any] = {"n": s.n, "min_length": s.min_length, "hashfunc": s.hashfunc}
+        given.update((k, v) for k, v in from_environ(os.environ).items() if k not in given)
+        tuning = {k: v for k, v in given.items() if k not in in_url}
         return NSHash.open(
             s.store_url,
-            n=s.n,
-            min_length=s.min_length,
-            hashfunc=s.hashfunc,
             track=s.track,
+            settings_from={k: f"the environment variable {SETTINGS[k].env}" for k in tuning},
+            **tuning,
             **window,
         )
 

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from nshash import ConfigError, NSHash, NSHashError, StoreError
+from nshash.errors import install_hint
 from nshash.inputs import check_text
 from nshash.methods.nshash.core import parse_window
 from nshash.results import HOUR
@@ -394,7 +395,7 @@ async def compare(body: CompareRequest, service: ServiceDep) -> CompareResponse:
         raise ApiError(
             501,
             "not_installed",
-            f"The similarity measures need: pip install 'nshash[similarity]' ({exc})",
+            f"The similarity measures need: {install_hint('similarity')} ({exc})",
         ) from exc
     if body.metrics is not None:
         # Checked here, so a bad name costs no trip to a worker process.

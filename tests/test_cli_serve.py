@@ -61,15 +61,15 @@ def free_port() -> int:
 CASES = {
     "unknown scheme": ({"NSHASH_STORE_URL": "mysql://x"}, "", [], "Unknown store scheme 'mysql'"),
     "bad --store option": ({}, "", ["--store", "memory://?fsync=weekly"], "fsync must be one"),
-    "leveldb without plyvel": ({}, "plyvel", ["--store", "leveldb:///{tmp}/db"], "nshash[leveldb]"),
-    "redis without redis": ({}, "redis", ["--store", "redis://localhost/0"], "nshash[redis]"),
+    "leveldb without plyvel": ({}, "plyvel", ["--store", "leveldb:///{tmp}/db"], "[leveldb]'"),
+    "redis without redis": ({}, "redis", ["--store", "redis://localhost/0"], "[redis]'"),
     "NSHASH_N not a number": ({"NSHASH_N": "abc"}, "", [], "NSHASH_N='abc'"),
     "NSHASH_METHOD unknown": ({"NSHASH_METHOD": "fuzzy"}, "", [], "NSHASH_METHOD='fuzzy'"),
     "keyed without rbloom": (
         {"NSHASH_METHOD": "keyed", "NSHASH_STORE_URL": "memory://"},
         "rbloom",
         [],
-        "nshash[keyed]",
+        "[keyed]'",
     ),
     "corrupt snapshot": ({}, "", ["--store", "memory:///{tmp}/bad.pkl"], "Cannot read snapshot"),
 }

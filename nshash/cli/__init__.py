@@ -42,9 +42,10 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-from ..errors import ConfigError, NSHashError
+from ..errors import ConfigError, NSHashError, install_hint
 from ..methods.nshash.core import NSHash
 from ..methods.nshash.store import file_schemes, open_store
+from ..options import SETTINGS, from_environ, from_text, settings_in_url
 from ..results import AddResult, DocMeta
 from ..stores.url import mask_url, parse_url
 from ..text.fingerprint import DocPrint
@@ -90,9 +91,61 @@ BATCHES_IN_FLIGHT = 4
 #: Bad records reported one by one; past this many only the count is given.
 MAX_REPORTED = 100
 
-#: Options for both :class:`~nshash.NSHash` and the workers' fingerprinter (defaults for now;
-#: one dict so that the two can never disagree).
-NSHASH_OPTIONS: dict[str, Any] = {}
+
+
+#: What an output file's name says it holds, by its extension (after any .gz).
+_OUTPUT_KINDS = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+
+
+def _check_output(name: str | None, input_format: str) -> None:
+    """Refuse an output that would surprise: Parquet on a terminal, or a file whose extension
+    names another format than the one the input writes (records are written back in their
+    own format: CSV as CSV, Parquet as Parquet, JSONL and text files as JSONL).
+
+    Raises:
+        ConfigError: the output would be binary on a terminal, or its name says another format.
+    """
+    produced = input_format if input_format in ("csv", "parquet") else "jsonl"
+    shown = {"jsonl": "JSONL", "csv": "CSV", "parquet": "Parquet", "txt": "Text"}
+    if name is None or name == "-":
+        if produced == "parquet" and sys.stdout.isatty():
+            raise ConfigError(
+                "Parquet output is binary and stdout is a terminal: name a file with"
+                " -o OUT.parquet, or redirect stdout"
+            )
+        return
+    stem = name[:-3] if name.lower().endswith(".gz") else name
+    claimed = _OUTPUT_KINDS.get(os.path.splitext(stem)[1].lower())
+    if claimed is not None and claimed != produced:
+        raise ConfigError(
+            f"{shown[input_format]} input is written back as {shown[produced]}, but -o"
+            f" {name!r} names a {shown[claimed]} file: name it .{produced}, or convert the"
+            f" input to {shown[claimed]} first"
+        )
+
+
+def _settings(args: argparse.Namespace, url: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The tuning settings of this run and where each came from: the flags (``--theta``),
+    else the ``NSHASH_*`` variables for a setting that *url* does not give itself; one dict
+    for both :class:`~nshash.NSHash` and the workers' fingerprinter, so the two never
+    disagree.
+    """
+    in_url = settings_in_url(url)[1]
+    values = {k: v for k, v in from_environ(os.environ).items() if k not in in_url}
+    origins = {k: f"the environment variable {SETTINGS[k].env}" for k in values}
+    for name, setting in SETTINGS.items():
+        flagged = getattr(args, f"setting_{name}", None)
+        if flagged is not None:
+            values[name] = setting.cast(flagged, setting.flag)
+            origins[name] = setting.flag
+    return values, origins
 
 #: The measures of ``nshash compare``, for its help
 #: (:data:`nshash.toolkit.similarity.METRICS`, named here so that ``--help`` does not import
@@ -809,10 +862,18 @@ def _records_run(
     method = getattr(args, "method", "nshash")
     if getattr(args, "track", False) and method != "nshash":
         raise UsageError(f"--track keeps activity for the nshash method, not --method {method}")
+    settings, origins = _settings(args, store_url) if method == "nshash" else ({}, {})
+    # The workers fingerprint with the store URL's settings too (NSHash.open refuses a flag
+    # that contradicts one). A bad value is refused before any worker starts, naming where it
+    # came from.
+    in_url = from_text(settings_in_url(store_url)[1], "the store URL")
+    given = {**in_url, **settings}
+    if given:
+        checked = {**dict.fromkeys(in_url, "the store URL"), **origins}
+        NSHash.open("memory://", settings_from=checked, **given).close()
+    fingerprint = {k: v for k, v in given.items() if SETTINGS[k].text}
     preparer = (
-        Preparer(
-            _fields(args), added, NSHASH_OPTIONS, args.encoding, getattr(args, "track", False)
-        )
+        Preparer(_fields(args), added, fingerprint, args.encoding, getattr(args, "track", False))
         if method == "nshash"
         else _MethodPreparer(_fields(args), added, args.encoding, method)
     )
@@ -823,11 +884,13 @@ def _records_run(
             store_url,
             readonly=mode == "query",
             track=getattr(args, "track", False),
-            **NSHASH_OPTIONS,
+            settings_from=origins,
+            **settings,
         )
         if method == "nshash"
         else _open_method(store_url, method) as nsh,
     ):
+        _check_output(args.output, source.format)
         out, must_close = open_output(args.output)
         writer: JsonlWriter | CsvWriter | ParquetWriter
         try:
@@ -853,6 +916,10 @@ def _records_run(
                     _show_progress(args),
                     tracker,
                 )
+            except BaseException:
+                if not isinstance(writer, (CsvWriter, JsonlWriter)):
+                    writer.abandon()  # no footer after a failure (the reader may be gone)
+                raise
             finally:
                 if isinstance(writer, CsvWriter):
                     writer.detach()
@@ -976,7 +1043,7 @@ def _dedup_spark(args: argparse.Namespace) -> int:
                 fmt=fmt,
                 text_col=args.text_field,
                 id_col=args.id_field,
-                **NSHASH_OPTIONS,
+                **_settings(args, "")[0],
             )
         except ConfigError:
             raise
@@ -1015,7 +1082,7 @@ def _when(seconds: int | None) -> str:
 
 def _cmd_hot(args: argparse.Namespace, url: str) -> int:
     """``nshash groups --since WINDOW``: the hot stories of the window."""
-    with NSHash.open(url, readonly=True, **NSHASH_OPTIONS) as nsh:
+    with NSHash.open(url, readonly=True) as nsh:
         hot = nsh.hot(args.since, args.top, min_count=args.min_size)
     if args.json:
         data = [
@@ -1052,14 +1119,18 @@ def _cmd_groups(args: argparse.Namespace) -> int:
     url = _store_url(args, saved=True)
     if args.since is not None:
         return _cmd_hot(args, url)
-    with NSHash.open(url, readonly=True, **NSHASH_OPTIONS) as nsh:
+    with NSHash.open(url, readonly=True) as nsh:
         groups = nsh.groups(min_size=args.min_size, limit=args.top)
     if args.json:
         data = [
             {
                 "similar_id": g.similar_id,
                 "size": g.size,
-                "members": [{"doc_id": m.doc_id, "title": m.title} for m in g.members],
+                # "doc_id" repeats "id" for scripts written before the names were made one
+                # (deprecated; see the README's vocabulary table).
+                "members": [
+                    {"id": m.doc_id, "title": m.title, "doc_id": m.doc_id} for m in g.members
+                ],
             }
             for g in groups
         ]
@@ -1076,7 +1147,7 @@ def _cmd_groups(args: argparse.Namespace) -> int:
 
 def _cmd_stats(args: argparse.Namespace) -> int:
     url = _store_url(args, saved=True)
-    with NSHash.open(url, readonly=True, **NSHASH_OPTIONS) as nsh:
+    with NSHash.open(url, readonly=True) as nsh:
         stats = nsh.stats()
     data: dict[str, Any] = {
         "store": mask_url(url),
@@ -1154,7 +1225,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise ConfigError(
             f"nshash compare needs the similarity toolkit, which cannot be imported ({exc}):"
-            " pip install 'nshash[similarity]'"
+            f" {install_hint('similarity')}"
         ) from exc
     known = list(similarity.METRICS)
     metrics: list[str] | None = None
@@ -1201,13 +1272,13 @@ def _service_module() -> str:
             if exc.name in (mod, f"{mod}.app"):
                 continue
             raise ConfigError(
-                f"The HTTP service cannot be imported ({exc}): pip install 'nshash[service]'"
+                f"The HTTP service cannot be imported ({exc}): {install_hint('service')}"
             ) from exc
         if hasattr(app, "create_app"):
             return mod
     raise ConfigError(
         "The HTTP service is not installed (neither nshash_service nor service can be"
-        " imported): pip install 'nshash[service]'"
+        f" imported): {install_hint('service')}"
     )
 
 
@@ -1228,7 +1299,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     missing = [m for m in ("uvicorn", "fastapi") if importlib.util.find_spec(m) is None]
     if missing:
         raise ConfigError(
-            f"nshash serve needs {' and '.join(missing)}: pip install 'nshash[service]'"
+            f"nshash serve needs {' and '.join(missing)}: {install_hint('service')}"
         )
     mod = _service_module()
     if url:
@@ -1319,7 +1390,7 @@ def _add_record_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--text-field",
         metavar="NAME",
-        help="the field with the article text (default: 'content', or 'text' if absent)",
+        help="the field with the article text (default: 'text', or 'content' if absent)",
     )
     p.add_argument(
         "--encoding",
@@ -1355,6 +1426,17 @@ def _add_record_options(p: argparse.ArgumentParser) -> None:
         help="progress bar on stderr (default: when stderr is a terminal)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
+    tuning = p.add_argument_group(
+        "tuning (each also a store URL option, ?theta=0.6, and a variable, NSHASH_THETA)"
+    )
+    for setting in SETTINGS.values():
+        default = "" if setting.default is None else f"; default {setting.default}"
+        tuning.add_argument(
+            setting.flag,
+            dest=f"setting_{setting.name}",
+            metavar="X",
+            help=f"{setting.help}{default}",
+        )
 
 
 class _VersionAction(argparse.Action):
@@ -1449,10 +1531,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_record_options(p)
     p.set_defaults(func=_cmd_dedup, parser=p)
 
-    p = sub.add_parser("groups", help="the largest groups of a saved store (hot stories)")
+    p = sub.add_parser(
+        "groups",
+        help="the largest groups of a saved store (hot stories)",
+        description="List the largest groups of a saved store, or with --since the stories"
+        " that got the most copies in a recent window, with their titles.",
+    )
     p.add_argument("--store", metavar="URL", help=_STORE_HELP_SAVED)
-    p.add_argument("--top", type=int, default=30, help="how many groups (default 30)")
-    p.add_argument("--min-size", type=int, default=2, help="smallest group shown (default 2)")
+    p.add_argument("--top", type=int, default=30, metavar="N", help="how many groups (default 30)")
+    p.add_argument(
+        "--min-size", type=int, default=2, metavar="N", help="smallest group shown (default 2)"
+    )
     p.add_argument("--json", action="store_true", help="JSON with every member")
     p.add_argument(
         "--since",
@@ -1466,12 +1555,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "query",
         help="the similar_id each record would get from a saved store (writes nothing)",
-        description="Write every record of FILE with the similar_id it would get (null when"
+        description="Write every record of INPUT with the similar_id it would get (null when"
         " new); the store is not changed.",
     )
     p.add_argument(
         "input",
-        metavar="FILE",
+        metavar="INPUT",
         help="a .jsonl[.gz], .csv, .parquet or .txt file, a folder, or - for JSONL on stdin",
     )
     p.add_argument("--store", metavar="URL", help=_STORE_HELP_SAVED)
@@ -1484,7 +1573,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_record_options(p)
     p.set_defaults(func=_cmd_query, parser=p)
 
-    p = sub.add_parser("stats", help="counts over a saved store")
+    p = sub.add_parser(
+        "stats",
+        help="counts over a saved store",
+        description="Print a saved store's counts: documents, groups, fingerprints, the"
+        " fingerprints learned as boilerplate, the last id given, and the store's own figures.",
+    )
     p.add_argument("--store", metavar="URL", help=_STORE_HELP_SAVED)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_stats, parser=p)
@@ -1505,8 +1599,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Score two texts with the similarity measures, each in [0, 1]:"
         f" {', '.join(METRIC_NAMES)}.",
     )
-    p.add_argument("a", metavar="A", help="a text file, or - for stdin")
-    p.add_argument("b", metavar="B", help="a text file, or - for stdin")
+    p.add_argument("a", metavar="FILE_A", help="a text file, or - for stdin")
+    p.add_argument("b", metavar="FILE_B", help="a text file, or - for stdin")
     p.add_argument(
         "--metrics",
         nargs="+",
@@ -1523,18 +1617,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_compare, parser=p)
 
-    p = sub.add_parser("serve", help="run the HTTP service on uvicorn (nshash[service])")
+    p = sub.add_parser(
+        "serve",
+        help="run the HTTP service on uvicorn (nshash[service])",
+        description="Run the HTTP service and its pages on uvicorn. Settings come from"
+        " NSHASH_* variables (NSHASH_STORE_URL, NSHASH_API_KEY, ...; see the README); the"
+        " options below override them.",
+    )
     p.add_argument(
         "--store",
         metavar="URL",
         help=f"store URL, passed to the service as ${STORE_ENV} (default: the service's)",
     )
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument(
+        "--host", default="127.0.0.1", metavar="ADDR", help="address to bind (default 127.0.0.1)"
+    )
+    p.add_argument("--port", type=int, default=8000, metavar="N", help="port (default 8000)")
     p.add_argument(
         "--workers",
         type=int,
         default=1,
+        metavar="N",
         help="uvicorn worker processes (default 1; more need a redis:// store)",
     )
     p.set_defaults(func=_cmd_serve, parser=p)

@@ -27,15 +27,34 @@ from ..errors import (
     StoreCorruptError,
     StoreError,
     StoreUnavailableError,
+    UnknownOptionError,
 )
 from .kv import check_settings
 from .url import mask_url
 
-__all__ = ["DEFAULT_TIMEOUT", "Connection", "check_prefix", "connect", "translate"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "MAX_COUNT",
+    "Connection",
+    "check_prefix",
+    "connect",
+    "count_arg",
+    "translate",
+]
 
 #: Seconds to wait for a TCP connection and for each reply; no retries, so a dead or hung
 #: server is reported within about this long.
 DEFAULT_TIMEOUT = 1.0
+
+#: The largest count a Redis command takes (a signed 64-bit integer).
+MAX_COUNT = 2**63 - 1
+
+
+def count_arg(n: int) -> bytes:
+    """*n* as a Redis count argument (``LIMIT 0 n``): a count past what Redis holds asks for
+    everything, as a count past the store's size does on every store."""
+    return b"%d" % min(int(n), MAX_COUNT)
+
 
 #: Options :meth:`RedisStore.from_url` accepts (in the URL query or as keywords).
 _OPTIONS = ("prefix", "db", "socket_timeout", "socket_connect_timeout", "max_connections")
@@ -148,9 +167,10 @@ def connect(url: str, taken: Sequence[str] = (), **options: Any) -> tuple[redis.
         )
     tls = {k: merged.pop(k) for k in _TLS_OPTIONS if k in merged}
     if merged:
-        raise ConfigError(
+        raise UnknownOptionError(
             f"Unknown option(s) {sorted(merged)} for a Redis store in {shown!r}; use "
-            f"{', '.join(_OPTIONS)}, and with rediss:// {', '.join(_TLS_OPTIONS)}"
+            f"{', '.join(_OPTIONS)}, and with rediss:// {', '.join(_TLS_OPTIONS)}",
+            names=sorted(merged),
         )
     if tls and parts.scheme.lower() != "rediss":
         raise ConfigError(f"TLS options {sorted(tls)} need a rediss:// URL, not {shown!r}")

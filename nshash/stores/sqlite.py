@@ -6,9 +6,11 @@ order LevelDB keeps too). It needs nothing installed, and it is the proof that a
 is one module: :class:`SQLiteKV` implements :class:`~nshash.stores.kv.OrderedKV`, and every
 method's tables run on it unchanged.
 
-**One writer.** ``PATH.lock`` is held with ``flock`` while the store is open for writing: a
-second opener gets :class:`~nshash.StoreLockedError` (the tables keep counters in memory
-between calls, as on LevelDB). The file is in WAL mode, so readers never block the writer.
+**One writer.** ``PATH.lock`` and the database file itself are held with ``flock`` while
+the store is open for writing: a second opener gets :class:`~nshash.StoreLockedError` (the
+tables keep counters in memory between calls, as on LevelDB), even when ``PATH.lock`` was
+deleted meanwhile (SQLite's own locks are ``fcntl`` locks, which ``flock`` leaves alone).
+The file is in WAL mode, so readers never block the writer.
 
 **Durability.** Each batch is one transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``): all of it
 or none, even on a full disk (SQLite rolls the transaction back). A committed transaction
@@ -118,7 +120,8 @@ class SQLiteKV(OrderedKV):
         if readonly:
             self._db = self._open_reader()
         else:
-            self._lockfile = lock_path(path, "SQLite store", self.url)
+            # The database file itself is locked too: PATH.lock alone can be deleted.
+            self._lockfile = lock_path(path, "SQLite store", self.url, also=path)
             try:
                 self._db = self._open_writer(repair)
             except BaseException:

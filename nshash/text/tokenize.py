@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, install_hint
 from .normalize import normalize_text
 
 __all__ = [
@@ -102,7 +102,7 @@ def jieba_module() -> Any:
             import jieba
     except ImportError as exc:  # pragma: no cover - jieba is in the similarity extra
         raise ConfigError(
-            "Chinese words need jieba, which is missing: pip install 'nshash[similarity]'."
+            f"Chinese words need jieba, which is missing: {install_hint('similarity')}."
         ) from exc
     jieba.setLogLevel(logging.WARNING)
     return jieba

@@ -7,14 +7,15 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlsplit
 
-from ...errors import ConfigError, NSHashError
-from ...inputs import check_doc_id, check_text, check_title
+from ...errors import ConfigError, NSHashError, UnknownOptionError
+from ...inputs import check_doc_id, check_text, check_title, either_id
 from ...method import Method
+from ...options import SETTINGS, blame, from_text, settings_in_url
 from ...results import (
     HOUR,
     Activity,
@@ -48,9 +49,12 @@ _HASHDBS = {"memory": ("memory", ".hashdb.pkl"), "leveldb": ("leveldb", ".hashdb
 
 
 #: Options of :class:`~nshash.Fingerprinter` and :class:`~nshash.MatchPolicy` that NSHash
-#: passes through (besides ``n``, ``min_length``, ``hashfunc`` and ``delimiters``).
+#: passes through (besides ``n``, ``min_length``, ``hashfunc`` and ``delimiters``); every one
+#: is a setting of :data:`nshash.options.SETTINGS` (a test holds the two equal).
 _TEXT_OPTIONS = ("max_sentences", "shingle", "sketch_rate", "sketch_size", "html")
 _POLICY_OPTIONS = ("theta", "min_overlap", "sketch_cap", "merge_theta", "merge_guard", "votes")
+#: NSHash's own keywords that are not tuning settings.
+_OWN_OPTIONS = ("delimiters", "track", "clock")
 
 
 _check_doc_id = check_doc_id
@@ -211,7 +215,14 @@ class NSHash(Method):
         self.store = store
 
     @classmethod
-    def open(cls, url: str = "memory://", *, readonly: bool = False, **options: Any) -> NSHash:
+    def open(
+        cls,
+        url: str = "memory://",
+        *,
+        readonly: bool = False,
+        settings_from: Mapping[str, str] | None = None,
+        **options: Any,
+    ) -> NSHash:
         """Open the store at *url* and return an NSHash on it.
 
         Args:
@@ -219,23 +230,53 @@ class NSHash(Method):
             readonly: read the store without creating, locking or changing anything: it must
                 exist, it may be held by a writer in another process (a crawl can be watched),
                 and :meth:`add` raises :class:`~nshash.StoreReadOnlyError`.
+            settings_from: where each keyword's value came from, for the error a bad one
+                gets (``{"theta": "--theta"}``; default: the keyword itself).
             **options: NSHash options (``n``, ``min_length``, ``hashfunc``, ...); anything
-                else is passed to the store (``fsync``, ``prefix``, ...).
+                else is passed to the store (``fsync``, ``prefix``, ...). The tuning settings
+                (:data:`nshash.options.SETTINGS`) may be given in *url*'s query instead
+                (``memory://?theta=0.6``); given both ways, they must agree.
 
         Raises:
             StoreNotFoundError: *readonly* and there is no store at *url*.
         """
-        names = ("n", "min_length", "hashfunc", "delimiters", "track", "clock")
-        mine = {
-            k: options.pop(k) for k in (*names, *_TEXT_OPTIONS, *_POLICY_OPTIONS) if k in options
-        }
+        url, in_url = settings_in_url(url)
+        mine: dict[str, Any] = from_text(in_url, "the store URL")
+        origins = {name: "the store URL" for name in mine}
+        for name in (*SETTINGS, *_OWN_OPTIONS):
+            if name not in options:
+                continue
+            value = options.pop(name)
+            if name in mine and mine[name] != value:
+                where = (settings_from or {}).get(name, "a keyword")
+                raise ConfigError(
+                    f"{name} is given twice: {mine[name]!r} in the store URL and {value!r}"
+                    f" as {where}"
+                )
+            mine[name] = value
+            origins[name] = (settings_from or {}).get(name, f"the keyword {name}=")
         if readonly:
             options["readonly"] = True
         if "clock" in mine:  # the time a retention window counts by, too
             options["clock"] = mine["clock"]
-        store = open_store(url, **options)
+        keywords = set(options)
+        try:
+            store = open_store(url, **options)
+        except UnknownOptionError as exc:
+            mistaken = sorted(keywords.intersection(exc.names))
+            if not mistaken:
+                raise
+            raise UnknownOptionError(
+                f"Unknown keyword(s) {mistaken} for NSHash.open: NSHash takes"
+                f" {', '.join((*SETTINGS, *_OWN_OPTIONS, 'readonly'))}; the rest go to the"
+                f" store, which refused them ({exc})",
+                names=mistaken,
+            ) from None
         try:
             return cls(store=store, **mine)
+        except ConfigError as exc:
+            store.close()
+            raise blame(exc, origins) from None
         except BaseException:
             store.close()
             raise
@@ -270,6 +311,7 @@ class NSHash(Method):
         site: str | None = None,
         published_at: Moment | None = None,
         explain: bool = False,
+        id: str | None = None,  # the name every surface uses
     ) -> AddResult:
         """Add one document and return its group.
 
@@ -278,6 +320,8 @@ class NSHash(Method):
             doc_id: your id for it. Sending the same ``doc_id`` again changes nothing and
                 returns the first answer (crawlers retry), with ``canonical_id`` set when that
                 group has been merged since.
+            id: the same as *doc_id*, by the name the HTTP API, the command line and Parquet
+                use (``add(text, id="a1")``); give one of the two.
             title: kept with ``doc_id`` for group listings.
             url: where it was found; kept with ``doc_id`` when tracking (``track=True``).
             site: the site that carried it (default: the host of *url*); kept likewise.
@@ -290,7 +334,7 @@ class NSHash(Method):
             EmptyDocumentError: *text* has no letters or digits.
             StoreError: the store failed; nothing was written.
         """
-        doc_id = _check_doc_id(doc_id)
+        doc_id = _check_doc_id(either_id(doc_id, id))
         title = check_title(title)
         meta = self.meta(url, site, published_at)
         return self._add(self.fingerprinter.prepare(check_text(text)), doc_id, title, meta, explain)

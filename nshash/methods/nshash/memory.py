@@ -56,6 +56,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, MutableMap
 from typing import Any, TypeVar
 
 from ...errors import ConfigError, StoreClosedError, StoreCorruptError, StoreReadOnlyError
+from ...inputs import checked_doc_id
 from ...results import (
     HOUR,
     Activity,
@@ -622,6 +623,7 @@ class _Tables:
             if undo:
                 self._restore(self.parent, merged)
             self.parent.pop(merged, None)
+        size = self.size.get(gid, 0)
         tables: tuple[MutableMapping[int, Any], ...] = (
             self.sketch, self.limit, self.size, self.members, self.last, self.owned, self.absorbed
         )  # fmt: skip
@@ -631,7 +633,9 @@ class _Tables:
             table.pop(gid, None)
         if self.undo is not None:
             self.undo.append((self, "forgotten", self.forgotten))
+            self.undo.append((self, "documents", self.documents))
         self.forgotten += 1
+        self.documents -= size  # the documents go with their group
         if self.log is not None:
             self.log.append(["p", gid])
 
@@ -1528,7 +1532,7 @@ class MemoryStore(Store):
             meta = self._t.meta
             out: list[DocMeta | None] = []
             for d in doc_ids:
-                rec = meta.get(d)
+                rec = meta.get(checked_doc_id(d))
                 out.append(None if rec is None else DocMeta(*rec))
             return out
 
