@@ -59,7 +59,7 @@ def free_port() -> int:
 
 
 CASES = {
-    "unknown scheme": ({"NSHASH_STORE_URL": "mysql://x"}, "", [], "Unknown store scheme 'mysql'"),
+    "unknown scheme": ({"NSHASH_STORE_URL": "mysql:///x"}, "", [], "Unknown store scheme 'mysql'"),
     "bad --store option": ({}, "", ["--store", "memory://?fsync=weekly"], "fsync must be one"),
     "leveldb without plyvel": ({}, "plyvel", ["--store", "leveldb:///{tmp}/db"], "[leveldb]'"),
     "redis without redis": ({}, "redis", ["--store", "redis://localhost/0"], "[redis]'"),
