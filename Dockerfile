@@ -56,7 +56,9 @@ EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4)"]
 
-# nshash serve: one-line start-up errors, the socket settings and the store's checks. One
-# worker: the default memory store (and LevelDB) live in one process; with
-# NSHASH_STORE_URL=redis://... add "--workers N" (see docker-compose.yml).
+# nshash serve: one-line start-up errors, the socket settings and the store's checks; it
+# closes connections that do not send their headers in time (NSHASH_HEADER_TIMEOUT) and logs
+# each request once with secrets redacted. One worker: the default memory store (and LevelDB)
+# live in one process; with NSHASH_STORE_URL=redis://... add "--workers N" (see
+# docker-compose.yml).
 CMD ["nshash", "serve", "--host", "0.0.0.0", "--port", "8000"]

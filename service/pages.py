@@ -21,18 +21,19 @@ request). A store failure is answered as a page (503 while the store cannot be r
 never as the API's JSON; bad input as the form with a sentence (422).
 
 **The API key.** When ``NSHASH_API_KEY`` is set, the pages need it as the API does. A browser
-cannot send an ``Authorization`` header by itself, so the pages also take the key from the
-``nshash_key`` cookie, which the login form (``/login``) sets (HttpOnly, SameSite=Strict, so
-other sites can neither read it nor make the browser send it with their forms). A link may
-carry the key once as ``?key=...``: the page then sets the cookie and redirects to the same
-address without it, so the key does not stay in the address bar or the history. The
+cannot send an ``Authorization`` header by itself, so the login form (``/login``) trades the
+key for a session (:mod:`.sessions`) in the ``nshash_session`` cookie (HttpOnly,
+SameSite=Strict, so other sites can neither read it nor make the browser send it with their
+forms); the cookie never holds the key, and ``/logout`` ends the session on the server. A
+link may carry the key once as ``?key=...``: the page then starts a session and redirects to
+the same address without it, so the key does not stay in the address bar or the history (nor
+in the access log, which redacts it). Wrong keys are limited per client address (429). The
 ``/v1`` API still takes only the header.
 """
 
 from __future__ import annotations
 
 import functools
-import secrets
 from collections.abc import Awaitable, Callable
 from datetime import timezone, tzinfo
 from functools import lru_cache
@@ -53,11 +54,12 @@ from nshash.text.fingerprint import HASHFUNCS, shingle_hashes, split_sentences
 
 from .deps import Service, ServiceDep
 from .errors import classify
+from .sessions import SESSION_SECONDS
 
 __all__ = ["COOKIE", "WINDOWS", "highlight", "pages"]
 
-#: The cookie that carries the API key for the pages.
-COOKIE = "nshash_key"
+#: The cookie that carries a login session of the pages (never the key itself).
+COOKIE = "nshash_session"
 
 #: The windows offered on the front page.
 WINDOWS = ("1h", "6h", "24h", "7d", "30d", "365d")
@@ -136,36 +138,61 @@ def _readable(handler: PageHandler) -> PageHandler:
 
 
 # -- the API key -----------------------------------------------------------------------------
-def _key_matches(given: str | None, service: Service) -> bool:
-    key = service.settings.api_key
-    if key is None:
+def _set_cookie(response: Response, token: str) -> None:
+    response.set_cookie(
+        COOKIE, token, max_age=SESSION_SECONDS, httponly=True, samesite="strict", path="/"
+    )
+
+
+def _client(request: Request) -> str:
+    return request.client.host if request.client is not None else "-"
+
+
+def _try_key(request: Request, service: Service, given: str) -> bool | Response:
+    """Check a key a person typed or linked: True/False, or the 429 page while this client
+    sent too many wrong ones (the key is then not checked at all)."""
+    wait = service.attempts.wait(_client(request))
+    if wait:
+        message = f"Too many wrong keys from this address: try again in {wait:.0f} s."
+        response = _render(
+            "message.html",
+            429,
+            title="Too many attempts",
+            message=message,
+            nav=False,
+            service=service,
+        )
+        response.headers["Retry-After"] = str(int(wait) + 1)
+        return response
+    if service.key_matches(given):
         return True
-    if not given:
-        return False
-    return secrets.compare_digest(given.encode(), key.get_secret_value().encode())
+    service.attempts.failed(_client(request))
+    return False
 
 
-def _set_cookie(response: Response, value: str) -> None:
-    response.set_cookie(COOKIE, value, httponly=True, samesite="strict", path="/")
+def _logged_in(response: Response, service: Service) -> Response:
+    """*response* with a new session's cookie."""
+    if service.sessions is not None:
+        _set_cookie(response, service.sessions.issue())
+    return response
 
 
 def _guard(request: Request, service: Service) -> Response | None:
     """None when the request may see the pages; else the response to send instead (the login
-    form, or a redirect that trades ``?key=`` for the cookie)."""
-    if service.settings.api_key is None:
+    form, or a redirect that trades ``?key=`` for a session cookie)."""
+    sessions = service.sessions
+    if sessions is None:
         return None
     given = request.query_params.get("key")
     target = _local(request.url.path, request.query_params.items())
-    if given is not None and _key_matches(given, service):
-        # Trade the key in the address for the cookie, and take it out of the address.
-        response = RedirectResponse(target, status_code=303)
-        _set_cookie(response, given)
-        return response
-    header = request.headers.get("authorization", "")
-    scheme, _, bearer = header.partition(" ")
-    if scheme.lower() == "bearer" and _key_matches(bearer, service):
-        return None
-    if _key_matches(request.cookies.get(COOKIE), service):
+    if given is not None:
+        matched = _try_key(request, service, given)
+        if isinstance(matched, Response):
+            return matched
+        if matched:
+            # Trade the key in the address for a session, and take it out of the address.
+            return _logged_in(RedirectResponse(target, status_code=303), service)
+    if service.bearer_ok(request) or sessions.valid(request.cookies.get(COOKIE)):
         return None
     wrong = given is not None
     return _render("login.html", 401, next=target, wrong=wrong, nav=False, service=service)
@@ -199,28 +226,24 @@ async def login_form(request: Request, service: ServiceDep) -> Response:
 
 @pages.post("/login")
 async def login(request: Request, service: ServiceDep) -> Response:
-    """Check the key; on success set the cookie and go where the user was going."""
+    """Check the key; on success start a session and go where the user was going."""
     form = await _form(request)
     target = _safe_next(form.get("next"))
-    key = form.get("key", "")
-    if service.settings.api_key is None or not _key_matches(key, service):
-        wrong = service.settings.api_key is not None
-        return _render(
-            "login.html",
-            401 if wrong else 200,
-            next=target,
-            wrong=wrong,
-            nav=False,
-            service=service,
-        )
-    response = RedirectResponse(target, status_code=303)
-    _set_cookie(response, key)
-    return response
+    if service.sessions is None:
+        return _render("login.html", next=target, wrong=False, nav=False, service=service)
+    matched = _try_key(request, service, form.get("key", ""))
+    if isinstance(matched, Response):
+        return matched
+    if not matched:
+        return _render("login.html", 401, next=target, wrong=True, nav=False, service=service)
+    return _logged_in(RedirectResponse(target, status_code=303), service)
 
 
 @pages.get("/logout")
-async def logout() -> Response:
-    """Forget the key cookie."""
+async def logout(request: Request, service: ServiceDep) -> Response:
+    """End the session on the server and forget its cookie."""
+    if service.sessions is not None:
+        service.sessions.revoke(request.cookies.get(COOKIE))
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(COOKIE, path="/")
     return response
@@ -479,7 +502,7 @@ async def story_page(similar_id: str, request: Request, service: ServiceDep) -> 
     nsh = await _nshash(request, service)
     if not isinstance(nsh, NSHash):
         return nsh
-    if not similar_id.isdigit() or not 0 < int(similar_id) < 2**63:
+    if not (similar_id.isascii() and similar_id.isdigit()) or not 0 < int(similar_id) < 2**63:
         return _render(
             "message.html",
             404,

@@ -22,11 +22,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from nshash import NSHash, NSHashError, StoreError
-from nshash.errors import ConfigError, install_hint
+from nshash import ConfigError, NSHash, NSHashError, StoreError
+from nshash.errors import install_hint
+from nshash.inputs import check_text
 from nshash.methods.nshash.find import MAX_TERM_CHARS, zone
 
-from .deps import Dedup, Service, ServiceDep
+from .deps import Dedup, Service, ServiceDep, ping_target
 from .errors import ApiError, classify, content_type_message, is_json
 from .metrics import Metrics
 from .schemas import (
@@ -293,6 +294,7 @@ async def list_groups(
         int | None,
         Query(
             ge=1,
+            le=MAX_SIMILAR_ID,
             description="The smallest group size listed (default 2); with `since`, the fewest"
             " documents in the window (default 2); with a search, a site or a range, the fewest"
             " in the range (default 1).",
@@ -453,6 +455,10 @@ async def compare(body: CompareRequest, service: ServiceDep) -> CompareResponse:
                 "payload_too_large",
                 f"{name!r} has {len(text)} characters; the limit is {most}",
             )
+        try:
+            check_text(text)
+        except ConfigError as exc:
+            raise ApiError(422, "invalid_argument", f"{name!r}: {exc}") from None
     try:
         similarity = importlib.import_module("nshash.toolkit.similarity")
     except ImportError as exc:
@@ -487,12 +493,25 @@ async def healthz() -> HealthResponse:
     responses=error_responses(503),
     summary="Readiness",
 )
-async def readyz(service: ServiceDep) -> ReadyResponse:
-    """Answer 200 when the store answers, 503 `store_unavailable` while it cannot be reached."""
-    nsh = await service.nshash()
-    store = nsh.store if isinstance(nsh, NSHash) else nsh
-    await service.call(store.ping)
-    return ReadyResponse(status="ready", store=store.url)
+async def readyz(request: Request, service: ServiceDep) -> Response:
+    """Answer 200 when the store answers and takes writes, 503 `store_unavailable` while it
+    cannot be reached or refuses writes (a full disk, Redis out of memory).
+
+    With `NSHASH_API_KEY` set this stays open, but only a request with the key learns the
+    store URL and why it is not ready; others read just ready or not.
+    """
+    told = service.bearer_ok(request)
+    try:
+        nsh = await service.nshash()
+        store = ping_target(nsh)
+        await service.call(store.ping)
+    except StoreError:
+        if told:
+            raise
+        raise ApiError(503, "store_unavailable", "The store is not ready") from None
+    if not told:
+        return _json(ReadyResponse(status="ready"), exclude_unset=True)
+    return _json(ReadyResponse(status="ready", store=store.url))
 
 
 @ops.get(

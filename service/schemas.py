@@ -624,4 +624,8 @@ class ReadyResponse(BaseModel):
     model_config = _examples({"status": "ready", "store": "redis://:***@cache:6379/0"})
 
     status: Literal["ready"]
-    store: str = Field(description="The store URL, with any password masked.")
+    store: str | None = Field(
+        default=None,
+        description="The store URL, with any password masked; left out when an API key is"
+        " set and the request does not carry it.",
+    )

@@ -66,6 +66,17 @@ class Settings(BaseSettings):
     body_timeout: float = Field(default=30.0, gt=0, le=30.0)
     #: Seconds a kept-alive connection may stay idle between requests (``nshash serve``).
     idle_timeout: float = Field(default=5.0, gt=0, le=300.0)
+    #: Seconds a connection has to send its request headers, from its first byte (or from
+    #: connecting, for one that sends nothing); a slower one is closed (``nshash serve``), so
+    #: idle or stalled clients hold one of ``max_connections`` for at most this long.
+    header_timeout: float = Field(default=10.0, gt=0, le=300.0)
+    #: Seconds a stopping server (SIGTERM) lets requests in progress finish before it cancels
+    #: them, stops the compare processes and closes the store (``nshash serve``).
+    shutdown_timeout: float = Field(default=20.0, gt=0, le=3600.0)
+    #: Write one line per request to the ``nshash.access`` logger: client, method, address
+    #: (with the value of ``key=`` and other secret-named parameters replaced by ``[redacted]``),
+    #: status and milliseconds. ``false`` turns it off.
+    access_log: bool = True
     #: The most connections (and requests in progress) one worker process holds at once,
     #: counting the one just accepted; past it new requests get 503 at once (``nshash
     #: serve`` passes it to uvicorn's ``limit_concurrency``).
@@ -77,7 +88,8 @@ class Settings(BaseSettings):
     max_batch: int = Field(default=1000, ge=1)
     #: The longest text ``POST /v1/compare`` accepts, in characters; longer gets 413 (some
     #: measures, such as Levenshtein, grow with the product of both lengths: two texts of
-    #: 50,000 characters take about half a second of CPU).
+    #: 50,000 characters take about a second of CPU, Chinese news or one character repeated
+    #: alike; ``python3 bench/bench_similarity.py --limits``).
     max_compare_chars: int = Field(default=50_000, ge=1)
     #: The largest ``limit`` accepted by ``GET /v1/groups``.
     max_groups_limit: int = Field(default=1000, ge=1)

@@ -728,7 +728,9 @@ class TestLifecycle:
         app: FastAPI = create_app()
         headers = {"Authorization": "Bearer k"}
         with TestClient(app) as c:
-            assert c.get("/readyz").json()["store"] == f"memory://{tmp_path}/env.pkl"
+            ready = c.get("/readyz", headers=headers).json()
+            assert ready["store"] == f"memory://{tmp_path}/env.pkl"
+            assert c.get("/readyz").json() == {"status": "ready"}  # no key: no URL
             docs = {"documents": [{"text": "a b c"}, {"text": "d e f"}]}
             assert_error(
                 c.post("/v1/documents/batch", json=docs, headers=headers), 413, "batch_too_large"

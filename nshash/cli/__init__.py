@@ -33,6 +33,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timezone, tzinfo
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -1315,14 +1316,21 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 def _service_module() -> str:
     """Return the importable package holding the HTTP app: ``nshash_service`` or ``service``.
 
-    In a source checkout (``service/`` beside this ``nshash/``) the checkout's own
-    ``service`` comes first, so an ``nshash_service`` installed from elsewhere never serves
-    another version of the code.
+    The one next to this ``nshash`` package comes first (a source checkout's ``service``
+    beside an editable install's ``nshash_service`` that points at another checkout).
     """
-    checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    spec = importlib.util.find_spec("service") if os.path.isdir(checkout) else None
-    mine = spec is not None and (spec.origin or "").startswith(checkout + os.sep)
-    for mod in ("service", "nshash_service") if mine else ("nshash_service", "service"):
+    home = Path(__file__).resolve().parents[2]
+    names = ["nshash_service", "service"]
+    for mod in list(names):
+        try:
+            spec = importlib.util.find_spec(mod)
+        except (ImportError, ValueError):
+            continue
+        if spec is not None and spec.origin and Path(spec.origin).resolve().parents[1] == home:
+            names.remove(mod)
+            names.insert(0, mod)
+            break
+    for mod in names:
         try:
             app = importlib.import_module(f"{mod}.app")
         except ModuleNotFoundError as exc:
@@ -1365,35 +1373,23 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     listener = _listen(args.host, args.port)
     _no_delay(listener)
     uvicorn = importlib.import_module("uvicorn")
-    limits = {
-        "timeout_keep_alive": settings.idle_timeout,
-        "limit_concurrency": settings.max_connections,
-        # A request head may be up to 256 KiB (h11's default is 16 KiB, read in pieces of
-        # up to 64): a search of 10,000 Chinese characters is a 90 KB address, which then
-        # gets the pages' readable 422 instead of a bare 400.
-        "h11_max_incomplete_event_size": 256 * 1024,
-    }
+    server_config = importlib.import_module(f"{mod}.server").server_config
+    where = {"host": args.host, "port": args.port}
     if args.workers == 1:
         # The app is built and its store opened here, so a bad URL, a missing driver or a
         # locked file is reported as one line; the lifespan then finds the store open.
         app = importlib.import_module(f"{mod}.app").create_app(settings)
         app.state.service.store.open()
         _banner(args, settings, listener)
-        config = uvicorn.Config(app, host=args.host, port=args.port, **limits)
-        uvicorn.Server(config).run(sockets=[listener])
+        uvicorn.Server(server_config(settings, app, **where)).run(sockets=[listener])
         return 0
     # Several workers (Redis only): each builds its own app; check the store opens first.
     holder = importlib.import_module(f"{mod}.deps").StoreHolder(settings)
     holder.open()
     holder.close()
     _banner(args, settings, listener)
-    config = uvicorn.Config(
-        f"{mod}.app:create_app",
-        factory=True,
-        host=args.host,
-        port=args.port,
-        workers=args.workers,
-        **limits,
+    config = server_config(
+        settings, f"{mod}.app:create_app", factory=True, workers=args.workers, **where
     )
     from uvicorn.supervisors import Multiprocess
 

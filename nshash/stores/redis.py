@@ -216,6 +216,24 @@ def translate(exc: Exception, url: str) -> StoreError:
     return err
 
 
+def ping_writable(client: redis.Redis, prefix: str, url: str) -> None:
+    """Check that Redis answers and takes a write: ``{PREFIX}:ready``, a small key that
+    expires in a minute. Redis out of memory under ``maxmemory-policy noeviction`` refuses it
+    as it refuses every add.
+
+    Raises:
+        StoreUnavailableError: Redis refuses writes for want of memory (it may pass).
+        redis.RedisError: anything else (for the caller's :func:`translate`).
+    """
+    client.ping()
+    try:
+        client.set(("{" + prefix + "}:ready").encode("utf-8"), b"1", px=60_000)
+    except redis.ResponseError as exc:
+        if not str(exc).startswith("OOM"):
+            raise
+        raise StoreUnavailableError(f"Redis at {url!r} refuses writes: {exc}", url=url) from exc
+
+
 class Connection:
     """A method's connection to Redis: a client, the URL's key prefix, and typed errors.
 
@@ -257,9 +275,10 @@ class Connection:
         check_settings(self.url, stored, settings, method)
 
     def ping(self) -> None:
-        """Raise a StoreError unless Redis answers."""
+        """Raise a StoreError unless Redis answers and takes a write (see
+        :func:`ping_writable`)."""
         with self.errors():
-            self.client.ping()
+            ping_writable(self.client, self.prefix, self.url)
 
     def close(self) -> None:
         """Release the connections (idempotent)."""

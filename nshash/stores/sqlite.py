@@ -48,7 +48,7 @@ from ..errors import (
     StoreNotFoundError,
     StoreReadOnlyError,
 )
-from .durable import lock_path, start_flusher
+from .durable import lock_path, probe_writable, start_flusher
 from .kv import OrderedKV, namespace, prefix_end
 from .url import FSYNC_POLICIES
 
@@ -112,6 +112,8 @@ class SQLiteKV(OrderedKV):
         self._lockfile: Any = None
         self._copy: str | None = None
         self._dirty = False
+        #: Why the last write failed (a full disk...), until a write or a probe succeeds.
+        self.write_error: str | None = None
         self._closed = False
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
@@ -297,10 +299,12 @@ class SQLiteKV(OrderedKV):
                 why = str(exc)
                 if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
                     why = f"No space left on device (SQLite: {why})"
+                self.write_error = why
                 raise StoreError(
                     f"Cannot write to {self.path!r}: {why}; nothing of this call was written",
                     url=self.url,
                 ) from exc
+            self.write_error = None
             if self._fsync == "always":
                 pass  # synchronous=FULL synced the log in the commit
             elif sync:
@@ -319,6 +323,15 @@ class SQLiteKV(OrderedKV):
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    def check_writes(self) -> None:
+        """Raise StoreError while writes fail: the last one failed and the disk under the
+        file still refuses a probe write (SQLite rolled it back whole, so nothing needs
+        repair: the next write is simply tried)."""
+        failure = self.write_error
+        if failure is not None:
+            probe_writable(self.path, failure, self.url)
+            self.write_error = None
 
     def flush_pending(self) -> None:
         """Sync a commit left unsynced by the ``everysec`` policy (the flusher's job)."""

@@ -1065,6 +1065,7 @@ class KVStore(Store):
         """Raise StoreError while the store cannot write (see :meth:`_check_writable`)."""
         with self._open_db():
             self._check_writable()
+            self._kv.check_writes()
             self._kv.get(_META + b"format")
 
     def close(self) -> None:

@@ -139,7 +139,7 @@ from ...results import (
     Member,
     StoreStats,
 )
-from ...stores.redis import check_prefix, connect, count_arg, translate
+from ...stores.redis import check_prefix, connect, count_arg, ping_writable, translate
 from ...stores.scripts import lua_script
 from ...stores.url import mask_url, retention_option
 from ...text.fingerprint import DocPrint, narrow
@@ -737,8 +737,11 @@ class RedisStore(Store):
         )
 
     def ping(self) -> None:
+        """Raise StoreError unless Redis answers and takes a write (see
+        :func:`~nshash.stores.redis.ping_writable`): out of memory under ``noeviction`` it
+        refuses every add, so it is not ready."""
         with self._errors():
-            self._client.ping()
+            ping_writable(self._client, self.prefix, self.url)
 
     def close(self) -> None:
         """Release the connections; closing twice is harmless."""
