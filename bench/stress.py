@@ -73,8 +73,8 @@ _ROOT = Path(__file__).resolve().parents[1]
 if str(_ROOT) not in sys.path:  # run as a script: make `bench` and `nshash` importable
     sys.path.insert(0, str(_ROOT))
 
-from bench.evaluate import SYSTEMS, pairwise_scores, run_in_order, shuffled  # noqa: E402
 from bench.evaluate import DATA_DIR as _EVAL_DATA  # noqa: E402
+from bench.evaluate import SYSTEMS, pairwise_scores, run_in_order, shuffled  # noqa: E402
 
 #: Where the raw corpora are: ``$NSHASH_DATA_DIR``, else ``../shared/data`` beside the checkout.
 DATA_DIR = Path(os.environ.get("NSHASH_DATA_DIR", _EVAL_DATA))
@@ -124,7 +124,9 @@ LANGS: dict[str, tuple[str, str, bool]] = {
 
 _ZH_SENT = re.compile(r"(?<=[。！？!?；])")
 _EN_SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
-_LEAD = re.compile(r"^\*\*[^*]{1,20}\*\*[（(][^）)]{1,12}[）)][：:]")  # CCTV's "**央视网消息**（…）："
+_LEAD = re.compile(
+    r"^\*\*[^*]{1,20}\*\*[（(][^）)]{1,12}[）)][：:]"
+)  # CCTV's "**央视网消息**（…）："
 _HK_FOOT = re.compile(r"\n-{3,}\n.*\Z", re.S)  # the subscription footer and blog bio of zh_hk_news
 _MARKUP = re.compile(r"\*\*|#{1,4} |\{\{\}\}")
 
@@ -152,7 +154,11 @@ class Source:
             i = self._next % len(self.articles)
             self._next += 1
             a = self.articles[i]
-            if i not in self._used and least <= len(a.text(self.joiner)) <= most and len(a.sentences) >= 3:
+            if (
+                i not in self._used
+                and least <= len(a.text(self.joiner)) <= most
+                and len(a.sentences) >= 3
+            ):
                 self._used.add(i)
                 out.append(a)
         raise ValueError(f"{self.lang}: the corpus ran out of articles for the scenarios")
@@ -195,8 +201,28 @@ def load_source(lang: str, seed: int, data_dir: Path = DATA_DIR) -> Source:
 
 # -- sites -----------------------------------------------------------------------------------
 _ZH_SYLL = "华新东方南北星海天云光明长城环球财经都市晨晚时代中原江山嘉和信达通联网报讯"
-_EN_SYLL = ["north", "star", "daily", "metro", "globe", "wire", "post", "city", "bay", "ridge",
-            "times", "herald", "view", "point", "line", "press", "echo", "sun", "vale", "crest"]
+_EN_SYLL = [
+    "north",
+    "star",
+    "daily",
+    "metro",
+    "globe",
+    "wire",
+    "post",
+    "city",
+    "bay",
+    "ridge",
+    "times",
+    "herald",
+    "view",
+    "point",
+    "line",
+    "press",
+    "echo",
+    "sun",
+    "vale",
+    "crest",
+]
 
 
 @dataclass
@@ -228,24 +254,33 @@ def make_site(rng: random.Random, src: Source, footer_sentences: int = 3) -> Sit
     article plus a notice, and a dozen headlines for its related block."""
     zh = src.chinese
     if zh:
-        name = "".join(rng.sample(_ZH_SYLL, rng.randint(2, 4))) + rng.choice(["网", "报", "新闻", "在线"])
+        name = "".join(rng.sample(_ZH_SYLL, rng.randint(2, 4))) + rng.choice(
+            ["网", "报", "新闻", "在线"]
+        )
         section = rng.choice(["国内", "国际", "财经", "社会", "时政", "综合"])
         header = f"{name} > {section} > 正文 | 手机版 | 客户端下载"
-        notice = rng.choice([
-            f"本文为{name}原创或转载内容，转载请注明出处，违者必究。",
-            f"声明：{name}登载此文出于传递更多信息之目的，并不意味着赞同其观点或证实其描述。",
-            f"欢迎关注{name}微信公众号，获取更多精彩内容。责任编辑：{rng.choice('王李张刘陈杨赵黄周吴')}{rng.choice('明华军平伟芳娜敏静丽')}",
-        ])
+        notice = rng.choice(
+            [
+                f"本文为{name}原创或转载内容，转载请注明出处，违者必究。",
+                f"声明：{name}登载此文出于传递更多信息之目的，并不意味着赞同其观点或证实其描述。",
+                f"欢迎关注{name}微信公众号，获取更多精彩内容。责任编辑：{rng.choice('王李张刘陈杨赵黄周吴')}{rng.choice('明华军平伟芳娜敏静丽')}",
+            ]
+        )
     else:
         words = rng.sample(_EN_SYLL, 2)
         name = (words[0] + words[1]).title() + rng.choice([" News", " Online", " Today", ""])
         section = rng.choice(["World", "Business", "Politics", "Local", "Culture"])
         header = f"{name} | Home > {section} | Subscribe | Sign in"
-        notice = rng.choice([
-            f"Copyright {rng.randint(2001, 2024)} {name}. All rights reserved. This material may not be published, broadcast, rewritten or redistributed without permission.",
-            f"{name} is not responsible for the content of external sites. Read about our approach to external linking and our editorial guidelines.",
-            f"Follow {name} on social media and sign up for our newsletter to get the day's top stories in your inbox every morning.",
-        ])
+        notice = rng.choice(
+            [
+                f"Copyright {rng.randint(2001, 2024)} {name}. All rights reserved. This material"
+                " may not be published, broadcast, rewritten or redistributed without permission.",
+                f"{name} is not responsible for the content of external sites. Read about our"
+                " approach to external linking and our editorial guidelines.",
+                f"Follow {name} on social media and sign up for our newsletter to get the day's"
+                " top stories in your inbox every morning.",
+            ]
+        )
     prose = src.take(1)[0].sentences[:footer_sentences]
     footer = src.joiner.join(prose + [notice])
     headlines = [a.title for a in rng.sample(src.articles, 12) if a.title]
@@ -428,13 +463,19 @@ def _typo(rate: float) -> Callable[[Builder], None]:
         sites = b.sites(10)
         pool = _LETTERS
         if src.chinese:
-            pool = "".join(sorted({c for a in src.take(20) for c in a.text("") if "\u4e00" <= c <= "\u9fff"}))
+            pool = "".join(
+                sorted({c for a in src.take(20) for c in a.text("") if "\u4e00" <= c <= "\u9fff"})
+            )
         for article in src.take(50, 400, 4000):
             story = b.story()
             chosen = rng.sample(sites, 4)
             b.add(story, wrap(chosen[0], article.text(j), src.chinese), chosen[0])
             for site in chosen[1:]:
-                b.add(story, wrap(site, typos(light(article, rng, j), rate, rng, pool), src.chinese), site)
+                b.add(
+                    story,
+                    wrap(site, typos(light(article, rng, j), rate, rng, pool), src.chinese),
+                    site,
+                )
         for article in src.take(50, 400, 4000):
             site = rng.choice(sites)
             b.add(b.story(), wrap(site, article.text(j), src.chinese), site)
@@ -442,9 +483,19 @@ def _typo(rate: float) -> Callable[[Builder], None]:
     return build
 
 
-_UK = {"color": "colour", "center": "centre", "favorite": "favourite", "organization": "organisation",
-       "program": "programme", "defense": "defence", "labor": "labour", "analyze": "analyse",
-       "percent": "per cent", "realize": "realise", "recognize": "recognise"}
+_UK = {
+    "color": "colour",
+    "center": "centre",
+    "favorite": "favourite",
+    "organization": "organisation",
+    "program": "programme",
+    "defense": "defence",
+    "labor": "labour",
+    "analyze": "analyse",
+    "percent": "per cent",
+    "realize": "realise",
+    "recognize": "recognise",
+}
 _UK_BACK = {v: k for k, v in _UK.items()}
 
 
@@ -471,15 +522,21 @@ def _variants(b: Builder) -> None:
         rng.shuffle(paragraphs)
         moved = "\n\n".join(j.join(p) for p in paragraphs)
         b.add(story, wrap(chosen[1], moved, src.chinese), chosen[1])
-        b.add(story, wrap(chosen[2], _script(light(article, rng, j), src.chinese), src.chinese), chosen[2])
+        b.add(
+            story,
+            wrap(chosen[2], _script(light(article, rng, j), src.chinese), src.chinese),
+            chosen[2],
+        )
     for _ in range(10):  # digests: the leads of three stories, one page
         picked = rng.sample(stories, 3)
         site = rng.choice(sites)
-        body = "\n\n".join(f"{a.title}\n{lead(a, j, 80 if src.chinese else 250)}" for _, a in picked)
+        body = "\n\n".join(
+            f"{a.title}\n{lead(a, j, 80 if src.chinese else 250)}" for _, a in picked
+        )
         b.add(b.story(), wrap(site, body, src.chinese), site)
     for article in src.take(10, 600, 4000):  # follow-ups: a new article reusing a paragraph
         _, old = rng.choice(stories)
-        body = article.text(j) + "\n\n" + j.join(max(old.paragraphs, key=len))
+        body = article.text(j) + "\n\n" + j.join(max(old.paragraphs, key=lambda p: len(p)))
         site = rng.choice(sites)
         b.add(b.story(), wrap(site, body, src.chinese), site)
 
@@ -493,8 +550,11 @@ def _template(b: Builder) -> None:
     src, rng, j = b.src, b.rng, b.src.joiner
     sites = b.sites(10)
     if src.chinese:
-        kind = [a for a in src.articles if any(k in a.title for k in _ZH_KINDS)
-                and 150 <= len(a.text("")) <= 1500]
+        kind = [
+            a
+            for a in src.articles
+            if any(k in a.title for k in _ZH_KINDS) and 150 <= len(a.text("")) <= 1500
+        ]
         rng.shuffle(kind)
         bodies = [a.text(j) for a in kind[:80]]
     else:
@@ -510,7 +570,13 @@ def _template(b: Builder) -> None:
     for body in bodies:
         story = b.story()
         for site in rng.sample(sites, rng.randint(1, 3)):
-            b.add(story, wrap(site, body if rng.random() < 0.5 else body[: int(len(body) * 0.9)], src.chinese), site)
+            b.add(
+                story,
+                wrap(
+                    site, body if rng.random() < 0.5 else body[: int(len(body) * 0.9)], src.chinese
+                ),
+                site,
+            )
 
 
 def _bio(b: Builder) -> None:
@@ -518,7 +584,7 @@ def _bio(b: Builder) -> None:
     sites = b.sites(6)
     for c in range(8):
         person = src.take(1)[0]
-        about = j.join(person.sentences[:3])
+        about = lead(person, j, 60 if src.chinese else 150)[: 120 if src.chinese else 300]
         if c % 2:
             bio = ("本系列：" if src.chinese else "About this series: ") + about
         else:
@@ -555,8 +621,9 @@ SCENARIOS: dict[str, Callable[[Builder], None]] = {
 }
 
 
-def build(scenario: str, lang: str, seed: int = 0, data_dir: Path = DATA_DIR,
-          source: Source | None = None) -> list[Doc]:
+def build(
+    scenario: str, lang: str, seed: int = 0, data_dir: Path = DATA_DIR, source: Source | None = None
+) -> list[Doc]:
     """The documents of *scenario* in language *lang*, in natural order, from *seed*.
 
     The same arguments always give the same documents. *source* (a :func:`load_source` of
@@ -578,13 +645,17 @@ def build(scenario: str, lang: str, seed: int = 0, data_dir: Path = DATA_DIR,
 
 
 # -- scoring ---------------------------------------------------------------------------------
+#: Systems given each page's site: name -> NSHash options.
+SITE_SYSTEMS: dict[str, dict[str, Any]] = {"nshash-site": {}}
+
+
 class SiteSystem:
     """nshash given each page's site (activity tracking on, so the judge can see it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, **options: Any) -> None:
         import nshash
 
-        self.method = nshash.NSHash.open("memory://", track=True)
+        self.method = nshash.NSHash.open("memory://", track=True, **options)
         self.sites: list[str] = []
 
     def add_page(self, text: str, site: str) -> int:
@@ -596,9 +667,9 @@ class SiteSystem:
 
 def _run(system: str, docs: Sequence[Doc], order: Sequence[int]) -> list[Any]:
     texts = [d.text for d in docs]
-    if system != "nshash-site":
+    if system not in SITE_SYSTEMS:
         return run_in_order(SYSTEMS[system], texts, order)
-    s = SiteSystem()
+    s = SiteSystem(**SITE_SYSTEMS[system])
     got = s.finish([s.add_page(docs[i].text, docs[i].site) for i in order])
     out: list[Any] = [None] * len(docs)
     for i, label in zip(order, got, strict=True):
@@ -634,14 +705,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     systems = args.systems.split(",")
     for name in scenarios + ([args.dump] if args.dump else []):
         if name not in SCENARIOS:
-            print(f"Error: unknown scenario {name!r}; expected one of: {', '.join(SCENARIOS)}", file=sys.stderr)
+            print(
+                f"Error: unknown scenario {name!r}; expected one of: {', '.join(SCENARIOS)}",
+                file=sys.stderr,
+            )
             return 1
     for lang in langs:
         if lang not in LANGS:
-            print(f"Error: unknown language {lang!r}; expected one of: {', '.join(LANGS)}", file=sys.stderr)
+            print(
+                f"Error: unknown language {lang!r}; expected one of: {', '.join(LANGS)}",
+                file=sys.stderr,
+            )
             return 1
     for system in systems:
-        if system not in SYSTEMS and system != "nshash-site":
+        if system not in SYSTEMS and system not in SITE_SYSTEMS:
             print(f"Error: unknown system {system!r}", file=sys.stderr)
             return 1
     if args.orders < 1:
@@ -649,8 +726,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     for lang in langs:
         if not (args.data_dir / LANGS[lang][0]).is_file():
-            print(f"Error: {args.data_dir / LANGS[lang][0]} not found (pass --data-dir or set"
-                  " NSHASH_DATA_DIR)", file=sys.stderr)
+            print(
+                f"Error: {args.data_dir / LANGS[lang][0]} not found (pass --data-dir or set"
+                " NSHASH_DATA_DIR)",
+                file=sys.stderr,
+            )
             return 1
     sources = {lang: load_source(lang, args.seed, args.data_dir) for lang in langs}
     if args.dump:
@@ -659,8 +739,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(json.dumps(d.__dict__, ensure_ascii=False))
         return 0
     rows: list[dict[str, Any]] = []
-    print(f"{'scenario':10} {'lang':4} {'system':12} {'docs':>5} {'stories':>7} "
-          f"{'P':>6} {'R':>6} {'F1':>6} {'F1 min':>6} {'spread':>6}  F1 per order", flush=True)
+    print(
+        f"{'scenario':10} {'lang':4} {'system':12} {'docs':>5} {'stories':>7} "
+        f"{'P':>6} {'R':>6} {'F1':>6} {'F1 min':>6} {'spread':>6}  F1 per order",
+        flush=True,
+    )
     for scenario in scenarios:
         for lang in langs:
             docs = build(scenario, lang, args.seed, source=sources[lang])
@@ -669,15 +752,26 @@ def main(argv: Sequence[str] | None = None) -> int:
                 per = score(system, docs, args.orders)
                 f1s = [r["f1"] for r in per]
                 mean = {k: sum(r[k] for r in per) / len(per) for k in ("precision", "recall", "f1")}
-                row = {"scenario": scenario, "lang": lang, "system": system, "docs": len(docs),
-                       "stories": stories, **mean, "f1_min": min(f1s),
-                       "spread": max(f1s) - min(f1s), "orders": per}
+                row = {
+                    "scenario": scenario,
+                    "lang": lang,
+                    "system": system,
+                    "docs": len(docs),
+                    "stories": stories,
+                    **mean,
+                    "f1_min": min(f1s),
+                    "spread": max(f1s) - min(f1s),
+                    "orders": per,
+                }
                 rows.append(row)
                 if not args.json:
-                    print(f"{scenario:10} {lang:4} {system:12} {len(docs):5} {stories:7} "
-                          f"{mean['precision']:6.3f} {mean['recall']:6.3f} {mean['f1']:6.3f} "
-                          f"{min(f1s):6.3f} {row['spread']:6.3f}  "
-                          + " ".join(f"{f:.3f}" for f in f1s), flush=True)
+                    print(
+                        f"{scenario:10} {lang:4} {system:12} {len(docs):5} {stories:7} "
+                        f"{mean['precision']:6.3f} {mean['recall']:6.3f} {mean['f1']:6.3f} "
+                        f"{min(f1s):6.3f} {row['spread']:6.3f}  "
+                        + " ".join(f"{f:.3f}" for f in f1s),
+                        flush=True,
+                    )
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
@@ -685,10 +779,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     for system in systems:
         mine = [r for r in rows if r["system"] == system]
         if mine:
-            print(f"{system}: mean F1 {sum(r['f1'] for r in mine) / len(mine):.3f} over {len(mine)} runs, "
-                  f"lowest {min(r['f1'] for r in mine):.3f}, lowest precision "
-                  f"{min(r['precision'] for r in mine):.3f}, largest spread "
-                  f"{max(r['spread'] for r in mine):.3f}")
+            print(
+                f"{system}: mean F1 {sum(r['f1'] for r in mine) / len(mine):.3f}"
+                f" over {len(mine)} runs, "
+                f"lowest {min(r['f1'] for r in mine):.3f}, lowest precision "
+                f"{min(r['precision'] for r in mine):.3f}, largest spread "
+                f"{max(r['spread'] for r in mine):.3f}"
+            )
     return 0
 
 
