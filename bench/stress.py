@@ -58,6 +58,7 @@ page's site, with activity tracking on).
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import json
 import os
@@ -499,13 +500,19 @@ _UK = {
 _UK_BACK = {v: k for k, v in _UK.items()}
 
 
+@functools.cache
+def _s2t() -> Any:
+    """OpenCC's simplified-to-traditional converter (made once: it reads its tables)."""
+    import opencc
+
+    return opencc.OpenCC("s2t")
+
+
 def _script(text: str, chinese: bool) -> str:
     """*text* in its other script: traditional Chinese, or swapped British/American spelling
     with typographic quotes."""
     if chinese:
-        import opencc
-
-        return str(opencc.OpenCC("s2t").convert(text))
+        return str(_s2t().convert(text))
     for a, b_ in [*_UK.items(), *_UK_BACK.items()]:
         text = re.sub(rf"\b{a}\b", b_, text)
     return text.replace('"', "\u201c").replace("'", "\u2019")
