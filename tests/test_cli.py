@@ -20,8 +20,9 @@ import httpx
 import pytest
 
 from nshash import NSHash
-from nshash.cli import BATCH_SIZE, WorkerError, Workers, _mp_context, main
+from nshash.cli import main
 from nshash.cli.io import Fields, Item, Preparer
+from nshash.cli.workers import BATCH_SIZE, WorkerError, Workers, _mp_context
 from nshash.errors import install_hint
 from tests.redis_server import free_port
 
@@ -777,7 +778,7 @@ class TestCompare:
 
     def test_help_lists_metrics(self, run: Run) -> None:
         """compare --help names every measure, as the toolkit defines them."""
-        from nshash.cli import METRIC_NAMES
+        from nshash.cli.compare import METRIC_NAMES
         from nshash.toolkit.similarity import METRICS
 
         assert METRIC_NAMES == METRICS
