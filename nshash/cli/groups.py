@@ -198,7 +198,7 @@ def add_groups_parser(sub: Any) -> None:
         help="only stories whose headline holds TERM (case, width and traditional or"
         " simplified script do not matter)",
     )
-    p.add_argument("--site", metavar="HOST", help="only stories carried by this site")
+    p.add_argument("--site", metavar="SITE", help="only stories carried by this site")
     p.add_argument(
         "--from",
         dest="start",
@@ -218,7 +218,11 @@ def add_groups_parser(sub: Any) -> None:
         " $NSHASH_TIMEZONE, else UTC)",
     )
     p.add_argument(
-        "--offset", type=int, default=0, help="skip this many matching stories (next pages)"
+        "--offset",
+        type=int,
+        default=0,
+        metavar="N",
+        help="skip this many matching stories (next pages)",
     )
     p.add_argument(
         "--since",
