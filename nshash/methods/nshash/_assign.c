@@ -23,7 +23,7 @@
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 8 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 9 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -2031,10 +2031,10 @@ static int table_discard(PyObject *table, PyObject *key)
 /* The names of the _Tables attributes fast_assign reads, interned once (a lookup by a C
  * string would make a str each time). */
 enum { T_DOCS, T_FP, T_EXACT, T_COMMON, T_PARENT, T_SKETCH, T_LIMIT, T_SIZE, T_VOTES, T_MEMBERS,
-       T_LOG, T_UNDO, T_COUNTER, T_DOCUMENTS, T_NARROW, T_NAMES };
+       T_LOG, T_UNDO, T_COUNTER, T_DOCUMENTS, T_NARROW, T_MISSING, T_NAMES };
 static const char *const table_names[T_NAMES] = {
     "docs", "fp", "exact", "common", "parent", "sketch", "limit", "size", "votes", "members",
-    "log", "undo", "counter", "documents", "narrow"};
+    "log", "undo", "counter", "documents", "narrow", "MISSING"};
 static PyObject *table_keys[T_NAMES];
 
 static int intern_table_names(void)
@@ -2085,6 +2085,65 @@ static PyObject *resolve_in(PyObject *parent, PyObject *gid)
 /* The int 1 (made at import), for counting. */
 static PyObject *ONE;
 
+/* -- the journal's ops and the undo of a change ----------------------------------------------
+ *
+ * A journaled store (memory.py's _Tables inside JournaledFile.change) keeps two lists while a
+ * document is placed: ``log``, the ops the journal line will hold, each the list the Python
+ * method of the write appends (["f", h, gid], ["n", gid, values, limit], ...: replay feeds
+ * them back through those methods), and ``undo``, how to take each write back if the journal
+ * refuses the line: (table, key, old value) for an entry (old: the tables' MISSING when there
+ * was none; table t: an attribute), as _Tables.rollback reads them. fast_assign appends what the
+ * Python methods append, in their order, so a journal reads the same whichever path wrote it. */
+typedef struct {
+    PyObject *log, *undo, *missing; /* log and undo NULL when off; missing borrowed */
+} Ops;
+
+/* Append the op *op* (a new reference, or NULL on an error) to the log: 0 or -1. */
+static int op_log(const Ops *o, PyObject *op)
+{
+    if (!op)
+        return -1;
+    int rc = o->log ? PyList_Append(o->log, op) : 0;
+    Py_DECREF(op);
+    return rc;
+}
+
+/* Note that ``table[key]`` was *old* (borrowed; NULL: absent) before a write: 0 or -1. */
+static int undo_push(const Ops *o, PyObject *table, PyObject *key, PyObject *old)
+{
+    if (!o->undo)
+        return 0;
+    PyObject *step = PyTuple_Pack(3, table, key, old ? old : o->missing);
+    int rc = step ? PyList_Append(o->undo, step) : -1;
+    Py_XDECREF(step);
+    return rc;
+}
+
+static PyObject *table_get(PyObject *table, PyObject *key);
+
+/* Note what ``table[key]`` is now, before a write: 0 or -1. */
+static int undo_entry(const Ops *o, PyObject *table, PyObject *key)
+{
+    if (!o->undo)
+        return 0;
+    PyObject *old = table_get(table, key);
+    if (!old && PyErr_Occurred())
+        return -1;
+    int rc = undo_push(o, table, key, old);
+    Py_XDECREF(old);
+    return rc;
+}
+
+/* A new list of the items [0, n) of the tuple *tup*. */
+static PyObject *tuple_head(PyObject *tup, Py_ssize_t n)
+{
+    PyObject *out = PyList_New(n);
+    if (out)
+        for (Py_ssize_t i = 0; i < n; i++)
+            PyList_SET_ITEM(out, i, Py_NewRef(PyTuple_GET_ITEM(tup, i)));
+    return out;
+}
+
 /* *o* + 1 into attribute or dict entry: helpers of fast_assign's counters. */
 static int bump_attr(PyObject *t, int which)
 {
@@ -2116,7 +2175,7 @@ static int bump_item(PyObject *d, PyObject *key)
  * each hash of the sorted list *hs*; a hash becomes common once *votes* distinct groups
  * (after merges) have been. */
 static int vote_on(PyObject *hs, PyObject *groups, Py_ssize_t votes, PyObject *table,
-                   PyObject *common, PyObject *parent)
+                   PyObject *common, PyObject *parent, const Ops *ops)
 {
     Py_ssize_t i, n = PyList_GET_SIZE(hs);
     for (i = 0; i < n; i++) {
@@ -2148,9 +2207,17 @@ static int vote_on(PyObject *hs, PyObject *groups, Py_ssize_t votes, PyObject *t
             if (PySet_GET_SIZE(roots) >= votes) {
                 Py_DECREF(roots);
                 Py_DECREF(seen);
+                /* add_common((h,)), then set_votes(h, ()) */
+                int was = in_common(common, h, 0, 0);
+                if (was < 0 || (!was && undo_push(ops, common, h, NULL) < 0))
+                    return -1;
                 if (am_store((AnchorMap *)common, h, ONE) < 0)
                     return -1;
-                if (table_discard(table, h) < 0)
+                if (ops->log && op_log(ops, Py_BuildValue("[s[O]]", "c", h)) < 0)
+                    return -1;
+                if (undo_entry(ops, table, h) < 0 || table_discard(table, h) < 0)
+                    return -1;
+                if (ops->log && op_log(ops, Py_BuildValue("[sO[]]", "v", h)) < 0)
                     return -1;
                 continue;
             }
@@ -2163,9 +2230,11 @@ static int vote_on(PyObject *hs, PyObject *groups, Py_ssize_t votes, PyObject *t
             return -1;
         }
         PyObject *kept = PyList_AsTuple(ordered);
-        Py_DECREF(ordered);
-        int rc = kept ? table_set(table, h, kept) : -1;
+        int rc = kept && undo_entry(ops, table, h) == 0 ? table_set(table, h, kept) : -1;
         Py_XDECREF(kept);
+        if (rc == 0 && ops->log)
+            rc = op_log(ops, Py_BuildValue("[sOO]", "v", h, ordered));
+        Py_DECREF(ordered);
         if (rc < 0)
             return -1;
     }
@@ -2197,7 +2266,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     PyObject *result = NULL, *anchors = NULL, *root = NULL, *values = NULL, *bound = NULL;
     PyObject *fp = NULL, *exact = NULL, *common = NULL, *parent = NULL, *sketches = NULL;
     PyObject *limits = NULL, *size = NULL, *docs = NULL, *log = NULL, *undo = NULL;
-    PyObject *vote_table = NULL, *empty = NULL;
+    PyObject *vote_table = NULL, *empty = NULL, *missing = NULL;
     PyObject *vals = NULL; /* the sketch of the candidate compared, then of the one joined */
     PyObject *known[FAST_ANCHORS] = {NULL}, *picked[FAST_ANCHORS], *hit = NULL;
     /* The candidates: canonical id, the anchors that hit it, the values shared, accepted. */
@@ -2211,11 +2280,15 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         rc = sketch_value(no_limit_o, &no_limit);
     if (rc || n > FAST_ANCHORS || n < 0)
         goto fallback;
-    /* Journaled or undoable tables keep their ops: the Python path writes those. */
+    /* Journaled tables log each write as an op, and undoable ones note how to take it back
+     * (see Ops): both are lists then, None when off. */
     if (!(log = PyObject_GetAttr(t, table_keys[T_LOG])) || !(undo = PyObject_GetAttr(t, table_keys[T_UNDO])))
         goto done;
-    if (log != Py_None || undo != Py_None)
+    if ((log != Py_None && !PyList_CheckExact(log)) || (undo != Py_None && !PyList_CheckExact(undo)))
         goto fallback;
+    if (undo != Py_None && !(missing = PyObject_GetAttr(t, table_keys[T_MISSING])))
+        goto done;
+    const Ops ops = {log == Py_None ? NULL : log, undo == Py_None ? NULL : undo, missing};
     /* Sketch values are packed 8 bytes each, or 4 in a store of narrow sketches. */
     {
         PyObject *nw = PyObject_GetAttr(t, table_keys[T_NARROW]);
@@ -2389,6 +2462,8 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         }
         if (kept < PyBytes_GET_SIZE(values) / width && _PyBytes_Resize(&values, width * kept) < 0)
             goto done;
+        if (undo_entry(&ops, sketches, root) < 0 || undo_entry(&ops, limits, root) < 0)
+            goto done;
         if (table_set(sketches, root, values) < 0 || !(bound = PyLong_FromUnsignedLongLong(cut)))
             goto done;
     } else { /* a new story */
@@ -2399,8 +2474,12 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         if (!counter)
             goto done;
         root = PyNumber_Add(counter, ONE);
+        rc = root ? undo_push(&ops, t, table_keys[T_COUNTER], counter) : -1;
         Py_DECREF(counter);
-        if (!root || PyObject_SetAttr(t, table_keys[T_COUNTER], root) < 0)
+        if (rc < 0 || PyObject_SetAttr(t, table_keys[T_COUNTER], root) < 0)
+            goto done;
+        if (undo_push(&ops, size, root, NULL) < 0 || undo_entry(&ops, sketches, root) < 0
+            || undo_entry(&ops, limits, root) < 0)
             goto done;
         /* The document's sketch is kept packed (cut to its cap smallest: the limit is then
          * the first value dropped, as combine_sketch makes it). */
@@ -2430,6 +2509,19 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     } else if (table_discard(limits, root) < 0) {
         goto done;
     }
+    if (ops.log) { /* new_group's op, or extend_sketch's */
+        PyObject *op;
+        if (fresh) {
+            Py_ssize_t nsk = PyTuple_GET_SIZE(sketch);
+            PyObject *kept = tuple_head(sketch, nsk > cap ? cap : nsk);
+            op = kept ? Py_BuildValue("[sONO]", "n", root, kept, bound) : NULL;
+        } else {
+            PyObject *all = tuple_head(sketch, PyTuple_GET_SIZE(sketch));
+            op = all ? Py_BuildValue("[sONOO]", "s", root, all, doc_limit_o, args[8]) : NULL;
+        }
+        if (op_log(&ops, op) < 0)
+            goto done;
+    }
     /* The refused candidates' hashes get their votes, in candidate order. */
     for (k = 0; k < nc; k++) {
         if (accepted[k])
@@ -2438,7 +2530,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         rc = hs && _PySet_Update(hs, shared[k]) == 0 ? 0 : -1;
         if (rc == 0 && (ordered = PySequence_List(hs)) != NULL && PyList_Sort(ordered) == 0
             && (pair = PyTuple_Pack(2, cand[k], root)) != NULL)
-            rc = vote_on(ordered, pair, votes, vote_table, common, parent);
+            rc = vote_on(ordered, pair, votes, vote_table, common, parent, &ops);
         else
             rc = -1;
         Py_XDECREF(hs);
@@ -2447,15 +2539,35 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         if (rc < 0)
             goto done;
     }
-    if (table_set(exact, exact_h, root) < 0)
+    if (undo_entry(&ops, exact, exact_h) < 0 || table_set(exact, exact_h, root) < 0)
+        goto done;
+    if (ops.log && op_log(&ops, Py_BuildValue("[sOO]", "x", exact_h, root)) < 0)
         goto done;
 write:
-    (void)fresh;
-    for (i = 0; i < np; i++)
-        if (!known[i] && table_set(fp, PyTuple_GET_ITEM(anchors, i), root) < 0)
+    for (i = 0; i < np; i++) {
+        if (known[i])
+            continue;
+        PyObject *h = PyTuple_GET_ITEM(anchors, i);
+        if (undo_entry(&ops, fp, h) < 0 || table_set(fp, h, root) < 0)
             goto done;
+        if (ops.log && op_log(&ops, Py_BuildValue("[sOO]", "f", h, root)) < 0)
+            goto done;
+    }
     /* add_member */
+    if (ops.undo) {
+        PyObject *count = PyObject_GetAttr(t, table_keys[T_DOCUMENTS]);
+        rc = count ? undo_entry(&ops, size, root) : -1;
+        if (rc == 0)
+            rc = undo_push(&ops, t, table_keys[T_DOCUMENTS], count);
+        if (rc == 0 && doc_id != Py_None)
+            rc = undo_entry(&ops, docs, doc_id);
+        Py_XDECREF(count);
+        if (rc < 0)
+            goto done;
+    }
     if (bump_item(size, root) < 0 || bump_attr(t, T_DOCUMENTS) < 0)
+        goto done;
+    if (doc_id == Py_None && ops.log && op_log(&ops, Py_BuildValue("[sO]", "m", root)) < 0)
         goto done;
     if (doc_id != Py_None) {
         PyObject *members = table(t, T_MEMBERS, &PyDict_Type), *list;
@@ -2465,6 +2577,26 @@ write:
         /* A reference of its own: the list made below may run a collection, and a finalizer
          * could change the table. */
         list = Py_XNewRef(table_borrow(members, root));
+        if (ops.undo && (list || !PyErr_Occurred())) {
+            /* A list grows in place: the undo cuts it back (list[kept:] = []); anything else
+             * is replaced: the undo puts it back. */
+            if (list && PyList_Check(list)) {
+                PyObject *cut = PyLong_FromSsize_t(PyList_GET_SIZE(list));
+                PyObject *tail = cut ? PySlice_New(cut, NULL, NULL) : NULL;
+                PyObject *none = tail ? PyList_New(0) : NULL;
+                rc = none ? undo_push(&ops, list, tail, none) : -1;
+                Py_XDECREF(cut);
+                Py_XDECREF(tail);
+                Py_XDECREF(none);
+            } else {
+                rc = undo_push(&ops, members, root, list);
+            }
+            if (rc < 0) {
+                Py_XDECREF(list);
+                Py_DECREF(members);
+                goto done;
+            }
+        }
         if (!list) {
             rc = PyErr_Occurred() ? -1 : table_set(members, root, doc_id);
         } else if (PyUnicode_Check(list)) {
@@ -2518,6 +2650,10 @@ write:
         Py_DECREF(record);
         if (rc < 0)
             goto done;
+        if (ops.log
+            && op_log(&ops, Py_BuildValue("[sOOO()OO]", "m", root, doc_id,
+                                          duplicate ? Py_True : Py_False, title, anchors)) < 0)
+            goto done;
     }
     result = Py_BuildValue("(OOO)", root, duplicate ? Py_True : Py_False, anchors);
     goto done;
@@ -2551,6 +2687,7 @@ done:
     Py_XDECREF(undo);
     Py_XDECREF(vote_table);
     Py_XDECREF(empty);
+    Py_XDECREF(missing);
     Py_XDECREF(vals);
     return result;
 }

@@ -19,7 +19,7 @@ from ...text.kernel import load_extension
 __all__ = ["assign_info", "compiled"]
 
 #: The interface version of the extension (``ASSIGN_ABI`` in _assign.c).
-ABI = 8
+ABI = 9
 
 _MODULE, _WHY = load_extension(f"{__package__}._assign", ABI, "the compiled assignment")
 

@@ -272,6 +272,10 @@ class _Tables:
     ``votes`` as compiled maps, ``sketch``, ``size`` and ``members`` as group tables, where
     built); every write is also logged as an op."""
 
+    #: What an undo step holds for an entry that was absent (the compiled assignment reads it
+    #: here to note its own undo steps as :meth:`rollback` reads them).
+    MISSING: Any = _MISSING
+
     def __init__(self) -> None:
         self.fp = anchor_table()
         self.exact = anchor_table()
@@ -1327,9 +1331,14 @@ class MemoryStore(Store):
                 return assign(self._t, doc, policy, doc_id, title, meta)
             # The tables change first (the algorithm reads its own writes), then the journal
             # line is written; if that fails, every change is taken back: no trace is left.
+            # The compiled assignment logs the same ops and notes the same undo steps.
             with self._file.change() as t:
                 assert isinstance(t, _Tables)
-                return assign(t, _compared(t, doc), policy, doc_id, title, meta)
+                doc = _compared(t, doc)
+                placed = self._fast(t, doc, policy, doc_id, title, meta)
+                if placed is not None:
+                    return placed
+                return assign(t, doc, policy, doc_id, title, meta)
 
     @staticmethod
     def _fast(
