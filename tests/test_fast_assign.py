@@ -301,3 +301,40 @@ def test_anchors_skip_common_hashes(
     assert again is not None
     live = [h for h in sentences if h not in tables.common]
     assert again[2] == tuple((live or sentences)[:n])
+
+
+#: What a journal line holds (and a few things it never does: floats, dicts).
+JSON_VALUES = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.sampled_from([(1 << 63) - 1, 1 << 63, (1 << 64) - 1, 1 << 64, -(1 << 63) - 1]),
+        st.text(),
+        st.floats(allow_nan=False),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=6),
+        st.lists(inner, max_size=6).map(tuple),
+        st.dictionaries(st.text(max_size=3), inner, max_size=2),
+    ),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(value=JSON_VALUES)
+def test_journal_lines_encode_as_json_dumps(value: Any) -> None:
+    """The compiled journal-line encoder makes the bytes json.dumps makes (any str, any int),
+    and hands anything else (a float, a dict) back to json.dumps."""
+    found = memory._encode_line([7, value])
+    assert (found is not None) == _plain(value)
+    if found is not None:
+        assert found == json.dumps([7, value], separators=(",", ":")).encode()
+
+
+def _plain(value: Any) -> bool:
+    """Whether *value* holds only lists, tuples, ints, str, bools and None."""
+    if value is None or type(value) in (bool, int, str):
+        return True
+    return type(value) in (list, tuple) and all(_plain(v) for v in value)

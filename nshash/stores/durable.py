@@ -708,8 +708,12 @@ class JournaledFile:
         repair: bool = False,
         readonly: bool = False,
         lock: threading.RLock | None = None,
+        encode: Callable[[list[Any]], bytes | None] | None = None,
     ) -> None:
         self.path = path
+        #: A faster maker of a journal line's JSON (the bytes of ``json.dumps`` with compact
+        #: separators), or None where json.dumps must make it; None: json.dumps always.
+        self._encode = encode
         self.url = url
         self.what = what
         self.state = make_state()
@@ -946,7 +950,11 @@ class JournaledFile:
         if self.journal is None or not log:
             return
         seq = self.seq + 1
-        line = json.dumps([seq, log], separators=(",", ":")).encode() + b"\n"
+        entry = [seq, log]
+        data = self._encode(entry) if self._encode is not None else None
+        if data is None:
+            data = json.dumps(entry, separators=(",", ":")).encode()
+        line = data + b"\n"
         try:
             self.journal.append(line, sync=self._fsync == "always")
         except StoreError as exc:

@@ -2715,7 +2715,116 @@ static PyObject *make_record(PyObject *self, PyObject *const *args, Py_ssize_t n
     return obj;
 }
 
+/* -- encode_json: a journal line's JSON, for the types the ops hold -------------------------- */
+
+typedef struct {
+    char *buf;
+    Py_ssize_t len, cap;
+} Out;
+
+static int out_put(Out *o, const char *p, Py_ssize_t n)
+{
+    if (o->len + n > o->cap) {
+        Py_ssize_t cap = o->cap ? o->cap : 256;
+        while (cap < o->len + n)
+            cap *= 2;
+        char *more = PyMem_Realloc(o->buf, (size_t)cap);
+        if (!more) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        o->buf = more;
+        o->cap = cap;
+    }
+    memcpy(o->buf + o->len, p, (size_t)n);
+    o->len += n;
+    return 0;
+}
+
+/* Append *v*'s JSON to *o*: 0, 1 when *v* holds a type handled by json.dumps alone, -1 on an
+ * error. *quote* is json's encode_basestring_ascii (what json.dumps calls for a str). */
+static int encode_value(Out *o, PyObject *v, PyObject *quote, int depth)
+{
+    if (v == Py_None)
+        return out_put(o, "null", 4);
+    if (v == Py_True)
+        return out_put(o, "true", 4);
+    if (v == Py_False)
+        return out_put(o, "false", 5);
+    if (PyLong_CheckExact(v)) {
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        char digits[24], *end = digits + sizeof digits, *p = end;
+        if (x == -1 && PyErr_Occurred())
+            return -1;
+        if (!overflow) {
+            unsigned long long u = x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x;
+            do
+                *--p = (char)('0' + u % 10);
+            while (u /= 10);
+            if (x < 0)
+                *--p = '-';
+            return out_put(o, p, end - p);
+        }
+        PyObject *text = PyObject_Str(v); /* what json.dumps writes: int.__repr__ */
+        if (!text)
+            return -1;
+        Py_ssize_t n;
+        const char *t = PyUnicode_AsUTF8AndSize(text, &n);
+        int rc = t ? out_put(o, t, n) : -1;
+        Py_DECREF(text);
+        return rc;
+    }
+    if (PyUnicode_CheckExact(v)) {
+        PyObject *text = PyObject_CallOneArg(quote, v);
+        if (!text)
+            return -1;
+        Py_ssize_t n;
+        const char *t = PyUnicode_Check(text) ? PyUnicode_AsUTF8AndSize(text, &n) : NULL;
+        int rc = t ? out_put(o, t, n) : PyErr_Occurred() ? -1 : 1;
+        Py_DECREF(text);
+        return rc;
+    }
+    if ((PyList_CheckExact(v) || PyTuple_CheckExact(v)) && depth < 32) {
+        if (out_put(o, "[", 1) < 0)
+            return -1;
+        /* A list's items are read by index each time: the encoder runs no Python code but
+         * json's quoting of a str, which cannot change the list. */
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(v); i++) {
+            if (i && out_put(o, ",", 1) < 0)
+                return -1;
+            PyObject *item = Py_NewRef(PySequence_Fast_GET_ITEM(v, i));
+            int rc = encode_value(o, item, quote, depth + 1);
+            Py_DECREF(item);
+            if (rc)
+                return rc;
+        }
+        return out_put(o, "]", 1);
+    }
+    return 1;
+}
+
+/* encode_json(value, quote): the bytes of json.dumps(value, separators=(",", ":")) for a
+ * value of lists, tuples, ints, str, bools and None (a journal line's ops), or None when it
+ * holds anything else (the caller then calls json.dumps). */
+static PyObject *encode_json(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyCallable_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "encode_json(value, quote) takes 2 arguments");
+        return NULL;
+    }
+    Out o = {NULL, 0, 0};
+    int rc = encode_value(&o, args[0], args[1], 0);
+    PyObject *result = rc < 0   ? NULL
+                       : rc > 0 ? Py_NewRef(Py_None)
+                                : PyBytes_FromStringAndSize(o.buf, o.len);
+    PyMem_Free(o.buf);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
+    {"encode_json", (PyCFunction)(void (*)(void))encode_json, METH_FASTCALL,
+     "encode_json(value, quote) -> the compact JSON of value as bytes, or None."},
     {"cut_sketch", cut_sketch, METH_VARARGS,
      "cut_sketch(values, cap) -> the new limit; values (a set of ints) keeps its cap smallest."},
     {"sketch_guard", sketch_guard, METH_VARARGS,

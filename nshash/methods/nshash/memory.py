@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 import heapq
 import logging
 import os
@@ -104,6 +105,16 @@ __all__ = ["MemoryStore"]
 _FAST = compiled("fast_assign")
 #: ``make_record``: the Assignment of the compiled path, without its frozen __init__'s cost.
 _MAKE = compiled("make_record")
+#: ``encode_json``: a journal line's JSON made in C (the bytes json.dumps makes of it).
+_ENCODE = compiled("encode_json")
+
+
+def _encode_line(entry: list[Any]) -> bytes | None:
+    """A journal line's JSON, compiled (None: json.dumps makes it; see JournaledFile)."""
+    if _ENCODE is None:
+        return None
+    found: bytes | None = _ENCODE(entry, encode_basestring_ascii)
+    return found
 _ASSIGNMENT_FIELDS = tuple(f.name for f in dataclasses.fields(Assignment))
 
 logger = logging.getLogger("nshash")
@@ -1253,6 +1264,7 @@ class MemoryStore(Store):
                 repair=repair,
                 readonly=readonly,
                 lock=self._lock,
+                encode=_encode_line,
             )
         self._clock = clock
         t = self._t
