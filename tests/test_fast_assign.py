@@ -327,6 +327,7 @@ JSON_VALUES = st.recursive(
 def test_journal_lines_encode_as_json_dumps(value: Any) -> None:
     """The compiled journal-line encoder makes the bytes json.dumps makes (any str, any int),
     and hands anything else (a float, a dict) back to json.dumps."""
+    assert memory._ENCODE is not None
     found = memory._encode_line([7, value])
     assert (found is not None) == _plain(value)
     if found is not None:

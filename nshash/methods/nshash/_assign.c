@@ -2722,7 +2722,8 @@ typedef struct {
     Py_ssize_t len, cap;
 } Out;
 
-static int out_put(Out *o, const char *p, Py_ssize_t n)
+/* Room for *n* more bytes in *o*: 0 or -1. */
+static int out_grow(Out *o, Py_ssize_t n)
 {
     if (o->len + n > o->cap) {
         Py_ssize_t cap = o->cap ? o->cap : 256;
@@ -2736,9 +2737,42 @@ static int out_put(Out *o, const char *p, Py_ssize_t n)
         o->buf = more;
         o->cap = cap;
     }
+    return 0;
+}
+
+static inline int out_put(Out *o, const char *p, Py_ssize_t n)
+{
+    if (o->len + n > o->cap && out_grow(o, n) < 0)
+        return -1;
     memcpy(o->buf + o->len, p, (size_t)n);
     o->len += n;
     return 0;
+}
+
+/* The decimal digits of 0..99, two by two. */
+static const char DIGIT_PAIRS[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                                  "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                                  "8081828384858687888990919293949596979899";
+
+/* Append *u* in decimal (a minus first when *negative*). */
+static int out_decimal(Out *o, uint64_t u, int negative)
+{
+    char digits[24], *end = digits + sizeof digits, *p = end;
+    while (u >= 100) {
+        unsigned r = (unsigned)(u % 100);
+        u /= 100;
+        p -= 2;
+        memcpy(p, DIGIT_PAIRS + 2 * r, 2);
+    }
+    if (u >= 10) {
+        p -= 2;
+        memcpy(p, DIGIT_PAIRS + 2 * u, 2);
+    } else {
+        *--p = (char)('0' + u);
+    }
+    if (negative)
+        *--p = '-';
+    return out_put(o, p, end - p);
 }
 
 /* Append *v*'s JSON to *o*: 0, 1 when *v* holds a type handled by json.dumps alone, -1 on an
@@ -2752,26 +2786,32 @@ static int encode_value(Out *o, PyObject *v, PyObject *quote, int depth)
     if (v == Py_False)
         return out_put(o, "false", 5);
     if (PyLong_CheckExact(v)) {
+#if PY_VERSION_HEX < 0x030C0000 && PYLONG_BITS_IN_DIGIT == 30
+        /* Up to 64 bits either way (every hash, id and count): the digits read directly. */
+        Py_ssize_t size = Py_SIZE(v), n = size < 0 ? -size : size;
+        const digit *d = ((PyLongObject *)v)->ob_digit;
+        if (n <= 2 || (n == 3 && d[2] < 16)) {
+            uint64_t u = n == 0 ? 0 : d[0];
+            if (n >= 2)
+                u |= (uint64_t)d[1] << 30;
+            if (n == 3)
+                u |= (uint64_t)d[2] << 60;
+            return out_decimal(o, u, size < 0);
+        }
+#endif
         int overflow;
         long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-        char digits[24], *end = digits + sizeof digits, *p = end;
         if (x == -1 && PyErr_Occurred())
             return -1;
-        if (!overflow) {
-            unsigned long long u = x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x;
-            do
-                *--p = (char)('0' + u % 10);
-            while (u /= 10);
-            if (x < 0)
-                *--p = '-';
-            return out_put(o, p, end - p);
-        }
+        if (!overflow)
+            return out_decimal(o, x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x,
+                               x < 0);
         PyObject *text = PyObject_Str(v); /* what json.dumps writes: int.__repr__ */
         if (!text)
             return -1;
-        Py_ssize_t n;
-        const char *t = PyUnicode_AsUTF8AndSize(text, &n);
-        int rc = t ? out_put(o, t, n) : -1;
+        Py_ssize_t chars;
+        const char *t = PyUnicode_AsUTF8AndSize(text, &chars);
+        int rc = t ? out_put(o, t, chars) : -1;
         Py_DECREF(text);
         return rc;
     }
