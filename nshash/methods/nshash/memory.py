@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 import heapq
 import logging
 import os
@@ -54,6 +53,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, MutableMapping, Sequence
+from json.encoder import encode_basestring_ascii
 from typing import Any, TypeVar
 
 from ...errors import ConfigError, StoreClosedError, StoreCorruptError, StoreReadOnlyError
