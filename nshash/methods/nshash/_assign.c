@@ -2478,8 +2478,9 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         Py_DECREF(counter);
         if (rc < 0 || PyObject_SetAttr(t, table_keys[T_COUNTER], root) < 0)
             goto done;
-        if (undo_push(&ops, size, root, NULL) < 0 || undo_entry(&ops, sketches, root) < 0
-            || undo_entry(&ops, limits, root) < 0)
+        /* A new id: nothing of it is in any table (no lookup needed to say so). */
+        if (undo_push(&ops, size, root, NULL) < 0 || undo_push(&ops, sketches, root, NULL) < 0
+            || undo_push(&ops, limits, root, NULL) < 0)
             goto done;
         /* The document's sketch is kept packed (cut to its cap smallest: the limit is then
          * the first value dropped, as combine_sketch makes it). */
@@ -2539,7 +2540,8 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         if (rc < 0)
             goto done;
     }
-    if (undo_entry(&ops, exact, exact_h) < 0 || table_set(exact, exact_h, root) < 0)
+    /* The text was looked up above and is not in exact: its undo deletes it. */
+    if (undo_push(&ops, exact, exact_h, NULL) < 0 || table_set(exact, exact_h, root) < 0)
         goto done;
     if (ops.log && op_log(&ops, Py_BuildValue("[sOO]", "x", exact_h, root)) < 0)
         goto done;
@@ -2548,7 +2550,7 @@ write:
         if (known[i])
             continue;
         PyObject *h = PyTuple_GET_ITEM(anchors, i);
-        if (undo_entry(&ops, fp, h) < 0 || table_set(fp, h, root) < 0)
+        if (undo_push(&ops, fp, h, NULL) < 0 || table_set(fp, h, root) < 0) /* absent: known */
             goto done;
         if (ops.log && op_log(&ops, Py_BuildValue("[sOO]", "f", h, root)) < 0)
             goto done;
@@ -2560,7 +2562,7 @@ write:
         if (rc == 0)
             rc = undo_push(&ops, t, table_keys[T_DOCUMENTS], count);
         if (rc == 0 && doc_id != Py_None)
-            rc = undo_entry(&ops, docs, doc_id);
+            rc = undo_push(&ops, docs, doc_id, NULL); /* not there: checked above */
         Py_XDECREF(count);
         if (rc < 0)
             goto done;
