@@ -3,10 +3,12 @@
  *   - sketch_guard and cut_sketch: the guard's comparison of a document's sketch with a
  *     group's, and the cut of a sketch to its cap, for every store (assign.py calls them and
  *     keeps their Python versions, which the tests compare);
- *   - fast_assign: assign itself, on a memory store's tables (memory.py), for
- *     every case but a merge; it returns None, having written nothing, for the others, which
- *     the Python assign then takes (tests/test_fast_assign.py runs both on the same streams);
+ *   - fast_assign: assign itself, on a memory store's tables (memory.py), journaled or not,
+ *     for every case but a merge and a retried id; it returns None, having written nothing,
+ *     for the others, which the Python assign then takes (tests/test_fast_assign.py runs
+ *     both on the same streams, journal lines included);
  *   - make_record: a result of every add made without its frozen dataclass's __init__;
+ *   - encode_json: a journal line's JSON (the bytes json.dumps makes of it);
  *   - AnchorMap and VoteMap: the memory store's anchor, exact-text, common and vote tables,
  *     12 and 20 bytes an entry; GroupTable: its tables keyed by group id, a slot of 8 bytes an id;
  *     DocTable: its doc id -> record table, 16 bytes a slot and each record in a raw block;
@@ -2243,7 +2245,7 @@ static int vote_on(PyObject *hs, PyObject *groups, Py_ssize_t votes, PyObject *t
 
 /* fast_assign(t, sentences, sketch, exact, doc_limit, n, theta, min_overlap, cap, no_limit,
  * votes, doc_id, title): nshash.methods.nshash.assign.assign on the dicts of a memory store's
- * _Tables *t* (neither journaled nor undoable), for every case but a merge: an exact repeat,
+ * _Tables *t* (journaled or not: see Ops), for every case but a merge: an exact repeat,
  * a new story, and a document whose candidates the guard refuses (their hashes get votes)
  * but for at most one it accepts (the document joins it). Returns (similar_id, duplicate,
  * anchors), having made the writes assign makes; None, having written nothing, for the

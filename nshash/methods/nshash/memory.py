@@ -98,8 +98,9 @@ __all__ = ["MemoryStore"]
 
 #: The compiled assignment of every case but a merge (``fast_assign`` of
 #: :mod:`nshash.methods.nshash.compiled`: an exact repeat, a new story, refused candidates and
-#: their votes, one accepted group) on tables that are not journaled (activity is then noted in
-#: Python, as assign notes it last); None on the pure path. It answers exactly as
+#: their votes, one accepted group) on the tables, journaled or not (it logs the journal's ops
+#: and the undo of each write as the Python methods do; activity is then noted in Python, as
+#: assign notes it last); None on the pure path. It answers exactly as
 #: :func:`assign` (tests/test_fast_assign.py runs both), and returns None, having written
 #: nothing, for every other case, which assign then takes.
 _FAST = compiled("fast_assign")
