@@ -6,9 +6,10 @@
 :func:`~nshash.methods.nshash.assign.cut_sketch`), the memory store's assignment of every case
 but a merge and a retried id, journaled or not (``fast_assign``, see
 :mod:`nshash.methods.nshash.memory`), ``encode_json``, which makes a journal line, and
-``make_record``, which makes a frozen result without its ``__init__``. Each has its Python version, and the
-tests compare the two (``tests/test_kernel.py``, ``tests/test_fast_assign.py``): without the
-extension, or with ``NSHASH_PURE=1``, the Python versions run with the same answers.
+``make_record``, which makes a frozen result without its ``__init__``. Each has its Python
+version (``encode_json``'s is ``json.dumps``), and the tests compare the two
+(``tests/test_kernel.py``, ``tests/test_fast_assign.py``): without the extension, or with
+``NSHASH_PURE=1``, the Python versions run with the same answers.
 """
 
 from __future__ import annotations
