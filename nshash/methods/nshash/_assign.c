@@ -2100,6 +2100,24 @@ typedef struct {
     PyObject *log, *undo, *missing; /* log and undo NULL when off; missing borrowed */
 } Ops;
 
+/* The names of the most frequent ops, interned at import (Py_BuildValue would parse a format
+ * and make the name each time: most of an op's cost). */
+enum { OP_F, OP_X, OP_V, OP_M, OP_NAMES };
+static PyObject *op_names[OP_NAMES];
+
+/* A new op [name, a] (b NULL) or [name, a, b], of borrowed items: a new list, or NULL. */
+static PyObject *op_of(int name, PyObject *a, PyObject *b)
+{
+    PyObject *op = PyList_New(b ? 3 : 2);
+    if (op) {
+        PyList_SET_ITEM(op, 0, Py_NewRef(op_names[name]));
+        PyList_SET_ITEM(op, 1, Py_NewRef(a));
+        if (b)
+            PyList_SET_ITEM(op, 2, Py_NewRef(b));
+    }
+    return op;
+}
+
 /* Append the op *op* (a new reference, or NULL on an error) to the log: 0 or -1. */
 static int op_log(const Ops *o, PyObject *op)
 {
@@ -2235,7 +2253,7 @@ static int vote_on(PyObject *hs, PyObject *groups, Py_ssize_t votes, PyObject *t
         int rc = kept && undo_entry(ops, table, h) == 0 ? table_set(table, h, kept) : -1;
         Py_XDECREF(kept);
         if (rc == 0 && ops->log)
-            rc = op_log(ops, Py_BuildValue("[sOO]", "v", h, ordered));
+            rc = op_log(ops, op_of(OP_V, h, ordered));
         Py_DECREF(ordered);
         if (rc < 0)
             return -1;
@@ -2545,7 +2563,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     /* The text was looked up above and is not in exact: its undo deletes it. */
     if (undo_push(&ops, exact, exact_h, NULL) < 0 || table_set(exact, exact_h, root) < 0)
         goto done;
-    if (ops.log && op_log(&ops, Py_BuildValue("[sOO]", "x", exact_h, root)) < 0)
+    if (ops.log && op_log(&ops, op_of(OP_X, exact_h, root)) < 0)
         goto done;
 write:
     for (i = 0; i < np; i++) {
@@ -2554,7 +2572,7 @@ write:
         PyObject *h = PyTuple_GET_ITEM(anchors, i);
         if (undo_push(&ops, fp, h, NULL) < 0 || table_set(fp, h, root) < 0) /* absent: known */
             goto done;
-        if (ops.log && op_log(&ops, Py_BuildValue("[sOO]", "f", h, root)) < 0)
+        if (ops.log && op_log(&ops, op_of(OP_F, h, root)) < 0)
             goto done;
     }
     /* add_member */
@@ -2571,7 +2589,7 @@ write:
     }
     if (bump_item(size, root) < 0 || bump_attr(t, T_DOCUMENTS) < 0)
         goto done;
-    if (doc_id == Py_None && ops.log && op_log(&ops, Py_BuildValue("[sO]", "m", root)) < 0)
+    if (doc_id == Py_None && ops.log && op_log(&ops, op_of(OP_M, root, NULL)) < 0)
         goto done;
     if (doc_id != Py_None) {
         PyObject *members = table(t, T_MEMBERS, &PyDict_Type), *list;
@@ -2894,6 +2912,10 @@ PyMODINIT_FUNC PyInit__assign(void)
         return NULL;
     if ((!ONE && !(ONE = PyLong_FromLong(1))) || intern_table_names() < 0)
         return NULL;
+    static const char *const op_strings[OP_NAMES] = {"f", "x", "v", "m"};
+    for (int i = 0; i < OP_NAMES; i++)
+        if (!op_names[i] && !(op_names[i] = PyUnicode_InternFromString(op_strings[i])))
+            return NULL;
     PyObject *m = PyModule_Create(&assign_module);
     if (!m)
         return NULL;
