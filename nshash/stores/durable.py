@@ -541,9 +541,17 @@ _LINE_CRC = b"\t%08x"
 _LINE_CRC_LEN = len(_LINE_CRC % 0)
 
 
-def journal_line(seq: int, ops: list[Any]) -> bytes:
-    """The journal line of change *seq*: ``[seq,ops]``, its checksum, a line break."""
-    body = json.dumps([seq, ops], separators=(",", ":")).encode()
+def journal_line(
+    seq: int, ops: list[Any], encode: Callable[[list[Any]], bytes | None] | None = None
+) -> bytes:
+    """The journal line of change *seq*: ``[seq,ops]``, its checksum, a line break.
+
+    *encode* (the compiled ``encode_json``) may make the JSON's bytes, which must be the ones
+    ``json.dumps`` makes; it returns None for what it leaves to ``json.dumps``.
+    """
+    body = encode([seq, ops]) if encode is not None else None
+    if body is None:
+        body = json.dumps([seq, ops], separators=(",", ":")).encode()
     return body + _LINE_CRC % zlib.crc32(body) + b"\n"
 
 
@@ -883,8 +891,12 @@ class JournaledFile:
         repair: bool = False,
         readonly: bool = False,
         lock: threading.RLock | None = None,
+        encode: Callable[[list[Any]], bytes | None] | None = None,
     ) -> None:
         self.path = path
+        #: A faster maker of a journal line's JSON (the bytes of ``json.dumps`` with compact
+        #: separators), or None where json.dumps must make it; None: json.dumps always.
+        self._encode = encode
         self.url = url
         self.what = what
         self.state = make_state()
@@ -1134,7 +1146,7 @@ class JournaledFile:
         if self.journal is None or not log:
             return
         seq = self.seq + 1
-        line = journal_line(seq, log)
+        line = journal_line(seq, log, self._encode)
         try:
             self.journal.append(line, sync=self._fsync == "always")
         except StoreError as exc:

@@ -53,6 +53,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, MutableMapping, Sequence
+from json.encoder import encode_basestring_ascii
 from typing import Any, TypeVar
 
 from ...errors import ConfigError, StoreClosedError, StoreCorruptError, StoreReadOnlyError
@@ -98,13 +99,24 @@ __all__ = ["MemoryStore"]
 
 #: The compiled assignment of every case but a merge (``fast_assign`` of
 #: :mod:`nshash.methods.nshash.compiled`: an exact repeat, a new story, refused candidates and
-#: their votes, one accepted group) on tables that are not journaled (activity is then noted in
-#: Python, as assign notes it last); None on the pure path. It answers exactly as
+#: their votes, one accepted group) on the tables, journaled or not (it logs the journal's ops
+#: and the undo of each write as the Python methods do; activity is then noted in Python, as
+#: assign notes it last); None on the pure path. It answers exactly as
 #: :func:`assign` (tests/test_fast_assign.py runs both), and returns None, having written
 #: nothing, for every other case, which assign then takes.
 _FAST = compiled("fast_assign")
 #: ``make_record``: the Assignment of the compiled path, without its frozen __init__'s cost.
 _MAKE = compiled("make_record")
+#: ``encode_json``: a journal line's JSON made in C (the bytes json.dumps makes of it).
+_ENCODE = compiled("encode_json")
+
+
+def _encode_line(entry: list[Any]) -> bytes | None:
+    """A journal line's JSON, compiled (None: json.dumps makes it; see JournaledFile)."""
+    if _ENCODE is None:
+        return None
+    found: bytes | None = _ENCODE(entry, encode_basestring_ascii)
+    return found
 _ASSIGNMENT_FIELDS = tuple(f.name for f in dataclasses.fields(Assignment))
 
 logger = logging.getLogger("nshash")
@@ -272,6 +284,10 @@ class _Tables:
     """The tables of :mod:`nshash.methods.nshash.assign`, as dicts (``fp``, ``exact`` and
     ``votes`` as compiled maps, ``sketch``, ``size`` and ``members`` as group tables, where
     built); every write is also logged as an op."""
+
+    #: What an undo step holds for an entry that was absent (the compiled assignment reads it
+    #: here to note its own undo steps as :meth:`rollback` reads them).
+    MISSING: Any = _MISSING
 
     def __init__(self) -> None:
         self.fp = anchor_table()
@@ -1253,6 +1269,7 @@ class MemoryStore(Store):
                 repair=repair,
                 readonly=readonly,
                 lock=self._lock,
+                encode=_encode_line,
             )
         self._clock = clock
         t = self._t
@@ -1331,9 +1348,14 @@ class MemoryStore(Store):
                 return assign(self._t, doc, policy, doc_id, title, meta)
             # The tables change first (the algorithm reads its own writes), then the journal
             # line is written; if that fails, every change is taken back: no trace is left.
+            # The compiled assignment logs the same ops and notes the same undo steps.
             with self._file.change() as t:
                 assert isinstance(t, _Tables)
-                return assign(t, _compared(t, doc), policy, doc_id, title, meta)
+                doc = _compared(t, doc)
+                placed = self._fast(t, doc, policy, doc_id, title, meta)
+                if placed is not None:
+                    return placed
+                return assign(t, doc, policy, doc_id, title, meta)
 
     @staticmethod
     def _fast(
