@@ -19,6 +19,7 @@ except ImportError:  # pragma: no cover - Windows
 
 from ..methods.nshash.core import NSHash
 from ..methods.nshash.find import local_time, zone
+from ..results import HotGroup
 from ..stores.url import mask_url
 from .common import _STORE_HELP_SAVED, _store_url
 
@@ -44,23 +45,25 @@ def _when(seconds: int | None, tz: tzinfo = timezone.utc) -> str:
     return local_time(seconds, tz).strftime("%Y-%m-%d %H:%M")
 
 
+def _hot_json(h: HotGroup) -> dict[str, Any]:
+    """A ranked story (:class:`~nshash.results.HotGroup`) as ``--json`` prints it."""
+    return {
+        "similar_id": h.similar_id,
+        "recent": h.recent,
+        "size": h.size,
+        "first_seen": h.first_seen,
+        "last_seen": h.last_seen,
+        "title": h.title,
+        "sites": list(h.sites),
+    }
+
+
 def _cmd_hot(args: argparse.Namespace, url: str) -> int:
     """``nshash groups --since WINDOW``: the hot stories of the window."""
     with NSHash.open(url, readonly=True) as nsh:
         hot = nsh.hot(args.since, args.top, min_count=args.min_size)
     if args.json:
-        data = [
-            {
-                "similar_id": h.similar_id,
-                "recent": h.recent,
-                "size": h.size,
-                "first_seen": h.first_seen,
-                "last_seen": h.last_seen,
-                "title": h.title,
-                "sites": list(h.sites),
-            }
-            for h in hot
-        ]
+        data = [_hot_json(h) for h in hot]
         print(json.dumps(data, ensure_ascii=False, indent=2))
         return 0
     if not hot:
@@ -108,18 +111,7 @@ def _cmd_find(args: argparse.Namespace, url: str) -> int:
             "total": page.total,
             "offset": page.offset,
             "next_offset": page.next_offset,
-            "groups": [
-                {
-                    "similar_id": h.similar_id,
-                    "recent": h.recent,
-                    "size": h.size,
-                    "first_seen": h.first_seen,
-                    "last_seen": h.last_seen,
-                    "title": h.title,
-                    "sites": list(h.sites),
-                }
-                for h in page.stories
-            ],
+            "groups": [_hot_json(h) for h in page.stories],
         }
         print(json.dumps(data, ensure_ascii=False, indent=2))
         return 0
