@@ -14,7 +14,9 @@ before timing). Baselines measured in the same run: the stdlib ``difflib`` ratio
 ``simhash`` package on its default features, and seed 000's "similarity" (the ratio of the two
 simhash integers, which the seeds use and which is wrong).
 
-Run: ``python bench/bench_similarity.py [--zh-pairs 300] [--repeat 3]``.
+Run: ``python bench/bench_similarity.py [--zh-pairs 300] [--repeat 3]``; ``--limits`` prints
+only the CPU time of compares at ``/v1/compare``'s size limit (see :func:`limits`).
+``NSHASH_DATA_DIR`` names the data folder when it is not ``../shared/data``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import argparse
 import difflib
 import gzip
 import json
+import os
 import random
 import sys
 import time
@@ -32,7 +35,8 @@ from pathlib import Path
 
 from nshash.toolkit import similarity
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+_SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = Path(os.environ.get("NSHASH_DATA_DIR", _SHARED))
 
 Measure = Callable[[str, str], float]
 Pair = tuple[str, str, bool]
@@ -141,16 +145,65 @@ def run(name: str, pairs: list[Pair], repeat: int) -> None:
               f"{rate / reference:>9.2f}")
 
 
+def _cpu(a: str, b: str) -> float:
+    start = time.process_time()
+    similarity.compare(a, b)
+    return time.process_time() - start
+
+
+def limits(chars: int = 50_000) -> None:
+    """CPU seconds of one compare (all measures) of two texts at ``/v1/compare``'s limit:
+    one character repeated (jieba's worst case: no dictionary word, one HMM stretch), rare
+    characters in a random order, and real news text; and, as the baseline measured in this
+    run, the repeated character at a fifth of the length with jieba given whole runs (no
+    ``MAX_JIEBA_RUN`` cut, as before)."""
+    from nshash.text import tokenize
+
+    similarity.compare("热门新闻", "新闻热门")  # jieba's dictionary and IDF table, once
+    rng = random.Random(3)
+    rare = "鬯鬲鬼魃魈魍魉魑魅魔卤鹿麦麻黍黹黾鼎鼓鼠鼻齐齿龟龠"
+    news = "".join(
+        json.loads(line)["content"] for line in gzip.open(DATA / "zh_news.jsonl.gz", "rt")
+        if rng.random() < 0.05
+    )
+    cases = {
+        "的 x N vs 是 x N": ("的" * chars, "是" * chars),
+        "rare characters": (
+            "".join(rng.choice(rare) for _ in range(chars)),
+            "".join(rng.choice(rare) for _ in range(chars)),
+        ),
+        "zh_news text": (news[:chars], news[chars : 2 * chars]),
+    }
+    print(f"\n== compare at the limit ({chars:,} characters a text), CPU seconds ==")
+    for label, (a, b) in cases.items():
+        print(f"{label:<22} {_cpu(a, b):>7.2f}")
+    short = chars // 5
+    cut = _cpu("的" * short, "是" * short)
+    kept = tokenize.MAX_JIEBA_RUN
+    tokenize.MAX_JIEBA_RUN = 1 << 62
+    try:
+        whole = _cpu("的" * short, "是" * short)
+    finally:
+        tokenize.MAX_JIEBA_RUN = kept
+    print(f"的 x {short:,}: runs cut {cut:.2f} s, whole runs (baseline) {whole:.2f} s,"
+          f" {whole / cut:.1f}x")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--zh-pairs", type=int, default=300,
                         help="positive and negative Chinese pairs each (0: skip)")
     parser.add_argument("--repeat", type=int, default=3, help="timing runs; the best counts")
+    parser.add_argument("--limits", action="store_true",
+                        help="only the CPU time of compares at the size limit (see limits())")
     args = parser.parse_args(argv)
     if not (DATA / "en_plagiarism.jsonl").exists():
         print(f"Benchmark data not found in {DATA}: this script reads ../shared/data/ "
               "relative to the repository root.", file=sys.stderr)
         return 1
+    if args.limits:
+        limits()
+        return 0
     run("en_plagiarism (answer vs its source)", english_pairs(), args.repeat)
     if args.zh_pairs > 0:
         run("zh_reposts_dev (same story vs random)", chinese_pairs(args.zh_pairs), args.repeat)

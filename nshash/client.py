@@ -40,16 +40,25 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from .errors import install_hint
+
 try:
     import httpx
 except ImportError as exc:  # pragma: no cover - the extra is installed under test
     raise ImportError(
-        f"nshash.client needs httpx, which cannot be imported ({exc}): pip install 'nshash[client]'"
+        f"nshash.client needs httpx, which cannot be imported ({exc}): {install_hint('client')}"
     ) from exc
 
-from .errors import ConfigError, EmptyDocumentError, NSHashError, StoreUnavailableError
+from .errors import (
+    ConfigError,
+    EmptyDocumentError,
+    NSHashError,
+    StoreUnavailableError,
+)
+from .inputs import either_id
 from .methods.nshash.core import Document
-from .results import AddResult, DocumentRecord, Group, HotGroup, Member
+from .methods.nshash.find import MAX_TIME, StoryPage, TimeRange
+from .results import HOUR, AddResult, DocumentRecord, Group, HotGroup, Member
 from .stores.url import mask_url
 
 __all__ = ["AsyncClient", "Client", "ServiceError"]
@@ -149,6 +158,30 @@ def _epoch(value: str | None) -> int | None:
     if value is None:
         return None
     return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp())
+
+
+def _bound(value: str | float | datetime | None) -> Any:
+    """A ``from``/``to`` as the service reads it: an ISO 8601 text as given, epoch seconds
+    or a datetime as an RFC 3339 time (a naive datetime is left naive: read in ``tz``)."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value, timezone.utc).isoformat()
+    return value
+
+
+def _story_page(data: dict[str, Any]) -> StoryPage:
+    start, end = _epoch(data.get("start")), _epoch(data.get("end"))
+    if start is None:
+        span = None
+    elif end is None:
+        span = TimeRange(start // HOUR, MAX_TIME // HOUR - 1, open_end=True)
+    else:
+        span = TimeRange(start // HOUR, (end - 1) // HOUR)
+    stories = tuple(_hot_group(g) for g in data["groups"])
+    total = data.get("total")
+    counted = len(stories) if total is None else int(total)
+    return StoryPage(stories, counted, int(data.get("offset") or 0), span)
 
 
 def _hot_group(data: dict[str, Any]) -> HotGroup:
@@ -324,6 +357,31 @@ class _Base:
             "GET", "/v1/groups", params={"since": since, "limit": limit, "min_size": min_count}
         )
 
+    @staticmethod
+    def _find_call(
+        text: str | None,
+        site: str | None,
+        start: str | float | datetime | None,
+        end: str | float | datetime | None,
+        since: str | None,
+        tz: str | None,
+        limit: int,
+        offset: int,
+        min_count: int,
+    ) -> _Call:
+        fields = {
+            "q": text,
+            "site": site,
+            "from": _bound(start),
+            "to": _bound(end),
+            "since": since,
+            "tz": tz,
+            "limit": limit,
+            "offset": offset,
+            "min_size": min_count,
+        }
+        return _Call("GET", "/v1/groups", params={k: v for k, v in fields.items() if v is not None})
+
 
 class Client(_Base):
     """A blocking client of the nshash HTTP service, safe to share between threads.
@@ -387,6 +445,7 @@ class Client(_Base):
         url: str | None = None,
         site: str | None = None,
         published_at: float | datetime | None = None,
+        id: str | None = None,  # the name every surface uses; doc_id is the older one
     ) -> AddResult:
         """Add one document and return its group (``fingerprints`` is empty: not sent).
 
@@ -399,6 +458,7 @@ class Client(_Base):
             ServiceError: the service refused the request (401, 413, 422).
             StoreUnavailableError: the service or its store cannot be reached.
         """
+        doc_id = either_id(doc_id, id)
         call = _add_call(text, doc_id, title=title, url=url, site=site, published_at=published_at)
         return _add_result(self._send(call))
 
@@ -435,6 +495,29 @@ class Client(_Base):
         :meth:`nshash.NSHash.hot` ranks them (``GET /v1/groups?since=``)."""
         data = self._send(self._hot_call(since, limit, min_count))
         return [_hot_group(g) for g in data["groups"]]
+
+    def find(
+        self,
+        text: str | None = None,
+        *,
+        site: str | None = None,
+        start: str | float | datetime | None = None,
+        end: str | float | datetime | None = None,
+        since: str | None = None,
+        tz: str | None = None,
+        limit: int = 30,
+        offset: int = 0,
+        min_count: int = 1,
+    ) -> StoryPage:
+        """Find stories by headline, site and time range, a page at a time, as
+        :meth:`nshash.NSHash.find` does (``GET /v1/groups?q=&site=&from=&to=&offset=``).
+
+        Raises:
+            ServiceError: the service refused an argument (422: a malformed date, an inverted
+                range, an unknown zone, a term over 200 characters...).
+        """
+        call = self._find_call(text, site, start, end, since, tz, limit, offset, min_count)
+        return _story_page(self._send(call))
 
     def ping(self) -> None:
         """Check that the service and its store answer (``GET /readyz``).
@@ -518,8 +601,10 @@ class AsyncClient(_Base):
         url: str | None = None,
         site: str | None = None,
         published_at: float | datetime | None = None,
+        id: str | None = None,  # the name every surface uses; doc_id is the older one
     ) -> AddResult:
         """Add one document and return its group (see :meth:`Client.add`)."""
+        doc_id = either_id(doc_id, id)
         call = _add_call(text, doc_id, title=title, url=url, site=site, published_at=published_at)
         return _add_result(await self._send(call))
 
@@ -554,6 +639,23 @@ class AsyncClient(_Base):
         """Return the hot stories of the window *since* (see :meth:`Client.hot`)."""
         data = await self._send(self._hot_call(since, limit, min_count))
         return [_hot_group(g) for g in data["groups"]]
+
+    async def find(
+        self,
+        text: str | None = None,
+        *,
+        site: str | None = None,
+        start: str | float | datetime | None = None,
+        end: str | float | datetime | None = None,
+        since: str | None = None,
+        tz: str | None = None,
+        limit: int = 30,
+        offset: int = 0,
+        min_count: int = 1,
+    ) -> StoryPage:
+        """Find stories by headline, site and time range (see :meth:`Client.find`)."""
+        call = self._find_call(text, site, start, end, since, tz, limit, offset, min_count)
+        return _story_page(await self._send(call))
 
     async def ping(self) -> None:
         """Check that the service and its store answer (``GET /readyz``)."""

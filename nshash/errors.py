@@ -4,6 +4,7 @@ Every exception nshash raises on purpose derives from :class:`NSHashError`::
 
     NSHashError
     ├── ConfigError              bad argument, option or store URL
+    │   └── UnknownOptionError   an option nobody takes
     ├── EmptyDocumentError       a text with no letter or digit (also a ValueError)
     └── StoreError               the store failed or refused an operation
         ├── StoreClosedError     the store was used after close()
@@ -16,6 +17,14 @@ Every exception nshash raises on purpose derives from :class:`NSHashError`::
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import importlib.metadata
+import json
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
 __all__ = [
     "ConfigError",
     "EmptyDocumentError",
@@ -27,6 +36,8 @@ __all__ = [
     "StoreNotFoundError",
     "StoreReadOnlyError",
     "StoreUnavailableError",
+    "UnknownOptionError",
+    "install_hint",
 ]
 
 
@@ -36,6 +47,15 @@ class NSHashError(Exception):
 
 class ConfigError(NSHashError, ValueError):
     """An argument, option or store URL is invalid."""
+
+
+class UnknownOptionError(ConfigError):
+    """Options that neither nshash nor the store takes."""
+
+    def __init__(self, message: str, *, names: list[str]) -> None:
+        super().__init__(message)
+        #: The unknown options' names.
+        self.names = names
 
 
 class EmptyDocumentError(NSHashError, ValueError):
@@ -73,3 +93,42 @@ class StoreCorruptError(StoreError):
 
 class StoreUnavailableError(StoreError):
     """A server store cannot be reached within its timeout."""
+
+
+@functools.cache
+def _installed_from() -> str:
+    """Where ``pip`` can find nshash again: a local folder or file, or the name on an index."""
+    try:
+        raw = importlib.metadata.distribution("nshash").read_text("direct_url.json")
+    except importlib.metadata.PackageNotFoundError:
+        raw = None
+    source = ""
+    if raw:
+        with contextlib.suppress(ValueError, AttributeError):
+            url = str(json.loads(raw).get("url", ""))
+            if url.startswith("file://"):
+                source = urllib.request.url2pathname(urllib.parse.urlsplit(url).path)
+    if not source:
+        # Not installed (run from a checkout), or installed from an index.
+        checkout = Path(__file__).resolve().parents[1]
+        if raw is None and (checkout / "pyproject.toml").is_file():
+            source = str(checkout)
+    if not source:
+        return "nshash"
+    with contextlib.suppress(ValueError):
+        if Path(source).resolve() == Path.cwd().resolve():
+            return "."
+    return source
+
+
+def install_hint(extra: str) -> str:
+    """The command that installs nshash's *extra* the way this nshash was installed.
+
+    ``pip install 'nshash[extra]'`` for a release from an index; for a clone or a local
+    wheel, the same folder or file (``pip install '.[extra]'`` from the clone itself).
+
+    Example:
+        >>> install_hint("redis").startswith("pip install '")
+        True
+    """
+    return f"pip install '{_installed_from()}[{extra}]'"

@@ -20,16 +20,20 @@ are kept, and fingerprinting drops control characters.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from .errors import ConfigError
 from .text.kernel import compiled_function
 
 __all__ = [
+    "either_id",
     "MAX_DOC_ID_CHARS",
     "MAX_TEXT_CHARS",
     "MAX_TITLE_CHARS",
     "check_doc_id",
     "check_text",
     "check_title",
+    "checked_doc_id",
 ]
 
 #: The longest text accepted, in characters (about 10 MB of Latin text).
@@ -101,6 +105,19 @@ def check_doc_id(doc_id: object) -> str | None:
     return _short(doc_id, "doc_id", MAX_DOC_ID_CHARS)
 
 
+def checked_doc_id(doc_id: object) -> str:
+    """Return *doc_id* if it names a document: :func:`check_doc_id` without None (what a
+    store's lookups by id take).
+
+    Raises:
+        ConfigError: see the module docstring.
+    """
+    checked = check_doc_id(doc_id)
+    if checked is None:
+        raise ConfigError("doc_id must be a non-empty str, not None")
+    return checked
+
+
 def check_title(title: object, what: str = "title") -> str | None:
     """Return *title* (None allowed) if a store can keep it and give it back.
 
@@ -114,3 +131,21 @@ def check_title(title: object, what: str = "title") -> str | None:
     if not isinstance(title, str):
         raise ConfigError(f"{what} must be a str, not {type(title).__name__}")
     return _short(title, what, MAX_TITLE_CHARS)
+
+
+#: The type of an id (whatever the caller passes: a str, or an int the checks refuse).
+_Id = TypeVar("_Id")
+
+
+def either_id(doc_id: _Id | None, id: _Id | None) -> _Id | None:  # noqa: A002
+    """The document id given as ``doc_id=`` (the older name) or ``id=`` (the name every surface
+    uses); both may be given only when they agree.
+
+    Raises:
+        ConfigError: both are given and differ.
+    """
+    if id is None:
+        return doc_id
+    if doc_id is not None and doc_id != id:
+        raise ConfigError(f"Give the id once: doc_id={doc_id!r} and id={id!r} differ")
+    return id

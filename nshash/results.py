@@ -142,6 +142,11 @@ class AddResult:
     def __int__(self) -> int:
         return self.similar_id
 
+    @property
+    def id(self) -> str | None:
+        """The document's id: ``doc_id`` under the name every surface uses."""
+        return self.doc_id
+
 
 @dataclass(frozen=True, slots=True)
 class Member:
@@ -149,6 +154,11 @@ class Member:
 
     doc_id: str
     title: str | None = None
+
+    @property
+    def id(self) -> str:
+        """The document's id: ``doc_id`` under the name every surface uses."""
+        return self.doc_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +204,11 @@ class DocumentRecord:
     merged_from: tuple[int, ...] = ()
     title: str | None = None
     fingerprints: tuple[int, ...] = ()
+
+    @property
+    def id(self) -> str:
+        """The document's id: ``doc_id`` under the name every surface uses."""
+        return self.doc_id
 
 
 @dataclass(frozen=True, slots=True)

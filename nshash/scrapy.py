@@ -51,13 +51,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .errors import install_hint
+
 try:
     from itemadapter import ItemAdapter
     from scrapy.exceptions import DropItem
 except ImportError as exc:  # pragma: no cover - the extra is installed under test
     raise ImportError(
         f"nshash.scrapy needs Scrapy, which cannot be imported ({exc}):"
-        " pip install 'nshash[scrapy]'"
+        f" {install_hint('scrapy')}"
     ) from exc
 
 from .errors import ConfigError, EmptyDocumentError, NSHashError

@@ -59,7 +59,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .cli.io import BadRecord, Fields, Item, JsonlWriter, Preparer
-from .errors import ConfigError, NSHashError
+from .errors import ConfigError, NSHashError, install_hint
 from .inputs import check_text
 from .methods.nshash.assign import MatchPolicy, judged
 from .methods.nshash.core import _POLICY_OPTIONS, _TEXT_OPTIONS
@@ -97,7 +97,7 @@ def _pyspark() -> Any:
         import pyspark.sql
     except ImportError as exc:
         raise ConfigError(
-            "nshash.spark needs pyspark (and Java): pip install 'nshash[spark]'"
+            f"nshash.spark needs pyspark (and Java): {install_hint('spark')}"
         ) from exc
     return pyspark.sql
 

@@ -32,8 +32,10 @@ from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
 from nshash import __version__
+from nshash.errors import install_hint
 from nshash.inputs import MAX_DOC_ID_CHARS, MAX_TEXT_CHARS, MAX_TITLE_CHARS
 
+from .access import AccessLogMiddleware, install_uvicorn_filter
 from .deps import Service, require_api_key
 from .errors import install_error_handlers
 from .fastpath import FastAddMiddleware
@@ -179,7 +181,7 @@ def install_docs(app: FastAPI) -> None:
 
 _NO_DOCS = (
     "<!doctype html><title>nshash</title><p>The API docs need the Swagger UI files:"
-    " pip install 'nshash[service]' (the fastapi-offline package)."
+    f" {install_hint('service')} (the fastapi-offline package)."
 )
 
 
@@ -250,6 +252,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     templates = {id(r): _template("/v1" + r.path) for r in api.routes if hasattr(r, "path")}
     templates.update({id(r): _template(r.path) for r in ops.routes if hasattr(r, "path")})
     app.add_middleware(MetricsMiddleware, metrics=service.metrics, templates=templates)
+    install_uvicorn_filter()
+    if settings.access_log:
+        app.add_middleware(AccessLogMiddleware)
 
     def openapi() -> dict[str, object]:
         # FastAPI documents its own validation error shape for 422; this service answers

@@ -10,6 +10,7 @@ import asyncio
 import functools
 import logging
 import multiprocessing
+import multiprocessing.connection
 import os
 import secrets
 import threading
@@ -24,9 +25,12 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
 from nshash import KeyedDedup, NSHash, SimhashDedup, StoreUnavailableError
+from nshash.methods.nshash.base import Store
+from nshash.options import SETTINGS, from_environ, settings_in_url
 
 from .errors import ApiError
 from .metrics import Metrics
+from .sessions import Attempts, Sessions
 from .settings import Settings
 
 __all__ = [
@@ -36,6 +40,7 @@ __all__ = [
     "ServiceDep",
     "StoreHolder",
     "get_service",
+    "ping_target",
     "require_api_key",
 ]
 
@@ -79,25 +84,47 @@ class StoreHolder:
         if s.method == "simhash":
             return SimhashDedup.open(s.store_url)
         window: dict[str, Any] = {} if s.retention is None else {"retention": s.retention}
+        # The tuning settings that Settings does not hold itself come from NSHASH_* variables
+        # too (one schema, nshash.options); a store URL's own (?theta=0.6) win over both.
+        in_url = settings_in_url(s.store_url)[1]
+        given: dict[str, Any] = {"n": s.n, "min_length": s.min_length, "hashfunc": s.hashfunc}
+        given.update((k, v) for k, v in from_environ(os.environ).items() if k not in given)
+        tuning = {k: v for k, v in given.items() if k not in in_url}
         return NSHash.open(
             s.store_url,
-            n=s.n,
-            min_length=s.min_length,
-            hashfunc=s.hashfunc,
             track=s.track,
+            settings_from={k: f"the environment variable {SETTINGS[k].env}" for k in tuning},
+            **tuning,
             **window,
         )
 
     def open(self) -> None:
-        """Open the store now (no-op if open); an unreachable server store is retried later."""
+        """Open the store now (no-op if open); an unreachable server store is retried later.
+
+        The store is pinged once opened: a server store connects lazily, and refused
+        credentials (a wrong Redis password) must stop the start-up, not fail every request.
+
+        Raises:
+            NSHashError: the store cannot be opened or refuses this client (not retried).
+        """
         if self._nsh is not None:
             return
         try:
-            self._nsh = self._open()
+            nsh = self._open()
         except StoreUnavailableError as exc:
             self._last_error = exc
             self._next_try = time.monotonic() + self.settings.reconnect_interval
             logger.warning("The store is unreachable; will retry: %s", exc)
+            return
+        try:
+            ping_target(nsh).ping()
+        except StoreUnavailableError as exc:
+            # Kept: each call answers 503 until the server is back, and then just works.
+            logger.warning("The store is unreachable for now: %s", exc)
+        except BaseException:
+            nsh.close()
+            raise
+        self._nsh = nsh
 
     @property
     def current(self) -> Dedup | None:
@@ -133,6 +160,11 @@ class StoreHolder:
             nsh.close()
 
 
+def ping_target(nsh: Dedup) -> Store | KeyedDedup | SimhashDedup:
+    """What answers ``ping()`` for *nsh*: an NSHash's store, or the method itself."""
+    return nsh.store if isinstance(nsh, NSHash) else nsh
+
+
 #: The longest text worked on inline (see :meth:`Service.caller_for`): about a millisecond
 #: of fingerprinting.
 INLINE_MAX_CHARS = 16_384
@@ -166,6 +198,27 @@ class Service:
         self.inline = settings.inline_store_calls()
         self._compare_pool: ProcessPoolExecutor | None = None
         self._pool_lock = threading.Lock()
+        key = settings.api_key
+        #: The pages' login sessions (None without an API key).
+        self.sessions = None if key is None else Sessions(key.get_secret_value())
+        #: Wrong keys per client address (the login form and ``?key=``).
+        self.attempts = Attempts()
+
+    def key_matches(self, given: str | None) -> bool:
+        """Whether *given* is the API key (always true when none is set)."""
+        key = self.settings.api_key
+        if key is None:
+            return True
+        if not given:
+            return False
+        return secrets.compare_digest(given.encode(), key.get_secret_value().encode())
+
+    def bearer_ok(self, request: Request) -> bool:
+        """Whether *request* carries the API key as ``Authorization: Bearer`` (or none is set)."""
+        if self.settings.api_key is None:
+            return True
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and self.key_matches(given.strip())
 
     def compare_pool(self) -> ProcessPoolExecutor:
         """The processes that run comparisons (made on first use).
@@ -200,11 +253,19 @@ class Service:
             raise
 
     def close_workers(self) -> None:
-        """Stop the comparison processes (the app's shutdown)."""
+        """Stop the comparison processes (the app's shutdown), busy ones included: a
+        comparison in progress has nobody left to answer."""
         with self._pool_lock:
             pool, self._compare_pool = self._compare_pool, None
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+        if pool is None:
+            return
+        processes = list((pool._processes or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+        for process in processes:
+            process.join(timeout=5)
 
     async def nshash(self) -> Dedup:
         """Return the open NSHash (or KeyedDedup when ``NSHASH_METHOD=keyed``).
@@ -235,12 +296,24 @@ class Service:
 
 
 def _background_priority() -> None:
-    """Lower the priority of a comparison process: on a busy machine the processes that
-    answer requests get the CPU first, so short routes stay fast while compares run."""
+    """Set up a comparison process: lower its priority (on a busy machine the processes that
+    answer requests get the CPU first, so short routes stay fast while compares run), and
+    have it exit when the server process is gone, however that ended (SIGKILL included)."""
     try:
         os.nice(10)
     except OSError:  # pragma: no cover - not permitted here: run at normal priority
         pass
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        threading.Thread(
+            target=_exit_with, args=(parent.sentinel,), name="parent-watch", daemon=True
+        ).start()
+
+
+def _exit_with(sentinel: int) -> None:
+    """Wait until *sentinel* (the server process) is gone, then end this process at once."""
+    multiprocessing.connection.wait([sentinel])
+    os._exit(0)
 
 
 # ``async def`` on purpose: a plain ``def`` dependency is run in the thread pool, a hand-off
@@ -268,8 +341,7 @@ async def require_api_key(
     Raises:
         ApiError: 401 ``unauthorized`` when the key is missing or wrong.
     """
-    api_key = service.settings.api_key
-    if api_key is None:
+    if service.settings.api_key is None:
         return
     challenge = {"WWW-Authenticate": "Bearer"}
     if credentials is None:
@@ -279,6 +351,5 @@ async def require_api_key(
             "This API needs a key: send the header 'Authorization: Bearer <key>'",
             challenge,
         )
-    expected = api_key.get_secret_value().encode()
-    if not secrets.compare_digest(credentials.credentials.encode(), expected):
+    if not service.key_matches(credentials.credentials):
         raise ApiError(401, "unauthorized", "The API key is wrong", challenge)

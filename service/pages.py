@@ -4,8 +4,10 @@
 page                   shows
 =====================  ==========================================================================
 ``GET /``              the stories with the most copies in a window (``?since=24h``, ``1h``,
-                       ``7d``...): headline, copies in the window and in all, sites, first and
-                       last seen, and a small chart of copies per hour
+                       ``7d``, ``all``...) or found by headline, site and dates (``?q=``,
+                       ``site=``, ``from=``, ``to=``, ``tz=``), a page at a time
+                       (``offset=``, with Previous/Next links): headline, copies in the range
+                       and in all, sites, first and last seen, and a small chart of copies
 ``GET /stories/{id}``  one story: its chart over its whole life and every copy, with links
 ``GET /check``         a form to paste a text; ``POST /check`` says which story it belongs to and
                        why (the store's explanation), with the matched passages highlighted
@@ -14,20 +16,26 @@ page                   shows
 
 Everything is rendered here (Jinja2 templates in ``templates/``, charts as inline SVG); the
 pages load nothing from anywhere else, and the only script is the optional auto-refresh.
+Times are shown in the display time zone (``NSHASH_TIMEZONE``, else UTC; ``?tz=`` per
+request). A store failure is answered as a page (503 while the store cannot be reached),
+never as the API's JSON; bad input as the form with a sentence (422).
 
 **The API key.** When ``NSHASH_API_KEY`` is set, the pages need it as the API does. A browser
-cannot send an ``Authorization`` header by itself, so the pages also take the key from the
-``nshash_key`` cookie, which the login form (``/login``) sets (HttpOnly, SameSite=Strict, so
-other sites can neither read it nor make the browser send it with their forms). A link may
-carry the key once as ``?key=...``: the page then sets the cookie and redirects to the same
-address without it, so the key does not stay in the address bar or the history. The
+cannot send an ``Authorization`` header by itself, so the login form (``/login``) trades the
+key for a session (:mod:`.sessions`) in the ``nshash_session`` cookie (HttpOnly,
+SameSite=Strict, so other sites can neither read it nor make the browser send it with their
+forms); the cookie never holds the key, and ``/logout`` ends the session on the server. A
+link may carry the key once as ``?key=...``: the page then starts a session and redirects to
+the same address without it, so the key does not stay in the address bar or the history (nor
+in the access log, which redacts it). Wrong keys are limited per client address (429). The
 ``/v1`` API still takes only the header.
 """
 
 from __future__ import annotations
 
-import secrets
-from datetime import datetime, timezone
+import functools
+from collections.abc import Awaitable, Callable
+from datetime import timezone, tzinfo
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -39,17 +47,19 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markupsafe import Markup
 
 from nshash import EmptyDocumentError, NSHash, NSHashError
-from nshash.methods.nshash.core import parse_window
+from nshash.methods.nshash.find import local_time, zone
 from nshash.results import HOUR, Activity, Explanation
+from nshash.stores.url import mask_url
 from nshash.text.fingerprint import HASHFUNCS, shingle_hashes, split_sentences
 
 from .deps import Service, ServiceDep
 from .errors import classify
+from .sessions import SESSION_SECONDS
 
 __all__ = ["COOKIE", "WINDOWS", "highlight", "pages"]
 
-#: The cookie that carries the API key for the pages.
-COOKIE = "nshash_key"
+#: The cookie that carries a login session of the pages (never the key itself).
+COOKIE = "nshash_session"
 
 #: The windows offered on the front page.
 WINDOWS = ("1h", "6h", "24h", "7d", "30d", "365d")
@@ -58,6 +68,9 @@ WINDOWS = ("1h", "6h", "24h", "7d", "30d", "365d")
 MAX_CHECK_CHARS = 200_000
 
 pages = APIRouter(include_in_schema=False)
+
+#: A page route: ``request`` and ``service`` by name, maybe more.
+PageHandler = Callable[..., Awaitable[Response]]
 
 _TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -80,52 +93,109 @@ def is_web_url(url: object) -> bool:
     return isinstance(url, str) and url.lower().startswith(("http://", "https://"))
 
 
-def when(seconds: int | None) -> str:
-    """Epoch seconds as ``2024-05-03 12:30 UTC`` (an empty string for None)."""
+def when(seconds: int | None, tz: tzinfo = timezone.utc) -> str:
+    """Epoch seconds as ``2024-05-03 12:30 UTC`` in *tz* (``2024-05-03 20:30 HKT``; an
+    empty string for None)."""
     if seconds is None:
         return ""
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    moment = local_time(seconds, tz)
+    label = moment.tzname() or ""
+    if label[:1] in "+-":  # a zone with no abbreviation: its offset
+        label = "UTC" + label
+    return moment.strftime("%Y-%m-%d %H:%M ") + label
 
 
-def _render(name: str, status: int = 200, **context: Any) -> HTMLResponse:
-    html = _env().get_template(name).render(**context)
+def _render(name: str, status: int = 200, *, service: Service, **context: Any) -> HTMLResponse:
+    """Render a page; ``keyed`` (whether the pages need the API key) is set for every page."""
+    keyed = service.settings.api_key is not None
+    html = _env().get_template(name).render(keyed=keyed, **context)
     return HTMLResponse(html, status_code=status)
 
 
+def _readable(handler: PageHandler) -> PageHandler:
+    """Answer a store failure on a page as a page (503 while the store cannot be reached),
+    never as the API's JSON."""
+
+    @functools.wraps(handler)
+    async def page(request: Request, service: Service, **kwargs: Any) -> Response:
+        try:
+            return await handler(request=request, service=service, **kwargs)
+        except NSHashError as exc:
+            status, _code, message = classify(exc)
+            title = "The store cannot be reached" if status == 503 else "Something went wrong"
+            return _render(
+                "message.html",
+                status,
+                title=title,
+                message=message,
+                retry=status == 503,
+                store=mask_url(service.settings.store_url),
+                nav=True,
+                service=service,
+            )
+
+    return page
+
+
 # -- the API key -----------------------------------------------------------------------------
-def _key_matches(given: str | None, service: Service) -> bool:
-    key = service.settings.api_key
-    if key is None:
+def _set_cookie(response: Response, token: str) -> None:
+    response.set_cookie(
+        COOKIE, token, max_age=SESSION_SECONDS, httponly=True, samesite="strict", path="/"
+    )
+
+
+def _client(request: Request) -> str:
+    return request.client.host if request.client is not None else "-"
+
+
+def _try_key(request: Request, service: Service, given: str) -> bool | Response:
+    """Check a key a person typed or linked: True/False, or the 429 page while this client
+    sent too many wrong ones (the key is then not checked at all)."""
+    wait = service.attempts.wait(_client(request))
+    if wait:
+        message = f"Too many wrong keys from this address: try again in {wait:.0f} s."
+        response = _render(
+            "message.html",
+            429,
+            title="Too many attempts",
+            message=message,
+            nav=False,
+            service=service,
+        )
+        response.headers["Retry-After"] = str(int(wait) + 1)
+        return response
+    if service.key_matches(given):
         return True
-    if not given:
-        return False
-    return secrets.compare_digest(given.encode(), key.get_secret_value().encode())
+    service.attempts.failed(_client(request))
+    return False
 
 
-def _set_cookie(response: Response, value: str) -> None:
-    response.set_cookie(COOKIE, value, httponly=True, samesite="strict", path="/")
+def _logged_in(response: Response, service: Service) -> Response:
+    """*response* with a new session's cookie."""
+    if service.sessions is not None:
+        _set_cookie(response, service.sessions.issue())
+    return response
 
 
 def _guard(request: Request, service: Service) -> Response | None:
     """None when the request may see the pages; else the response to send instead (the login
-    form, or a redirect that trades ``?key=`` for the cookie)."""
-    if service.settings.api_key is None:
+    form, or a redirect that trades ``?key=`` for a session cookie)."""
+    sessions = service.sessions
+    if sessions is None:
         return None
     given = request.query_params.get("key")
     target = _local(request.url.path, request.query_params.items())
-    if given is not None and _key_matches(given, service):
-        # Trade the key in the address for the cookie, and take it out of the address.
-        response = RedirectResponse(target, status_code=303)
-        _set_cookie(response, given)
-        return response
-    header = request.headers.get("authorization", "")
-    scheme, _, bearer = header.partition(" ")
-    if scheme.lower() == "bearer" and _key_matches(bearer, service):
-        return None
-    if _key_matches(request.cookies.get(COOKIE), service):
+    if given is not None:
+        matched = _try_key(request, service, given)
+        if isinstance(matched, Response):
+            return matched
+        if matched:
+            # Trade the key in the address for a session, and take it out of the address.
+            return _logged_in(RedirectResponse(target, status_code=303), service)
+    if service.bearer_ok(request) or sessions.valid(request.cookies.get(COOKIE)):
         return None
     wrong = given is not None
-    return _render("login.html", 401, next=target, wrong=wrong, nav=False)
+    return _render("login.html", 401, next=target, wrong=wrong, nav=False, service=service)
 
 
 def _local(path: str, query: Any = ()) -> str:
@@ -151,33 +221,36 @@ async def _form(request: Request) -> dict[str, str]:
 async def login_form(request: Request, service: ServiceDep) -> Response:
     """The API key form."""
     target = _safe_next(request.query_params.get("next"))
-    return _render("login.html", next=target, wrong=False, nav=False)
+    return _render("login.html", next=target, wrong=False, nav=False, service=service)
 
 
 @pages.post("/login")
 async def login(request: Request, service: ServiceDep) -> Response:
-    """Check the key; on success set the cookie and go where the user was going."""
+    """Check the key; on success start a session and go where the user was going."""
     form = await _form(request)
     target = _safe_next(form.get("next"))
-    key = form.get("key", "")
-    if service.settings.api_key is None or not _key_matches(key, service):
-        wrong = service.settings.api_key is not None
-        return _render("login.html", 401 if wrong else 200, next=target, wrong=wrong, nav=False)
-    response = RedirectResponse(target, status_code=303)
-    _set_cookie(response, key)
-    return response
+    if service.sessions is None:
+        return _render("login.html", next=target, wrong=False, nav=False, service=service)
+    matched = _try_key(request, service, form.get("key", ""))
+    if isinstance(matched, Response):
+        return matched
+    if not matched:
+        return _render("login.html", 401, next=target, wrong=True, nav=False, service=service)
+    return _logged_in(RedirectResponse(target, status_code=303), service)
 
 
 @pages.get("/logout")
-async def logout() -> Response:
-    """Forget the key cookie."""
+async def logout(request: Request, service: ServiceDep) -> Response:
+    """End the session on the server and forget its cookie."""
+    if service.sessions is not None:
+        service.sessions.revoke(request.cookies.get(COOKIE))
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(COOKIE, path="/")
     return response
 
 
 # -- charts ----------------------------------------------------------------------------------
-def spark(counts: list[int], width: int = 120, height: int = 24) -> Markup:
+def spark(counts: list[int], width: int = 144, height: int = 28) -> Markup:
     """A bar per count, as a small inline SVG (the front page's per-story chart)."""
     top = max(counts, default=0) or 1
     n = max(len(counts), 1)
@@ -196,63 +269,72 @@ def spark(counts: list[int], width: int = 120, height: int = 24) -> Markup:
     )
 
 
-def chart(activity: Activity | None, width: int = 900, height: int = 150) -> Markup:
-    """Copies per hour (per day for a story older than ten days) over a story's life, as an
-    inline SVG with its scale written on it."""
+#: The widths a bar of a story's chart may cover, in hours: the smallest that keeps the chart
+#: within :data:`CHART_BARS` bars.
+CHART_STEPS = (1, 2, 3, 6, 12, 24, 48, 7 * 24, 14 * 24, 28 * 24, 91 * 24, 365 * 24)
+#: The most bars a story's chart draws (on a phone a bar stays a few pixels wide).
+CHART_BARS = 84
+
+
+def chart(
+    activity: Activity | None, width: int = 900, height: int = 160, tz: tzinfo = timezone.utc
+) -> Markup:
+    """Copies over a story's life as an inline SVG, with its scale written on it: per hour
+    for a young story, per 2, 3, 6 or 12 hours, day, week... for older ones, so that there are
+    at most :data:`CHART_BARS` bars (at least a day's worth), each wide enough to see."""
     if activity is None or not activity.hours:
         return Markup('<p class="muted">No times recorded for this story.</p>')
-    first = activity.hours[0][0]
-    last = activity.hours[-1][0]
-    step = HOUR if last - first <= 10 * 86400 else 86400
+    first = activity.hours[0][0] // HOUR
+    last = activity.hours[-1][0] // HOUR
+    hours = last - first + 1
+    step = next((s for s in CHART_STEPS if -(-hours // s) <= CHART_BARS), CHART_STEPS[-1])
     start = first - first % step
-    # At least a day of hours (or a month of days) up to the last copy, so a young story's
-    # bars keep their scale.
-    least = 24 if step == HOUR else 30
+    # At least a day (or CHART_BARS bars) up to the last copy, so a young story keeps a scale.
+    least = max(24 // step, 1) if step < 24 else 30
     start = max(0, min(start, last - last % step - (least - 1) * step))
     slots = (last - start) // step + 1
     counts = [0] * slots
     for hour, n in activity.hours:
-        counts[(hour - start) // step] += n
+        counts[(hour // HOUR - start) // step] += n
     top = max(counts)
-    pad_left, pad_bottom = 34, 18
-    inner_w, inner_h = width - pad_left, height - pad_bottom - 6
-    bar = inner_w / slots
+    inner_h = height - 4
+    bar = width / slots
+    gap = min(2.0, bar * 0.2)
     parts = []
     for i, c in enumerate(counts):
         if c:
-            h = max(1.0, inner_h * c / top)
+            h = max(2.0, inner_h * c / top)
             parts.append(
-                f'<rect x="{pad_left + i * bar:.2f}" y="{6 + inner_h - h:.2f}"'
-                f' width="{max(bar - 1, 1):.2f}" height="{h:.2f}"><title>{when(start + i * step)}:'
-                f" {c}</title></rect>"
+                f'<rect x="{i * bar:.2f}" y="{4 + inner_h - h:.2f}"'
+                f' width="{max(bar - gap, 1):.2f}" height="{h:.2f}"><title>'
+                f"{Markup.escape(when((start + i * step) * HOUR, tz))}: {c}</title></rect>"
             )
-    unit = "hour" if step == HOUR else "day"
-    labels = (
-        f'<text x="{pad_left - 4}" y="14" text-anchor="end">{top}</text>'
-        f'<text x="{pad_left - 4}" y="{6 + inner_h}" text-anchor="end">0</text>'
-        f'<text x="{pad_left}" y="{height - 4}">{Markup.escape(when(start))}</text>'
-        f'<text x="{width}" y="{height - 4}" text-anchor="end">'
-        f"{Markup.escape(when(start + (slots - 1) * step))}</text>"
-    )
-    axis = (
-        f'<line x1="{pad_left}" y1="{6 + inner_h}" x2="{width}" y2="{6 + inner_h}"'
-        ' class="axis"/>'
-    )
+    unit = _unit(step)
+    # The scale is HTML beside the drawing, so it keeps its size when the drawing is
+    # stretched to the page's width (a phone's, too).
+    axis = f'<line x1="0" y1="{height}" x2="{width}" y2="{height}" class="axis"/>'
+    first_label = Markup.escape(when(start * HOUR, tz))
+    last_label = Markup.escape(when((start + (slots - 1) * step) * HOUR, tz))
     return Markup(
+        f'<div class="chart-box"><span class="chart-top">{top}</span>'
         f'<svg class="chart" role="img" width="{width}" height="{height}"'
-        f' viewBox="0 0 {width} {height}"><title>copies per {unit}</title>{axis}'
-        f'{"".join(parts)}{labels}</svg><p class="muted">copies per {unit}</p>'
+        f' viewBox="0 0 {width} {height}" preserveAspectRatio="none"><title>copies per {unit}'
+        f"</title>{axis}{''.join(parts)}</svg>"
+        f'<div class="chart-axis"><span>{first_label}</span><span>{last_label}</span></div>'
+        f'</div><p class="muted" id="chart-unit">copies per {unit}, a bar each ({slots} bars;'
+        f" the tallest {top})</p>"
     )
 
 
-def _window_counts(activity: Activity | None, first_hour: int, last_hour: int) -> list[int]:
-    counts = [0] * (last_hour - first_hour + 1)
-    if activity is not None:
-        for hour, n in activity.hours:
-            h = hour // HOUR
-            if first_hour <= h <= last_hour:
-                counts[h - first_hour] += n
-    return counts
+def _unit(step: int) -> str:
+    """A bar's width in words: ``hour``, ``6 hours``, ``day``, ``week``..."""
+    if step % (7 * 24) == 0:
+        weeks = step // (7 * 24)
+        return "week" if weeks == 1 else f"{weeks} weeks"
+    if step % 24 == 0:
+        days = step // 24
+        return "day" if days == 1 else f"{days} days"
+    return "hour" if step == 1 else f"{step} hours"
 
 
 # -- the front page --------------------------------------------------------------------------
@@ -272,7 +354,9 @@ async def _nshash(request: Request, service: Service) -> NSHash | Response:
     if isinstance(nsh, NSHash):
         return nsh
     message = _OTHER_METHOD.format(method=service.settings.method)
-    return _render("message.html", 501, title="Not available", message=message, nav=True)
+    return _render(
+        "message.html", 501, title="Not available", message=message, nav=True, service=service
+    )
 
 
 def _int(value: str | None, default: int, least: int, most: int) -> int:
@@ -282,67 +366,171 @@ def _int(value: str | None, default: int, least: int, most: int) -> int:
         return default
 
 
+#: The most bars a small per-story chart of the front page draws.
+SPARK_BARS = 48
+
+
+def _spark_counts(activity: Activity | None, first_hour: int, last_hour: int) -> list[int]:
+    """A story's copies from *first_hour* to *last_hour*, in at most :data:`SPARK_BARS`
+    bars of whole hours each."""
+    hours = last_hour - first_hour + 1
+    step = max(1, -(-hours // SPARK_BARS))
+    counts = [0] * (-(-hours // step))
+    if activity is not None:
+        for hour, n in activity.hours:
+            h = hour // HOUR
+            if first_hour <= h <= last_hour:
+                counts[(h - first_hour) // step] += n
+    return counts
+
+
+def _page_zone(request: Request, service: Service) -> tuple[str | None, tzinfo]:
+    """The display time zone's name and zone: ``?tz=``, else ``NSHASH_TIMEZONE``, else UTC.
+
+    Raises:
+        ConfigError: an unknown zone.
+    """
+    name = request.query_params.get("tz") or service.settings.timezone
+    return name, zone(name)
+
+
+def _address(params: dict[str, str], **changes: str | int | None) -> str:
+    """The front page's address with *params* changed (None or "" drops one)."""
+    merged: dict[str, str | int | None] = {**params, **changes}
+    kept = [(k, str(v)) for k, v in merged.items() if v not in (None, "")]
+    return "/" + ("?" + urlencode(kept) if kept else "")
+
+
+#: The front page's query parameters, as its form names them.
+_FIND_FIELDS = ("q", "site", "from", "to", "since", "tz", "min", "limit", "refresh")
+
+
 @pages.get("/")
+@_readable
 async def hot_page(request: Request, service: ServiceDep) -> Response:
-    """The hot stories of a window."""
+    """The hot stories of a window, or the stories found by headline, site and range."""
     nsh = await _nshash(request, service)
     if not isinstance(nsh, NSHash):
         return nsh
-    since = request.query_params.get("since") or "24h"
+    params = {k: request.query_params.get(k, "").strip() for k in _FIND_FIELDS}
+    q, site = params["q"] or None, params["site"] or None
+    start, end_at = params["from"] or None, params["to"] or None
+    ranged = start is not None or end_at is not None
+    since = None if ranged else params["since"] or ("24h" if not (q or site) else None)
+    finding = bool(q or site or ranged or since == "all")
+    if since == "all":  # all time
+        since = None
+    limit = _int(params["limit"], 30, 1, service.settings.max_groups_limit)
+    least = _int(params["min"], 1 if finding else 2, 1, 1 << 30)
+    offset = _int(request.query_params.get("offset"), 0, 0, 1 << 30)
+    refresh = _int(params["refresh"], 0, 0, 3600)
+    view: dict[str, Any] = {
+        "finding": finding,
+        "params": params,
+        "windows": WINDOWS,
+        "since": since,
+        "least": least,
+        "refresh": refresh,
+        "tracking": nsh.track,
+        "address": lambda **changes: _address(params, **changes),
+        "prev_offset": max(0, offset - limit),
+        "nav": True,
+    }
     try:
-        seconds = parse_window(since)
-    except NSHashError as exc:
-        return _render("message.html", 422, title="Bad window", message=str(exc), nav=True)
-    limit = _int(request.query_params.get("limit"), 30, 1, service.settings.max_groups_limit)
-    least = _int(request.query_params.get("min"), 2, 1, 1 << 30)
-    refresh = _int(request.query_params.get("refresh"), 0, 0, 3600)
-    end = nsh.clock()
-    last_hour = int(end // HOUR)
-    first_hour = max(0, int((end - seconds) // HOUR))
-    hot = await service.call(nsh.hot, seconds, limit, now=end, min_count=least)
-    rows = []
-    # A chart of at most a week of hours per story; longer windows show their last week.
-    shown_from = max(first_hour, last_hour - 7 * 24 + 1)
-    for rank, story in enumerate(hot, 1):
-        activity = await service.call(nsh.activity, story.similar_id)
-        rows.append(
-            {
-                "rank": rank,
-                "story": story,
-                "spark": spark(_window_counts(activity, shown_from, last_hour)),
-            }
+        tz_name, tz = _page_zone(request, service)
+        end = nsh.clock()
+        page = await service.call(
+            nsh.find,
+            q,
+            site=site,
+            start=start,
+            end=end_at,
+            since=since,
+            tz=tz_name,
+            limit=limit,
+            offset=offset,
+            min_count=least,
+            now=end,
         )
+    except NSHashError as exc:
+        status, _code, message = classify(exc)
+        tz_name = params["tz"]
+        return _render(
+            "hot.html",
+            status,
+            rows=[],
+            page=None,
+            error=message,
+            tz=timezone.utc,
+            tz_name=tz_name,
+            start=None,
+            end=None,
+            service=service,
+            **view,
+        )
+    if page.range is not None:
+        first_hour, last_hour = page.range.first_hour, page.range.last_hour
+        if since is not None:
+            last_hour = int(end // HOUR)
+    rows = []
+    for rank, story in enumerate(page.stories, page.offset + 1):
+        activity = await service.call(nsh.activity, story.similar_id)
+        if page.range is None:  # all time: the story's own life
+            lo = (activity.first_seen // HOUR) if activity else 0
+            hi = (activity.last_seen // HOUR) if activity else 0
+        else:  # the range; at most its last year
+            lo, hi = max(first_hour, last_hour - 366 * 24), last_hour
+        rows.append({"rank": rank, "story": story, "spark": spark(_spark_counts(activity, lo, hi))})
     return _render(
         "hot.html",
         rows=rows,
-        since=since,
-        windows=WINDOWS,
-        start=first_hour * HOUR,
-        end=int(end),
-        least=least,
-        refresh=refresh,
-        tracking=nsh.track,
-        nav=True,
+        page=page,
+        error=None,
+        tz=tz,
+        tz_name=tz_name,
+        start=None if page.range is None else page.range.start,
+        end=None if page.range is None else int(end) if since else page.range.end,
+        service=service,
+        **view,
     )
 
 
 @pages.get("/stories/{similar_id}")
+@_readable
 async def story_page(similar_id: str, request: Request, service: ServiceDep) -> Response:
     """One story and its copies."""
     nsh = await _nshash(request, service)
     if not isinstance(nsh, NSHash):
         return nsh
-    if not similar_id.isdigit() or not 0 < int(similar_id) < 2**63:
+    if not (similar_id.isascii() and similar_id.isdigit()) or not 0 < int(similar_id) < 2**63:
         return _render(
-            "message.html", 404, title="No such story", message=f"No story {similar_id!r}", nav=True
+            "message.html",
+            404,
+            title="No such story",
+            message=f"No story {similar_id!r}",
+            nav=True,
+            service=service,
         )
     group = await service.call(nsh.group, int(similar_id))
     if group is None:
         return _render(
-            "message.html", 404, title="No such story", message=f"No story {similar_id}", nav=True
+            "message.html",
+            404,
+            title="No such story",
+            message=f"No story {similar_id}",
+            nav=True,
+            service=service,
         )
     if group.similar_id != int(similar_id):
-        return RedirectResponse(f"/stories/{group.similar_id}", status_code=307)
+        return RedirectResponse(
+            _local(f"/stories/{group.similar_id}", request.query_params.items()), status_code=307
+        )
+    try:
+        tz_name, tz = _page_zone(request, service)
+    except NSHashError as exc:
+        return _render(
+            "message.html", 422, title="Bad time zone", message=str(exc), nav=True, service=service
+        )
     activity = await service.call(nsh.activity, group.similar_id)
     metas = await service.call(nsh.store.doc_meta, group.doc_ids)
     copies = [{"member": m, "meta": meta} for m, meta in zip(group.members, metas, strict=True)]
@@ -355,8 +543,11 @@ async def story_page(similar_id: str, request: Request, service: ServiceDep) -> 
         copies=copies,
         sites=sites,
         activity=activity,
-        chart=chart(activity),
+        chart=chart(activity, tz=tz),
+        tz=tz,
+        tz_name=tz_name,
         nav=True,
+        service=service,
     )
 
 
@@ -428,15 +619,17 @@ def _reason(why: Explanation) -> str:
 
 
 @pages.get("/check")
+@_readable
 async def check_form(request: Request, service: ServiceDep) -> Response:
     """The paste form."""
     denied = _guard(request, service)
     if denied is not None:
         return denied
-    return _render("check.html", text="", result=None, error=None, nav=True)
+    return _render("check.html", text="", result=None, error=None, nav=True, service=service)
 
 
 @pages.post("/check")
+@_readable
 async def check(request: Request, service: ServiceDep) -> Response:
     """Which story a pasted text belongs to, and why; writes nothing."""
     nsh = await _nshash(request, service)
@@ -445,12 +638,16 @@ async def check(request: Request, service: ServiceDep) -> Response:
     text = (await _form(request)).get("text", "")
     if len(text) > MAX_CHECK_CHARS:
         message = f"The text has {len(text)} characters; this form takes {MAX_CHECK_CHARS}"
-        return _render("message.html", 413, title="Too long", message=message, nav=True)
+        return _render(
+            "message.html", 413, title="Too long", message=message, nav=True, service=service
+        )
     try:
         why = await service.caller_for(text)(nsh.explain, text)
     except NSHashError as exc:
         status, _code, message = classify(exc)
-        return _render("check.html", status, text=text, result=None, error=message, nav=True)
+        return _render(
+            "check.html", status, text=text, result=None, error=message, nav=True, service=service
+        )
     story = None
     if why.similar_id is not None:
         story = await service.call(nsh.group, why.similar_id)
@@ -471,5 +668,4 @@ async def check(request: Request, service: ServiceDep) -> Response:
         "pieces": pieces,
         "matched": sum(1 for _p, mark in pieces if mark == "hit"),
     }
-    return _render("check.html", text=text, result=result, error=None, nav=True)
-
+    return _render("check.html", text=text, result=result, error=None, nav=True, service=service)

@@ -22,11 +22,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from nshash import NSHash, NSHashError, StoreError
-from nshash.methods.nshash.core import parse_window
-from nshash.results import HOUR
+from nshash import ConfigError, NSHash, NSHashError, StoreError
+from nshash.errors import install_hint
+from nshash.inputs import check_text
+from nshash.methods.nshash.find import MAX_TERM_CHARS, zone
 
-from .deps import Dedup, Service, ServiceDep
+from .deps import Dedup, Service, ServiceDep, ping_target
 from .errors import ApiError, classify, content_type_message, is_json
 from .metrics import Metrics
 from .schemas import (
@@ -61,12 +62,17 @@ _DESCRIPTIONS = {
     413: "The body is over `NSHASH_MAX_BODY_BYTES`, the batch over `NSHASH_MAX_BATCH`, or a"
     " compared text over `NSHASH_MAX_COMPARE_CHARS`.",
     422: "The body is not valid JSON, a field is missing or has the wrong type, or the text"
-    " has no letter or digit.",
+    " has no letter or digit; on `GET /v1/groups`, `invalid_query`: a range that ends before"
+    " it starts, a date not in the calendar, a search term with no letter or digit, an"
+    " unknown time zone, or both a window and a range.",
     501: "An optional part is not installed (`not_installed`), or the configured method does"
     " not offer the route (`not_supported`: `NSHASH_METHOD=keyed` and `simhash` keep no group"
     " listings).",
     503: "The store cannot be reached.",
 }
+
+#: The shape of ``from``/``to``: an ISO 8601 date, or a date and time with an optional offset.
+_MOMENT = r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:?\d{2})?)?$"
 
 #: The largest similar_id accepted in a path: ids are 64-bit signed integers in every store.
 MAX_SIMILAR_ID = 2**63 - 1
@@ -148,9 +154,7 @@ async def add_document(request: Request, service: ServiceDep) -> Response:
     doc = await json_body(request, DocumentIn)
     nsh = await service.nshash()
     more = doc.meta_kwargs() if isinstance(nsh, NSHash) else {}
-    result = await service.caller_for(doc.text)(
-        nsh.add, doc.text, doc.id, title=doc.title, **more
-    )
+    result = await service.caller_for(doc.text)(nsh.add, doc.text, doc.id, title=doc.title, **more)
     service.metrics.record_add(result)
     return _json(AddResponse.of(result))
 
@@ -282,18 +286,20 @@ async def _grouping(service: Service) -> NSHash:
     "/groups",
     response_model=GroupsResponse | HotGroupsResponse,
     responses=error_responses(422, 501, 503),
-    summary="List the largest groups, or the hot stories of a time window",
+    summary="List the largest groups, or find the stories of a time range",
 )
 async def list_groups(
     service: ServiceDep,
     min_size: Annotated[
-        int,
+        int | None,
         Query(
             ge=1,
-            description="The smallest group size listed; with `since`, the fewest documents in"
-            " the window.",
+            le=MAX_SIMILAR_ID,
+            description="The smallest group size listed (default 2); with `since`, the fewest"
+            " documents in the window (default 2); with a search, a site or a range, the fewest"
+            " in the range (default 1).",
         ),
-    ] = 2,
+    ] = None,
     limit: Annotated[
         int,
         Query(ge=1, description="How many groups at most (up to `NSHASH_MAX_GROUPS_LIMIT`)."),
@@ -307,10 +313,49 @@ async def list_groups(
             " in it, counted by whole hours.",
         ),
     ] = None,
+    q: Annotated[
+        str | None,
+        Query(
+            max_length=MAX_TERM_CHARS,
+            description="Only stories whose headline holds this term (letters and digits"
+            " count; case, width and traditional or simplified script do not; at most 200"
+            " characters).",
+        ),
+    ] = None,
+    site: Annotated[
+        str | None,
+        Query(max_length=253, description="Only stories carried by this site (`example.com`)."),
+    ] = None,
+    from_: Annotated[
+        str | None,
+        Query(
+            alias="from",
+            pattern=_MOMENT,
+            description="The range's start: an ISO 8601 date or time (`2019-01-01`,"
+            " `2019-01-01T08:00+08:00`); one without an offset is in `tz`. Not with `since`.",
+        ),
+    ] = None,
+    to: Annotated[
+        str | None,
+        Query(description="The range's end, exclusive; a bare date means the end of that day."),
+    ] = None,
+    tz: Annotated[
+        str | None,
+        Query(
+            pattern=r"^[A-Za-z0-9_+\-/]{0,64}$",
+            description="The time zone of `from`/`to` and of the times answered (an IANA"
+            " name such as `Asia/Hong_Kong`; default `NSHASH_TIMEZONE`, else UTC).",
+        ),
+    ] = None,
+    offset: Annotated[
+        int, Query(ge=0, description="Matching stories to skip: the `next_offset` of a page.")
+    ] = 0,
 ) -> Response:
     """Return the largest groups first, with their members' ids and titles; or, with `since`,
-    the hot stories: the groups with the most documents in that window, with their copy
-    counts, first and last seen, headline and sites (a `HotGroupsResponse`).
+    a range (`from`/`to`), a search term (`q`), a `site` or an `offset`, the stories of
+    that range (all time without one) ranked by their copies in it, with their copy counts,
+    first and last seen, headline and sites, a page at a time (a `HotGroupsResponse` with
+    `total` and `next_offset`).
 
     The ranking reads per-hour counts, never every document, so it stays fast on large
     stores; documents added while `NSHASH_TRACK` was off do not count. Under
@@ -321,19 +366,47 @@ async def list_groups(
     if limit > most:
         raise ApiError(422, "invalid_request", f"'limit' must be at most {most}, not {limit!r}")
     nsh = await _grouping(service)
-    if since is None:
-        groups = await service.call(nsh.groups, min_size, limit)
+    finding = any(v is not None for v in (q, site, from_, to, tz)) or offset > 0
+    least = min_size if min_size is not None else 1 if finding else 2
+    if since is None and not finding:
+        groups = await service.call(nsh.groups, least, limit)
         return _json(GroupsResponse(groups=[GroupResponse.of(g) for g in groups]))
-    seconds = parse_window(since)
+    zone_name = tz or service.settings.timezone
     end = nsh.clock()
-    hot = await service.call(nsh.hot, seconds, limit, now=end, min_count=min_size)
-    start = max(0, int((end - seconds) // HOUR) * HOUR)
+    try:
+        display = zone(zone_name)
+        page = await service.call(
+            nsh.find,
+            q,
+            site=site,
+            start=from_,
+            end=to,
+            since=since,
+            tz=zone_name,
+            limit=limit,
+            offset=offset,
+            min_count=least,
+            now=end,
+        )
+    except ConfigError as exc:
+        # What no schema can say: a range that ends before it starts, a date not in the
+        # calendar, a term with no letter or digit, an unknown zone, a window and a range.
+        raise ApiError(422, "invalid_query", str(exc)) from None
+    span = page.range
+    start_s = None if span is None else span.start
+    end_s = None if span is None else int(end) if since is not None else span.end
     return _json(
         HotGroupsResponse(
             since=since,
-            start=iso(start) or "",
-            end=iso(int(end)) or "",
-            groups=[HotGroupOut.of(h) for h in hot],
+            start=iso(start_s, display),
+            end=iso(end_s, display),
+            q=q,
+            site=site,
+            tz=zone_name or "UTC",
+            total=page.total,
+            offset=page.offset,
+            next_offset=page.next_offset,
+            groups=[HotGroupOut.of(h, display) for h in page.stories],
         )
     )
 
@@ -382,13 +455,17 @@ async def compare(body: CompareRequest, service: ServiceDep) -> CompareResponse:
                 "payload_too_large",
                 f"{name!r} has {len(text)} characters; the limit is {most}",
             )
+        try:
+            check_text(text)
+        except ConfigError as exc:
+            raise ApiError(422, "invalid_argument", f"{name!r}: {exc}") from None
     try:
         similarity = importlib.import_module("nshash.toolkit.similarity")
     except ImportError as exc:
         raise ApiError(
             501,
             "not_installed",
-            f"The similarity measures need: pip install 'nshash[similarity]' ({exc})",
+            f"The similarity measures need: {install_hint('similarity')} ({exc})",
         ) from exc
     if body.metrics is not None:
         # Checked here, so a bad name costs no trip to a worker process.
@@ -416,12 +493,25 @@ async def healthz() -> HealthResponse:
     responses=error_responses(503),
     summary="Readiness",
 )
-async def readyz(service: ServiceDep) -> ReadyResponse:
-    """Answer 200 when the store answers, 503 `store_unavailable` while it cannot be reached."""
-    nsh = await service.nshash()
-    store = nsh.store if isinstance(nsh, NSHash) else nsh
-    await service.call(store.ping)
-    return ReadyResponse(status="ready", store=store.url)
+async def readyz(request: Request, service: ServiceDep) -> Response:
+    """Answer 200 when the store answers and takes writes, 503 `store_unavailable` while it
+    cannot be reached or refuses writes (a full disk, Redis out of memory).
+
+    With `NSHASH_API_KEY` set this stays open, but only a request with the key learns the
+    store URL and why it is not ready; others read just ready or not.
+    """
+    told = service.bearer_ok(request)
+    try:
+        nsh = await service.nshash()
+        store = ping_target(nsh)
+        await service.call(store.ping)
+    except StoreError:
+        if told:
+            raise
+        raise ApiError(503, "store_unavailable", "The store is not ready") from None
+    if not told:
+        return _json(ReadyResponse(status="ready"), exclude_unset=True)
+    return _json(ReadyResponse(status="ready", store=store.url))
 
 
 @ops.get(

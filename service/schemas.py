@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import datetime, timezone, tzinfo
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, WithJsonSchema, field_validator
 
 from nshash.inputs import MAX_DOC_ID_CHARS, MAX_TEXT_CHARS, MAX_TITLE_CHARS
 from nshash.methods.nshash.core import MAX_TIME
+from nshash.methods.nshash.find import local_time
 from nshash.results import AddResult, DocumentRecord, Group, HotGroup
 
 __all__ = [
@@ -493,11 +494,15 @@ class GroupsResponse(BaseModel):
     groups: list[GroupResponse]
 
 
-def iso(seconds: int | None) -> str | None:
-    """Epoch seconds as an ISO 8601 UTC time (``2024-05-03T12:30:00Z``)."""
+def iso(seconds: int | None, tz: tzinfo = timezone.utc) -> str | None:
+    """Epoch seconds as an ISO 8601 time: in UTC ``2024-05-03T12:30:00Z``, elsewhere with
+    the zone's offset (``2024-05-03T20:30:00+08:00``)."""
     if seconds is None:
         return None
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    moment = local_time(seconds, tz)
+    if moment.tzinfo is timezone.utc:
+        return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.isoformat()
 
 
 class HotGroupOut(BaseModel):
@@ -518,27 +523,30 @@ class HotGroupOut(BaseModel):
     similar_id: int = Field(description="The group's canonical id.", ge=1)
     recent: int = Field(description="Its documents added in the window.", ge=0)
     size: int = Field(description="All its documents.", ge=0)
-    first_seen: str | None = Field(description="Its first document's time (UTC).")
-    last_seen: str | None = Field(description="Its latest document's time (UTC).")
+    first_seen: str | None = Field(
+        description="Its first document's time (UTC, or with the offset of `tz`)."
+    )
+    last_seen: str | None = Field(description="Its latest document's time.")
     title: str | None = Field(description="The first title among its members.")
     sites: list[str] = Field(description="The distinct sites of its members, first seen first.")
 
     @classmethod
-    def of(cls, hot: HotGroup) -> HotGroupOut:
-        """Build the response from the library's hot group."""
+    def of(cls, hot: HotGroup, tz: tzinfo = timezone.utc) -> HotGroupOut:
+        """Build the response from the library's hot group, times shown in *tz*."""
         return cls(
             similar_id=hot.similar_id,
             recent=hot.recent,
             size=hot.size,
-            first_seen=iso(hot.first_seen),
-            last_seen=iso(hot.last_seen),
+            first_seen=iso(hot.first_seen, tz),
+            last_seen=iso(hot.last_seen, tz),
             title=_readable(hot.title),
             sites=[_readable(s) or "" for s in hot.sites],
         )
 
 
 class HotGroupsResponse(BaseModel):
-    """The stories with the most copies in a time window, most first."""
+    """The stories with the most copies in a time window or range, most first; a page of
+    them when searched or filtered (``total``, ``offset``, ``next_offset``)."""
 
     model_config = _examples(
         {
@@ -549,9 +557,23 @@ class HotGroupsResponse(BaseModel):
         }
     )
 
-    since: str = Field(description="The window asked for.")
-    start: str = Field(description="The window's start, widened to a whole hour (UTC).")
-    end: str = Field(description="The window's end: now (UTC).")
+    since: str | None = Field(description="The window asked for (None with a range).")
+    start: str | None = Field(
+        description="The range's start, widened to a whole hour (None: all time)."
+    )
+    end: str | None = Field(
+        description="The range's end: now for a window, else the hour after `to`."
+    )
+    q: str | None = Field(default=None, description="The search term asked for.")
+    site: str | None = Field(default=None, description="The site asked for.")
+    tz: str = Field(default="UTC", description="The time zone the times are shown in.")
+    total: int | None = Field(
+        default=None, description="How many stories match in all (None: not counted).", ge=0
+    )
+    offset: int = Field(default=0, description="Stories before this page.", ge=0)
+    next_offset: int | None = Field(
+        default=None, description="The `offset` of the next page (None after the last)."
+    )
     groups: list[HotGroupOut]
 
 
@@ -602,4 +624,8 @@ class ReadyResponse(BaseModel):
     model_config = _examples({"status": "ready", "store": "redis://:***@cache:6379/0"})
 
     status: Literal["ready"]
-    store: str = Field(description="The store URL, with any password masked.")
+    store: str | None = Field(
+        default=None,
+        description="The store URL, with any password masked; left out when an API key is"
+        " set and the request does not carry it.",
+    )

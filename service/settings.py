@@ -15,6 +15,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from nshash.errors import ConfigError
+from nshash.methods.nshash.find import zone
 from nshash.stores.url import retention_option
 
 __all__ = ["DEFAULT_STORE_URL", "Settings"]
@@ -65,6 +66,17 @@ class Settings(BaseSettings):
     body_timeout: float = Field(default=30.0, gt=0, le=30.0)
     #: Seconds a kept-alive connection may stay idle between requests (``nshash serve``).
     idle_timeout: float = Field(default=5.0, gt=0, le=300.0)
+    #: Seconds a connection has to send its request headers, from its first byte (or from
+    #: connecting, for one that sends nothing); a slower one is closed (``nshash serve``), so
+    #: idle or stalled clients hold one of ``max_connections`` for at most this long.
+    header_timeout: float = Field(default=10.0, gt=0, le=300.0)
+    #: Seconds a stopping server (SIGTERM) lets requests in progress finish before it cancels
+    #: them, stops the compare processes and closes the store (``nshash serve``).
+    shutdown_timeout: float = Field(default=20.0, gt=0, le=3600.0)
+    #: Write one line per request to the ``nshash.access`` logger: client, method, address
+    #: (with the value of ``key=`` and other secret-named parameters replaced by ``[redacted]``),
+    #: status and milliseconds. ``false`` turns it off.
+    access_log: bool = True
     #: The most connections (and requests in progress) one worker process holds at once,
     #: counting the one just accepted; past it new requests get 503 at once (``nshash
     #: serve`` passes it to uvicorn's ``limit_concurrency``).
@@ -76,7 +88,8 @@ class Settings(BaseSettings):
     max_batch: int = Field(default=1000, ge=1)
     #: The longest text ``POST /v1/compare`` accepts, in characters; longer gets 413 (some
     #: measures, such as Levenshtein, grow with the product of both lengths: two texts of
-    #: 50,000 characters take about half a second of CPU).
+    #: 50,000 characters take about a second of CPU, Chinese news or one character repeated
+    #: alike; ``python3 bench/bench_similarity.py --limits``).
     max_compare_chars: int = Field(default=50_000, ge=1)
     #: The largest ``limit`` accepted by ``GET /v1/groups``.
     max_groups_limit: int = Field(default=1000, ge=1)
@@ -103,6 +116,20 @@ class Settings(BaseSettings):
     #: see :mod:`nshash.methods.nshash.retention`). Unset: the store keeps the window it
     #: was made with, if any.
     retention: str | None = None
+    #: The time zone the pages show times in and read dates in, and ``GET /v1/groups``
+    #: reads ``from``/``to`` in (an IANA name such as ``Asia/Hong_Kong``; default UTC).
+    #: Each request may ask for another with ``?tz=``.
+    timezone: str | None = None
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                zone(value)
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
+        return value
 
     @field_validator("retention")
     @classmethod

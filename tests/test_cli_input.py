@@ -133,9 +133,9 @@ class TestProgress:
         self, run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """On a file the bar shows the file's size as its total and the documents done."""
-        from nshash import cli
+        from nshash.cli import progress
 
-        monkeypatch.setattr(cli._Progress, "MININTERVAL", 0)  # a quick run still draws frames
+        monkeypatch.setattr(progress._Progress, "MININTERVAL", 0)  # a quick run still draws frames
         lines = ARTICLES.read_text("utf-8").splitlines()
         path = tmp_path / "many.jsonl"
         with path.open("w", encoding="utf-8") as fh:

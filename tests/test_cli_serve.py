@@ -38,6 +38,9 @@ def serve(
     """Run ``nshash serve ARGS`` in a child with *env* added and *blocked* packages missing."""
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("NSHASH_")}
     child_env.update(env or {})
+    # This checkout's code, not whatever an editable install elsewhere points at.
+    paths = [str(REPO), os.environ.get("PYTHONPATH")]
+    child_env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     return subprocess.run(
         [sys.executable, "-c", CHILD, blocked, "serve", *args],
         cwd=tmp_path,
@@ -56,17 +59,17 @@ def free_port() -> int:
 
 
 CASES = {
-    "unknown scheme": ({"NSHASH_STORE_URL": "mysql://x"}, "", [], "Unknown store scheme 'mysql'"),
+    "unknown scheme": ({"NSHASH_STORE_URL": "mysql:///x"}, "", [], "Unknown store scheme 'mysql'"),
     "bad --store option": ({}, "", ["--store", "memory://?fsync=weekly"], "fsync must be one"),
-    "leveldb without plyvel": ({}, "plyvel", ["--store", "leveldb:///{tmp}/db"], "nshash[leveldb]"),
-    "redis without redis": ({}, "redis", ["--store", "redis://localhost/0"], "nshash[redis]"),
+    "leveldb without plyvel": ({}, "plyvel", ["--store", "leveldb:///{tmp}/db"], "[leveldb]'"),
+    "redis without redis": ({}, "redis", ["--store", "redis://localhost/0"], "[redis]'"),
     "NSHASH_N not a number": ({"NSHASH_N": "abc"}, "", [], "NSHASH_N='abc'"),
     "NSHASH_METHOD unknown": ({"NSHASH_METHOD": "fuzzy"}, "", [], "NSHASH_METHOD='fuzzy'"),
     "keyed without rbloom": (
         {"NSHASH_METHOD": "keyed", "NSHASH_STORE_URL": "memory://"},
         "rbloom",
         [],
-        "nshash[keyed]",
+        "[keyed]'",
     ),
     "corrupt snapshot": ({}, "", ["--store", "memory:///{tmp}/bad.pkl"], "Cannot read snapshot"),
 }

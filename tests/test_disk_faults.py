@@ -171,7 +171,7 @@ class TestRealFullDisk:
         if backend == "memory":
             journal = (small_disk / "store.pkl.journal").read_bytes()
             assert journal.endswith(b"\n"), "a torn fragment stayed in the journal"
-            assert all(json.loads(line) for line in journal.split(b"\n")[:-1])
+            assert all(durable.parse_line(line)[2] for line in journal.split(b"\n")[:-1])
 
         with NSHash.open(url) as nsh:
             for _ok, doc_id, similar_id, _dup, _replayed in acked:
@@ -187,6 +187,52 @@ class TestRealFullDisk:
             newest = max(a[2] for a in acked)
             fresh = nsh.add("\n".join(synthetic_story(90_000)))
             assert not fresh.duplicate and fresh.similar_id > newest
+
+
+#: Adds distinct documents to the store named by argv[1] (LevelDB keeps them in its log until
+#: its write buffer fills), says "done" and waits to be killed.
+_LOG_WRITER = textwrap.dedent(
+    """
+    import random, sys, time
+    from nshash import NSHash
+    nsh = NSHash.open(sys.argv[1])
+    rnd = random.Random(3)
+    words = ["river", "bridge", "council", "harbour", "budget", "school", "storm", "market"]
+    for i in range(300):
+        text = " ".join(rnd.choice(words) + str(rnd.randrange(10**6)) for _ in range(60))
+        nsh.add(text + ".", doc_id=f"d{i}", title=f"title {i}")
+    print("done", flush=True)
+    time.sleep(120)
+    """
+)
+
+
+class TestLevelDBLogOnSmallDisk:
+    """A LevelDB directory whose log does not fit the free space says so when it will not open."""
+
+    def test_the_error_says_how_much_to_free(self, small_disk: Path) -> None:
+        """After a SIGKILL, an open on a disk with less free space than the log is refused
+        with a StoreError that names the log's size and the space to free; once that is
+        freed, the open finds every acknowledged document."""
+        url = f"leveldb://{small_disk}/store.ldb"
+        proc = spawn(_LOG_WRITER, url)
+        try:
+            assert read_line(proc) == "done"
+        finally:
+            kill(proc)
+        folder = small_disk / "store.ldb"
+        log = sum(f.stat().st_size for f in folder.iterdir() if f.name.endswith(".log"))
+        assert log > 200_000
+        filler = fill(small_disk, leave=log // 4)
+        with pytest.raises(StoreError) as refused:
+            NSHash.open(url)
+        message = str(refused.value)
+        assert "No space left on device" in message
+        assert f"the log of the last writes, {log / 1e6:.1f} MB here" in message
+        assert f"free at least {log / 1e6:.1f} MB on it and open again" in message
+        filler.unlink()
+        with NSHash.open(url) as nsh:
+            assert nsh.stats().documents == 300 and nsh.document("d299") is not None
 
 
 # -- injected failures -------------------------------------------------------------------------

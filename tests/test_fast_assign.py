@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nshash import EmptyDocumentError, NSHash
+from nshash import EmptyDocumentError, NSHash, StoreError
 from nshash.methods.nshash import memory
 from nshash.methods.nshash.compiled import assign_info
 
@@ -29,6 +30,9 @@ DATA = Path(os.environ.get("NSHASH_DATA_DIR", ROOT.parent / "shared" / "data"))
 pytestmark = pytest.mark.skipif(
     memory._FAST is None, reason=f"the compiled assignment is not active: {assign_info()}"
 )
+
+#: The compiled function itself (a test may have swapped memory._FAST out meanwhile).
+COMPILED = memory._FAST
 
 TABLES = ("fp", "exact", "common", "votes", "parent", "limit", "size", "members", "docs")
 #: The activity tables (documents added while tracking).
@@ -40,7 +44,7 @@ class Counted:
     the document to the Python assignment."""
 
     def __init__(self) -> None:
-        self.real = memory._FAST
+        self.real = COMPILED
         self.placed = 0
         self.left = 0
 
@@ -65,17 +69,36 @@ def snapshot(nsh: NSHash) -> dict[str, Any]:
 def run_both(
     monkeypatch: pytest.MonkeyPatch,
     stream: list[tuple[str, str | None, str | None]],
+    path: Path | None = None,
+    fail_every: int = 0,
     **options: Any,
 ) -> Counted:
     """Feed *stream* (text, doc_id, title) to both stores; assert they answer and end alike.
     With ``track=True`` in *options*, each document comes ten minutes after the last, with a
-    url, so the activity tables fill too."""
+    url, so the activity tables fill too. With *path*, the stores are journaled
+    (``memory://PATH/...pkl``): every journal line must be the same on both paths, and the
+    store reopened from its files must hold the same tables; with *fail_every*, every that
+    many documents the journal refuses the line once (the change is taken back, no trace)
+    and the document is sent again."""
     counted = Counted()
     answers = []
     tables = []
+    lines: list[list[str]] = []
     for fast in (counted, None):
         monkeypatch.setattr(memory, "_FAST", fast)
-        nsh = NSHash.open("memory://", **options)
+        url = "memory://" if path is None else f"memory://{path}/{'fast' if fast else 'pure'}.pkl"
+        nsh = NSHash.open(url, **options)
+        journal: list[str] = []
+        lines.append(journal)
+        if path is not None:
+            file = nsh.store._file  # type: ignore[attr-defined]
+            write = file._write_journal
+
+            def logged(file: Any = file, write: Any = write, journal: list[str] = journal) -> None:
+                journal.append(json.dumps(file.state.log))
+                write()
+
+            monkeypatch.setattr(file, "_write_journal", logged)
         tracked = {}
         got = []
         for i, (text, doc_id, title) in enumerate(stream):
@@ -84,6 +107,13 @@ def run_both(
                     "published_at": 1_700_000_000 + 600 * i,
                     "url": f"https://s{i % 7}.example/{i}",
                 }
+            if fail_every and i % fail_every == 1:
+                before = snapshot(nsh)
+                with monkeypatch.context() as refusing:
+                    refusing.setattr(nsh.store._file, "_write_journal", _refuse)  # type: ignore[attr-defined]
+                    with pytest.raises((StoreError, EmptyDocumentError)):
+                        nsh.add(text, doc_id, title=title, **tracked)
+                assert snapshot(nsh) == before  # taken back, whatever the path
             try:
                 r = nsh.add(text, doc_id, title=title, **tracked)
             except EmptyDocumentError:
@@ -94,9 +124,17 @@ def run_both(
         answers.append(got)
         tables.append(snapshot(nsh))
         nsh.close()
+        if path is not None:  # the files hold what the tables held
+            with NSHash.open(url, **options) as again:
+                assert snapshot(again) == tables[-1]
     assert answers[0] == answers[1]
     assert tables[0] == tables[1]
+    assert lines[0] == lines[1]
     return counted
+
+
+def _refuse() -> None:
+    raise StoreError("disk full")
 
 
 def _texts(name: str, limit: int) -> list[str]:
@@ -108,17 +146,23 @@ def _texts(name: str, limit: int) -> list[str]:
     return [r.get("text") or r.get("content") or "" for r in records]
 
 
+@pytest.mark.parametrize("journaled", [False, True], ids=["memory", "journaled"])
 @pytest.mark.parametrize("name", ["zh_hot_dev.jsonl.gz", "en_hot_dev.jsonl.gz"])
-def test_hot_stories_alike(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+def test_hot_stories_alike(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str, journaled: bool
+) -> None:
     """Hot stories (dozens of edited copies, site boilerplate, refusals, votes, merges): the
-    same answers and tables, and the compiled path places nearly every document."""
+    same answers and tables (and, journaled, the same journal lines and the same tables after
+    a reopen), and the compiled path places nearly every document."""
     texts = _texts(name, 700)
     stream = [
         (t, f"d{i}" if i % 3 else None, f"t{i}" if i % 5 == 0 else None)
         for i, t in enumerate(texts)
     ]
     stream += [(texts[i], f"d{i}", None) for i in range(1, 60, 3)]  # retries answer as first
-    counted = run_both(monkeypatch, stream, track=True)
+    path = tmp_path if journaled else None
+    fail_every = 37 if journaled else 0  # journaled: now and then a refused line, taken back
+    counted = run_both(monkeypatch, stream, path=path, fail_every=fail_every, track=True)
     assert counted.placed > 0.9 * len(stream), (counted.placed, counted.left)
     assert counted.left > 0  # retries and merges went to the Python assignment
 
@@ -172,7 +216,8 @@ POOL = [
 )
 def test_random_streams_alike(docs: list[tuple[list[int], int | None, int]]) -> None:
     """Streams of documents made of shared sentences (boilerplate that becomes common, stories
-    that merge, exact repeats, retried ids), under a policy that votes and merges quickly."""
+    that merge, exact repeats, retried ids), under a policy that votes and merges quickly:
+    in memory, and journaled with refused journal lines taken back."""
     stream = []
     for picks, doc_id, edit in docs:
         text = "\n".join(POOL[i] for i in picks) + "。" * edit
@@ -182,6 +227,11 @@ def test_random_streams_alike(docs: list[tuple[list[int], int | None, int]]) -> 
             if wide:  # a store begun before narrow sketches: 53-bit values, 8 bytes each
                 monkeypatch.setattr(memory, "_compared", lambda t, doc: doc)
             run_both(monkeypatch, stream, votes=2, min_overlap=1, n=4)
+            if not wide:
+                with tempfile.TemporaryDirectory() as tmp:
+                    run_both(
+                        monkeypatch, stream, Path(tmp), 3, votes=2, min_overlap=1, n=4, track=True
+                    )
 
 
 @pytest.mark.parametrize(
@@ -252,3 +302,41 @@ def test_anchors_skip_common_hashes(
     assert again is not None
     live = [h for h in sentences if h not in tables.common]
     assert again[2] == tuple((live or sentences)[:n])
+
+
+#: What a journal line holds (and a few things it never does: floats, dicts).
+JSON_VALUES = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.sampled_from([(1 << 63) - 1, 1 << 63, (1 << 64) - 1, 1 << 64, -(1 << 63) - 1]),
+        st.text(),
+        st.floats(allow_nan=False),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=6),
+        st.lists(inner, max_size=6).map(tuple),
+        st.dictionaries(st.text(max_size=3), inner, max_size=2),
+    ),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(value=JSON_VALUES)
+def test_journal_lines_encode_as_json_dumps(value: Any) -> None:
+    """The compiled journal-line encoder makes the bytes json.dumps makes (any str, any int),
+    and hands anything else (a float, a dict) back to json.dumps."""
+    assert memory._ENCODE is not None
+    found = memory._encode_line([7, value])
+    assert (found is not None) == _plain(value)
+    if found is not None:
+        assert found == json.dumps([7, value], separators=(",", ":")).encode()
+
+
+def _plain(value: Any) -> bool:
+    """Whether *value* holds only lists, tuples, ints, str, bools and None."""
+    if value is None or type(value) in (bool, int, str):
+        return True
+    return type(value) in (list, tuple) and all(_plain(v) for v in value)

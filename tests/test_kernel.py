@@ -319,3 +319,49 @@ class TestFarmhashInPlace:
             except (EmptyDocumentError, UnicodeEncodeError) as exc:
                 answers.append(type(exc))
         assert answers[0] == answers[1]
+
+
+#: Wide sketch values: anything below 2**53, with runs that share their top 31 bits.
+WIDE = st.one_of(
+    st.integers(0, (1 << 53) - 1),
+    st.integers(0, 3).map(lambda top: (top << 22) | 5),
+    st.integers(0, (1 << 23) - 1),
+)
+WIDE_LIMITS = st.one_of(st.just(1 << 53), st.integers(0, (1 << 53) - 1), st.integers(0, 1 << 24))
+
+
+@compiled
+class TestNarrow:
+    @settings(max_examples=400, deadline=None)
+    @given(values=st.lists(WIDE, max_size=300), limit=WIDE_LIMITS, ascending=st.booleans())
+    def test_equals_the_pure_version(self, values: list[int], limit: int, ascending: bool) -> None:
+        """The compiled narrow gives the DocPrint the Python one gives, for sketches ascending
+        (as the text pipeline makes them) or not, cut by a limit or not."""
+        from nshash.text.fingerprint import _NARROW, DocPrint, narrow, narrow_pure
+
+        assert _NARROW is not None
+        sketch = tuple(sorted(set(values))) if ascending else tuple(values)
+        doc = DocPrint((7, 9), sketch, 11, limit)
+        fast, slow = narrow(doc), narrow_pure(doc)
+        assert fast == slow and type(fast) is DocPrint
+        assert all(type(v) is int for v in fast.sketch) and type(fast.limit) is int
+        if ascending:  # the compiled version answered itself, not its fallback
+            assert _NARROW(doc, 22, 1 << 53) == slow
+
+    def test_real_documents(self) -> None:
+        """Real articles' sketches narrow alike on both paths."""
+        from nshash.text.fingerprint import narrow, narrow_pure
+
+        fp = Fingerprinter(sketch_size=64)
+        for text in _texts("zh_reposts_dev.jsonl.gz", 200):
+            doc = fp.prepare(text)
+            assert narrow(doc) == narrow_pure(doc)
+
+    def test_odd_values_take_the_python_path(self) -> None:
+        """Values that are not plain ints below 2**64 give the Python answer, not an error."""
+        from nshash.text.fingerprint import _NARROW, DocPrint, narrow, narrow_pure
+
+        for sketch, limit in (((-1, 5), 1 << 53), ((1 << 70,), 9), ((True, 1 << 30), 1 << 53)):
+            doc = DocPrint((1,), sketch, 2, limit)
+            assert _NARROW(doc, 22, 1 << 53) is None
+            assert narrow(doc) == narrow_pure(doc)

@@ -23,6 +23,7 @@ LAYERS = {
     "errors": 0,
     "results": 0,
     "inputs": 1,  # checks texts with the compiled kernel when it is built
+    "options": 1,  # the tuning settings' schema (every surface reads it)
     "text": 1,
     "stores": 2,
     "methods": 3,

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 
+from nshash.errors import install_hint
 from service import Settings, create_app
 from service.errors import classify
 from tests.redis_server import RedisServer, free_port, redis_server_available
@@ -412,7 +413,7 @@ class TestCompareNotInstalled:
         error = assert_error(
             client.post("/v1/compare", json={"a": "x", "b": "y"}), 501, "not_installed"
         )
-        assert "pip install 'nshash[similarity]'" in error["message"]
+        assert install_hint("similarity") in error["message"]
 
 
 class TestErrors:
@@ -727,7 +728,9 @@ class TestLifecycle:
         app: FastAPI = create_app()
         headers = {"Authorization": "Bearer k"}
         with TestClient(app) as c:
-            assert c.get("/readyz").json()["store"] == f"memory://{tmp_path}/env.pkl"
+            ready = c.get("/readyz", headers=headers).json()
+            assert ready["store"] == f"memory://{tmp_path}/env.pkl"
+            assert c.get("/readyz").json() == {"status": "ready"}  # no key: no URL
             docs = {"documents": [{"text": "a b c"}, {"text": "d e f"}]}
             assert_error(
                 c.post("/v1/documents/batch", json=docs, headers=headers), 413, "batch_too_large"
@@ -957,23 +960,53 @@ class TestContainer:
         assert run.returncode == 0, run.stdout + run.stderr
 
     def test_dockerfile_shape(self) -> None:
-        """Slim base, dependencies before code, non-root, /data volume, healthcheck, exec CMD."""
+        """A builder stage with a compiler that must build both compiled paths; a slim image
+        that installs its wheels, non-root, /data volume, healthcheck, ``nshash serve``."""
         lines = [
             line.strip()
             for line in (self.ROOT / "Dockerfile").read_text().splitlines()
             if line.strip() and not line.lstrip().startswith("#")
         ]
-        assert lines[0] == "FROM python:3.12-slim"
-        first_pip = next(i for i, line in enumerate(lines) if "pip install" in line)
-        copy_code = lines.index("COPY service/ service/")
-        assert first_pip < copy_code
-        user = next(line for line in lines if line.startswith("USER "))
+        froms = [i for i, line in enumerate(lines) if line.startswith("FROM ")]
+        assert [lines[i] for i in froms] == [
+            "FROM python:3.12-slim AS builder",
+            "FROM python:3.12-slim",
+        ]
+        builder, image = lines[: froms[1]], lines[froms[1] :]
+        assert any("NSHASH_REQUIRE_KERNEL=1" in line for line in builder)
+        assert any("gcc" in line for line in builder)
+        first_pip = next(i for i, line in enumerate(builder) if "pip wheel" in line)
+        assert first_pip < builder.index("COPY service/ service/")
+        assert not any("gcc" in line for line in image)
+        assert "COPY --from=builder /wheels /wheels" in image
+        user = next(line for line in image if line.startswith("USER "))
         assert user.split()[1].split(":")[0] not in ("0", "root")
-        assert "VOLUME /data" in lines
-        health = next(i for i, line in enumerate(lines) if line.startswith("HEALTHCHECK"))
-        assert "/healthz" in lines[health + 1] and "urllib" in lines[health + 1]
-        cmd = json.loads([line for line in lines if line.startswith("CMD ")][-1][4:])
-        assert cmd[:3] == ["uvicorn", "--factory", "nshash_service.app:create_app"]
+        assert "VOLUME /data" in image
+        health = next(i for i, line in enumerate(image) if line.startswith("HEALTHCHECK"))
+        assert "/healthz" in image[health + 1] and "urllib" in image[health + 1]
+        cmd = json.loads([line for line in image if line.startswith("CMD ")][-1][4:])
+        assert cmd[:2] == ["nshash", "serve"] and "0.0.0.0" in cmd
+
+    @pytest.mark.slow
+    def test_image_builds_with_both_compiled_paths(self) -> None:
+        """Where Docker runs, the image builds and its ``nshash --version`` names both
+        compiled paths."""
+        import shutil
+        import subprocess
+
+        docker = shutil.which("docker")
+        if docker is None or subprocess.run([docker, "info"], capture_output=True).returncode:
+            pytest.skip("no Docker engine runs here")
+        tag = "nshash-test-image"
+        build = subprocess.run(
+            [docker, "build", "-t", tag, str(self.ROOT)], capture_output=True, text=True
+        )
+        assert build.returncode == 0, build.stderr[-3000:]
+        version = subprocess.run(
+            [docker, "run", "--rm", tag, "nshash", "--version"], capture_output=True, text=True
+        )
+        assert "text path: compiled" in version.stdout, version.stdout + version.stderr
+        assert "assignment: compiled" in version.stdout
 
     def test_wheel_installs_the_app_as_nshash_service(self) -> None:
         """pyproject.toml remaps service/ to nshash_service, the name the image runs."""

@@ -361,7 +361,7 @@ class TestNoDelay:
 
     def test_accepted_connections_inherit_no_delay(self) -> None:
         """A connection accepted on a socket prepared like ``nshash serve``'s has Nagle off."""
-        from nshash.cli import _no_delay
+        from nshash.cli.serve import _no_delay
 
         listener = socket.socket(socket.AF_INET)  # as uvicorn's bind_socket makes it
         listener.bind(("127.0.0.1", 0))

@@ -15,6 +15,7 @@ from nshash import (
     StoreLockedError,
     open_store,
 )
+from nshash.errors import install_hint
 from nshash.methods.nshash.memory import MemoryStore
 from nshash.stores.url import mask_url, parse_url
 from tests.redis_server import free_port
@@ -29,16 +30,28 @@ class TestParseUrl:
         [
             ("memory://", ("memory", "", {})),
             ("memory:///data/news.pkl", ("memory", "/data/news.pkl", {})),
-            ("memory://data/news.pkl", ("memory", "data/news.pkl", {})),
+            ("memory://./data/news.pkl", ("memory", "./data/news.pkl", {})),
             ("MEMORY:///x.pkl?fsync=no", ("memory", "/x.pkl", {"fsync": "no"})),
             ("leveldb:///var/lib/nshash", ("leveldb", "/var/lib/nshash", {})),
-            ("leveldb://rel/dir?fsync=always", ("leveldb", "rel/dir", {"fsync": "always"})),
+            ("leveldb://./rel/dir?fsync=always", ("leveldb", "./rel/dir", {"fsync": "always"})),
             ("redis://cache:6379/2?prefix=n", ("redis", "/2", {"prefix": "n"})),
         ],
     )
     def test_parts(self, url: str, expected: tuple[str, str, dict[str, str]]) -> None:
         """Each URL form yields its scheme, its path (absolute or relative) and its options."""
         assert parse_url(url) == expected
+
+    @pytest.mark.parametrize(
+        "url", ["memory://tmp/x.pkl", "leveldb://data/news.ldb", "sqlite://~/news.db"]
+    )
+    def test_relative_path_must_say_so(self, url: str) -> None:
+        """``memory://tmp/x.pkl`` (a slash missing?) is refused, naming both readings."""
+        scheme, _, path = url.partition("://")
+        with pytest.raises(ConfigError) as info:
+            parse_url(url)
+        assert f"{scheme}:///{path}" in str(info.value) and f"{scheme}://./{path}" in str(
+            info.value
+        )
 
     @pytest.mark.parametrize("url", ["memory", "", "/tmp/news.pkl", "leveldb:/x"])
     def test_not_a_url(self, url: str) -> None:
@@ -75,9 +88,9 @@ class TestOpenMemory:
             assert nsh.stats().documents == 1
 
     def test_relative_path(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        """memory://rel/file.pkl is relative to the working directory."""
+        """memory://./rel/file.pkl is relative to the working directory."""
         monkeypatch.chdir(tmp_path)
-        with NSHash.open("memory://state/news.pkl") as nsh:
+        with NSHash.open("memory://./state/news.pkl") as nsh:
             nsh.add(ZH_WATER)
             nsh.store.save()  # type: ignore[attr-defined]
         assert (tmp_path / "state" / "news.pkl").is_file()
@@ -110,9 +123,9 @@ class TestOpenLevelDB:
         assert (path / "CURRENT").is_file()
 
     def test_relative_path(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        """leveldb://rel/dir is relative to the working directory."""
+        """leveldb://./rel/dir is relative to the working directory."""
         monkeypatch.chdir(tmp_path)
-        with NSHash.open("leveldb://data/news.ldb") as nsh:
+        with NSHash.open("leveldb://./data/news.ldb") as nsh:
             nsh.add(EN_RAIL)
         assert (tmp_path / "data" / "news.ldb" / "CURRENT").is_file()
 
@@ -157,8 +170,9 @@ class TestOpenLevelDB:
     def test_missing_plyvel(self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         """Without plyvel the error names the extra to install."""
         monkeypatch.setitem(sys.modules, "plyvel", None)
-        with pytest.raises(ConfigError, match=r"pip install 'nshash\[leveldb\]'"):
+        with pytest.raises(ConfigError) as info:
             open_store(f"leveldb://{tmp_path}/db")
+        assert install_hint("leveldb") in str(info.value)
 
 
 class TestOpenSQLite:
@@ -180,9 +194,9 @@ class TestOpenSQLite:
         assert path.is_file()
 
     def test_relative_path(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        """sqlite://rel/file.db is relative to the working directory."""
+        """sqlite://./rel/file.db is relative to the working directory."""
         monkeypatch.chdir(tmp_path)
-        with NSHash.open("sqlite://data/news.db") as nsh:
+        with NSHash.open("sqlite://./data/news.db") as nsh:
             nsh.add(EN_RAIL)
         assert (tmp_path / "data" / "news.db").is_file()
 
@@ -206,7 +220,7 @@ class TestOpenSQLite:
     def test_path_is_a_directory(self, tmp_path: Path) -> None:
         """A path that is a directory is a StoreError that is not about locking."""
         (tmp_path / "dir").mkdir()
-        with pytest.raises(StoreError, match="Cannot open SQLite file") as info:
+        with pytest.raises(StoreError, match="Cannot open SQLite .*Is a directory") as info:
             open_store(f"sqlite://{tmp_path}/dir")
         assert type(info.value) is StoreError
 

@@ -35,6 +35,7 @@ import io
 import itertools
 import json
 import os
+import re
 import sys
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -42,10 +43,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import ModuleType
-from typing import IO, TYPE_CHECKING, Any, cast
+from typing import IO, TYPE_CHECKING, Any, AnyStr, cast
 
 from ..errors import ConfigError, EmptyDocumentError, NSHashError
-from ..inputs import check_doc_id, check_title
+from ..inputs import MAX_TEXT_CHARS, check_doc_id, check_text, check_title
 from ..results import DocMeta
 from ..text.fingerprint import Fingerprinter
 
@@ -100,9 +101,10 @@ __all__ = [
 #: The input formats :func:`open_source` reads.
 FORMATS = ("jsonl", "csv", "txt", "parquet")
 
-#: The text fields tried, in order, when no ``--text-field`` is given: raw corpora usually
-#: name the article body ``content``, repost sets and many exports ``text``.
-DEFAULT_TEXT_FIELDS = ("content", "text")
+#: The text fields tried, in order, when no ``--text-field`` is given: ``text``, the name
+#: every surface uses (the HTTP API, the library, Parquet), then ``content``, which many raw
+#: corpora use for the article body (read as before; see the README's vocabulary table).
+DEFAULT_TEXT_FIELDS = ("text", "content")
 
 #: Longest title kept for a ``.txt`` file (its first line may be a whole paragraph).
 TXT_TITLE_MAX = 200
@@ -115,6 +117,21 @@ ENCODINGS = (("utf-16", "utf-16"), ("gbk", "gb18030"), ("big5", "big5hkscs"))
 
 #: How much of the input the encoding is told from.
 SNIFF_BYTES = 64 * 1024
+
+#: The longest record read, in bytes: a JSONL line, or a CSV row in characters (a text at
+#: :data:`~nshash.inputs.MAX_TEXT_CHARS` written as JSON escapes, with room for the other
+#: fields; a line break counts). A longer JSONL line is a bad record, read on to its end
+#: without being held whole; a longer CSV row stops the run (its end cannot be found
+#: without parsing it).
+MAX_RECORD_BYTES = 64 * 1024 * 1024
+
+#: A batch is cut once its records hold this many bytes (characters for CSV), whatever
+#: their count, so the batches in flight stay bounded in memory.
+BATCH_BYTES = 16 * 1024 * 1024
+
+#: The longest ``.txt`` file read, in bytes (a character takes 4 at most); a longer one is a
+#: bad record, and no more of it than this is read.
+MAX_TXT_BYTES = 4 * MAX_TEXT_CHARS
 
 
 # -- encodings ---------------------------------------------------------------------------
@@ -274,7 +291,7 @@ class Fields:
     time: str = "published_at"
 
     def describe_text(self) -> str:
-        """Return the text field names for a message: ``'content' or 'text'``."""
+        """Return the text field names for a message: ``'text' or 'content'``."""
         return " or ".join(repr(f) for f in self.text)
 
 
@@ -400,6 +417,7 @@ class Preparer:
     ) -> Prepared:
         try:
             check_doc_id(doc_id)
+            check_text(text)  # the library's own check, as NSHash.add makes it
             first, second, third = self._slots(text, title)
         except EmptyDocumentError:
             raise _Bad("the text has no letters or digits") from None
@@ -422,6 +440,8 @@ class Preparer:
             raise _Bad("the line is not valid UTF-8") from None
         except ValueError as exc:
             raise _Bad(f"not valid JSON ({exc})") from None
+        except RecursionError:
+            raise _Bad("JSON nested too deeply to read") from None
         if not isinstance(record, dict):
             raise _Bad(f"a JSON {_json_type(record)}, not an object")
         fields = self.fields
@@ -430,7 +450,9 @@ class Preparer:
                 text = record[name]
                 break
         else:
-            raise _Bad(f"no {fields.describe_text()} field")
+            keys = list(record)
+            shown = repr(keys[:20])[:-1] + ", ...]" if len(keys) > 20 else repr(keys)
+            raise _Bad(f"no {fields.describe_text()} field; its keys are {shown[:300]}")
         if not isinstance(text, str):
             raise _Bad(f"the {name!r} field is a JSON {_json_type(text)}, not a string")
         doc_id = _record_id(record.get(fields.id), fields.id)
@@ -455,9 +477,11 @@ class Preparer:
     def _txt(self, path: str, doc_id: str | None) -> Prepared:
         try:
             with open(path, "rb") as f:
-                data = f.read()
+                data = f.read(MAX_TXT_BYTES + 1)
         except OSError as exc:
             raise _Bad(f"cannot read the file ({exc.strerror})") from None
+        if len(data) > MAX_TXT_BYTES:
+            raise _Bad(f"the file has more than {MAX_TXT_BYTES} bytes")
         codec = self.encoding
         if codec == "auto":
             codec = sniff_encoding(data[:SNIFF_BYTES], path)
@@ -646,10 +670,22 @@ class Source:
         self._items = items
         self._closers = list(closers)
 
-    def batches(self, size: int = 256) -> Iterator[list[Item]]:
-        """Yield lists of up to *size* items, in input order."""
-        items = self._items
-        while batch := list(itertools.islice(items, size)):
+    def batches(self, size: int = 256, max_bytes: int = BATCH_BYTES) -> Iterator[list[Item]]:
+        """Yield lists of up to *size* items, in input order, each cut once its payloads
+        hold *max_bytes* (characters for CSV rows): long records make short batches."""
+        batch: list[Item] = []
+        held = 0
+        for item in self._items:
+            batch.append(item)
+            payload = item.payload
+            if isinstance(payload, bytes):
+                held += len(payload)
+            elif isinstance(payload[1], str):
+                held += len(payload[1])
+            if len(batch) >= size or held >= max_bytes:
+                yield batch
+                batch, held = [], 0
+        if batch:
             yield batch
 
     def bytes_read(self) -> int | None:
@@ -733,8 +769,47 @@ def _decoding(raw: IO[bytes], encoding: str, display: str) -> tuple[str, IO[byte
     return codec, io.BufferedReader(_Rewound(sample, raw), 1 << 16)
 
 
+#: How much of a line is read at a time (a longer one is read in pieces of this size).
+_PIECE = 1 << 20
+
+
+def _lines(
+    readline: Callable[[int], AnyStr], newline: AnyStr, limit: int = MAX_RECORD_BYTES
+) -> Iterator[AnyStr | None]:
+    """The lines *readline* reads (with their ends), None for each longer than *limit*
+    (its end included).
+
+    A long line is read in pieces, and one over the limit is read on to its end and
+    dropped, never held whole: a gzip file of a few MB may inflate to one line of gigabytes.
+    """
+    while line := readline(_PIECE):
+        if (len(line) < _PIECE or line.endswith(newline)) and len(line) <= limit:
+            yield line  # whole (the common case)
+            continue
+        parts, size = [line], len(line)
+        while size <= limit and len(line) == _PIECE and not line.endswith(newline):
+            line = readline(_PIECE)
+            parts.append(line)
+            size += len(line)
+        if size <= limit:
+            yield newline[:0].join(parts)
+            continue
+        parts.clear()
+        while len(line) == _PIECE and not line.endswith(newline):
+            line = readline(_PIECE)
+        yield None
+
+
+def _too_long(where: str) -> Item:
+    """The bad record standing for a line over :data:`MAX_RECORD_BYTES`."""
+    return Item(where, b"", bad=f"the line is longer than {MAX_RECORD_BYTES} bytes")
+
+
 def _jsonl_items(raw: IO[bytes]) -> Iterator[Item]:
-    for number, line in enumerate(raw, 1):
+    for number, line in enumerate(_lines(raw.readline, b"\n"), 1):
+        if line is None:
+            yield _too_long(f"line {number}")
+            continue
         if number == 1 and line.startswith(b"\xef\xbb\xbf"):
             line = line[3:]
         if line.strip():  # blank lines (often the last one) are no records
@@ -744,7 +819,10 @@ def _jsonl_items(raw: IO[bytes]) -> Iterator[Item]:
 def _transcoded_items(raw: IO[bytes], codec: str, display: str) -> Iterator[Item]:
     """The records of a JSONL input in *codec*, each line re-encoded as UTF-8."""
     if _ascii_compatible(codec):  # GBK, Big5, ...: a line break is the byte 0x0A
-        for number, line in enumerate(raw, 1):
+        for number, line in enumerate(_lines(raw.readline, b"\n"), 1):
+            if line is None:
+                yield _too_long(f"line {number}")
+                continue
             if not line.strip():
                 continue
             try:
@@ -759,11 +837,14 @@ def _transcoded_items(raw: IO[bytes], codec: str, display: str) -> Iterator[Item
     wrapper = io.TextIOWrapper(raw, encoding=codec, newline="")
     number = 0
     try:
-        for number, text in enumerate(wrapper, 1):
+        for number, read in enumerate(_lines(wrapper.readline, "\n"), 1):
+            if read is None:
+                yield _too_long(f"line {number}")
+                continue
             if number == 1:
-                text = text.lstrip("\ufeff")
-            if text.strip():
-                yield Item(f"line {number}", text.encode("utf-8", "surrogatepass"))
+                read = read.lstrip("\ufeff")
+            if read.strip():
+                yield Item(f"line {number}", read.encode("utf-8", "surrogatepass"))
     except UnicodeDecodeError:
         raise ConfigError(f"{display} line {number + 1}: not valid {codec}") from None
     finally:
@@ -778,17 +859,28 @@ def _open_csv(
     codec: str = "utf-8",
 ) -> Source:
     utf8 = codec in ("utf-8", "utf-8-sig")
-    text = io.TextIOWrapper(raw, encoding="utf-8-sig" if utf8 else codec, newline="")
+    # Bytes the codec refuses come through as lone surrogates (U+DC80-U+DCFF), so that the
+    # row holding them is a bad record rather than the end of the run.
+    text = io.TextIOWrapper(
+        raw, encoding="utf-8-sig" if utf8 else codec, newline="", errors="surrogateescape"
+    )
     # Detach on close: a wrapper that is garbage-collected closes what it wraps (stdin too).
     closers.append(text.detach)
-    # Articles are long: lift the csv module's 128 KiB field limit.
-    csv.field_size_limit(max(csv.field_size_limit(), 1 << 30))
-    first = text.readline()
-    if not first.strip():
-        raise ConfigError(f"{display} has no CSV header row")
-    newline = "\r\n" if first.endswith("\r\n") else "\n"
-    reader = csv.reader(itertools.chain([first], text))
-    header = next(reader)
+    # Articles are long: lift the csv module's 128 KiB field limit (a row is bounded anyway).
+    csv.field_size_limit(max(csv.field_size_limit(), MAX_RECORD_BYTES))
+    lines = _RowLines(text.readline)
+    rows = iter(lines)
+    try:
+        first = next(rows, "")
+        if not first.strip():
+            raise ConfigError(f"{display} has no CSV header row")
+        newline = "\r\n" if first.endswith("\r\n") else "\n"
+        reader = csv.reader(itertools.chain([first], rows))
+        header = next(reader)
+    except (csv.Error, _RowTooLong, UnicodeDecodeError) as exc:
+        raise CsvError(f"{display}: the header row cannot be read ({exc})") from None
+    if _escaped(header):
+        raise ConfigError(f"{display}: the header row is not valid {codec}")
     text_col = next((header.index(f) for f in fields.text if f in header), None)
     if text_col is None:
         raise ConfigError(
@@ -800,15 +892,49 @@ def _open_csv(
     return Source(
         display,
         "csv",
-        _csv_items(reader, len(header), text_col, id_col, title_col),
+        _csv_items(reader, lines, codec, len(header), text_col, id_col, title_col),
         closers,
         header=header,
         newline=newline,
     )
 
 
+class _RowTooLong(Exception):
+    """Raised through :func:`csv.reader` when one row runs past :data:`MAX_RECORD_BYTES`."""
+
+
+class _RowLines:
+    """The lines of a CSV text for :func:`csv.reader`, none longer than the limit and no row
+    (which may span lines) longer either: :attr:`held` counts the characters handed out since
+    the reader's last row ended (the caller sets it back to 0 after each row)."""
+
+    def __init__(self, readline: Callable[[int], str], limit: int = MAX_RECORD_BYTES) -> None:
+        self._readline = readline
+        self._limit = limit
+        self.held = 0
+
+    def __iter__(self) -> Iterator[str]:
+        limit = self._limit
+        for line in _lines(self._readline, "\n", limit):
+            if line is None or self.held + len(line) > limit:
+                raise _RowTooLong(f"a row longer than {limit} characters")
+            self.held += len(line)
+            yield line
+
+
+#: A character that strict decoding of the input would have refused (see :func:`_open_csv`).
+_ESCAPED = re.compile("[\udc80-\udcff]")
+
+
+def _escaped(row: list[str]) -> bool:
+    """Whether *row* holds bytes that were not valid in the input's encoding."""
+    return any(not field.isascii() and _ESCAPED.search(field) for field in row)
+
+
 def _csv_items(
     reader: Any,
+    lines: _RowLines,
+    codec: str,
     width: int,
     text_col: int,
     id_col: int | None,
@@ -816,11 +942,12 @@ def _csv_items(
 ) -> Iterator[Item]:
     number = 1
     while True:
+        lines.held = 0
         try:
             row = next(reader)
         except StopIteration:
             return
-        except csv.Error as exc:
+        except (csv.Error, _RowTooLong) as exc:
             raise CsvError(f"row {number + 1}: {exc}") from None
         except UnicodeDecodeError as exc:
             raise CsvError(f"row {number + 1}: not valid {exc.encoding}") from None
@@ -828,6 +955,10 @@ def _csv_items(
         if not row:
             continue
         where = f"row {number}"
+        if _escaped(row):  # kept for the output with U+FFFD for each byte
+            kept = [_ESCAPED.sub("\ufffd", field) for field in row]
+            yield Item(where, b"", kept, f"the row is not valid {codec}")
+            continue
         if len(row) != width:
             yield Item(where, b"", row, f"the row has {len(row)} fields, the header {width}")
             continue
@@ -931,7 +1062,7 @@ class JsonlWriter:
         if isinstance(payload, bytes):
             try:
                 record = json.loads(payload)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested too deep to read
                 record = None
             if isinstance(record, dict) and record:
                 if any(k in record for k in keys):

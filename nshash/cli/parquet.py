@@ -24,11 +24,14 @@ column that is not a string column is a configuration error.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+
+from ..errors import install_hint
 
 try:
     import pyarrow as pa
@@ -36,7 +39,7 @@ try:
 except ImportError as exc:  # pragma: no cover - the extra is installed under test
     raise ImportError(
         f"Parquet files need pyarrow, which cannot be imported ({exc}):"
-        " pip install 'nshash[parquet]'"
+        f" {install_hint('parquet')}"
     ) from exc
 
 from ..errors import ConfigError
@@ -310,6 +313,7 @@ class ParquetWriter:
                 self._plan.append((True, j))
         self.schema = pa.schema(fields, metadata=schema.metadata)
         self._writer = pq.ParquetWriter(out, self.schema, compression=source.compression)
+        self._abandoned = False
         self._chunk: _Chunk | None = None
         self._rows: list[int] = []
         self._values: list[list[object]] = [[] for _ in self.added]
@@ -374,7 +378,18 @@ class ParquetWriter:
         self._pending_rows = self._pending_bytes = 0
 
     def close(self) -> None:
-        """Write the last rows and the file's footer (the stream itself stays open)."""
+        """Write the last rows and the file's footer (the stream itself stays open); nothing
+        after :meth:`abandon`."""
+        if self._abandoned:
+            return
         self._emit()
         self._write_group()
         self._writer.close()
+
+    def abandon(self) -> None:
+        """Drop the rows not yet written and write no footer: the run failed, or the reader
+        of the stream went away (``| head``), so writing more would only fail again."""
+        self._abandoned = True
+        self._pending = []
+        with contextlib.suppress(pa.ArrowException, OSError):
+            self._writer.close()

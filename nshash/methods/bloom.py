@@ -33,7 +33,7 @@ import importlib
 import math
 from typing import Any
 
-from ..errors import ConfigError, StoreError
+from ..errors import ConfigError, StoreError, install_hint
 
 __all__ = ["LocalBloom", "RedisBloom", "bit_positions", "bloom_params"]
 
@@ -108,7 +108,7 @@ def _rbloom() -> Any:
         return importlib.import_module("rbloom")
     except ImportError as exc:
         raise ConfigError(
-            "The keyed method's Bloom filters need rbloom: pip install 'nshash[keyed]'"
+            f"The keyed method's Bloom filters need rbloom: {install_hint('keyed')}"
         ) from exc
 
 

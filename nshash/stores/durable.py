@@ -19,7 +19,7 @@ import weakref
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, BinaryIO, Protocol
+from typing import IO, Any, BinaryIO, Protocol
 
 from ..errors import (
     StoreCorruptError,
@@ -62,12 +62,31 @@ class Journal:
     Args:
         path: the journal file, created when missing.
         url: the store URL shown in errors.
+        what: with *store*, hold the file locked (:func:`hold_file`) for as long as the
+            journal is open: what the store is, for messages.
+        store: the store's path, for messages.
+        mode: ``ab``, or ``wb`` to begin the file empty.
+
+    Raises:
+        OSError: the file cannot be opened (unlocked).
+        StoreLockedError, StoreError: the file cannot be opened or locked (locked).
     """
 
-    def __init__(self, path: str, url: str) -> None:
+    def __init__(
+        self,
+        path: str,
+        url: str,
+        what: str | None = None,
+        store: str | None = None,
+        mode: str = "ab",
+    ) -> None:
         self.path = path
         self.url = url
-        self._fh = open(path, "ab", buffering=0)
+        self._fh: IO[bytes] | LockedFile
+        if what is not None and store is not None:
+            self._fh = hold_file(path, what, url, store, mode)
+        else:
+            self._fh = open(path, mode, buffering=0)
         #: The length of the file up to the end of its last whole record.
         self.end = os.fstat(self._fh.fileno()).st_size
         #: Why appends are refused until the journal is reopened, or None.
@@ -127,29 +146,126 @@ class Journal:
         self._fh.close()
 
 
-def lock_path(path: str, what: str, url: str) -> BinaryIO:
-    """Create *path*'s directory and hold ``path + ".lock"`` (flock) for this process.
+#: The (device, inode) of every file this process holds a store lock on. A second open of
+#: such a file is refused before the file is opened: closing a descriptor of a file drops
+#: every POSIX lock the process holds on it, and SQLite keeps its own locks that way.
+_HELD: set[tuple[int, int]] = set()
+_HELD_LOCK = threading.Lock()
 
-    The caller keeps the returned file open for as long as it uses *path*; closing it releases
-    the lock (so does the process exiting, however it exits).
+
+class LockedFile:
+    """A file this process holds an exclusive ``flock`` on, for as long as it stays open.
+
+    Made by :func:`hold_file`; :meth:`close` lets go of the lock (so does the process
+    exiting, however it exits).
+    """
+
+    def __init__(self, fh: IO[bytes], key: tuple[int, int]) -> None:
+        self._fh = fh
+        self._key = key
+
+    def fileno(self) -> int:
+        return self._fh.fileno()
+
+    def close(self) -> None:
+        if self._fh.closed:
+            return
+        with _HELD_LOCK:
+            _HELD.discard(self._key)
+        self._fh.close()
+
+
+def hold_file(path: str, what: str, url: str, store: str, mode: str = "ab") -> LockedFile:
+    """Open *path* (in *mode*, creating it) and hold an exclusive ``flock`` on it.
+
+    Args:
+        path: the file to lock.
+        what: what the store is, for messages (``"memory store"``).
+        url: the store URL, for errors.
+        store: the store's path, for messages.
+        mode: how the file is opened (unbuffered; ``ab`` or ``wb``).
 
     Raises:
-        StoreLockedError: another process holds the lock.
-        StoreError: the directory or the lock file cannot be created.
+        StoreLockedError: another process (or another open in this one) holds it.
+        StoreError: the file cannot be opened or created.
+    """
+
+    def locked() -> StoreLockedError:
+        return StoreLockedError(
+            f"{what.capitalize()} {store!r} is open in another process", url=url
+        )
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise StoreError(f"Cannot open {what} {store!r}: {exc}", url=url) from exc
+    else:
+        if (st.st_dev, st.st_ino) in _HELD:
+            raise locked()
+    try:
+        fh = open(path, mode, buffering=0)
+    except OSError as exc:
+        raise StoreError(f"Cannot open {what} {store!r}: {exc}", url=url) from exc
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        st = os.fstat(fh.fileno())
+    except OSError as exc:
+        fh.close()
+        raise locked() from exc
+    key = (st.st_dev, st.st_ino)
+    with _HELD_LOCK:
+        _HELD.add(key)
+    return LockedFile(fh, key)
+
+
+class StoreLock:
+    """The locks of a store open for writing: ``PATH.lock``, and a file of the store itself.
+
+    ``PATH.lock`` alone can be stolen: a temp-file cleaner that deletes it lets a second
+    writer make a new one and lock that. So a store also locks a file it cannot lose without
+    losing its data (SQLite: the database file; the file stores: the journal, see
+    :class:`JournaledFile`); a second writer finds that one held too.
+    """
+
+    def __init__(self, files: list[LockedFile]) -> None:
+        self.files = files
+
+    def fds(self) -> list[int]:
+        """The locked files' descriptors (a forked child keeps them to hold the locks)."""
+        return [f.fileno() for f in self.files]
+
+    def close(self) -> None:
+        """Let go of every lock."""
+        while self.files:
+            self.files.pop().close()
+
+
+def lock_path(path: str, what: str, url: str, *, also: str | None = None) -> StoreLock:
+    """Create *path*'s directory and hold ``path + ".lock"`` (flock) for this process, and
+    the file *also* (a file of the store that cannot be deleted without losing it; see
+    :class:`StoreLock`).
+
+    The caller keeps the returned lock for as long as it uses *path*; closing it releases
+    the locks (so does the process exiting, however it exits).
+
+    Raises:
+        StoreLockedError: another process holds one of the locks.
+        StoreError: the directory or a file cannot be created.
     """
     try:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        lockfile = open(path + ".lock", "ab")
     except OSError as exc:
         raise StoreError(f"Cannot open {what} {path!r}: {exc}", url=url) from exc
-    try:
-        fcntl.flock(lockfile.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        lockfile.close()
-        raise StoreLockedError(
-            f"{what.capitalize()} {path!r} is open in another process", url=url
-        ) from exc
-    return lockfile
+    files = [hold_file(path + ".lock", what, url, path)]
+    if also is not None:
+        try:
+            files.append(hold_file(also, what, url, path))
+        except BaseException:
+            files[0].close()
+            raise
+    return StoreLock(files)
 
 
 class _Flushable(Protocol):
@@ -209,6 +325,25 @@ def probe_writable(path: str, failure: str, url: str) -> None:
             os.unlink(probe)
         except OSError:
             pass
+
+
+#: The errors of ``os.link`` on a file system without hard links.
+_NO_LINKS = (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.EXDEV)
+
+
+def _unlink_if_there(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether the paths *a* and *b* both exist and name one file."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def fsync_dir(path: str) -> None:
@@ -400,15 +535,54 @@ def _refuse_float(text: str) -> Any:
     raise ValueError(f"{text} is not an integer")
 
 
-def parse_line(line: bytes) -> tuple[int, list[Any]]:
-    """One journal line: ``[seq, ops]``; NaN, infinities and floats are refused."""
+#: What ends a journal line after its JSON: a tab and the CRC32 of the JSON's bytes, in eight
+#: lowercase hex digits. A byte changed anywhere in the line fails the check (or the JSON).
+_LINE_CRC = b"\t%08x"
+_LINE_CRC_LEN = len(_LINE_CRC % 0)
+
+
+def journal_line(
+    seq: int, ops: list[Any], encode: Callable[[list[Any]], bytes | None] | None = None
+) -> bytes:
+    """The journal line of change *seq*: ``[seq,ops]``, its checksum, a line break.
+
+    *encode* (the compiled ``encode_json``) may make the JSON's bytes, which must be the ones
+    ``json.dumps`` makes; it returns None for what it leaves to ``json.dumps``.
+    """
+    body = encode([seq, ops]) if encode is not None else None
+    if body is None:
+        body = json.dumps([seq, ops], separators=(",", ":")).encode()
+    return body + _LINE_CRC % zlib.crc32(body) + b"\n"
+
+
+def parse_line(line: bytes, unchecked: bool = True) -> tuple[int, list[Any], bool]:
+    """One journal line (without its line break): ``[seq, ops]`` and its checksum.
+
+    NaN, infinities and floats are refused. A line without a checksum is one written before
+    lines had them: read unchecked while *unchecked* (the caller clears it once a line of the
+    file had a checksum: an older journal's lines may only come before the newer ones).
+
+    Returns:
+        The sequence number, the ops, and whether the line had a checksum.
+
+    Raises:
+        ValueError: the line fails its checksum, or is not one this store writes.
+    """
+    checked = len(line) > _LINE_CRC_LEN and line[-_LINE_CRC_LEN] == 0x09  # a tab
+    if checked:
+        body = line[:-_LINE_CRC_LEN]
+        if line[-_LINE_CRC_LEN:] != _LINE_CRC % zlib.crc32(body):
+            raise ValueError("it fails its checksum (a byte of it changed)")
+        line = body
+    elif not unchecked:
+        raise ValueError("it has no checksum, though the lines before it have one")
     value = json.loads(line, parse_constant=_refuse_constant, parse_float=_refuse_float)
     if not isinstance(value, list) or len(value) != 2 or not isinstance(value[1], list):
         raise ValueError("not a [sequence number, operations] pair")
     seq, ops = value
     if type(seq) is not int or seq < 1:
         raise ValueError(f"{seq!r:.40} is not a sequence number")
-    return seq, ops
+    return seq, ops, checked
 
 
 class PlainUnpickler(pickle.Unpickler):
@@ -658,7 +832,14 @@ class JournaledFile:
     """A :class:`State` made durable at *path*: every change journaled before it is answered.
 
     * ``PATH.journal`` gets one JSON line per change: a sequence number and the ops it made
-      (JSON cannot run code when read back). The *fsync* policy decides when the line reaches
+      (JSON cannot run code when read back), then a tab and the line's CRC32 (8 hex digits).
+      A line whose bytes changed (a disk, a hand edit) fails its checksum: the open raises
+      :class:`~nshash.StoreCorruptError` naming the line, and ``repair`` keeps every line
+      before it. Journals written before lines had checksums still open: a line without one
+      is read unchecked, as long as no line before it in the file had one (the first line
+      this version appends to an older journal starts the checked part). This version's
+      journals do not open in a version before the checksums.
+      The *fsync* policy decides when the line reaches
       the disk itself: ``always`` (before returning), ``everysec`` (a background flush about
       once a second) or ``no`` (when the OS decides). Every policy survives a killed process:
       each line is handed to the OS before the change returns.
@@ -679,8 +860,10 @@ class JournaledFile:
       A child that fails leaves both journals, and the next compaction is written in the
       foreground. The child holds the lock with this process and dies with the thread that
       forked it.
-    * ``PATH.lock`` is held with ``flock`` while open: a second opener gets
-      :class:`~nshash.StoreLockedError`.
+    * ``PATH.lock`` and ``PATH.journal`` are held with ``flock`` while open: a second
+      opener gets :class:`~nshash.StoreLockedError`, even when ``PATH.lock`` was deleted
+      meanwhile (the journal is moved aside only by linking it, so ``PATH.journal`` always
+      names a file the writer holds; see :meth:`_swap_journal`).
 
     A read-only file (*readonly*) takes no lock and writes nothing: it loads the snapshot and
     every complete journal line, retrying when a writer replaced the snapshot meanwhile.
@@ -708,8 +891,12 @@ class JournaledFile:
         repair: bool = False,
         readonly: bool = False,
         lock: threading.RLock | None = None,
+        encode: Callable[[list[Any]], bytes | None] | None = None,
     ) -> None:
         self.path = path
+        #: A faster maker of a journal line's JSON (the bytes of ``json.dumps`` with compact
+        #: separators), or None where json.dumps must make it; None: json.dumps always.
+        self._encode = encode
         self.url = url
         self.what = what
         self.state = make_state()
@@ -719,7 +906,7 @@ class JournaledFile:
         self.readonly = readonly
         self._lock = lock if lock is not None else threading.RLock()
         self.journal: Journal | None = None
-        self._lockfile: BinaryIO | None = None
+        self._lockfile: StoreLock | None = None
         self.seq = 0
         self._dirty = False
         self._stop = threading.Event()
@@ -745,6 +932,12 @@ class JournaledFile:
         self._lockfile = lock_path(path, self.what, self.url)
         try:
             journal, old = path + ".journal", self._old
+            _unlink_if_there(journal + ".new")  # a swap cut short: never written to
+            if _same_file(old, journal):  # a swap cut short after it linked the old journal
+                os.unlink(old)
+            # The journal is the store's own lock: a second writer that got PATH.lock (its
+            # file deleted meanwhile) finds this one held (see StoreLock).
+            self.journal = Journal(journal, self.url, self.what, path)
             had_old = os.path.exists(old)
             with gc_paused():
                 snapshot_seq = self._load_snapshot()
@@ -755,28 +948,30 @@ class JournaledFile:
                 if damage is None:
                     _, good_end, damage = self._replay(journal, snapshot_seq)
                     damaged = journal
-                elif os.path.exists(journal):  # every line after the damage goes with it
+                elif self.journal.end:  # every line after the damage goes with it
                     rest = _read_or_empty(journal)
                     with open(old, "ab") as fh:
                         fh.write(rest)
-                    os.unlink(journal)
+                    self.journal.truncate(0)
                     lines = rest.count(b"\n")
                     damage += f", and the {lines} line(s) of {journal!r}"
             if damage is not None:
                 # repair: keep what was before the damage, move the damaged journal aside
                 # (and the old journal, whole, is in the snapshot now).
                 self._write_snapshot(keep_journal=True)
-                os.replace(damaged, journal + ".damaged")
+                if damaged == journal:
+                    self._swap_journal(journal + ".damaged")
+                else:
+                    os.replace(damaged, journal + ".damaged")
                 if os.path.exists(old):
                     os.unlink(old)
                 self.repaired = damage
                 logger.warning("%s; the damaged journal is kept as %s.damaged", damage, journal)
             elif good_end is not None:
-                os.truncate(journal, good_end)
+                self.journal.truncate(good_end)
             # A plain open rewrites nothing: the journal is folded into the snapshot only once
             # it has outgrown it (see maybe_compact), or when a background snapshot was cut
             # short by a crash.
-            self.journal = Journal(journal, self.url)
             if had_old and damage is None:
                 try:
                     self._write_snapshot()
@@ -836,12 +1031,14 @@ class JournaledFile:
         lines = data.split(b"\n")
         t = self.state
         replayed = good_end = 0
+        unchecked = True  # until a line has a checksum (see parse_line)
         # The last element is b"" after a complete final line; anything else there is a line
         # cut short by a crash before its write returned: it was never acknowledged.
         for lineno, line in enumerate(lines[:-1], 1):
             t.undo = []
             try:
-                seq, ops = parse_line(line)
+                seq, ops, checked = parse_line(line, unchecked)
+                unchecked = unchecked and not checked
                 if seq > after:
                     if seq <= self.seq:
                         raise ValueError(f"sequence number {seq} does not follow {self.seq}")
@@ -908,8 +1105,11 @@ class JournaledFile:
             # A background snapshot begun meanwhile renamed the journal after it was read.
             if identity(path) != before or identity(old) != old_before:
                 continue
-            # Lines past the snapshot only; a torn last line was never acknowledged.
-            self._replay_lines(old, older, after)
+            # Lines past the snapshot only; a torn last line was never acknowledged. The old
+            # journal is linked as the journal itself while a writer swaps them (or after a
+            # crash in the middle of that): its lines are the journal's then.
+            if not _same_file(old, journal):
+                self._replay_lines(old, older, after)
             self._replay_lines(journal, data, after)
             return
         raise StoreError(
@@ -946,7 +1146,7 @@ class JournaledFile:
         if self.journal is None or not log:
             return
         seq = self.seq + 1
-        line = json.dumps([seq, log], separators=(",", ":")).encode() + b"\n"
+        line = journal_line(seq, log, self._encode)
         try:
             self.journal.append(line, sync=self._fsync == "always")
         except StoreError as exc:
@@ -988,18 +1188,11 @@ class JournaledFile:
         assert journal is not None
         try:
             journal.sync()  # the old journal is whole on disk before anything depends on it
-            os.replace(journal.path, self._old)
-            try:
-                fresh = Journal(journal.path, self.url)
-            except OSError:
-                os.replace(self._old, journal.path)  # appends still go to the same file
-                raise
+            self._swap_journal(self._old)
         except OSError as exc:
             raise StoreError(
                 f"Cannot begin a snapshot of {self.path!r}: {exc}", url=self.url
             ) from exc
-        journal.close()
-        self.journal = fresh
         self._dirty = False
         try:
             fsync_dir(self.path)  # the rename and the new journal, through a power cut
@@ -1008,6 +1201,48 @@ class JournaledFile:
         if self._snapshots is None:
             self._snapshots = _Snapshotter(self)
         self._snapshots.request()
+
+    def _swap_journal(self, move_to: str) -> None:
+        """Move ``PATH.journal`` to *move_to* and go on in a new, empty journal, holding the
+        store's lock on whatever file ``PATH.journal`` names at every moment: the new file is
+        made and locked as ``PATH.journal.new``, the old one linked as *move_to* too, and the
+        new one renamed over it. (Where the file system has no hard links, the old one is
+        renamed: then for a moment there is no journal, and no lock to find.) An open finds
+        what a crash midway leaves: a ``.new`` file nothing was written to, or *move_to*
+        and ``PATH.journal`` one file (see :meth:`_open_files`).
+
+        Raises:
+            OSError, StoreError: the swap failed; the journal is where it was, still in use.
+        """
+        journal = self.journal
+        assert journal is not None
+        path = journal.path
+        fresh = Journal(path + ".new", self.url, self.what, self.path, mode="wb")
+        try:
+            _unlink_if_there(move_to)
+            try:
+                os.link(path, move_to)
+                linked = True
+            except OSError as exc:
+                if exc.errno not in _NO_LINKS:
+                    raise
+                os.replace(path, move_to)
+                linked = False
+            try:
+                os.replace(fresh.path, path)
+            except OSError:
+                if linked:
+                    os.unlink(move_to)
+                else:
+                    os.replace(move_to, path)
+                raise
+        except BaseException:
+            fresh.close()
+            _unlink_if_there(fresh.path)
+            raise
+        fresh.path = path
+        journal.close()
+        self.journal = fresh
 
     def fork_snapshot(self) -> tuple[int, int]:
         """Fork a child that writes the snapshot of the state as it is now and exits (0 when
@@ -1018,7 +1253,9 @@ class JournaledFile:
             OSError: no pipe or no process could be made.
         """
         seq, parent = self.seq, os.getpid()
-        keep = [] if self._lockfile is None else [self._lockfile.fileno()]
+        keep = [] if self._lockfile is None else self._lockfile.fds()
+        if self.journal is not None:  # the store's own lock (see StoreLock)
+            keep.append(self.journal.fileno())
         reader, writer = os.pipe()
         try:
             pid = os.fork()

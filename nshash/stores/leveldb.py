@@ -25,6 +25,7 @@ default) syncs a write when a second has passed since the last synced one, and t
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import shutil
@@ -134,6 +135,50 @@ def reason(exc: Exception) -> str:
     """The text of a plyvel error (plyvel passes LevelDB's status as bytes)."""
     arg = exc.args[0] if exc.args else exc
     return arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n / 1e3:.0f} KB"
+
+
+def _not_writable(path: str) -> str:
+    """Why a writer cannot open *path*, when the folder it is in says so (LevelDB itself only
+    names the LOCK file it failed on), as a clause to add to its message; else ``""``."""
+    where = os.path.abspath(path)
+    while not os.path.exists(where) and os.path.dirname(where) != where:
+        where = os.path.dirname(where)
+    try:
+        read_only = bool(os.statvfs(where).f_flag & os.ST_RDONLY)
+    except OSError:
+        return ""
+    if read_only:
+        return (
+            f" (the file system holding {where!r} is read-only: give a writable path, or add"
+            " ?readonly=true to the URL to read the store)"
+        )
+    if not os.access(where, os.W_OK):
+        return f" (this user may not write in {where!r})"
+    return ""
+
+
+def _space_needed(path: str) -> str:
+    """Why a full disk stops an open of the LevelDB directory *path*, and what frees it: an
+    open first writes the log of the last writes into a table (nothing is lost meanwhile)."""
+    try:
+        logs = sum(
+            os.path.getsize(os.path.join(path, name))
+            for name in os.listdir(path)
+            if name.endswith(".log")
+        )
+        st = os.statvfs(path)
+    except OSError:
+        return ""
+    free = st.f_bavail * st.f_frsize
+    return (
+        f" (an open first writes the log of the last writes, {_mb(logs)} here, into a table,"
+        f" and the disk has {_mb(free)} free: free at least {_mb(max(logs, 1))} on it and"
+        " open again; nothing is lost meanwhile)"
+    )
 
 
 #: How a backend error is introduced when the caller names no operation.
@@ -269,9 +314,12 @@ class LevelDB:
             self._copy = None
 
     def _open_failed(self, exc: Exception) -> StoreError:
-        return StoreError(
-            f"Cannot open LevelDB directory {self.path!r}: {reason(exc)}", url=self.url
-        )
+        text = reason(exc)
+        if "No space left on device" in text or getattr(exc, "errno", None) == errno.ENOSPC:
+            text += _space_needed(self.path)
+        else:
+            text += _not_writable(self.path)
+        return StoreError(f"Cannot open LevelDB directory {self.path!r}: {text}", url=self.url)
 
     def reopen(self) -> None:
         """Close and open the directory again (after a failed write, by the owner's recovery).

@@ -27,15 +27,34 @@ from ..errors import (
     StoreCorruptError,
     StoreError,
     StoreUnavailableError,
+    UnknownOptionError,
 )
 from .kv import check_settings
 from .url import mask_url
 
-__all__ = ["DEFAULT_TIMEOUT", "Connection", "check_prefix", "connect", "translate"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "MAX_COUNT",
+    "Connection",
+    "check_prefix",
+    "connect",
+    "count_arg",
+    "translate",
+]
 
 #: Seconds to wait for a TCP connection and for each reply; no retries, so a dead or hung
 #: server is reported within about this long.
 DEFAULT_TIMEOUT = 1.0
+
+#: The largest count a Redis command takes (a signed 64-bit integer).
+MAX_COUNT = 2**63 - 1
+
+
+def count_arg(n: int) -> bytes:
+    """*n* as a Redis count argument (``LIMIT 0 n``): a count past what Redis holds asks for
+    everything, as a count past the store's size does on every store."""
+    return b"%d" % min(int(n), MAX_COUNT)
+
 
 #: Options :meth:`RedisStore.from_url` accepts (in the URL query or as keywords).
 _OPTIONS = ("prefix", "db", "socket_timeout", "socket_connect_timeout", "max_connections")
@@ -148,9 +167,10 @@ def connect(url: str, taken: Sequence[str] = (), **options: Any) -> tuple[redis.
         )
     tls = {k: merged.pop(k) for k in _TLS_OPTIONS if k in merged}
     if merged:
-        raise ConfigError(
+        raise UnknownOptionError(
             f"Unknown option(s) {sorted(merged)} for a Redis store in {shown!r}; use "
-            f"{', '.join(_OPTIONS)}, and with rediss:// {', '.join(_TLS_OPTIONS)}"
+            f"{', '.join(_OPTIONS)}, and with rediss:// {', '.join(_TLS_OPTIONS)}",
+            names=sorted(merged),
         )
     if tls and parts.scheme.lower() != "rediss":
         raise ConfigError(f"TLS options {sorted(tls)} need a rediss:// URL, not {shown!r}")
@@ -196,6 +216,24 @@ def translate(exc: Exception, url: str) -> StoreError:
     return err
 
 
+def ping_writable(client: redis.Redis, prefix: str, url: str) -> None:
+    """Check that Redis answers and takes a write: ``{PREFIX}:ready``, a small key that
+    expires in a minute. Redis out of memory under ``maxmemory-policy noeviction`` refuses it
+    as it refuses every add.
+
+    Raises:
+        StoreUnavailableError: Redis refuses writes for want of memory (it may pass).
+        redis.RedisError: anything else (for the caller's :func:`translate`).
+    """
+    client.ping()
+    try:
+        client.set(("{" + prefix + "}:ready").encode("utf-8"), b"1", px=60_000)
+    except redis.ResponseError as exc:
+        if not str(exc).startswith("OOM"):
+            raise
+        raise StoreUnavailableError(f"Redis at {url!r} refuses writes: {exc}", url=url) from exc
+
+
 class Connection:
     """A method's connection to Redis: a client, the URL's key prefix, and typed errors.
 
@@ -237,9 +275,10 @@ class Connection:
         check_settings(self.url, stored, settings, method)
 
     def ping(self) -> None:
-        """Raise a StoreError unless Redis answers."""
+        """Raise a StoreError unless Redis answers and takes a write (see
+        :func:`ping_writable`)."""
         with self.errors():
-            self.client.ping()
+            ping_writable(self.client, self.prefix, self.url)
 
     def close(self) -> None:
         """Release the connections (idempotent)."""

@@ -6,9 +6,11 @@ order LevelDB keeps too). It needs nothing installed, and it is the proof that a
 is one module: :class:`SQLiteKV` implements :class:`~nshash.stores.kv.OrderedKV`, and every
 method's tables run on it unchanged.
 
-**One writer.** ``PATH.lock`` is held with ``flock`` while the store is open for writing: a
-second opener gets :class:`~nshash.StoreLockedError` (the tables keep counters in memory
-between calls, as on LevelDB). The file is in WAL mode, so readers never block the writer.
+**One writer.** ``PATH.lock`` and the database file itself are held with ``flock`` while
+the store is open for writing: a second opener gets :class:`~nshash.StoreLockedError` (the
+tables keep counters in memory between calls, as on LevelDB), even when ``PATH.lock`` was
+deleted meanwhile (SQLite's own locks are ``fcntl`` locks, which ``flock`` leaves alone).
+The file is in WAL mode, so readers never block the writer.
 
 **Durability.** Each batch is one transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``): all of it
 or none, even on a full disk (SQLite rolls the transaction back). A committed transaction
@@ -46,7 +48,7 @@ from ..errors import (
     StoreNotFoundError,
     StoreReadOnlyError,
 )
-from .durable import lock_path, start_flusher
+from .durable import lock_path, probe_writable, start_flusher
 from .kv import OrderedKV, namespace, prefix_end
 from .url import FSYNC_POLICIES
 
@@ -110,13 +112,16 @@ class SQLiteKV(OrderedKV):
         self._lockfile: Any = None
         self._copy: str | None = None
         self._dirty = False
+        #: Why the last write failed (a full disk...), until a write or a probe succeeds.
+        self.write_error: str | None = None
         self._closed = False
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
         if readonly:
             self._db = self._open_reader()
         else:
-            self._lockfile = lock_path(path, "SQLite store", self.url)
+            # The database file itself is locked too: PATH.lock alone can be deleted.
+            self._lockfile = lock_path(path, "SQLite store", self.url, also=path)
             try:
                 self._db = self._open_writer(repair)
             except BaseException:
@@ -294,10 +299,12 @@ class SQLiteKV(OrderedKV):
                 why = str(exc)
                 if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
                     why = f"No space left on device (SQLite: {why})"
+                self.write_error = why
                 raise StoreError(
                     f"Cannot write to {self.path!r}: {why}; nothing of this call was written",
                     url=self.url,
                 ) from exc
+            self.write_error = None
             if self._fsync == "always":
                 pass  # synchronous=FULL synced the log in the commit
             elif sync:
@@ -316,6 +323,15 @@ class SQLiteKV(OrderedKV):
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    def check_writes(self) -> None:
+        """Raise StoreError while writes fail: the last one failed and the disk under the
+        file still refuses a probe write (SQLite rolled it back whole, so nothing needs
+        repair: the next write is simply tried)."""
+        failure = self.write_error
+        if failure is not None:
+            probe_writable(self.path, failure, self.url)
+            self.write_error = None
 
     def flush_pending(self) -> None:
         """Sync a commit left unsynced by the ``everysec`` policy (the flusher's job)."""

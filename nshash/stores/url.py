@@ -7,7 +7,7 @@ import re
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from ..errors import ConfigError
+from ..errors import ConfigError, UnknownOptionError, install_hint
 
 __all__ = [
     "FSYNC_POLICIES",
@@ -91,12 +91,20 @@ def parse_url(url: str) -> tuple[str, str, dict[str, str]]:
         if key in options:
             raise ConfigError(f"Option {key!r} is given twice in {mask_url(url)!r}")
         options[key] = value
-    # memory:// and leveldb:// take a file path: "leveldb:///abs/dir" or "leveldb://rel/dir".
-    path = (
-        parts.path
-        if parts.scheme.lower().startswith(("redis", "unix"))
-        else (parts.netloc + parts.path)
-    )
+    # memory://, leveldb:// and sqlite:// take a file path: "leveldb:///abs/dir", or a
+    # relative one that says so, "leveldb://./rel/dir". "memory://tmp/x.pkl" is refused: it
+    # reads as /tmp/x.pkl with a slash missing, and would quietly make ./tmp/x.pkl.
+    if parts.scheme.lower().startswith(("redis", "unix")):
+        path = parts.path
+    else:
+        path = parts.netloc + parts.path
+        if parts.netloc and not parts.netloc.startswith("."):
+            scheme = parts.scheme.lower()
+            shown = mask_url(url).partition("://")[2].partition("?")[0]
+            raise ConfigError(
+                f"{mask_url(url)!r} names no clear path: write {scheme}:///{shown} for the"
+                f" absolute path or {scheme}://./{shown} for one relative to the working folder"
+            )
     return parts.scheme.lower(), path, options
 
 
@@ -149,8 +157,12 @@ def retention_option(options: dict[str, Any], url: str) -> int | None:
 
 
 def refuse_unknown(options: dict[str, Any], url: str) -> None:
+    """Raise :class:`~nshash.errors.UnknownOptionError` for the options left in *options*."""
     if options:
-        raise ConfigError(f"Unknown option(s) {sorted(options)} in store URL {mask_url(url)!r}")
+        raise UnknownOptionError(
+            f"Unknown option(s) {sorted(options)} for the store {mask_url(url)!r}",
+            names=sorted(options),
+        )
 
 
 def repair_option(options: dict[str, Any], url: str) -> bool:
@@ -169,5 +181,5 @@ def require_package(module: str, extra: str) -> Any:
         return importlib.import_module(module)
     except ImportError as exc:
         raise ConfigError(
-            f"This store needs the {module!r} package: pip install 'nshash[{extra}]'"
+            f"This store needs the {module!r} package: {install_hint(extra)}"
         ) from exc

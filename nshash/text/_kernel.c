@@ -23,7 +23,7 @@
 #include "_u64sort.h"
 
 #define BMP 0x10000
-#define KERNEL_ABI 6 /* bump with every change of Kernel's arguments or tables */
+#define KERNEL_ABI 7 /* bump with every change of Kernel's arguments or tables */
 
 /* default_process of every BMP code point (0: dropped), and what folding a kept character
  * needs: 0 nothing, 1 full-width digit or letter (its NFKC form is c - 0xFEE0), 2 the pure
@@ -886,7 +886,142 @@ static PyObject *surrogate_at(PyObject *self, PyObject *text)
     return PyLong_FromLong(-1);
 }
 
+/* The DocPrint slot names narrow() reads and writes, interned once. */
+static PyObject *s_sentences, *s_sketch, *s_exact, *s_limit;
+
+/* A Python int as a uint64: 0, or 1 when it is not an exact int in [0, 2**64) (the caller
+ * then answers None), -1 on another error. */
+static int exact_u64(PyObject *o, uint64_t *v)
+{
+    if (!PyLong_CheckExact(o))
+        return 1;
+#if PY_VERSION_HEX < 0x030C0000 && PYLONG_BITS_IN_DIGIT == 30
+    /* Up to 2 digits (60 bits: every sketch value), read directly: the unsigned conversion
+     * goes through a byte array, the one cost that showed here. */
+    Py_ssize_t size = Py_SIZE(o);
+    if (size >= 0 && size <= 2) {
+        const digit *d = ((PyLongObject *)o)->ob_digit;
+        *v = size == 0 ? 0 : size == 1 ? d[0] : (uint64_t)d[0] | ((uint64_t)d[1] << 30);
+        return 0;
+    }
+#endif
+    *v = PyLong_AsUnsignedLongLong(o);
+    if (*v == (uint64_t)-1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+            return -1;
+        PyErr_Clear();
+        return 1;
+    }
+    return 0;
+}
+
+/* narrow(doc, shift, no_limit): nshash.text.fingerprint.narrow on the DocPrint *doc*, in C:
+ * a DocPrint (of doc's class, made without its __init__, as prepare makes one) with each
+ * sketch value shifted right by *shift*, repeats dropped, and the limit likewise (kept as it
+ * is when at least *no_limit*); a value that becomes the limit is dropped, and a sketch that
+ * would be left empty so keeps its values with the limit moved past them. None where the
+ * Python version must answer: a value that is not an int in [0, 2**64), a sketch that is not
+ * a tuple, or one whose shifted values are not ascending (dict.fromkeys then keeps an order
+ * a run of equal neighbours cannot show). The caller checks doc's class is DocPrint. */
+static PyObject *narrow_doc(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "narrow(doc, shift, no_limit) takes 3 arguments");
+        return NULL;
+    }
+    PyObject *doc = args[0], *result = NULL, *sketch = NULL, *limit = NULL, *values = NULL;
+    PyObject *new_limit = NULL, *sentences = NULL, *exact = NULL;
+    uint64_t no_limit, limit_v, *buf = NULL;
+    Py_ssize_t shift = PyLong_AsSsize_t(args[1]);
+    if (shift == -1 && PyErr_Occurred())
+        return NULL;
+    int rc = exact_u64(args[2], &no_limit);
+    if (rc || shift < 0 || shift > 63) {
+        if (rc >= 0 && !PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "narrow: shift or no_limit out of range");
+        return NULL;
+    }
+    if (!(sketch = PyObject_GetAttr(doc, s_sketch)) || !(limit = PyObject_GetAttr(doc, s_limit)))
+        goto done;
+    if (!PyTuple_CheckExact(sketch) || (rc = exact_u64(limit, &limit_v)) > 0)
+        goto fallback;
+    if (rc < 0)
+        goto done;
+    int keep_limit = limit_v >= no_limit;
+    if (!keep_limit)
+        limit_v >>= shift;
+    Py_ssize_t n = PyTuple_GET_SIZE(sketch), u = 0, i;
+    if (!(buf = PyMem_Malloc(((size_t)n + 1) * sizeof *buf))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (i = 0; i < n; i++) {
+        uint64_t v;
+        if ((rc = exact_u64(PyTuple_GET_ITEM(sketch, i), &v)) != 0) {
+            if (rc < 0)
+                goto done;
+            goto fallback;
+        }
+        v >>= shift;
+        if (u && v < buf[u - 1])
+            goto fallback;
+        if (!u || v != buf[u - 1])
+            buf[u++] = v;
+    }
+    Py_ssize_t kept = u;
+    if (u && buf[u - 1] >= limit_v) {
+        for (kept = 0; kept < u && buf[kept] < limit_v; kept++)
+            ;
+        if (kept) {
+            u = kept;
+        } else { /* every value at the limit: the sketch stays whole, the limit moves past it */
+            keep_limit = 0;
+            limit_v = buf[u - 1] + 1;
+            if (!limit_v) /* the values reach 2**64 - 1: the Python version's int answers */
+                goto fallback;
+        }
+    }
+    if (!(values = PyTuple_New(u)))
+        goto done;
+    for (i = 0; i < u; i++) {
+        PyObject *o = PyLong_FromUnsignedLongLong(buf[i]);
+        if (!o)
+            goto done;
+        PyTuple_SET_ITEM(values, i, o);
+    }
+    new_limit = keep_limit ? Py_NewRef(limit) : PyLong_FromUnsignedLongLong(limit_v);
+    if (!new_limit || !(sentences = PyObject_GetAttr(doc, s_sentences))
+        || !(exact = PyObject_GetAttr(doc, s_exact)))
+        goto done;
+    PyTypeObject *tp = Py_TYPE(doc);
+    PyObject *obj = tp->tp_alloc(tp, 0);
+    if (!obj)
+        goto done;
+    if (PyObject_GenericSetAttr(obj, s_sentences, sentences) < 0
+        || PyObject_GenericSetAttr(obj, s_sketch, values) < 0
+        || PyObject_GenericSetAttr(obj, s_exact, exact) < 0
+        || PyObject_GenericSetAttr(obj, s_limit, new_limit) < 0) {
+        Py_DECREF(obj);
+        goto done;
+    }
+    result = obj;
+    goto done;
+fallback:
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(buf);
+    Py_XDECREF(sketch);
+    Py_XDECREF(limit);
+    Py_XDECREF(values);
+    Py_XDECREF(new_limit);
+    Py_XDECREF(sentences);
+    Py_XDECREF(exact);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
+    {"narrow", (PyCFunction)(void (*)(void))narrow_doc, METH_FASTCALL,
+     "narrow(doc, shift, no_limit) -> the DocPrint with a narrow sketch, or None."},
     {"set_tables", set_tables, METH_VARARGS,
      "set_tables(dp_map, fold_class): the character tables (native uint32 and uint8, BMP)."},
     {"surrogate_at", surrogate_at, METH_O,
@@ -901,6 +1036,11 @@ static struct PyModuleDef kernel_module = {
 PyMODINIT_FUNC PyInit__kernel(void)
 {
     if (PyType_Ready(&KernelType) < 0)
+        return NULL;
+    if ((!s_sentences && !(s_sentences = PyUnicode_InternFromString("sentences")))
+        || (!s_sketch && !(s_sketch = PyUnicode_InternFromString("sketch")))
+        || (!s_exact && !(s_exact = PyUnicode_InternFromString("exact")))
+        || (!s_limit && !(s_limit = PyUnicode_InternFromString("limit"))))
         return NULL;
     PyObject *m = PyModule_Create(&kernel_module);
     if (!m)

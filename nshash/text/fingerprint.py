@@ -38,7 +38,7 @@ import farmhash
 from rapidfuzz.utils import default_process
 
 from ..errors import ConfigError, EmptyDocumentError
-from .kernel import compile_kernel
+from .kernel import compile_kernel, compiled_function
 from .normalize import fold_keys, html_to_text, looks_like_html
 
 if TYPE_CHECKING:
@@ -52,6 +52,7 @@ __all__ = [
     "NARROW_BITS",
     "SKETCH_BITS",
     "narrow",
+    "narrow_pure",
     "split_sentences",
 ]
 
@@ -211,13 +212,28 @@ class DocPrint:
     limit: int = NO_LIMIT
 
 
+#: The compiled narrow (the text kernel's), or None on the pure path.
+_NARROW = compiled_function("narrow")
+
+
 def narrow(doc: DocPrint) -> DocPrint:
     """*doc* with its sketch as a compact store compares it: each value's top
     :data:`NARROW_BITS` bits, and the limit likewise (:data:`NO_LIMIT` stays as it is).
 
     The shift keeps the values ascending; two values that become one are kept once, and a
     value that becomes the limit is dropped (the values at the limit were cut, so only those
-    below it are whole). The anchors and the exact fingerprint are unchanged."""
+    below it are whole). The anchors and the exact fingerprint are unchanged. Compiled where
+    the text kernel is built (every document a compact store places passes here), else
+    :func:`narrow_pure`; the answers are equal."""
+    if _NARROW is not None and type(doc) is DocPrint:
+        found: DocPrint | None = _NARROW(doc, _NARROW_SHIFT, NO_LIMIT)
+        if found is not None:
+            return found
+    return narrow_pure(doc)
+
+
+def narrow_pure(doc: DocPrint) -> DocPrint:
+    """:func:`narrow` in Python: what the compiled one must equal."""
     shift = _NARROW_SHIFT
     limit = doc.limit if doc.limit >= NO_LIMIT else doc.limit >> shift
     values = tuple(dict.fromkeys(v >> shift for v in doc.sketch))

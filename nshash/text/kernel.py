@@ -7,7 +7,9 @@ the sketch. Its results are bit-identical to the pure path's (the tests compare 
 arbitrary Unicode and on real articles), so stores written by either keep matching. Keys are
 hashed by farmhash's own ``Fingerprint64``, found in pyfarmhash's module and checked against
 ``farmhash.fingerprint64`` at start-up (else through ``farmhash.fingerprint64`` itself). The
-extension also compiles the surrogate scan of :mod:`nshash.inputs`. The nshash assignment has
+extension also compiles the surrogate scan of :mod:`nshash.inputs` and
+:func:`nshash.text.fingerprint.narrow` (each with its Python version, which the tests compare
+on random input). The nshash assignment has
 an extension of its own (:mod:`nshash.methods.nshash.compiled`), loaded by
 :func:`load_extension` under the same rules.
 
@@ -65,7 +67,7 @@ _FULLWIDTH_KEPT = (*range(0xFF10, 0xFF1A), *range(0xFF41, 0xFF5B))
 _BMP = 0x10000
 
 #: The interface version of the extension this module drives (``KERNEL_ABI`` in _kernel.c).
-ABI = 6
+ABI = 7
 
 
 def load_extension(module: str, abi: int, what: str) -> tuple[Any, str]:
@@ -199,7 +201,7 @@ def compile_kernel(
 
 
 def compiled_function(name: str) -> Any:
-    """The text kernel's function *name* (the surrogate scan of :mod:`nshash.inputs`), or
+    """The text kernel's function *name* (the surrogate scan of :mod:`nshash.inputs`, narrow), or
     None: on the pure path, or in a build that lacks it, the caller runs its Python version."""
     return getattr(_MODULE, name, None) if _MODULE is not None else None
 

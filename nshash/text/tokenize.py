@@ -25,11 +25,12 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, install_hint
 from .normalize import normalize_text
 
 __all__ = [
     "CJK_CHARS",
+    "MAX_JIEBA_RUN",
     "STOP_WORDS",
     "has_cjk",
     "jieba_module",
@@ -47,6 +48,14 @@ CJK_CHARS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
 _CJK_SPLIT = re.compile(f"([{CJK_CHARS}]+)")
 _HAS_CJK = re.compile(f"[{CJK_CHARS}]")
+
+#: The longest run of Chinese characters handed to jieba in one call; a longer run (no
+#: punctuation, space or other letter in it) is cut into pieces of this length first. jieba's
+#: HMM step keeps a copy of the whole best path at every character of a stretch without
+#: dictionary words, so its cost grows with the square of such a stretch (50,000 times "的":
+#: about 25 s); cut, it grows with the length. Real sentences between two punctuation marks
+#: are far shorter, so their words do not change.
+MAX_JIEBA_RUN = 256
 
 _ENGLISH_STOP_WORDS = """
 a about above after again against all am an and any are as at be because been before being
@@ -93,7 +102,7 @@ def jieba_module() -> Any:
             import jieba
     except ImportError as exc:  # pragma: no cover - jieba is in the similarity extra
         raise ConfigError(
-            "Chinese words need jieba, which is missing: pip install 'nshash[similarity]'."
+            f"Chinese words need jieba, which is missing: {install_hint('similarity')}."
         ) from exc
     jieba.setLogLevel(logging.WARNING)
     return jieba
@@ -139,7 +148,9 @@ def split_words(normalized: str) -> list[str]:
             if not piece:
                 continue
             if i % 2:
-                out.extend(_jieba().lcut(piece))
+                cut = _jieba().lcut
+                for at in range(0, len(piece), MAX_JIEBA_RUN):
+                    out.extend(cut(piece[at : at + MAX_JIEBA_RUN]))
             else:
                 piece = piece.strip("'")
                 if piece:

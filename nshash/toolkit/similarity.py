@@ -50,14 +50,16 @@ Example:
 
 from __future__ import annotations
 
+import importlib.util
 import math
+import sys
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property, lru_cache
 
 import farmhash
 
-from ..errors import ConfigError
+from ..errors import ConfigError, install_hint
 from ..text.normalize import normalize_text
 from ..text.tokenize import STOP_WORDS, has_cjk, jieba_module, quiet_jieba, split_words
 
@@ -101,7 +103,7 @@ def _idf_table() -> tuple[Mapping[str, float], float]:
             import jieba.analyse
     except ImportError as exc:  # pragma: no cover - jieba.analyse ships with jieba
         raise ConfigError(
-            "TF-IDF weights need jieba.analyse, which is missing: pip install 'nshash[similarity]'."
+            f"TF-IDF weights need jieba.analyse, which is missing: {install_hint('similarity')}."
         ) from exc
     analyser = jieba.analyse.default_tfidf
     return analyser.idf_freq, float(analyser.median_idf)
@@ -305,7 +307,8 @@ def compare(
         ``{metric: score}`` in the order asked for.
 
     Raises:
-        ConfigError: a text is not a str, or a metric name is unknown.
+        ConfigError: a text is not a str, a metric name is unknown, or the ``similarity``
+            extra (jieba) is not installed, whatever the texts' language.
 
     Example:
         >>> compare("the same words", "the same words")
@@ -313,6 +316,14 @@ def compare(
 'common_words': 1.0, 'levenshtein': 1.0}
     """
     names = _metric_names(metrics)
+    # The extra is needed whatever the language: checked here, not first on a Chinese text
+    # (found, not imported: Latin text never loads jieba).
+    jieba = sys.modules.get("jieba", ...)
+    if jieba is None or (jieba is ... and importlib.util.find_spec("jieba") is None):
+        raise ConfigError(
+            "The similarity measures need jieba (for Chinese words), which is missing:"
+            f" {install_hint('similarity')}"
+        )
     x, y = _Text(a), _Text(b)
     return {name: _MEASURES[name](x, y, stop_words) for name in names}
 

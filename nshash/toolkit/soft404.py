@@ -50,7 +50,7 @@ from email.message import Message
 from functools import lru_cache
 from typing import Any
 
-from ..errors import ConfigError, NSHashError
+from ..errors import ConfigError, NSHashError, install_hint
 from ..text.normalize import normalize_text
 from ..text.tokenize import split_words
 
@@ -108,7 +108,7 @@ def _html_parser() -> Any:
         from selectolax.lexbor import LexborHTMLParser
     except ImportError as exc:  # pragma: no cover - selectolax is in the similarity extra
         raise ConfigError(
-            "HTML pages need selectolax, which is missing: pip install 'nshash[similarity]'."
+            f"HTML pages need selectolax, which is missing: {install_hint('similarity')}."
         ) from exc
     return LexborHTMLParser
 

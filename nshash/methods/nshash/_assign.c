@@ -3,10 +3,12 @@
  *   - sketch_guard and cut_sketch: the guard's comparison of a document's sketch with a
  *     group's, and the cut of a sketch to its cap, for every store (assign.py calls them and
  *     keeps their Python versions, which the tests compare);
- *   - fast_assign: assign itself, on a memory store's tables (memory.py), for
- *     every case but a merge; it returns None, having written nothing, for the others, which
- *     the Python assign then takes (tests/test_fast_assign.py runs both on the same streams);
+ *   - fast_assign: assign itself, on a memory store's tables (memory.py), journaled or not,
+ *     for every case but a merge and a retried id; it returns None, having written nothing,
+ *     for the others, which the Python assign then takes (tests/test_fast_assign.py runs
+ *     both on the same streams, journal lines included);
  *   - make_record: a result of every add made without its frozen dataclass's __init__;
+ *   - encode_json: a journal line's JSON (the bytes json.dumps makes of it);
  *   - AnchorMap and VoteMap: the memory store's anchor, exact-text, common and vote tables,
  *     12 and 20 bytes an entry; GroupTable: its tables keyed by group id, a slot of 8 bytes an id;
  *     DocTable: its doc id -> record table, 16 bytes a slot and each record in a raw block;
@@ -23,7 +25,7 @@
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 8 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 9 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -2031,10 +2033,10 @@ static int table_discard(PyObject *table, PyObject *key)
 /* The names of the _Tables attributes fast_assign reads, interned once (a lookup by a C
  * string would make a str each time). */
 enum { T_DOCS, T_FP, T_EXACT, T_COMMON, T_PARENT, T_SKETCH, T_LIMIT, T_SIZE, T_VOTES, T_MEMBERS,
-       T_LOG, T_UNDO, T_COUNTER, T_DOCUMENTS, T_NARROW, T_NAMES };
+       T_LOG, T_UNDO, T_COUNTER, T_DOCUMENTS, T_NARROW, T_MISSING, T_NAMES };
 static const char *const table_names[T_NAMES] = {
     "docs", "fp", "exact", "common", "parent", "sketch", "limit", "size", "votes", "members",
-    "log", "undo", "counter", "documents", "narrow"};
+    "log", "undo", "counter", "documents", "narrow", "MISSING"};
 static PyObject *table_keys[T_NAMES];
 
 static int intern_table_names(void)
@@ -2085,6 +2087,83 @@ static PyObject *resolve_in(PyObject *parent, PyObject *gid)
 /* The int 1 (made at import), for counting. */
 static PyObject *ONE;
 
+/* -- the journal's ops and the undo of a change ----------------------------------------------
+ *
+ * A journaled store (memory.py's _Tables inside JournaledFile.change) keeps two lists while a
+ * document is placed: ``log``, the ops the journal line will hold, each the list the Python
+ * method of the write appends (["f", h, gid], ["n", gid, values, limit], ...: replay feeds
+ * them back through those methods), and ``undo``, how to take each write back if the journal
+ * refuses the line: (table, key, old value) for an entry (old: the tables' MISSING when there
+ * was none; table t: an attribute), as _Tables.rollback reads them. fast_assign appends what the
+ * Python methods append, in their order, so a journal reads the same whichever path wrote it. */
+typedef struct {
+    PyObject *log, *undo, *missing; /* log and undo NULL when off; missing borrowed */
+} Ops;
+
+/* The names of the most frequent ops, interned at import (Py_BuildValue would parse a format
+ * and make the name each time: most of an op's cost). */
+enum { OP_F, OP_X, OP_V, OP_M, OP_NAMES };
+static PyObject *op_names[OP_NAMES];
+
+/* A new op [name, a] (b NULL) or [name, a, b], of borrowed items: a new list, or NULL. */
+static PyObject *op_of(int name, PyObject *a, PyObject *b)
+{
+    PyObject *op = PyList_New(b ? 3 : 2);
+    if (op) {
+        PyList_SET_ITEM(op, 0, Py_NewRef(op_names[name]));
+        PyList_SET_ITEM(op, 1, Py_NewRef(a));
+        if (b)
+            PyList_SET_ITEM(op, 2, Py_NewRef(b));
+    }
+    return op;
+}
+
+/* Append the op *op* (a new reference, or NULL on an error) to the log: 0 or -1. */
+static int op_log(const Ops *o, PyObject *op)
+{
+    if (!op)
+        return -1;
+    int rc = o->log ? PyList_Append(o->log, op) : 0;
+    Py_DECREF(op);
+    return rc;
+}
+
+/* Note that ``table[key]`` was *old* (borrowed; NULL: absent) before a write: 0 or -1. */
+static int undo_push(const Ops *o, PyObject *table, PyObject *key, PyObject *old)
+{
+    if (!o->undo)
+        return 0;
+    PyObject *step = PyTuple_Pack(3, table, key, old ? old : o->missing);
+    int rc = step ? PyList_Append(o->undo, step) : -1;
+    Py_XDECREF(step);
+    return rc;
+}
+
+static PyObject *table_get(PyObject *table, PyObject *key);
+
+/* Note what ``table[key]`` is now, before a write: 0 or -1. */
+static int undo_entry(const Ops *o, PyObject *table, PyObject *key)
+{
+    if (!o->undo)
+        return 0;
+    PyObject *old = table_get(table, key);
+    if (!old && PyErr_Occurred())
+        return -1;
+    int rc = undo_push(o, table, key, old);
+    Py_XDECREF(old);
+    return rc;
+}
+
+/* A new list of the items [0, n) of the tuple *tup*. */
+static PyObject *tuple_head(PyObject *tup, Py_ssize_t n)
+{
+    PyObject *out = PyList_New(n);
+    if (out)
+        for (Py_ssize_t i = 0; i < n; i++)
+            PyList_SET_ITEM(out, i, Py_NewRef(PyTuple_GET_ITEM(tup, i)));
+    return out;
+}
+
 /* *o* + 1 into attribute or dict entry: helpers of fast_assign's counters. */
 static int bump_attr(PyObject *t, int which)
 {
@@ -2116,7 +2195,7 @@ static int bump_item(PyObject *d, PyObject *key)
  * each hash of the sorted list *hs*; a hash becomes common once *votes* distinct groups
  * (after merges) have been. */
 static int vote_on(PyObject *hs, PyObject *groups, Py_ssize_t votes, PyObject *table,
-                   PyObject *common, PyObject *parent)
+                   PyObject *common, PyObject *parent, const Ops *ops)
 {
     Py_ssize_t i, n = PyList_GET_SIZE(hs);
     for (i = 0; i < n; i++) {
@@ -2148,9 +2227,17 @@ static int vote_on(PyObject *hs, PyObject *groups, Py_ssize_t votes, PyObject *t
             if (PySet_GET_SIZE(roots) >= votes) {
                 Py_DECREF(roots);
                 Py_DECREF(seen);
+                /* add_common((h,)), then set_votes(h, ()) */
+                int was = in_common(common, h, 0, 0);
+                if (was < 0 || (!was && undo_push(ops, common, h, NULL) < 0))
+                    return -1;
                 if (am_store((AnchorMap *)common, h, ONE) < 0)
                     return -1;
-                if (table_discard(table, h) < 0)
+                if (ops->log && op_log(ops, Py_BuildValue("[s[O]]", "c", h)) < 0)
+                    return -1;
+                if (undo_entry(ops, table, h) < 0 || table_discard(table, h) < 0)
+                    return -1;
+                if (ops->log && op_log(ops, Py_BuildValue("[sO[]]", "v", h)) < 0)
                     return -1;
                 continue;
             }
@@ -2163,9 +2250,11 @@ static int vote_on(PyObject *hs, PyObject *groups, Py_ssize_t votes, PyObject *t
             return -1;
         }
         PyObject *kept = PyList_AsTuple(ordered);
-        Py_DECREF(ordered);
-        int rc = kept ? table_set(table, h, kept) : -1;
+        int rc = kept && undo_entry(ops, table, h) == 0 ? table_set(table, h, kept) : -1;
         Py_XDECREF(kept);
+        if (rc == 0 && ops->log)
+            rc = op_log(ops, op_of(OP_V, h, ordered));
+        Py_DECREF(ordered);
         if (rc < 0)
             return -1;
     }
@@ -2174,7 +2263,7 @@ static int vote_on(PyObject *hs, PyObject *groups, Py_ssize_t votes, PyObject *t
 
 /* fast_assign(t, sentences, sketch, exact, doc_limit, n, theta, min_overlap, cap, no_limit,
  * votes, doc_id, title): nshash.methods.nshash.assign.assign on the dicts of a memory store's
- * _Tables *t* (neither journaled nor undoable), for every case but a merge: an exact repeat,
+ * _Tables *t* (journaled or not: see Ops), for every case but a merge: an exact repeat,
  * a new story, and a document whose candidates the guard refuses (their hashes get votes)
  * but for at most one it accepts (the document joins it). Returns (similar_id, duplicate,
  * anchors), having made the writes assign makes; None, having written nothing, for the
@@ -2197,7 +2286,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     PyObject *result = NULL, *anchors = NULL, *root = NULL, *values = NULL, *bound = NULL;
     PyObject *fp = NULL, *exact = NULL, *common = NULL, *parent = NULL, *sketches = NULL;
     PyObject *limits = NULL, *size = NULL, *docs = NULL, *log = NULL, *undo = NULL;
-    PyObject *vote_table = NULL, *empty = NULL;
+    PyObject *vote_table = NULL, *empty = NULL, *missing = NULL;
     PyObject *vals = NULL; /* the sketch of the candidate compared, then of the one joined */
     PyObject *known[FAST_ANCHORS] = {NULL}, *picked[FAST_ANCHORS], *hit = NULL;
     /* The candidates: canonical id, the anchors that hit it, the values shared, accepted. */
@@ -2211,11 +2300,15 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         rc = sketch_value(no_limit_o, &no_limit);
     if (rc || n > FAST_ANCHORS || n < 0)
         goto fallback;
-    /* Journaled or undoable tables keep their ops: the Python path writes those. */
+    /* Journaled tables log each write as an op, and undoable ones note how to take it back
+     * (see Ops): both are lists then, None when off. */
     if (!(log = PyObject_GetAttr(t, table_keys[T_LOG])) || !(undo = PyObject_GetAttr(t, table_keys[T_UNDO])))
         goto done;
-    if (log != Py_None || undo != Py_None)
+    if ((log != Py_None && !PyList_CheckExact(log)) || (undo != Py_None && !PyList_CheckExact(undo)))
         goto fallback;
+    if (undo != Py_None && !(missing = PyObject_GetAttr(t, table_keys[T_MISSING])))
+        goto done;
+    const Ops ops = {log == Py_None ? NULL : log, undo == Py_None ? NULL : undo, missing};
     /* Sketch values are packed 8 bytes each, or 4 in a store of narrow sketches. */
     {
         PyObject *nw = PyObject_GetAttr(t, table_keys[T_NARROW]);
@@ -2389,6 +2482,8 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         }
         if (kept < PyBytes_GET_SIZE(values) / width && _PyBytes_Resize(&values, width * kept) < 0)
             goto done;
+        if (undo_entry(&ops, sketches, root) < 0 || undo_entry(&ops, limits, root) < 0)
+            goto done;
         if (table_set(sketches, root, values) < 0 || !(bound = PyLong_FromUnsignedLongLong(cut)))
             goto done;
     } else { /* a new story */
@@ -2399,8 +2494,13 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         if (!counter)
             goto done;
         root = PyNumber_Add(counter, ONE);
+        rc = root ? undo_push(&ops, t, table_keys[T_COUNTER], counter) : -1;
         Py_DECREF(counter);
-        if (!root || PyObject_SetAttr(t, table_keys[T_COUNTER], root) < 0)
+        if (rc < 0 || PyObject_SetAttr(t, table_keys[T_COUNTER], root) < 0)
+            goto done;
+        /* A new id: nothing of it is in any table (no lookup needed to say so). */
+        if (undo_push(&ops, size, root, NULL) < 0 || undo_push(&ops, sketches, root, NULL) < 0
+            || undo_push(&ops, limits, root, NULL) < 0)
             goto done;
         /* The document's sketch is kept packed (cut to its cap smallest: the limit is then
          * the first value dropped, as combine_sketch makes it). */
@@ -2430,6 +2530,19 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     } else if (table_discard(limits, root) < 0) {
         goto done;
     }
+    if (ops.log) { /* new_group's op, or extend_sketch's */
+        PyObject *op;
+        if (fresh) {
+            Py_ssize_t nsk = PyTuple_GET_SIZE(sketch);
+            PyObject *kept = tuple_head(sketch, nsk > cap ? cap : nsk);
+            op = kept ? Py_BuildValue("[sONO]", "n", root, kept, bound) : NULL;
+        } else {
+            PyObject *all = tuple_head(sketch, PyTuple_GET_SIZE(sketch));
+            op = all ? Py_BuildValue("[sONOO]", "s", root, all, doc_limit_o, args[8]) : NULL;
+        }
+        if (op_log(&ops, op) < 0)
+            goto done;
+    }
     /* The refused candidates' hashes get their votes, in candidate order. */
     for (k = 0; k < nc; k++) {
         if (accepted[k])
@@ -2438,7 +2551,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         rc = hs && _PySet_Update(hs, shared[k]) == 0 ? 0 : -1;
         if (rc == 0 && (ordered = PySequence_List(hs)) != NULL && PyList_Sort(ordered) == 0
             && (pair = PyTuple_Pack(2, cand[k], root)) != NULL)
-            rc = vote_on(ordered, pair, votes, vote_table, common, parent);
+            rc = vote_on(ordered, pair, votes, vote_table, common, parent, &ops);
         else
             rc = -1;
         Py_XDECREF(hs);
@@ -2447,15 +2560,36 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         if (rc < 0)
             goto done;
     }
-    if (table_set(exact, exact_h, root) < 0)
+    /* The text was looked up above and is not in exact: its undo deletes it. */
+    if (undo_push(&ops, exact, exact_h, NULL) < 0 || table_set(exact, exact_h, root) < 0)
+        goto done;
+    if (ops.log && op_log(&ops, op_of(OP_X, exact_h, root)) < 0)
         goto done;
 write:
-    (void)fresh;
-    for (i = 0; i < np; i++)
-        if (!known[i] && table_set(fp, PyTuple_GET_ITEM(anchors, i), root) < 0)
+    for (i = 0; i < np; i++) {
+        if (known[i])
+            continue;
+        PyObject *h = PyTuple_GET_ITEM(anchors, i);
+        if (undo_push(&ops, fp, h, NULL) < 0 || table_set(fp, h, root) < 0) /* absent: known */
             goto done;
+        if (ops.log && op_log(&ops, op_of(OP_F, h, root)) < 0)
+            goto done;
+    }
     /* add_member */
+    if (ops.undo) {
+        PyObject *count = PyObject_GetAttr(t, table_keys[T_DOCUMENTS]);
+        rc = count ? undo_entry(&ops, size, root) : -1;
+        if (rc == 0)
+            rc = undo_push(&ops, t, table_keys[T_DOCUMENTS], count);
+        if (rc == 0 && doc_id != Py_None)
+            rc = undo_push(&ops, docs, doc_id, NULL); /* not there: checked above */
+        Py_XDECREF(count);
+        if (rc < 0)
+            goto done;
+    }
     if (bump_item(size, root) < 0 || bump_attr(t, T_DOCUMENTS) < 0)
+        goto done;
+    if (doc_id == Py_None && ops.log && op_log(&ops, op_of(OP_M, root, NULL)) < 0)
         goto done;
     if (doc_id != Py_None) {
         PyObject *members = table(t, T_MEMBERS, &PyDict_Type), *list;
@@ -2465,6 +2599,26 @@ write:
         /* A reference of its own: the list made below may run a collection, and a finalizer
          * could change the table. */
         list = Py_XNewRef(table_borrow(members, root));
+        if (ops.undo && (list || !PyErr_Occurred())) {
+            /* A list grows in place: the undo cuts it back (list[kept:] = []); anything else
+             * is replaced: the undo puts it back. */
+            if (list && PyList_Check(list)) {
+                PyObject *cut = PyLong_FromSsize_t(PyList_GET_SIZE(list));
+                PyObject *tail = cut ? PySlice_New(cut, NULL, NULL) : NULL;
+                PyObject *none = tail ? PyList_New(0) : NULL;
+                rc = none ? undo_push(&ops, list, tail, none) : -1;
+                Py_XDECREF(cut);
+                Py_XDECREF(tail);
+                Py_XDECREF(none);
+            } else {
+                rc = undo_push(&ops, members, root, list);
+            }
+            if (rc < 0) {
+                Py_XDECREF(list);
+                Py_DECREF(members);
+                goto done;
+            }
+        }
         if (!list) {
             rc = PyErr_Occurred() ? -1 : table_set(members, root, doc_id);
         } else if (PyUnicode_Check(list)) {
@@ -2518,6 +2672,10 @@ write:
         Py_DECREF(record);
         if (rc < 0)
             goto done;
+        if (ops.log
+            && op_log(&ops, Py_BuildValue("[sOOO()OO]", "m", root, doc_id,
+                                          duplicate ? Py_True : Py_False, title, anchors)) < 0)
+            goto done;
     }
     result = Py_BuildValue("(OOO)", root, duplicate ? Py_True : Py_False, anchors);
     goto done;
@@ -2551,6 +2709,7 @@ done:
     Py_XDECREF(undo);
     Py_XDECREF(vote_table);
     Py_XDECREF(empty);
+    Py_XDECREF(missing);
     Py_XDECREF(vals);
     return result;
 }
@@ -2578,7 +2737,156 @@ static PyObject *make_record(PyObject *self, PyObject *const *args, Py_ssize_t n
     return obj;
 }
 
+/* -- encode_json: a journal line's JSON, for the types the ops hold -------------------------- */
+
+typedef struct {
+    char *buf;
+    Py_ssize_t len, cap;
+} Out;
+
+/* Room for *n* more bytes in *o*: 0 or -1. */
+static int out_grow(Out *o, Py_ssize_t n)
+{
+    if (o->len + n > o->cap) {
+        Py_ssize_t cap = o->cap ? o->cap : 256;
+        while (cap < o->len + n)
+            cap *= 2;
+        char *more = PyMem_Realloc(o->buf, (size_t)cap);
+        if (!more) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        o->buf = more;
+        o->cap = cap;
+    }
+    return 0;
+}
+
+static inline int out_put(Out *o, const char *p, Py_ssize_t n)
+{
+    if (o->len + n > o->cap && out_grow(o, n) < 0)
+        return -1;
+    memcpy(o->buf + o->len, p, (size_t)n);
+    o->len += n;
+    return 0;
+}
+
+/* The decimal digits of 0..99, two by two. */
+static const char DIGIT_PAIRS[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                                  "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                                  "8081828384858687888990919293949596979899";
+
+/* Append *u* in decimal (a minus first when *negative*). */
+static int out_decimal(Out *o, uint64_t u, int negative)
+{
+    char digits[24], *end = digits + sizeof digits, *p = end;
+    while (u >= 100) {
+        unsigned r = (unsigned)(u % 100);
+        u /= 100;
+        p -= 2;
+        memcpy(p, DIGIT_PAIRS + 2 * r, 2);
+    }
+    if (u >= 10) {
+        p -= 2;
+        memcpy(p, DIGIT_PAIRS + 2 * u, 2);
+    } else {
+        *--p = (char)('0' + u);
+    }
+    if (negative)
+        *--p = '-';
+    return out_put(o, p, end - p);
+}
+
+/* Append *v*'s JSON to *o*: 0, 1 when *v* holds a type handled by json.dumps alone, -1 on an
+ * error. *quote* is json's encode_basestring_ascii (what json.dumps calls for a str). */
+static int encode_value(Out *o, PyObject *v, PyObject *quote, int depth)
+{
+    if (v == Py_None)
+        return out_put(o, "null", 4);
+    if (v == Py_True)
+        return out_put(o, "true", 4);
+    if (v == Py_False)
+        return out_put(o, "false", 5);
+    if (PyLong_CheckExact(v)) {
+#if PY_VERSION_HEX < 0x030C0000 && PYLONG_BITS_IN_DIGIT == 30
+        /* Up to 64 bits either way (every hash, id and count): the digits read directly. */
+        Py_ssize_t size = Py_SIZE(v), n = size < 0 ? -size : size;
+        const digit *d = ((PyLongObject *)v)->ob_digit;
+        if (n <= 2 || (n == 3 && d[2] < 16)) {
+            uint64_t u = n == 0 ? 0 : d[0];
+            if (n >= 2)
+                u |= (uint64_t)d[1] << 30;
+            if (n == 3)
+                u |= (uint64_t)d[2] << 60;
+            return out_decimal(o, u, size < 0);
+        }
+#endif
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (x == -1 && PyErr_Occurred())
+            return -1;
+        if (!overflow)
+            return out_decimal(o, x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x,
+                               x < 0);
+        PyObject *text = PyObject_Str(v); /* what json.dumps writes: int.__repr__ */
+        if (!text)
+            return -1;
+        Py_ssize_t chars;
+        const char *t = PyUnicode_AsUTF8AndSize(text, &chars);
+        int rc = t ? out_put(o, t, chars) : -1;
+        Py_DECREF(text);
+        return rc;
+    }
+    if (PyUnicode_CheckExact(v)) {
+        PyObject *text = PyObject_CallOneArg(quote, v);
+        if (!text)
+            return -1;
+        Py_ssize_t n;
+        const char *t = PyUnicode_Check(text) ? PyUnicode_AsUTF8AndSize(text, &n) : NULL;
+        int rc = t ? out_put(o, t, n) : PyErr_Occurred() ? -1 : 1;
+        Py_DECREF(text);
+        return rc;
+    }
+    if ((PyList_CheckExact(v) || PyTuple_CheckExact(v)) && depth < 32) {
+        if (out_put(o, "[", 1) < 0)
+            return -1;
+        /* A list's items are read by index each time: the encoder runs no Python code but
+         * json's quoting of a str, which cannot change the list. */
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(v); i++) {
+            if (i && out_put(o, ",", 1) < 0)
+                return -1;
+            PyObject *item = Py_NewRef(PySequence_Fast_GET_ITEM(v, i));
+            int rc = encode_value(o, item, quote, depth + 1);
+            Py_DECREF(item);
+            if (rc)
+                return rc;
+        }
+        return out_put(o, "]", 1);
+    }
+    return 1;
+}
+
+/* encode_json(value, quote): the bytes of json.dumps(value, separators=(",", ":")) for a
+ * value of lists, tuples, ints, str, bools and None (a journal line's ops), or None when it
+ * holds anything else (the caller then calls json.dumps). */
+static PyObject *encode_json(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyCallable_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "encode_json(value, quote) takes 2 arguments");
+        return NULL;
+    }
+    Out o = {NULL, 0, 0};
+    int rc = encode_value(&o, args[0], args[1], 0);
+    PyObject *result = rc < 0   ? NULL
+                       : rc > 0 ? Py_NewRef(Py_None)
+                                : PyBytes_FromStringAndSize(o.buf, o.len);
+    PyMem_Free(o.buf);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
+    {"encode_json", (PyCFunction)(void (*)(void))encode_json, METH_FASTCALL,
+     "encode_json(value, quote) -> the compact JSON of value as bytes, or None."},
     {"cut_sketch", cut_sketch, METH_VARARGS,
      "cut_sketch(values, cap) -> the new limit; values (a set of ints) keeps its cap smallest."},
     {"sketch_guard", sketch_guard, METH_VARARGS,
@@ -2604,6 +2912,10 @@ PyMODINIT_FUNC PyInit__assign(void)
         return NULL;
     if ((!ONE && !(ONE = PyLong_FromLong(1))) || intern_table_names() < 0)
         return NULL;
+    static const char *const op_strings[OP_NAMES] = {"f", "x", "v", "m"};
+    for (int i = 0; i < OP_NAMES; i++)
+        if (!op_names[i] && !(op_names[i] = PyUnicode_InternFromString(op_strings[i])))
+            return NULL;
     PyObject *m = PyModule_Create(&assign_module);
     if (!m)
         return NULL;

@@ -7,7 +7,7 @@ atomic; :func:`nshash.methods.nshash.store.open_store` picks the backend a URL n
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from types import TracebackType
 
 from ...errors import NSHashError, StoreClosedError
@@ -16,6 +16,9 @@ from ...text.fingerprint import DocPrint
 from .assign import MatchPolicy
 
 __all__ = ["Store"]
+
+#: A :meth:`Store.hot` limit that cuts nothing.
+_EVERY = 1 << 62
 
 
 class Store(ABC):
@@ -115,6 +118,19 @@ class Store(ABC):
             Up to *limit* ``(canonical id, documents)`` pairs, most documents first, ties by
             smaller id.
         """
+
+    def active(self, first_hour: int, last_hour: int) -> set[int]:
+        """The canonical ids of the groups with documents in the hours *first_hour* ..
+        *last_hour* (see :meth:`hot`), in no order: what a search filters before it counts.
+        Stores override it to skip the counting and ranking :meth:`hot` does."""
+        return {gid for gid, _n in self.hot(first_hour, last_hour, _EVERY)}
+
+    def counts(self, first_hour: int, last_hour: int, gids: Iterable[int]) -> dict[int, int]:
+        """The documents each of *gids* got in the hours *first_hour* .. *last_hour*, for
+        those that got any. Stores override it to read only those groups' counts."""
+        wanted = set(gids)
+        ranked = self.hot(first_hour, last_hour, _EVERY)
+        return {gid: n for gid, n in ranked if gid in wanted and n > 0}
 
     @abstractmethod
     def activity(self, similar_id: int) -> Activity | None:

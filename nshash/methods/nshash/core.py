@@ -7,14 +7,15 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlsplit
 
-from ...errors import ConfigError, NSHashError
-from ...inputs import check_doc_id, check_text, check_title
+from ...errors import ConfigError, NSHashError, UnknownOptionError
+from ...inputs import check_doc_id, check_text, check_title, either_id
 from ...method import Method
+from ...options import SETTINGS, blame, from_text, settings_in_url
 from ...results import (
     HOUR,
     Activity,
@@ -30,9 +31,21 @@ from ...text.fingerprint import DEFAULT_DELIMITERS, DocPrint, Fingerprinter
 from .assign import MatchPolicy
 from .base import Store
 from .compiled import compiled
+from .find import (
+    CARD_MEMBERS,
+    MAX_TIME,
+    StoryCards,
+    StoryPage,
+    TimeRange,
+    rank,
+    search_key,
+    site_key,
+    time_range,
+    zone,
+)
 from .store import open_path, open_store
 
-__all__ = ["Document", "NSHash"]
+__all__ = ["MAX_TIME", "Document", "NSHash"]
 
 #: What :meth:`NSHash.add_many` accepts per item: a text, or a mapping with ``text`` and
 #: optionally ``id`` and ``title``.
@@ -48,9 +61,12 @@ _HASHDBS = {"memory": ("memory", ".hashdb.pkl"), "leveldb": ("leveldb", ".hashdb
 
 
 #: Options of :class:`~nshash.Fingerprinter` and :class:`~nshash.MatchPolicy` that NSHash
-#: passes through (besides ``n``, ``min_length``, ``hashfunc`` and ``delimiters``).
+#: passes through (besides ``n``, ``min_length``, ``hashfunc`` and ``delimiters``); every one
+#: is a setting of :data:`nshash.options.SETTINGS` (a test holds the two equal).
 _TEXT_OPTIONS = ("max_sentences", "shingle", "sketch_rate", "sketch_size", "html")
 _POLICY_OPTIONS = ("theta", "min_overlap", "sketch_cap", "merge_theta", "merge_guard", "votes")
+#: NSHash's own keywords that are not tuning settings.
+_OWN_OPTIONS = ("delimiters", "track", "clock")
 
 
 _check_doc_id = check_doc_id
@@ -81,10 +97,6 @@ def parse_window(window: str | int | float) -> int:
     if not math.isfinite(seconds) or seconds < 1 or seconds >= 2**53:
         raise ConfigError(f"A window must be at least one second, not {window!r}")
     return max(1, int(seconds))
-
-
-#: The latest time a document may carry: the end of the year 9999 (epoch seconds, exclusive).
-MAX_TIME = 253_402_300_800
 
 
 def _moment(value: object) -> int:
@@ -209,9 +221,19 @@ class NSHash(Method):
             scheme, suffix = _HASHDBS[hashdb]
             store = open_path(scheme, os.path.abspath(name + suffix))
         self.store = store
+        #: The story cards :meth:`find` filters by (made by its first call; see
+        #: :class:`~nshash.methods.nshash.find.StoryCards`).
+        self.cards: StoryCards | None = None
 
     @classmethod
-    def open(cls, url: str = "memory://", *, readonly: bool = False, **options: Any) -> NSHash:
+    def open(
+        cls,
+        url: str = "memory://",
+        *,
+        readonly: bool = False,
+        settings_from: Mapping[str, str] | None = None,
+        **options: Any,
+    ) -> NSHash:
         """Open the store at *url* and return an NSHash on it.
 
         Args:
@@ -219,23 +241,53 @@ class NSHash(Method):
             readonly: read the store without creating, locking or changing anything: it must
                 exist, it may be held by a writer in another process (a crawl can be watched),
                 and :meth:`add` raises :class:`~nshash.StoreReadOnlyError`.
+            settings_from: where each keyword's value came from, for the error a bad one
+                gets (``{"theta": "--theta"}``; default: the keyword itself).
             **options: NSHash options (``n``, ``min_length``, ``hashfunc``, ...); anything
-                else is passed to the store (``fsync``, ``prefix``, ...).
+                else is passed to the store (``fsync``, ``prefix``, ...). The tuning settings
+                (:data:`nshash.options.SETTINGS`) may be given in *url*'s query instead
+                (``memory://?theta=0.6``); given both ways, they must agree.
 
         Raises:
             StoreNotFoundError: *readonly* and there is no store at *url*.
         """
-        names = ("n", "min_length", "hashfunc", "delimiters", "track", "clock")
-        mine = {
-            k: options.pop(k) for k in (*names, *_TEXT_OPTIONS, *_POLICY_OPTIONS) if k in options
-        }
+        url, in_url = settings_in_url(url)
+        mine: dict[str, Any] = from_text(in_url, "the store URL")
+        origins = {name: "the store URL" for name in mine}
+        for name in (*SETTINGS, *_OWN_OPTIONS):
+            if name not in options:
+                continue
+            value = options.pop(name)
+            if name in mine and mine[name] != value:
+                where = (settings_from or {}).get(name, "a keyword")
+                raise ConfigError(
+                    f"{name} is given twice: {mine[name]!r} in the store URL and {value!r}"
+                    f" as {where}"
+                )
+            mine[name] = value
+            origins[name] = (settings_from or {}).get(name, f"the keyword {name}=")
         if readonly:
             options["readonly"] = True
         if "clock" in mine:  # the time a retention window counts by, too
             options["clock"] = mine["clock"]
-        store = open_store(url, **options)
+        keywords = set(options)
+        try:
+            store = open_store(url, **options)
+        except UnknownOptionError as exc:
+            mistaken = sorted(keywords.intersection(exc.names))
+            if not mistaken:
+                raise
+            raise UnknownOptionError(
+                f"Unknown keyword(s) {mistaken} for NSHash.open: NSHash takes"
+                f" {', '.join((*SETTINGS, *_OWN_OPTIONS, 'readonly'))}; the rest go to the"
+                f" store, which refused them ({exc})",
+                names=mistaken,
+            ) from None
         try:
             return cls(store=store, **mine)
+        except ConfigError as exc:
+            store.close()
+            raise blame(exc, origins) from None
         except BaseException:
             store.close()
             raise
@@ -270,6 +322,7 @@ class NSHash(Method):
         site: str | None = None,
         published_at: Moment | None = None,
         explain: bool = False,
+        id: str | None = None,  # the name every surface uses
     ) -> AddResult:
         """Add one document and return its group.
 
@@ -278,6 +331,8 @@ class NSHash(Method):
             doc_id: your id for it. Sending the same ``doc_id`` again changes nothing and
                 returns the first answer (crawlers retry), with ``canonical_id`` set when that
                 group has been merged since.
+            id: the same as *doc_id*, by the name the HTTP API, the command line and Parquet
+                use (``add(text, id="a1")``); give one of the two.
             title: kept with ``doc_id`` for group listings.
             url: where it was found; kept with ``doc_id`` when tracking (``track=True``).
             site: the site that carried it (default: the host of *url*); kept likewise.
@@ -290,7 +345,7 @@ class NSHash(Method):
             EmptyDocumentError: *text* has no letters or digits.
             StoreError: the store failed; nothing was written.
         """
-        doc_id = _check_doc_id(doc_id)
+        doc_id = _check_doc_id(either_id(doc_id, id))
         title = check_title(title)
         meta = self.meta(url, site, published_at)
         return self._add(self.fingerprinter.prepare(check_text(text)), doc_id, title, meta, explain)
@@ -339,6 +394,8 @@ class NSHash(Method):
         """:meth:`add_prepared` for arguments already checked."""
         why = self.store.explain(doc, self.policy) if explain else None
         answer, anchors = self.store.assign(doc, self.policy, doc_id, title, meta)
+        if self.cards is not None:
+            self.cards.forget(answer.similar_id, answer.merged_from)
         values = (
             answer.similar_id,
             answer.duplicate,
@@ -385,6 +442,8 @@ class NSHash(Method):
                 results[slot] = outcome
                 continue
             answer, anchors = outcome
+            if self.cards is not None:
+                self.cards.forget(answer.similar_id, answer.merged_from)
             results[slot] = AddResult(
                 answer.similar_id,
                 answer.duplicate,
@@ -482,8 +541,71 @@ class NSHash(Method):
             out.append(self._hot_group(gid, recent))
         return out
 
+    def find(
+        self,
+        text: str | None = None,
+        *,
+        site: str | None = None,
+        start: str | Moment | None = None,
+        end: str | Moment | None = None,
+        since: str | int | float | None = None,
+        tz: str | None = None,
+        limit: int = 30,
+        offset: int = 0,
+        min_count: int = 1,
+        now: float | None = None,
+    ) -> StoryPage:
+        """Find stories: by headline, by site, in a time range, a page at a time.
+
+        The stories with copies in the range are ranked by those copies (most first, ties
+        by smaller id, as :meth:`hot` ranks them); those whose headline holds *text* and
+        whose sites include *site* are kept, and ``limit`` of them from ``offset`` are
+        returned with the total. See :mod:`nshash.methods.nshash.find` for how terms, sites
+        and times are matched. Only documents added while tracking (``track=True``) count.
+
+        Args:
+            text: a search term for the headlines (letters and digits matter; case, width
+                and traditional or simplified script do not).
+            site: only stories carried by this site (among their first 100 copies).
+            start: the range's start: epoch seconds, a datetime or an ISO 8601 date or time.
+            end: its end (exclusive; a bare date means the end of that day).
+            since: a window ending now instead (``"24h"``, ``"7d"``); not with start/end.
+            tz: the time zone of dates and of times without an offset (default UTC).
+            limit: stories per page.
+            offset: matching stories to skip (the previous pages').
+            min_count: leave out stories with fewer copies in the range.
+            now: the end of a ``since`` window (default: the ``clock``).
+
+        Raises:
+            ConfigError: a bad term, site, time, range, zone, limit, offset or count (an
+                inverted range, a malformed date, a term over 200 characters...).
+        """
+        checks = (("limit", limit, 1), ("offset", offset, 0), ("min_count", min_count, 1))
+        for name, value, least in checks:
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ConfigError(f"{name} must be an integer of at least {least}, not {value!r}")
+        term = None if text is None or text == "" else search_key(text)
+        where = None if site is None or site == "" else site_key(site)
+        hours: TimeRange | None
+        if since is not None:
+            if start is not None or end is not None:
+                raise ConfigError("Give a window (since) or a range (from/to), not both")
+            seconds = parse_window(since)
+            last = self.clock() if now is None else float(now)
+            hours = TimeRange(max(0, int((last - seconds) // HOUR)), int(last // HOUR))
+        else:
+            hours = time_range(start, end, zone(tz))
+        if self.cards is None:
+            # Another process may write to a shared store, or to one this one only reads.
+            shared = urlsplit(self.store.url).scheme in ("redis", "rediss", "unix")
+            alone = not shared and not getattr(self.store, "readonly", False)
+            self.cards = StoryCards(max_age=None if alone else 60.0)
+        page, total = rank(self.store, self.cards, hours, term, where, min_count, offset + limit)
+        stories = tuple(self._hot_group(gid, n) for gid, n in page[offset:])
+        return StoryPage(stories, total, offset, hours)
+
     #: How many of a hot group's first members give its headline and sites.
-    HOT_MEMBERS = 100
+    HOT_MEMBERS = CARD_MEMBERS
 
     def _hot_group(self, gid: int, recent: int) -> HotGroup:
         group = self.store.group_head(gid, self.HOT_MEMBERS)

@@ -86,6 +86,7 @@ from ...errors import (
     StoreError,
     StoreReadOnlyError,
 )
+from ...inputs import checked_doc_id
 from ...results import (
     HOUR,
     Activity,
@@ -514,9 +515,11 @@ class _Overlay:
         last = self.get_int(_LAST + g8)
         if last is not None:
             self.delete(_ORDER + _enc(last, gid))
+        size = self.get_int(_SIZE + g8) or 0
         for table in (_SKETCH, _SIZE, _LAST, _OWNED, _ABSORBED):
             self.delete(table + g8)
         self.meta["groups"] -= 1
+        self.meta["documents"] -= size  # the documents go with their group
         self.meta["forgotten"] += 1
 
     def get_seen(self, gid: int) -> tuple[int, int] | None:
@@ -757,8 +760,6 @@ class KVStore(Store):
         # Ids are never reused: the counter only moves forward.
         counts["counter"] = max(last, meta["counter"])
         counts["mseq"] = max(counts["mseq"], meta["mseq"])
-        if meta["forgotten"]:  # forgotten groups took their documents' sizes with them
-            counts["documents"] = max(counts["documents"], meta["documents"])
         for name in (*_RETENTION, "format"):
             counts[name] = meta[name]
         fixed = {k: v for k, v in counts.items() if v != meta[k]}
@@ -1028,7 +1029,7 @@ class KVStore(Store):
         with self._open_db():
             out: list[DocMeta | None] = []
             for doc_id in doc_ids:
-                raw = self._kv.get(_DOC_META + doc_id.encode("utf-8"))
+                raw = self._kv.get(_DOC_META + checked_doc_id(doc_id).encode("utf-8"))
                 if raw is None:
                     out.append(None)
                     continue
@@ -1064,6 +1065,7 @@ class KVStore(Store):
         """Raise StoreError while the store cannot write (see :meth:`_check_writable`)."""
         with self._open_db():
             self._check_writable()
+            self._kv.check_writes()
             self._kv.get(_META + b"format")
 
     def close(self) -> None:

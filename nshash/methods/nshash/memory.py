@@ -53,9 +53,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, MutableMapping, Sequence
+from json.encoder import encode_basestring_ascii
 from typing import Any, TypeVar
 
 from ...errors import ConfigError, StoreClosedError, StoreCorruptError, StoreReadOnlyError
+from ...inputs import checked_doc_id
 from ...results import (
     HOUR,
     Activity,
@@ -97,13 +99,24 @@ __all__ = ["MemoryStore"]
 
 #: The compiled assignment of every case but a merge (``fast_assign`` of
 #: :mod:`nshash.methods.nshash.compiled`: an exact repeat, a new story, refused candidates and
-#: their votes, one accepted group) on tables that are not journaled (activity is then noted in
-#: Python, as assign notes it last); None on the pure path. It answers exactly as
+#: their votes, one accepted group) on the tables, journaled or not (it logs the journal's ops
+#: and the undo of each write as the Python methods do; activity is then noted in Python, as
+#: assign notes it last); None on the pure path. It answers exactly as
 #: :func:`assign` (tests/test_fast_assign.py runs both), and returns None, having written
 #: nothing, for every other case, which assign then takes.
 _FAST = compiled("fast_assign")
 #: ``make_record``: the Assignment of the compiled path, without its frozen __init__'s cost.
 _MAKE = compiled("make_record")
+#: ``encode_json``: a journal line's JSON made in C (the bytes json.dumps makes of it).
+_ENCODE = compiled("encode_json")
+
+
+def _encode_line(entry: list[Any]) -> bytes | None:
+    """A journal line's JSON, compiled (None: json.dumps makes it; see JournaledFile)."""
+    if _ENCODE is None:
+        return None
+    found: bytes | None = _ENCODE(entry, encode_basestring_ascii)
+    return found
 _ASSIGNMENT_FIELDS = tuple(f.name for f in dataclasses.fields(Assignment))
 
 logger = logging.getLogger("nshash")
@@ -271,6 +284,10 @@ class _Tables:
     """The tables of :mod:`nshash.methods.nshash.assign`, as dicts (``fp``, ``exact`` and
     ``votes`` as compiled maps, ``sketch``, ``size`` and ``members`` as group tables, where
     built); every write is also logged as an op."""
+
+    #: What an undo step holds for an entry that was absent (the compiled assignment reads it
+    #: here to note its own undo steps as :meth:`rollback` reads them).
+    MISSING: Any = _MISSING
 
     def __init__(self) -> None:
         self.fp = anchor_table()
@@ -622,6 +639,7 @@ class _Tables:
             if undo:
                 self._restore(self.parent, merged)
             self.parent.pop(merged, None)
+        size = self.size.get(gid, 0)
         tables: tuple[MutableMapping[int, Any], ...] = (
             self.sketch, self.limit, self.size, self.members, self.last, self.owned, self.absorbed
         )  # fmt: skip
@@ -631,7 +649,9 @@ class _Tables:
             table.pop(gid, None)
         if self.undo is not None:
             self.undo.append((self, "forgotten", self.forgotten))
+            self.undo.append((self, "documents", self.documents))
         self.forgotten += 1
+        self.documents -= size  # the documents go with their group
         if self.log is not None:
             self.log.append(["p", gid])
 
@@ -1249,6 +1269,7 @@ class MemoryStore(Store):
                 repair=repair,
                 readonly=readonly,
                 lock=self._lock,
+                encode=_encode_line,
             )
         self._clock = clock
         t = self._t
@@ -1327,9 +1348,14 @@ class MemoryStore(Store):
                 return assign(self._t, doc, policy, doc_id, title, meta)
             # The tables change first (the algorithm reads its own writes), then the journal
             # line is written; if that fails, every change is taken back: no trace is left.
+            # The compiled assignment logs the same ops and notes the same undo steps.
             with self._file.change() as t:
                 assert isinstance(t, _Tables)
-                return assign(t, _compared(t, doc), policy, doc_id, title, meta)
+                doc = _compared(t, doc)
+                placed = self._fast(t, doc, policy, doc_id, title, meta)
+                if placed is not None:
+                    return placed
+                return assign(t, doc, policy, doc_id, title, meta)
 
     @staticmethod
     def _fast(
@@ -1485,21 +1511,45 @@ class MemoryStore(Store):
                 extra={} if t.window is None else {"retention": t.window, "forgotten": t.forgotten},
             )
 
+    def _buckets(self, first_hour: int, last_hour: int) -> list[dict[int, int]]:
+        """The per-hour counts of the hours *first_hour* .. *last_hour* that have any (the
+        caller holds the lock)."""
+        buckets = self._t.buckets
+        # Only the hours in the window are read; a window wider than the hours recorded
+        # walks the recorded ones instead.
+        if last_hour - first_hour + 1 > len(buckets):
+            return [b for h, b in buckets.items() if first_hour <= h <= last_hour and b]
+        return [b for h in range(first_hour, last_hour + 1) if (b := buckets.get(h))]
+
+    def active(self, first_hour: int, last_hour: int) -> set[int]:
+        with self._lock:
+            self._check()
+            return set().union(*self._buckets(first_hour, last_hour))
+
+    def counts(self, first_hour: int, last_hour: int, gids: Iterable[int]) -> dict[int, int]:
+        with self._lock:
+            self._check()
+            found = self._buckets(first_hour, last_hour)
+            wanted = gids if isinstance(gids, (set, frozenset)) else set(gids)
+            out: dict[int, int] = {}
+            if len(wanted) * len(found) <= sum(map(len, found)):
+                for gid in wanted:  # few groups: look each up in each hour
+                    n = sum(b.get(gid, 0) for b in found)
+                    if n:
+                        out[gid] = n
+                return out
+            get = out.get
+            for bucket in found:  # many: walk the hours once
+                for gid, n in bucket.items():
+                    if gid in wanted:
+                        out[gid] = get(gid, 0) + n
+            return out
+
     def hot(self, first_hour: int, last_hour: int, limit: int = 30) -> list[tuple[int, int]]:
         with self._lock:
             self._check()
-            buckets = self._t.buckets
-            # Only the hours in the window are read; a window wider than the hours recorded
-            # walks the recorded ones instead.
-            if last_hour - first_hour + 1 > len(buckets):
-                hours: Iterable[int] = [h for h in buckets if first_hour <= h <= last_hour]
-            else:
-                hours = range(first_hour, last_hour + 1)
             counts: dict[int, int] = {}
-            for h in hours:
-                bucket = buckets.get(h)
-                if not bucket:
-                    continue
+            for bucket in self._buckets(first_hour, last_hour):
                 if not counts:
                     counts = dict(bucket)
                     continue
@@ -1528,7 +1578,7 @@ class MemoryStore(Store):
             meta = self._t.meta
             out: list[DocMeta | None] = []
             for d in doc_ids:
-                rec = meta.get(d)
+                rec = meta.get(checked_doc_id(d))
                 out.append(None if rec is None else DocMeta(*rec))
             return out
 

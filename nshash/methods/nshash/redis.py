@@ -66,6 +66,7 @@ key                type     holds
                             texts, votes), comma-separated, so forgetting it finds them
 ``{P}:b:<id>``     string   with a window: the ids merged into group ``id``
 ``{P}:forgotten``  string   with a window: how many groups were forgotten
+``{P}:dropped``    string   with a window: how many documents went with those groups
 ``{P}:layout``     string   the layout the scripts wrote (see below)
 =================  =======  ==================================================================
 
@@ -126,6 +127,7 @@ import redis
 from redis.exceptions import MovedError, NoScriptError
 
 from ...errors import ConfigError, NSHashError, StoreClosedError, StoreCorruptError, StoreError
+from ...inputs import checked_doc_id as _checked_id
 from ...results import (
     HOUR,
     Activity,
@@ -137,7 +139,7 @@ from ...results import (
     Member,
     StoreStats,
 )
-from ...stores.redis import check_prefix, connect, translate
+from ...stores.redis import check_prefix, connect, count_arg, ping_writable, translate
 from ...stores.scripts import lua_script
 from ...stores.url import mask_url, retention_option
 from ...text.fingerprint import DocPrint, narrow
@@ -690,7 +692,7 @@ class RedisStore(Store):
         return None if reply is None else _decode_group(reply)
 
     def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
-        reply = self._read(b"groups", str(int(min_size)).encode(), str(int(limit)).encode())
+        reply = self._read(b"groups", str(int(min_size)).encode(), count_arg(limit))
         return [_decode_group(g) for g in reply]
 
     def hot(self, first_hour: int, last_hour: int, limit: int = 30) -> list[tuple[int, int]]:
@@ -713,7 +715,7 @@ class RedisStore(Store):
     def doc_meta(self, doc_ids: Sequence[str]) -> list[DocMeta | None]:
         if not doc_ids:
             return []
-        reply = self._read(b"metas", *(d.encode("utf-8") for d in doc_ids))
+        reply = self._read(b"metas", *(_checked_id(d).encode("utf-8") for d in doc_ids))
         out: list[DocMeta | None] = []
         for raw in reply:
             if raw is None:
@@ -735,8 +737,11 @@ class RedisStore(Store):
         )
 
     def ping(self) -> None:
+        """Raise StoreError unless Redis answers and takes a write (see
+        :func:`~nshash.stores.redis.ping_writable`): out of memory under ``noeviction`` it
+        refuses every add, so it is not ready."""
         with self._errors():
-            self._client.ping()
+            ping_writable(self._client, self.prefix, self.url)
 
     def close(self) -> None:
         """Release the connections; closing twice is harmless."""

@@ -28,7 +28,7 @@ it works while another process is writing (see each backend for how).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ...errors import ConfigError, NSHashError, StoreReadOnlyError
@@ -150,6 +150,12 @@ class ReadOnlyStore(Store):
 
     def hot(self, first_hour: int, last_hour: int, limit: int = 30) -> list[tuple[int, int]]:
         return self.inner.hot(first_hour, last_hour, limit)
+
+    def active(self, first_hour: int, last_hour: int) -> set[int]:
+        return self.inner.active(first_hour, last_hour)
+
+    def counts(self, first_hour: int, last_hour: int, gids: Iterable[int]) -> dict[int, int]:
+        return self.inner.counts(first_hour, last_hour, gids)
 
     def activity(self, similar_id: int) -> Activity | None:
         return self.inner.activity(similar_id)

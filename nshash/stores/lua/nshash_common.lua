@@ -663,6 +663,9 @@ local function forget(g)
   end
   redis.call('DEL', ga, mk, BASE .. 's:' .. gk, BASE .. 'k:' .. gk, BASE .. 'b:' .. gk)
   redis.call('HDEL', K_LIMITS, gk)
+  -- its documents go with it ({P}:documents numbers the documents: it only grows)
+  local size = redis.call('ZSCORE', K_SIZES, zm(g))
+  if size then redis.call('INCRBY', BASE .. 'dropped', -tonumber(size)) end
   redis.call('ZREM', K_SIZES, zm(g))
   redis.call('ZREM', K_LAST, gk)
   redis.call('INCR', BASE .. 'forgotten')

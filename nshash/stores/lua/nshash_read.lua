@@ -147,7 +147,8 @@ elseif op == 'hot' then
   return out
 elseif op == 'stats' then
   return {
-    tonumber(redis.call('GET', K_DOCUMENTS) or '0'),
+    tonumber(redis.call('GET', K_DOCUMENTS) or '0')
+      - tonumber(redis.call('GET', BASE .. 'dropped') or '0'),
     redis.call('ZCARD', K_SIZES),
     fp_count(),
     redis.call('SCARD', K_COMMON),
