@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 try:
@@ -19,7 +19,7 @@ except ImportError:  # pragma: no cover - Windows
 
 from ..errors import ConfigError, NSHashError
 from ..methods.nshash.core import NSHash
-from ..options import SETTINGS, from_environ, from_text, settings_in_url
+from ..options import SETTINGS, blame, from_environ, from_text, settings_in_url
 from ..results import AddResult, DocMeta
 from ..text.fingerprint import DocPrint
 from .common import _STORE_HELP_SAVED, STORE_ENV, RecordError, UsageError, _store_url
@@ -89,13 +89,13 @@ def _check_output(name: str | None, input_format: str) -> None:
         )
 
 
-def _settings(args: argparse.Namespace, url: str) -> tuple[dict[str, Any], dict[str, str]]:
-    """The tuning settings of this run and where each came from: the flags (``--theta``),
-    else the ``NSHASH_*`` variables for a setting that *url* does not give itself; one dict
-    for both :class:`~nshash.NSHash` and the workers' fingerprinter, so the two never
-    disagree.
+def _settings(
+    args: argparse.Namespace, in_url: Mapping[str, str]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The tuning settings this run gives besides the store URL's own (*in_url*), and where
+    each came from: the flags (``--theta``), else the ``NSHASH_*`` variables for a setting the
+    URL does not give itself.
     """
-    in_url = settings_in_url(url)[1]
     values = {k: v for k, v in from_environ(os.environ).items() if k not in in_url}
     origins = {k: f"the environment variable {SETTINGS[k].env}" for k in values}
     for name, setting in SETTINGS.items():
@@ -345,21 +345,22 @@ def _records_run(
     method = getattr(args, "method", "nshash")
     if getattr(args, "track", False) and method != "nshash":
         raise UsageError(f"--track keeps activity for the nshash method, not --method {method}")
-    settings, origins = _settings(args, store_url) if method == "nshash" else ({}, {})
-    # The workers fingerprint with the store URL's settings too (NSHash.open refuses a flag
-    # that contradicts one). A bad value is refused before any worker starts, naming where it
-    # came from.
-    in_url = from_text(settings_in_url(store_url)[1], "the store URL")
-    given = {**in_url, **settings}
-    if given:
-        checked = {**dict.fromkeys(in_url, "the store URL"), **origins}
-        NSHash.open("memory://", settings_from=checked, **given).close()
+    in_url = settings_in_url(store_url)[1] if method == "nshash" else {}
+    settings, origins = _settings(args, in_url) if method == "nshash" else ({}, {})
+    # The workers fingerprint with the store URL's settings too. NSHash.open below checks
+    # every value again (the guard's too) and refuses a flag that contradicts the URL; a bad
+    # fingerprinter value is named here by where it came from.
+    given = {**from_text(in_url, "the store URL"), **settings}
     fingerprint = {k: v for k, v in given.items() if SETTINGS[k].text}
-    preparer = (
-        Preparer(_fields(args), added, fingerprint, args.encoding, getattr(args, "track", False))
-        if method == "nshash"
-        else _MethodPreparer(_fields(args), added, args.encoding, method)
-    )
+    track = getattr(args, "track", False)
+    try:
+        preparer = (
+            Preparer(_fields(args), added, fingerprint, args.encoding, track)
+            if method == "nshash"
+            else _MethodPreparer(_fields(args), added, args.encoding, method)
+        )
+    except ConfigError as exc:
+        raise blame(exc, {**dict.fromkeys(in_url, "the store URL"), **origins}) from None
     with (
         _open_input(args.input, fmt, preparer.fields, args.encoding) as source,
         Workers(args.jobs, preparer) as workers,
@@ -490,7 +491,7 @@ def _dedup_spark(args: argparse.Namespace) -> int:
             fmt=fmt,
             fields=_fields(args),
             parts=args.spark_parts,
-            **_settings(args, "")[0],
+            **_settings(args, {})[0],
         )
     except NSHashError:
         raise
