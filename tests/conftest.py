@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -86,3 +86,28 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     pytest.importorskip("nshash.methods.nshash.redis", reason="the Redis store needs redis-py")
     base = request.getfixturevalue("redis_base_url")
     return _with_prefix(base, f"test-{uuid.uuid4().hex[:12]}")
+
+
+#: What the ``run`` fixture returns: ``run(*args)`` -> (exit code, stdout, stderr).
+Run = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def run(capsys: pytest.CaptureFixture[str]) -> Run:
+    """Call the command line's ``main`` with arguments; return the exit code, stdout and
+    stderr."""
+    from nshash.cli import main
+
+    def _run(*args: str | Path) -> tuple[int, str, str]:
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return _run
+
+
+@pytest.fixture
+def no_store_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test starts without NSHASH_STORE_URL, whatever the shell has (command-line
+    modules use it for every test: ``pytestmark = pytest.mark.usefixtures(...)``)."""
+    monkeypatch.delenv("NSHASH_STORE_URL", raising=False)

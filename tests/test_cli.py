@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -20,34 +19,19 @@ import httpx
 import pytest
 
 from nshash import NSHash
-from nshash.cli import main
 from nshash.cli.io import Fields, Item, Preparer
 from nshash.cli.workers import BATCH_SIZE, WorkerError, Workers, _mp_context
 from nshash.errors import install_hint
+from tests.conftest import Run
 from tests.redis_server import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 ARTICLES = REPO / "example" / "articles.jsonl"
 
-Run = Callable[..., tuple[int, str, str]]
 
 
-@pytest.fixture(autouse=True)
-def _no_store_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests start without NSHASH_STORE_URL, whatever the shell has."""
-    monkeypatch.delenv("NSHASH_STORE_URL", raising=False)
+pytestmark = pytest.mark.usefixtures("no_store_env")
 
-
-@pytest.fixture
-def run(capsys: pytest.CaptureFixture[str]) -> Run:
-    """Call ``main`` with arguments; return the exit code, stdout and stderr."""
-
-    def _run(*args: str | Path) -> tuple[int, str, str]:
-        code = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return _run
 
 
 def main_output(args: list[str]) -> str:

@@ -9,18 +9,15 @@ import json
 import subprocess
 import sys
 import zlib
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from nshash import NSHash
-from nshash.cli import main
 from nshash.cli.io import MAX_RECORD_BYTES, MAX_TXT_BYTES
 from nshash.errors import ConfigError
 from nshash.inputs import MAX_TEXT_CHARS
-
-Run = Callable[..., tuple[int, str, str]]
+from tests.conftest import Run
 
 FIRST = "Wind turbines were installed on the northern ridge. Power flows from May."
 LAST = "The harbour bridge reopened after two years of repairs to its steel deck."
@@ -35,22 +32,8 @@ _MEASURED = (
 )
 
 
-@pytest.fixture(autouse=True)
-def _no_store_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests start without NSHASH_STORE_URL, whatever the shell has."""
-    monkeypatch.delenv("NSHASH_STORE_URL", raising=False)
+pytestmark = pytest.mark.usefixtures("no_store_env")
 
-
-@pytest.fixture
-def run(capsys: pytest.CaptureFixture[str]) -> Run:
-    """Call ``main`` with arguments; return the exit code, stdout and stderr."""
-
-    def _run(*args: str | Path) -> tuple[int, str, str]:
-        code = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return _run
 
 
 def measured(*args: str | Path) -> tuple[int, str, int]:

@@ -6,30 +6,17 @@ import csv
 import io
 import json
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from nshash.cli import main
 from nshash.cli.io import sniff_encoding
+from tests.conftest import Run
 
 REPO = Path(__file__).resolve().parents[1]
 ARTICLES = REPO / "example" / "articles.jsonl"
 
-Run = Callable[..., tuple[int, str, str]]
 
-
-@pytest.fixture
-def run(capsys: pytest.CaptureFixture[str]) -> Run:
-    """Call ``main`` with arguments; return the exit code, stdout and stderr."""
-
-    def _run(*args: str | Path) -> tuple[int, str, str]:
-        code = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return _run
 
 
 def traditional_articles() -> str:

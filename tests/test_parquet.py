@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,30 +13,15 @@ pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 import nshash.cli.parquet  # noqa: E402
-from nshash.cli import main  # noqa: E402
+from tests.conftest import Run  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 ARTICLES = REPO / "example" / "articles.jsonl"
 
-Run = Callable[..., tuple[int, str, str]]
 
 
-@pytest.fixture(autouse=True)
-def _no_store_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests start without NSHASH_STORE_URL, whatever the shell has."""
-    monkeypatch.delenv("NSHASH_STORE_URL", raising=False)
+pytestmark = pytest.mark.usefixtures("no_store_env")
 
-
-@pytest.fixture
-def run(capsys: pytest.CaptureFixture[str]) -> Run:
-    """Call ``main`` with arguments; return the exit code, stdout and stderr."""
-
-    def _run(*args: str | Path) -> tuple[int, str, str]:
-        code = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return _run
 
 
 def articles() -> list[dict[str, str]]:
