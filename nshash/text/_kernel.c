@@ -895,16 +895,8 @@ static int exact_u64(PyObject *o, uint64_t *v)
 {
     if (!PyLong_CheckExact(o))
         return 1;
-#if PY_VERSION_HEX < 0x030C0000 && PYLONG_BITS_IN_DIGIT == 30
-    /* Up to 2 digits (60 bits: every sketch value), read directly: the unsigned conversion
-     * goes through a byte array, the one cost that showed here. */
-    Py_ssize_t size = Py_SIZE(o);
-    if (size >= 0 && size <= 2) {
-        const digit *d = ((PyLongObject *)o)->ob_digit;
-        *v = size == 0 ? 0 : size == 1 ? d[0] : (uint64_t)d[0] | ((uint64_t)d[1] << 30);
+    if (small_u64(o, v)) /* the unsigned conversion goes through a byte array */
         return 0;
-    }
-#endif
     *v = PyLong_AsUnsignedLongLong(o);
     if (*v == (uint64_t)-1 && PyErr_Occurred()) {
         if (!PyErr_ExceptionMatches(PyExc_OverflowError))

@@ -1,9 +1,29 @@
-/* sort_u64: shared by the two extensions of nshash (nshash/text/_kernel.c and
- * nshash/methods/nshash/_assign.c), each of which includes it once. */
+/* The 64-bit helpers shared by the two extensions of nshash (nshash/text/_kernel.c and
+ * nshash/methods/nshash/_assign.c), each of which includes it once after Python.h:
+ * sort_u64, and small_u64 (an int's value read straight from its digits). */
 #ifndef NSHASH_U64SORT_H
 #define NSHASH_U64SORT_H
 
 #include <stdint.h>
+
+/* Read the exact int *o* straight from its digits when it has at most 2 (60 bits: every
+ * sketch value): 1 when *v is set, 0 when the caller must convert it another way. The
+ * converting calls cost the most where a guard or narrow() reads a few hundred values. */
+static inline int small_u64(PyObject *o, uint64_t *v)
+{
+#if PY_VERSION_HEX < 0x030C0000 && PYLONG_BITS_IN_DIGIT == 30
+    Py_ssize_t size = Py_SIZE(o);
+    if (size >= 0 && size <= 2) {
+        const digit *d = ((PyLongObject *)o)->ob_digit;
+        *v = size == 0 ? 0 : size == 1 ? d[0] : (uint64_t)d[0] | ((uint64_t)d[1] << 30);
+        return 1;
+    }
+#else
+    (void)o;
+    (void)v;
+#endif
+    return 0;
+}
 
 /* Sort small arrays of hashes in place (a few hundred at most: quicksort, then insertion). */
 static void sort_u64(uint64_t *v, Py_ssize_t n)

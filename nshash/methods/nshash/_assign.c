@@ -33,16 +33,8 @@ static int sketch_value(PyObject *o, uint64_t *v)
 {
     if (!PyLong_CheckExact(o))
         return 1;
-#if PY_VERSION_HEX < 0x030C0000 && PYLONG_BITS_IN_DIGIT == 30
-    /* Up to 2 digits (60 bits, every sketch value): read them directly, the one cost that
-     * shows when a guard compares a few hundred values. */
-    Py_ssize_t size = Py_SIZE(o);
-    if (size >= 0 && size <= 2) {
-        const digit *d = ((PyLongObject *)o)->ob_digit;
-        *v = size == 0 ? 0 : size == 1 ? d[0] : (uint64_t)d[0] | ((uint64_t)d[1] << 30);
+    if (small_u64(o, v))
         return 0;
-    }
-#endif
     /* Sketch values have 53 bits: the signed conversion reads the digits directly (the
      * unsigned one goes through a byte array). Past 63 bits or negative: the Python way. */
     int overflow;
