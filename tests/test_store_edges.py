@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from nshash import ConfigError, NSHash
+from tests.test_disk_faults import small_disk  # noqa: F401 - a fixture
 from tests.test_retention import WINDOW, Clock, _url, repost, story
 
 
@@ -64,39 +65,24 @@ class TestArguments:
 
 
 class TestLevelDBReadOnlyFileSystem:
-    def test_error_names_the_read_only_file_system(self, tmp_path: Path) -> None:
+    def test_error_names_the_read_only_file_system(self, small_disk: Path) -> None:  # noqa: F811
         """A LevelDB store on a file system remounted read-only says so, and how to read it,
         not only LevelDB's 'LOCK: ...' line."""
         pytest.importorskip("plyvel")
-        import os
         import subprocess
 
-        from nshash import NSHash, StoreError
+        from nshash import StoreError
 
-        if os.geteuid() != 0:
-            pytest.skip("mounting a tmpfs needs root")
-        disk = tmp_path / "disk"
-        disk.mkdir()
-        mounted = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)],
-            capture_output=True,
-            text=True,
+        url = f"leveldb://{small_disk}/news"
+        with NSHash.open(url) as nsh:
+            nsh.add("The council approved the repair of the Old Mill Bridge on Monday.")
+        remount = subprocess.run(
+            ["mount", "-o", "remount,ro", str(small_disk)], capture_output=True, text=True
         )
-        if mounted.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-        try:
-            url = f"leveldb://{disk}/news"
-            with NSHash.open(url) as nsh:
-                nsh.add("The council approved the repair of the Old Mill Bridge on Monday.")
-            remount = subprocess.run(
-                ["mount", "-o", "remount,ro", str(disk)], capture_output=True, text=True
-            )
-            if remount.returncode != 0:
-                pytest.skip(f"cannot remount read-only: {remount.stderr.strip()}")
-            with pytest.raises(StoreError, match="read-only") as info:
-                NSHash.open(url)
-            assert "?readonly=true" in str(info.value)
-            with NSHash.open(url, readonly=True) as nsh:  # the hint works
-                assert nsh.stats().documents == 1
-        finally:
-            subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+        if remount.returncode != 0:
+            pytest.skip(f"cannot remount read-only: {remount.stderr.strip()}")
+        with pytest.raises(StoreError, match="read-only") as info:
+            NSHash.open(url)
+        assert "?readonly=true" in str(info.value)
+        with NSHash.open(url, readonly=True) as nsh:  # the hint works
+            assert nsh.stats().documents == 1
