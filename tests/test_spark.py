@@ -311,7 +311,7 @@ class TestAgainst:
 
 
 ROOT = Path(__file__).resolve().parents[1]
-ZH = Path(os.environ.get("NSHASH_DATA_DIR", ROOT.parent.parent / "shared" / "data"))
+ZH = Path(os.environ.get("NSHASH_DATA_DIR", ROOT.parent / "shared" / "data"))
 
 
 @pytest.mark.slow
