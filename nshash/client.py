@@ -236,7 +236,10 @@ def _batch_results(data: dict[str, Any]) -> list[AddResult | NSHashError]:
 
 
 def _group(data: dict[str, Any]) -> Group:
-    members = tuple(Member(m["id"], m.get("title")) for m in data.get("members", ()))
+    members = tuple(
+        Member(m["id"], m.get("title"), _score(m.get("score")), m.get("verdict"))
+        for m in data.get("members", ())
+    )
     return Group(int(data["similar_id"]), int(data["size"]), members)
 
 
@@ -248,7 +251,13 @@ def _record(data: dict[str, Any]) -> DocumentRecord:
         merged_from=tuple(int(i) for i in data.get("merged_from", ())),
         title=data.get("title"),
         fingerprints=tuple(int(f, 16) for f in data.get("fingerprints", ())),
+        score=_score(data.get("score")),
+        verdict=data.get("verdict"),
     )
+
+
+def _score(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 class _Base:

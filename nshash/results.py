@@ -150,10 +150,19 @@ class AddResult:
 
 @dataclass(frozen=True, slots=True)
 class Member:
-    """A document of a group: its id and, when one was given, its title."""
+    """A document of a group: its id and, when one was given, its title.
+
+    Attributes:
+        score: the score it had against the story when it was placed (None when the store
+            kept none: a record written before evidence was kept, or a listing that reads
+            none; see :meth:`nshash.NSHash.group`).
+        verdict: how it was placed (see :attr:`DocumentRecord.verdict`).
+    """
 
     doc_id: str
     title: str | None = None
+    score: float | None = None
+    verdict: str | None = None
 
     @property
     def id(self) -> str:
@@ -196,7 +205,17 @@ class Group:
 
 @dataclass(frozen=True, slots=True)
 class DocumentRecord:
-    """What the store remembers about a document added with a ``doc_id``."""
+    """What the store remembers about a document added with a ``doc_id``.
+
+    Attributes:
+        score: the evidence kept from its placement: the guard's score against the story it
+            joined (1.0 for an identical text; for a new story the best score a refused
+            story had, 0.0 when none was found). None in a record written before evidence
+            was kept.
+        verdict: how it was placed, one of :data:`nshash.methods.nshash.records.VERDICTS`:
+            ``"new story"``, ``"refused"``, ``"identical"``, ``"joined"``, ``"merged"`` or
+            ``"moved"`` (an editor's correction put it there). None where ``score`` is.
+    """
 
     doc_id: str
     similar_id: int
@@ -204,6 +223,8 @@ class DocumentRecord:
     merged_from: tuple[int, ...] = ()
     title: str | None = None
     fingerprints: tuple[int, ...] = ()
+    score: float | None = None
+    verdict: str | None = None
 
     @property
     def id(self) -> str:

@@ -349,6 +349,12 @@ class DocumentResponse(BaseModel):
     fingerprints: list[str] = Field(
         description="Its anchor fingerprints, as 16 hex digits (64-bit unsigned)."
     )
+    score: float | None = Field(
+        default=None, description="The score it had when placed (see the group's members)."
+    )
+    verdict: str | None = Field(
+        default=None, description="How it was placed (see the group's members)."
+    )
 
     @classmethod
     def of(cls, record: DocumentRecord) -> DocumentResponse:
@@ -360,6 +366,8 @@ class DocumentResponse(BaseModel):
             merged_from=list(record.merged_from),
             title=_readable(record.title),
             fingerprints=[f"{fp:016x}" for fp in record.fingerprints],
+            score=record.score,
+            verdict=record.verdict,
         )
 
 
@@ -443,10 +451,23 @@ class QueryResponse(BaseModel):
 class MemberOut(BaseModel):
     """A document of a group that was added with an id."""
 
-    model_config = _examples({"id": "a1", "title": "大国工匠：阎敏"})
+    model_config = _examples(
+        {"id": "a1", "title": "大国工匠：阎敏", "score": 0.82, "verdict": "joined"}
+    )
 
     id: str = Field(description="The document id.")
     title: str | None = Field(default=None, description="Its title, if one was sent.")
+    score: float | None = Field(
+        default=None,
+        description="The guard's score it had against the story when it was placed (1 for"
+        " an identical text; for a new story the best refused score); null in a record"
+        " written before evidence was kept.",
+    )
+    verdict: str | None = Field(
+        default=None,
+        description="How it was placed: new story, refused, identical, joined, merged or"
+        " moved (an editor's correction); null where score is.",
+    )
 
 
 class GroupResponse(BaseModel):
@@ -473,7 +494,12 @@ class GroupResponse(BaseModel):
             similar_id=group.similar_id,
             size=group.size,
             members=[
-                MemberOut(id=_readable(m.doc_id) or "", title=_readable(m.title))
+                MemberOut(
+                    id=_readable(m.doc_id) or "",
+                    title=_readable(m.title),
+                    score=m.score,
+                    verdict=m.verdict,
+                )
                 for m in group.members
             ],
         )

@@ -567,7 +567,13 @@ class TestSavedStore:
         code, out, _ = run("groups", "--store", store_url, "--json", "--min-size", "4")
         groups = json.loads(out)
         assert [g["size"] for g in groups] == [5, 4, 4]
-        first = {"id": "zh-metro-1", "title": "江城地铁5号线今日开通运营", "doc_id": "zh-metro-1"}
+        first = {
+            "id": "zh-metro-1",
+            "title": "江城地铁5号线今日开通运营",
+            "doc_id": "zh-metro-1",
+            "score": 0.0,
+            "verdict": "new story",
+        }
         assert groups[0]["members"][0] == first
 
         code, out, _ = run("stats", "--store", store_url, "--json")

@@ -9,6 +9,7 @@ that writes nothing, and errors when the server is down, hung or refuses the pas
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import random
@@ -510,12 +511,14 @@ class TestKeyLayout:
             raw = client.hget(docs, "a")
             header, _, rest = raw.partition(b"\n")
             n = len(record.fingerprints)
-            assert header.endswith(b" #%d" % n) and len(rest) == 8 * n + len(title.encode())
+            # ... then the evidence: the score and the verdict's code (a new story: 0, 1)
+            assert header.endswith(b" #%d 0 1" % n) and len(rest) == 8 * n + len(title.encode())
+            assert (record.score, record.verdict) == (0.0, "new story")
             assert struct.unpack_from(f"<{n}Q", rest) == record.fingerprints
             signed = struct.unpack(f">{n}q", struct.pack(f">{n}Q", *record.fingerprints))
-            old = header.rsplit(b" ", 1)[0] + b" " + b",".join(b"%d" % h for h in signed)
+            old = header.rsplit(b" ", 3)[0] + b" " + b",".join(b"%d" % h for h in signed)
             client.hset(docs, "a", old + b"\n" + title.encode())
-            assert nsh.document("a") == record
+            assert nsh.document("a") == dataclasses.replace(record, score=None, verdict=None)
             group = nsh.group(first.similar_id)
             assert group is not None and [m.title for m in group.members] == [title, None]
             again = nsh.add(text, doc_id="a", title=title)

@@ -309,12 +309,18 @@ class TestGroups:
         client.post("/v1/documents/batch", json={"documents": docs})
         groups = client.get("/v1/groups").json()["groups"]
         assert [(g["similar_id"], g["size"]) for g in groups] == [(2, 3), (1, 2)]
-        assert groups[0]["members"] == [
-            {"id": "f1", "title": "Flood"},
-            {"id": "f2", "title": None},
-            {"id": "f3", "title": None},
+        members = groups[0]["members"]
+        assert [(m["id"], m["title"], m["verdict"]) for m in members] == [
+            ("f1", "Flood", "new story"),
+            ("f2", None, "joined"),
+            ("f3", None, "identical"),
         ]
+        assert members[0]["score"] == 0.0 and members[2]["score"] == 1.0
+        assert 0.5 <= members[1]["score"] <= 1.0
         assert [m["id"] for m in groups[1]["members"]] == ["b1", "b2"]
+        one = client.get(f"/v1/groups/{groups[0]['similar_id']}").json()
+        assert one["members"] == members
+        assert client.get("/v1/documents/f2").json()["score"] == members[1]["score"]
 
     def test_min_size_and_limit(self, client: TestClient) -> None:
         """min_size filters small groups out; limit caps the list."""
@@ -341,7 +347,7 @@ class TestGroups:
         assert client.get("/v1/groups/1").json() == {
             "similar_id": 1,
             "size": 2,
-            "members": [{"id": "a", "title": "A"}],
+            "members": [{"id": "a", "title": "A", "score": 0.0, "verdict": "new story"}],
         }
 
     def test_merged_id_answers_with_canonical_group(self, client: TestClient) -> None:

@@ -162,7 +162,8 @@ class TestRoutes:
         assert doc["similar_id"] == a["similar_id"] and doc["id"] == "r-b"
         groups = http.get("/v1/groups", params={"min_size": 2}).json()["groups"]
         flood = next(g for g in groups if g["similar_id"] == a["similar_id"])
-        assert flood["members"] == [{"id": "r-a", "title": "Flood"}, {"id": "r-b", "title": None}]
+        got = [(m["id"], m["title"], m["verdict"]) for m in flood["members"]]
+        assert got == [("r-a", "Flood", "new story"), ("r-b", None, "joined")]
 
         batt = http.post("/v1/documents", json={"text": BATTERY, "id": "r-c"}).json()
         digest = http.post("/v1/documents", json={"text": FLOOD + " " + BATTERY}).json()

@@ -149,7 +149,14 @@ def _cmd_groups(args: argparse.Namespace) -> int:
                 # "doc_id" repeats "id" for scripts written before the names were made one
                 # (deprecated; see the README's vocabulary table).
                 "members": [
-                    {"id": m.doc_id, "title": m.title, "doc_id": m.doc_id} for m in g.members
+                    {
+                        "id": m.doc_id,
+                        "title": m.title,
+                        "doc_id": m.doc_id,
+                        "score": m.score,
+                        "verdict": m.verdict,
+                    }
+                    for m in g.members
                 ],
             }
             for g in groups

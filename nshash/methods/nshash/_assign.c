@@ -2286,6 +2286,10 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     int accepted[FAST_ANCHORS];
     Py_ssize_t i, k, nc = 0, np = 0, joined = -1;
     int duplicate = 1, fresh = 0, width = 8;
+    /* The evidence kept with the record (assign.py's evidence()): the score against the
+     * group joined, else the best refused one; the verdict's code in records.py's VERDICTS. */
+    double ev_score = 0.0, best = 0.0, joined_score = 0.0;
+    int ev_verdict = 1; /* new story */
     uint64_t doc_limit, no_limit;
     int rc = sketch_value(doc_limit_o, &doc_limit);
     if (rc == 0)
@@ -2366,6 +2370,8 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (hit) {
         if (!(root = resolve_in(parent, hit)))
             goto done;
+        ev_score = 1.0;
+        ev_verdict = 3; /* identical */
         goto write;
     }
     /* Each group an anchor hits, in order of first hit, with the anchors that hit it. */
@@ -2417,7 +2423,10 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         if (smaller && same >= (min_overlap < smaller ? min_overlap : smaller))
             score = (double)same / (double)smaller;
         accepted[k] = score >= theta;
+        if (score > best)
+            best = score;
         if (accepted[k]) {
+            joined_score = score;
             if (joined >= 0)
                 goto fallback; /* two accepted groups: a merge may follow */
             if (!vals || !PyBytes_CheckExact(vals))
@@ -2428,6 +2437,13 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
                     goto fallback; /* packed, but not ascending: the Python way */
             joined = k;
         }
+    }
+    if (joined >= 0) {
+        ev_score = joined_score;
+        ev_verdict = 4; /* joined */
+    } else if (nc) {
+        ev_score = best;
+        ev_verdict = 2; /* refused */
     }
     if (joined >= 0) { /* the document's values and the group's, joined (combine_sketch) */
         root = Py_NewRef(cand[joined]);
@@ -2629,21 +2645,23 @@ write:
         if (rc < 0)
             goto done;
         /* The record packed as records.py's pack_record packs it: the group (8 bytes), flags
-         * (1: a duplicate, 2: titled), the anchors and merged ids counted (4 bytes each; none
-         * merged here), the anchors (8 bytes each), the title in UTF-8; little-endian. */
+         * (1: a duplicate, 2: titled, 4: with evidence), the anchors and merged ids counted
+         * (4 bytes each; none merged here), the anchors (8 bytes each), the evidence (the
+         * score, a double, and the verdict's code, a byte), the title in UTF-8;
+         * little-endian. */
         PyObject *utf8 = title == Py_None ? NULL
                                           : PyUnicode_AsEncodedString(title, "utf-8", "surrogatepass");
         if (title != Py_None && !utf8)
             goto done;
         Py_ssize_t head = 17, tail = utf8 ? PyBytes_GET_SIZE(utf8) : 0;
-        PyObject *record = PyBytes_FromStringAndSize(NULL, head + np * 8 + tail);
+        PyObject *record = PyBytes_FromStringAndSize(NULL, head + np * 8 + 9 + tail);
         uint64_t g = record ? PyLong_AsUnsignedLongLong(root) : 0;
         if (record && g == (uint64_t)-1 && PyErr_Occurred())
             Py_CLEAR(record);
         if (record) {
             unsigned char *p = (unsigned char *)PyBytes_AS_STRING(record);
             store_le(p, g, 8);
-            p[8] = (unsigned char)((duplicate ? 1 : 0) | (utf8 ? 2 : 0));
+            p[8] = (unsigned char)((duplicate ? 1 : 0) | (utf8 ? 2 : 0) | 4);
             store_le(p + 9, (uint64_t)np, 4);
             store_le(p + 13, 0, 4);
             for (i = 0, p += head; i < np; i++, p += 8) {
@@ -2653,6 +2671,13 @@ write:
                     break;
                 }
                 store_le(p, v, 8);
+            }
+            if (record) {
+                uint64_t bits;
+                memcpy(&bits, &ev_score, 8);
+                store_le(p, bits, 8);
+                p[8] = (unsigned char)ev_verdict;
+                p += 9;
             }
             if (record && utf8)
                 memcpy(p, PyBytes_AS_STRING(utf8), (size_t)tail);
@@ -2664,10 +2689,20 @@ write:
         Py_DECREF(record);
         if (rc < 0)
             goto done;
-        if (ops.log
-            && op_log(&ops, Py_BuildValue("[sOOO()OO]", "m", root, doc_id,
-                                          duplicate ? Py_True : Py_False, title, anchors)) < 0)
-            goto done;
+        /* The journal keeps the score as float.__repr__ writes it (its lines hold no floats:
+         * the text reads back to the same double). */
+        static const char *const verdicts[] = {"", "new story", "refused", "identical", "joined"};
+        if (ops.log) {
+            char *text = PyOS_double_to_string(ev_score, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+            if (!text)
+                goto done;
+            rc = op_log(&ops, Py_BuildValue("[sOOO()OOss]", "m", root, doc_id,
+                                            duplicate ? Py_True : Py_False, title, anchors,
+                                            text, verdicts[ev_verdict]));
+            PyMem_Free(text);
+            if (rc < 0)
+                goto done;
+        }
     }
     result = Py_BuildValue("(OOO)", root, duplicate ? Py_True : Py_False, anchors);
     goto done;

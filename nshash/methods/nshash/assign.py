@@ -62,6 +62,7 @@ __all__ = [
     "Tables",
     "assign",
     "combine_sketch",
+    "evidence",
     "explain",
     "finish_explanation",
     "judged",
@@ -425,6 +426,18 @@ def lookup(tables: Tables, doc: DocPrint, policy: MatchPolicy) -> int | None:
     return min(chosen) if chosen else None
 
 
+def evidence(candidates: list[Candidate], chosen: list[int]) -> tuple[float, str]:
+    """The score and verdict a placement keeps with its document (see
+    :attr:`~nshash.DocumentRecord.verdict`): the score against the group joined (the first
+    chosen), else the best refused one."""
+    if chosen:
+        score = next(c.score for c in candidates if c.similar_id == chosen[0])
+        return score, "merged" if len(chosen) > 1 else "joined"
+    if candidates:
+        return max(c.score for c in candidates), "refused"
+    return 0.0, "new story"
+
+
 def assign(
     tables: Tables,
     doc: DocPrint,
@@ -458,8 +471,10 @@ def assign(
     if exact is not None:
         root = resolve(tables, exact)
         duplicate = True
+        score, verdict = 1.0, "identical"
     else:
         candidates, shared, chosen = _judge(tables, doc, known, policy)
+        score, verdict = evidence(candidates, chosen)
         if chosen:
             root = chosen[0]
             merged = tuple(chosen[1:])
@@ -483,7 +498,7 @@ def assign(
             tables.set_fp(h, root)
     record = None
     if doc_id is not None:
-        record = DocumentRecord(doc_id, root, duplicate, merged, title, anchors)
+        record = DocumentRecord(doc_id, root, duplicate, merged, title, anchors, score, verdict)
     tables.add_member(root, record)
     if meta is not None:
         tables.note(root, doc_id, meta)

@@ -69,6 +69,7 @@ document's anchors are new), and the filter says so without a read.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import json
 import logging
@@ -102,7 +103,7 @@ from ...stores.kv import OrderedKV, prefix_end
 from ...text.fingerprint import NO_LIMIT, DocPrint, narrow
 from .assign import MatchPolicy, assign, combine_sketch, explain, lookup, resolve
 from .base import Store
-from .records import pack_record, unpack_record
+from .records import pack_record, unpack_full
 from .retention import retained_assign, settle_window
 from .tables import anchor_table, key_filter
 
@@ -335,9 +336,11 @@ class _Overlay:
         value = self.get(_DOC + doc_id.encode("utf-8"))
         if value is None:
             return None
+        score: float | None = None
+        verdict: str | None = None
         try:
             if self.meta["format"] >= 3:
-                sid, duplicate, merged, title, fps = unpack_record(value)
+                sid, duplicate, merged, title, fps, score, verdict = unpack_full(value)
             else:
                 sid, duplicate, merged, title, fps = json.loads(
                     value, parse_constant=_refuse_constant
@@ -350,7 +353,9 @@ class _Overlay:
                 or any(type(h) is not int or not 0 <= h < 1 << 64 for h in fps)
             ):
                 raise ValueError("a field has the wrong type or is out of range")
-            return DocumentRecord(doc_id, sid, duplicate, tuple(merged), title, tuple(fps))
+            return DocumentRecord(
+                doc_id, sid, duplicate, tuple(merged), title, tuple(fps), score, verdict
+            )
         except (ValueError, TypeError, RecursionError) as exc:
             raise StoreCorruptError(
                 f"The record of doc_id {doc_id!r:.80} is unreadable: {exc}"
@@ -559,7 +564,7 @@ class _Overlay:
         self.put(_MEMBER + _enc(gid, seq), doc_id)
         fields = (record.similar_id, record.duplicate, record.merged_from, record.title)
         if self.meta["format"] >= 3:
-            value = pack_record(*fields, record.fingerprints)
+            value = pack_record(*fields, record.fingerprints, record.score, record.verdict)
         else:
             text = [*fields[:2], list(fields[2]), fields[3], list(record.fingerprints)]
             value = json.dumps(text, separators=(",", ":")).encode("utf-8")
@@ -945,14 +950,7 @@ class KVStore(Store):
             rec = reader.get_doc(doc_id)
             if rec is None:
                 return None
-            return DocumentRecord(
-                rec.doc_id,
-                resolve(reader, rec.similar_id),
-                rec.duplicate,
-                rec.merged_from,
-                rec.title,
-                rec.fingerprints,
-            )
+            return dataclasses.replace(rec, similar_id=resolve(reader, rec.similar_id))
 
     def _canonical(self, reader: _Overlay, similar_id: int) -> int | None:
         """The group *similar_id* resolves to, or None (never handed out, or forgotten)."""
@@ -979,7 +977,10 @@ class KVStore(Store):
                     f"A member of group {gid} is not UTF-8", url=self.url
                 ) from exc
             rec = reader.get_doc(doc_id)
-            members.append(Member(doc_id, rec.title if rec is not None else None))
+            if rec is None:
+                members.append(Member(doc_id))
+            else:
+                members.append(Member(doc_id, rec.title, rec.score, rec.verdict))
         return Group(gid, reader.get_size(gid), tuple(members))
 
     def group(self, similar_id: int) -> Group | None:

@@ -83,7 +83,15 @@ from .assign import (
 )
 from .base import Store
 from .compiled import compiled
-from .records import HEAD, TITLED, pack_record, unpack_record
+from .records import (
+    EVIDENCE,
+    HEAD,
+    TITLED,
+    VERDICTS,
+    pack_record,
+    unpack_full,
+    unpack_record,
+)
 from .retention import retained_assign, settle_window
 from .tables import (
     COMPILED,
@@ -169,12 +177,12 @@ def _records_within(docs: dict[Any, Any], counter: int) -> bool:
     except struct.error:
         return False
     gids, flags, anchors, merged = zip(*heads, strict=True) if heads else ((),) * 4
-    if not (_ints_within(gids, 1, counter + 1) and set(flags) <= {0, 1, 2, 3}):
+    if not (_ints_within(gids, 1, counter + 1) and set(flags) <= set(range(8))):
         return False
     ends = [HEAD.size + 8 * (a + m) for a, m in zip(anchors, merged, strict=True)]
     rows = zip(recs, flags, merged, ends, map(len, recs), strict=True)
     return _each_record_within(
-        [r for r, f, m, end, n in rows if m or f & TITLED or end != n], counter
+        [r for r, f, m, end, n in rows if m or f & (TITLED | EVIDENCE) or end != n], counter
     )
 
 
@@ -221,6 +229,25 @@ def _check_records(docs: dict[Any, Any], group: Callable[[Any], int]) -> None:
             raise ValueError(f"the packed anchors of {doc_id!r:.60} are torn")
         anchors = unpack_sketch(fps) if type(fps) is bytes else _u64s(fps)
         docs[doc_id] = pack_record(gid, duplicate, merged, title, anchors)
+
+
+def _member(doc_id: str, rec: bytes) -> Member:
+    """A group's member from its record: its title and evidence."""
+    _, _, _, title, _, score, verdict = unpack_full(rec)
+    return Member(doc_id, title, score, verdict)
+
+
+def _evidence(args: list[Any]) -> tuple[float | None, str | None]:
+    """The score and verdict of a journaled member op (none in an op from before)."""
+    if not args:
+        return None, None
+    text, verdict = args
+    score = float(text) if type(text) is str and len(text) < 32 else -1.0
+    if not 0.0 <= score <= 1.0:
+        raise ValueError(f"{text!r:.40} is not a score")
+    if verdict not in VERDICTS:
+        raise ValueError(f"{verdict!r:.40} is not a verdict")
+    return score, verdict
 
 
 def _ints_within(values: Collection[Any], low: int, high: int) -> bool:
@@ -404,8 +431,7 @@ class _Tables:
         rec = self.docs.get(doc_id)
         if rec is None:
             return None
-        sid, duplicate, merged, title, anchors = unpack_record(rec)
-        return DocumentRecord(doc_id, sid, duplicate, merged, title, anchors)
+        return DocumentRecord(doc_id, *unpack_full(rec))
 
     # -- writes: each changes the dicts and, when journaling, logs itself as an op; replay
     # feeds the ops back through the same methods, so there is one code path for both.
@@ -752,9 +778,14 @@ class _Tables:
         else:
             ids.append(doc_id)
         fps, merged = record.fingerprints, record.merged_from
-        self.docs[doc_id] = pack_record(gid, record.duplicate, merged, record.title, fps)
+        self.docs[doc_id] = pack_record(
+            gid, record.duplicate, merged, record.title, fps, record.score, record.verdict
+        )
         if self.log is not None:
-            self.log.append(["m", gid, doc_id, record.duplicate, merged, record.title, fps])
+            op = ["m", gid, doc_id, record.duplicate, merged, record.title, fps]
+            if record.score is not None:
+                op += [repr(record.score), record.verdict]  # journal lines hold no floats
+            self.log.append(op)
 
     def apply(self, op: Any) -> None:
         """Replay one journaled op (the log must be off), checking it is one this store writes.
@@ -790,8 +821,9 @@ class _Tables:
             self.merge_into(root, gid, _gid(args[2]))
         elif kind == "m" and len(args) == 1:
             self.add_member(self._live(args[0]), None)
-        elif kind == "m" and len(args) == 6:
-            gid, doc_id, duplicate, merged, title, fps = args
+        elif kind == "m" and len(args) in (6, 8):
+            gid, doc_id, duplicate, merged, title, fps = args[:6]
+            score, verdict = _evidence(args[6:])
             gid = self._live(gid)
             doc_id = str(_text(doc_id, "doc_id"))
             if type(duplicate) is not bool:
@@ -805,6 +837,8 @@ class _Tables:
                 tuple(_gid(m) for m in merged),
                 _text(title, "title", optional=True),
                 tuple(_u64s(fps)),
+                score,
+                verdict,
             )
             self.add_member(gid, record)
         elif kind == "r" and len(args) == 1:
@@ -1450,21 +1484,14 @@ class MemoryStore(Store):
             rec = self._t.get_doc(doc_id)
             if rec is None:
                 return None
-            return DocumentRecord(
-                rec.doc_id,
-                resolve(self._t, rec.similar_id),
-                rec.duplicate,
-                rec.merged_from,
-                rec.title,
-                rec.fingerprints,
-            )
+            return dataclasses.replace(rec, similar_id=resolve(self._t, rec.similar_id))
 
     def _group(self, gid: int, most: int | None = None) -> Group:
         t = self._t
         ids = _ids(t.members.get(gid))
         if most is not None:
             ids = ids[:most]
-        members = tuple(Member(d, unpack_record(t.docs[d])[3]) for d in ids)
+        members = tuple(_member(d, t.docs[d]) for d in ids)
         return Group(gid, t.size.get(gid, 0), members)
 
     def _canonical(self, similar_id: int) -> int | None:

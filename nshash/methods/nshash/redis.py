@@ -41,11 +41,14 @@ key                type     holds
 ``{P}:parent``     hash     merged group id -> the id it merged into (follow to the canonical id)
 ``{P}:sizes``      zset     canonical group id, zero-padded to 15 digits -> minus its size, so
                             ``ZRANGE BYSCORE`` lists the largest groups first, ties by id
-``{P}:docs``       hash     doc id -> ``"root dup seq has_title merged,ids #count\n"``, then
-                            the anchors (8 bytes each, little-endian) and the title: the
-                            answer given and the document's applied sequence number (a
-                            record written before packing has ``anchor,fps`` in decimal
-                            where ``#count`` is, and nothing between newline and title)
+``{P}:docs``       hash     doc id -> ``"root dup seq has_title merged,ids #count score
+                            verdict\n"``, then the anchors (8 bytes each, little-endian) and
+                            the title: the answer given, the document's applied sequence
+                            number and its evidence (the score as ``%.17g``, exact as a
+                            double; the verdict's code in ``records.VERDICTS``; a record
+                            from before evidence ends its header at ``#count``, and one
+                            written before packing has ``anchor,fps`` in decimal where
+                            ``#count`` is, and nothing between newline and title)
 ``{P}:counter``    string   the last group id handed out (INCR; never goes back)
 ``{P}:documents``  string   how many documents were added; each one's value is its sequence number
 ``{P}:s:<id>``     set      the sketch (sampled shingle hashes, narrowed in layout 4) of
@@ -114,6 +117,7 @@ a message. Needs Redis 7.0 or newer (``SMISMEMBER``, ``SINTERCARD``, script flag
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import struct
@@ -145,6 +149,7 @@ from ...stores.url import mask_url, retention_option
 from ...text.fingerprint import DocPrint, narrow
 from .assign import MatchPolicy, finish_explanation, judged
 from .base import Store
+from .records import VERDICTS
 from .retention import clock_option
 
 __all__ = ["RedisStore"]
@@ -214,12 +219,29 @@ def _meta_args(meta: DocMeta | None) -> tuple[bytes, bytes]:
     return _bulk(b"%d %d" % (added, added // HOUR)), _bulk(kept)
 
 
+def _evidence(fields: list[bytes]) -> tuple[float | None, str | None]:
+    """The score and verdict of a record's header fields after ``#count`` (none in a record
+    written before evidence was kept).
+
+    Raises:
+        ValueError: they are not a score and a verdict's code.
+    """
+    if not fields:
+        return None, None
+    score, code = fields
+    value = float(score)
+    if not 0.0 <= value <= 1.0 or not code.isdigit() or int(code) >= len(VERDICTS):
+        raise ValueError(f"evidence {b' '.join(fields)!r:.40} is not a score and a verdict")
+    return value, VERDICTS[int(code)]
+
+
 def _parse_record(doc_id: str, raw: bytes) -> DocumentRecord:
     """Decode a ``{P}:docs`` value (see the module docstring) into a record: its anchors
     packed after the header (``#count``), or in decimal in it (records written before)."""
     try:
         header, _, rest = raw.partition(b"\n")
-        root, dup, _seq, has_title, merged, anchors = header.split(b" ")
+        root, dup, _seq, has_title, merged, anchors, *kept = header.split(b" ")
+        score, verdict = _evidence(kept)
         if anchors[:1] == b"#":
             count = int(anchors[1:])
             fps = struct.unpack_from(f"<{count}Q", rest)
@@ -235,6 +257,8 @@ def _parse_record(doc_id: str, raw: bytes) -> DocumentRecord:
             tuple(int(g) for g in merged.split(b",")) if merged else (),
             rest.decode("utf-8") if has_title == b"1" else None,
             fps,
+            score,
+            verdict,
         )
         if record.similar_id < 1 or any(g < 1 for g in record.merged_from):
             raise ValueError("a group id is not positive")
@@ -249,10 +273,12 @@ def _decode_group(reply: list[Any]) -> Group:
         if gid < 1 or size < 0:
             raise ValueError(f"group {gid} of size {size}")
         members = []
-        for i in range(2, len(reply), 2):
+        for i in range(2, len(reply), 3):
             title = reply[i + 1]
             text = title[1:].decode("utf-8") if title[:1] == b"+" else None
-            members.append(Member(reply[i].decode("utf-8"), text))
+            kept = reply[i + 2]
+            score, verdict = _evidence(kept.split(b" ") if kept != b"-" else [])
+            members.append(Member(reply[i].decode("utf-8"), text, score, verdict))
     except (ValueError, TypeError, IndexError, UnicodeDecodeError) as exc:
         raise StoreCorruptError(f"A group read from Redis is unreadable: {exc}") from exc
     return Group(gid, size, tuple(members))
@@ -667,9 +693,7 @@ class RedisStore(Store):
         if reply is None:
             return None
         rec = _parse_record(doc_id, reply[1])
-        return DocumentRecord(
-            rec.doc_id, int(reply[0]), rec.duplicate, rec.merged_from, rec.title, rec.fingerprints
-        )
+        return dataclasses.replace(rec, similar_id=int(reply[0]))
 
     def sequence(self, doc_id: str) -> int | None:
         """Return the position (from 1) at which Redis applied *doc_id*, or None if unknown.

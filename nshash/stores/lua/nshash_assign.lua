@@ -60,9 +60,13 @@ if WINDOWED then
 end
 local merged = {}
 local root, dup
+-- The evidence kept with the record (assign.py's evidence()): the score against the group
+-- joined, else the best refused one, and the verdict's code (records.py's VERDICTS).
+local ev_score, ev_verdict = 0, 1
 if ex then
   root = resolve(ex)
   dup = 1
+  ev_score, ev_verdict = 1, 3
 else
   local live = live_sketch(all, ns, flags)
   local order, hits = candidates(anchors, known)
@@ -73,6 +77,15 @@ else
     shared_of[g] = shared
   end
   local accepted = choose(order, scores, theta, merge_theta, merge_guard)
+  if #accepted > 0 then
+    ev_score = scores[accepted[1]]
+    ev_verdict = #accepted > 1 and 5 or 4
+  elseif #order > 0 then
+    ev_verdict = 2
+    for _, g in ipairs(order) do
+      if scores[g] > ev_score then ev_score = scores[g] end
+    end
+  end
   if #accepted > 0 then
     root = accepted[1]
     local rsk, rmem, rz = BASE .. 's:' .. gs(root), BASE .. 'm:' .. gs(root), zm(root)
@@ -161,7 +174,8 @@ if doc_id then
   for i, m in ipairs(merged) do ms[i] = gs(m) end
   for i, at in ipairs(aidx) do packed[i] = string.sub(ARGV[16], 8 * at - 7, 8 * at) end
   local rec = table.concat({rs, tostring(dup), gs(seq), title and '1' or '0',
-    table.concat(ms, ','), '#' .. #aidx}, ' ') .. '\n' .. table.concat(packed) .. (title or '')
+    table.concat(ms, ','), '#' .. #aidx, string.format('%.17g', ev_score), tostring(ev_verdict)},
+    ' ') .. '\n' .. table.concat(packed) .. (title or '')
   redis.call('HSET', K_DOCS, doc_id, rec)
 end
 if ARGV[13] ~= '-' then

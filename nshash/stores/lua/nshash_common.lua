@@ -578,9 +578,17 @@ end
 local function title_of(rec)
   local _, has_title, nl = parse_record(rec)
   if not has_title then return '-' end
-  local count = tonumber(string.match(string.sub(rec, 1, nl - 1), ' #(%d+)$')) or 0
+  local count = tonumber(string.match(string.sub(rec, 1, nl - 1), ' #(%d+)')) or 0
   if #rec < nl + 8 * count then unreadable_record() end
   return '+' .. string.sub(rec, nl + 1 + 8 * count)
+end
+
+-- A record's evidence ('score code', or '-' in a record written before it was kept): the
+-- header's fields after '#count'.
+local function evidence_of(rec)
+  local nl = string.find(rec, '\n', 1, true)
+  if not nl then unreadable_record() end
+  return string.match(string.sub(rec, 1, nl - 1), ' #%d+ (%S+ %d+)$') or '-'
 end
 
 -- Retention (nshash/methods/nshash/retention.py): {P}:last scores each canonical group by the

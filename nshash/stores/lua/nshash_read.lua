@@ -15,6 +15,7 @@ local function group_reply(g, most)
     for i = 1, #members do
       out[#out + 1] = members[i]
       out[#out + 1] = recs[i] and title_of(recs[i]) or '-'
+      out[#out + 1] = recs[i] and evidence_of(recs[i]) or '-'
     end
   end
   return out
