@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import (
     ConfigError,
+    CorrectionError,
     EmptyDocumentError,
     NSHashError,
     StoreClosedError,
@@ -67,6 +68,7 @@ from .results import (
     Activity,
     AddResult,
     Candidate,
+    Correction,
     DocMeta,
     DocumentRecord,
     Explanation,
@@ -172,6 +174,8 @@ __all__ = [
     "AddResult",
     "Candidate",
     "ConfigError",
+    "Correction",
+    "CorrectionError",
     "DocMeta",
     "DocPrint",
     "Document",

@@ -4,7 +4,8 @@ Every exception nshash raises on purpose derives from :class:`NSHashError`::
 
     NSHashError
     ├── ConfigError              bad argument, option or store URL
-    │   └── UnknownOptionError   an option nobody takes
+    │   ├── UnknownOptionError   an option nobody takes
+    │   └── CorrectionError      an editor's correction names nothing or is refused
     ├── EmptyDocumentError       a text with no letter or digit (also a ValueError)
     └── StoreError               the store failed or refused an operation
         ├── StoreClosedError     the store was used after close()
@@ -27,6 +28,7 @@ from pathlib import Path
 
 __all__ = [
     "ConfigError",
+    "CorrectionError",
     "EmptyDocumentError",
     "NSHashError",
     "StoreClosedError",
@@ -56,6 +58,18 @@ class UnknownOptionError(ConfigError):
         super().__init__(message)
         #: The unknown options' names.
         self.names = names
+
+
+class CorrectionError(ConfigError):
+    """A correction (a detach, a join or an undo) that names a document, story or
+    correction the store does not have, or that cannot be made (a document that is its
+    story's only copy, a story joined with itself, a correction undone twice)."""
+
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(message)
+        #: ``document_not_found``, ``group_not_found``, ``correction_not_found`` or
+        #: ``correction_refused``.
+        self.code = code
 
 
 class EmptyDocumentError(NSHashError, ValueError):

@@ -10,6 +10,7 @@ __all__ = [
     "AddResult",
     "Assignment",
     "Candidate",
+    "Correction",
     "DocMeta",
     "DocumentRecord",
     "Explanation",
@@ -309,3 +310,34 @@ class HotGroup:
     last_seen: int | None = None
     title: str | None = None
     sites: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Correction:
+    """An editor's correction of a grouping, as the store keeps it (see
+    :meth:`nshash.NSHash.detach`, :meth:`~nshash.NSHash.join` and
+    :meth:`~nshash.NSHash.undo`).
+
+    Attributes:
+        id: its number in the store (1, 2, ... in the order made).
+        kind: ``"detach"`` (a copy taken out of its story into a story of its own) or
+            ``"join"`` (two stories made one).
+        at: when it was made (epoch seconds).
+        by: who made it (the API key's name, the command line's user, ``"cli"``...).
+        doc_id: the copy detached (a detach only).
+        source: a detach: the story the copy was taken from; a join: the story that was
+            joined into the other.
+        target: a detach: the copy's new story; a join: the story that survived.
+        undone_at: when it was undone (None while it holds).
+        undone_by: who undid it.
+    """
+
+    id: int
+    kind: str
+    at: int
+    by: str
+    source: int
+    target: int
+    doc_id: str | None = None
+    undone_at: int | None = None
+    undone_by: str | None = None

@@ -11,7 +11,16 @@ from collections.abc import Iterable, Sequence
 from types import TracebackType
 
 from ...errors import NSHashError, StoreClosedError
-from ...results import Activity, Assignment, DocMeta, DocumentRecord, Explanation, Group, StoreStats
+from ...results import (
+    Activity,
+    Assignment,
+    Correction,
+    DocMeta,
+    DocumentRecord,
+    Explanation,
+    Group,
+    StoreStats,
+)
 from ...text.fingerprint import DocPrint
 from .assign import MatchPolicy
 
@@ -140,6 +149,29 @@ class Store(ABC):
     @abstractmethod
     def doc_meta(self, doc_ids: Sequence[str]) -> list[DocMeta | None]:
         """Return the :class:`~nshash.DocMeta` kept for each of *doc_ids* (None where none)."""
+
+    # -- editors' corrections (see nshash.methods.nshash.corrections) ----------------------
+    @abstractmethod
+    def detach(self, doc_id: str, by: str, at: int) -> Correction:
+        """Take *doc_id* out of its story into a new story of its own, atomically, keeping
+        the correction (made by *by* at *at*, epoch seconds)."""
+
+    @abstractmethod
+    def join(self, a: int, b: int, by: str, at: int, cap: int) -> Correction:
+        """Join stories *a* and *b* (the smaller canonical id survives), atomically."""
+
+    @abstractmethod
+    def undo(self, cid: int, by: str, at: int, cap: int) -> Correction:
+        """Undo correction *cid*, atomically; returns it marked undone."""
+
+    @abstractmethod
+    def corrections(self) -> list[Correction]:
+        """Every correction, in the order made."""
+
+    @abstractmethod
+    def settle(self, doc_id: str, anchors: Sequence[int]) -> int | None:
+        """Follow the detach rule for *doc_id*, just placed with *anchors*: return the group
+        it moved to, or None when it stays (most calls: a store without detaches)."""
 
     def ping(self) -> None:  # noqa: B027 - a no-op is right for in-process stores
         """Raise a :class:`~nshash.StoreError` unless the store can serve requests."""

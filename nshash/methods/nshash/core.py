@@ -20,6 +20,8 @@ from ...results import (
     HOUR,
     Activity,
     AddResult,
+    Assignment,
+    Correction,
     DocMeta,
     DocumentRecord,
     Explanation,
@@ -394,6 +396,8 @@ class NSHash(Method):
         """:meth:`add_prepared` for arguments already checked."""
         why = self.store.explain(doc, self.policy) if explain else None
         answer, anchors = self.store.assign(doc, self.policy, doc_id, title, meta)
+        if doc_id is not None and not answer.replayed:
+            answer = self._settled(answer, doc_id, anchors)
         if self.cards is not None:
             self.cards.forget(answer.similar_id, answer.merged_from)
         values = (
@@ -442,6 +446,12 @@ class NSHash(Method):
                 results[slot] = outcome
                 continue
             answer, anchors = outcome
+            if doc_id is not None and not answer.replayed:
+                try:
+                    answer = self._settled(answer, doc_id, anchors)
+                except NSHashError as exc:
+                    results[slot] = exc
+                    continue
             if self.cards is not None:
                 self.cards.forget(answer.similar_id, answer.merged_from)
             results[slot] = AddResult(
@@ -454,6 +464,65 @@ class NSHash(Method):
                 answer.canonical_id,
             )
         return [r for r in results if r is not None]
+
+    def _settled(self, answer: Assignment, doc_id: str, anchors: tuple[int, ...]) -> Assignment:
+        """*answer*, after the detach rule (see :mod:`.corrections`) had its say."""
+        moved = self.store.settle(doc_id, anchors)
+        if moved is None:
+            return answer
+        if self.cards is not None:
+            self.cards.forget(answer.similar_id)
+        return Assignment(moved, answer.duplicate, answer.merged_from)
+
+    # -- editors' corrections ------------------------------------------------------------
+    def detach(self, doc_id: str, *, by: str = "python") -> Correction:
+        """Take the copy *doc_id* out of its story: it becomes a story of its own, and the
+        store remembers that it is not that story (see :mod:`.corrections`: later copies
+        like it go with it).
+
+        Args:
+            doc_id: the copy, by the id it was added with.
+            by: who makes the correction (kept with it).
+
+        Raises:
+            CorrectionError: no such document, or it is its story's only copy.
+        """
+        checked = _check_doc_id(doc_id)
+        assert checked is not None
+        done = self.store.detach(checked, by, int(self.clock()))
+        self._forget(done)
+        return done
+
+    def join(self, a: int, b: int, *, by: str = "python") -> Correction:
+        """Join stories *a* and *b* into one: the smaller canonical id survives and
+        :meth:`resolve` sends the other to it, as a merge does.
+
+        Raises:
+            CorrectionError: a story is unknown, or both are one story already.
+        """
+        done = self.store.join(a, b, by, int(self.clock()), self.policy.sketch_cap)
+        self._forget(done)
+        return done
+
+    def undo(self, correction_id: int, *, by: str = "python") -> Correction:
+        """Undo a correction (a detach is joined back; a join is split as it was).
+
+        Raises:
+            CorrectionError: no such correction, or it cannot be undone (undone already, or
+                its stories changed since).
+        """
+        done = self.store.undo(correction_id, by, int(self.clock()), self.policy.sketch_cap)
+        self._forget(done)
+        return done
+
+    def corrections(self) -> list[Correction]:
+        """Every correction made on this store, oldest first, with who made it and when."""
+        return self.store.corrections()
+
+    def _forget(self, done: Correction) -> None:
+        if self.cards is not None:
+            self.cards.forget(done.source, (done.target,))
+            self.cards.forget(done.target, (done.source,))
 
     @staticmethod
     def _unpack(item: Document) -> tuple[str, str | None, str | None]:

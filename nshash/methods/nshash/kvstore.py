@@ -50,6 +50,8 @@ key                          value
 ``o`` + time + group id      empty: the same, ordered by time (what forgetting scans)
 ``k`` + group id             the hashes the group wrote (anchors, exact texts, votes)
 ``b`` + group id             the ids merged into the group
+``r`` + correction id        an editor's correction, JSON (see
+                             :mod:`~nshash.methods.nshash.corrections`)
 ===========================  ============================================================
 
 The ``h``/``a``/``t``/``u`` tables (activity) and the ``l``/``o``/``k``/``b`` tables
@@ -78,7 +80,8 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, MutableMapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import replace
+from typing import Any, TypeVar
 
 from ...errors import (
     ConfigError,
@@ -92,6 +95,7 @@ from ...results import (
     HOUR,
     Activity,
     Assignment,
+    Correction,
     DocMeta,
     DocumentRecord,
     Explanation,
@@ -101,6 +105,7 @@ from ...results import (
 )
 from ...stores.kv import OrderedKV, prefix_end
 from ...text.fingerprint import NO_LIMIT, DocPrint, narrow
+from . import corrections
 from .assign import MatchPolicy, assign, combine_sketch, explain, lookup, resolve
 from .base import Store
 from .records import pack_record, unpack_full
@@ -108,6 +113,8 @@ from .retention import retained_assign, settle_window
 from .tables import anchor_table, key_filter
 
 __all__ = ["KVStore"]
+
+_T = TypeVar("_T")
 
 logger = logging.getLogger("nshash")
 
@@ -139,6 +146,7 @@ _LAST = b"l"
 _ORDER = b"o"
 _OWNED = b"k"
 _ABSORBED = b"b"
+_CORRECTION = b"r"
 
 _COUNTERS = ("counter", "documents", "groups", "fingerprints", "common", "mseq")
 #: With a retention window, the backend reclaims the space of forgotten groups once at least
@@ -571,6 +579,73 @@ class _Overlay:
         self.put(_DOC + doc_id, value)
 
 
+    # -- corrections (CorrectionTables) ---------------------------------------------------
+    def group_size(self, gid: int) -> int | None:
+        return self.get_int(_SIZE + _enc(gid))
+
+    def group_members(self, gid: int, most: int | None = None) -> list[str]:
+        out: list[str] = []
+        for _key, doc_id in self.scan(_MEMBER + _enc(gid)):
+            if most is not None and len(out) >= most:
+                break
+            out.append(doc_id.decode("utf-8"))
+        return out
+
+    def corrections(self) -> list[str]:
+        return [value.decode("utf-8") for _key, value in self.scan(_CORRECTION)]
+
+    def put_correction(self, cid: int, entry: str) -> None:
+        self.put(_CORRECTION + _enc(cid), entry.encode("utf-8"))
+
+    def move_member(self, doc_id: str, src: int, dst: int, verdict: str | None) -> None:
+        raw = doc_id.encode("utf-8")
+        old = _MEMBER + _enc(src)
+        key = next((k for k, v in self.scan(old) if v == raw), None)
+        rec = self.get_doc(doc_id)
+        if key is None or rec is None or self.group_size(dst) is None:
+            raise ValueError(f"{doc_id!r:.60} cannot move from group {src} to {dst}")
+        self.delete(key)
+        self.put(_MEMBER + _enc(dst) + key[len(old) :], raw)  # its arrival number stays
+        self.put(_SIZE + _enc(src), _enc(self.get_size(src) - 1))
+        self.put(_SIZE + _enc(dst), _enc(self.get_size(dst) + 1))
+        moved = replace(rec, similar_id=dst, verdict=verdict or rec.verdict)
+        fields = (moved.similar_id, moved.duplicate, moved.merged_from, moved.title)
+        if self.meta["format"] >= 3:
+            value = pack_record(*fields, moved.fingerprints, moved.score, moved.verdict)
+        else:
+            text = [*fields[:2], list(fields[2]), fields[3], list(moved.fingerprints)]
+            value = json.dumps(text, separators=(",", ":")).encode("utf-8")
+        self.put(_DOC + raw, value)
+        meta = self.get(_DOC_META + raw)
+        if meta is not None:
+            added = int(json.loads(meta)[0])
+            hour = added // HOUR
+            self._count_hour(src, hour, -1)
+            if (self.get_int(_GROUP_HOUR + _enc(src, hour)) or 0) <= 0:
+                self.delete(_GROUP_HOUR + _enc(src, hour))
+                self.delete(_HOUR + _enc(hour, src))
+            self._count_hour(dst, hour, 1)
+            self._widen(dst, added, added)
+
+    def split_off(
+        self,
+        root: int,
+        gid: int,
+        sketch: tuple[tuple[int, ...], int],
+        root_sketch: tuple[tuple[int, ...], int],
+        without_id: int,
+    ) -> None:
+        if self.get_parent(gid) != root or self.group_size(gid) is not None:
+            raise ValueError(f"group {gid} is not merged into {root}")
+        self.delete(_PARENT + _enc(gid))
+        self.new_parents[gid] = None
+        self._put_sketch(gid, set(sketch[0]), sketch[1])
+        self._put_sketch(root, set(root_sketch[0]), root_sketch[1])
+        self.put(_SIZE + _enc(gid), _enc(without_id))
+        self.put(_SIZE + _enc(root), _enc(self.get_size(root) - without_id))
+        self.meta["groups"] += 1
+
+
 #: The tables whose reads mostly miss, which a writer's :class:`_KeyFilter` answers: anchors
 #: (most of a document's are new), exact texts, votes (most hashes have none) and doc ids.
 _FILTERED = (_FP, _EXACT, _VOTES, _DOC)
@@ -689,6 +764,8 @@ class KVStore(Store):
         #: where another process writes, or on the pure path).
         keys = None if self.readonly else key_filter()
         self._held = _KeyFilter(keys) if keys is not None else None
+        #: Whether the store holds a correction (None: not looked yet); see settle.
+        self._corrected: bool | None = None
         try:
             if self.readonly:
                 self._meta = self._load_meta()
@@ -920,6 +997,42 @@ class KVStore(Store):
                 result = assign(overlay, doc, policy, doc_id, title, meta)
             self._commit(overlay)
             return result
+
+    # -- corrections ----------------------------------------------------------------------
+    def _change(self, step: Callable[[_Overlay], _T]) -> _T:
+        """Run *step* on an overlay and commit its writes in one batch."""
+        with self._open_db():
+            if self.readonly:
+                raise StoreReadOnlyError(f"{self.url} is open read-only", url=self.url)
+            self._check_writable()
+            if self._held is not None:
+                self._held.advance(self._kv)
+            overlay = self._reader()
+            done = step(overlay)
+            self._commit(overlay)
+            self._corrected = True
+            return done
+
+    def detach(self, doc_id: str, by: str, at: int) -> Correction:
+        return self._change(lambda t: corrections.detach(t, doc_id, by, at))
+
+    def join(self, a: int, b: int, by: str, at: int, cap: int) -> Correction:
+        return self._change(lambda t: corrections.join(t, a, b, by, at, cap))
+
+    def undo(self, cid: int, by: str, at: int, cap: int) -> Correction:
+        return self._change(lambda t: corrections.undo(t, cid, by, at, cap))
+
+    def corrections(self) -> list[Correction]:
+        with self._open_db():
+            return corrections.listing(self._reader())
+
+    def settle(self, doc_id: str, anchors: Sequence[int]) -> int | None:
+        if self._corrected is None:
+            with self._open_db():
+                self._corrected = any(True for _ in self._kv.items(_CORRECTION))
+        if not self._corrected:
+            return None
+        return self._change(lambda t: corrections.settle(t, doc_id, anchors))
 
     def _compared(self, doc: DocPrint) -> DocPrint:
         """*doc* as this store compares it: with narrow sketches from format 4 on."""

@@ -62,6 +62,7 @@ from ...results import (
     HOUR,
     Activity,
     Assignment,
+    Correction,
     DocMeta,
     DocumentRecord,
     Explanation,
@@ -72,6 +73,7 @@ from ...results import (
 from ...stores.durable import DAMAGE, PARTS, JournaledFile, count, reason
 from ...stores.url import FSYNC_POLICIES
 from ...text.fingerprint import NARROW_BITS, NO_LIMIT, DocPrint, narrow
+from . import corrections
 from .assign import (
     NO_HASHES,
     MatchPolicy,
@@ -125,6 +127,8 @@ def _encode_line(entry: list[Any]) -> bytes | None:
         return None
     found: bytes | None = _ENCODE(entry, encode_basestring_ascii)
     return found
+
+
 _ASSIGNMENT_FIELDS = tuple(f.name for f in dataclasses.fields(Assignment))
 
 logger = logging.getLogger("nshash")
@@ -362,6 +366,8 @@ class _Tables:
         self.order: deque[tuple[int, int]] = deque()
         #: Groups last seen before this are expired and match nothing (set by purge).
         self.cutoff: int | None = None
+        #: Editors' corrections (:mod:`~nshash.methods.nshash.corrections`): id -> its JSON.
+        self.corrections_kept: dict[int, str] = {}
         #: Ops applied since the last journal write; None when nothing journals them.
         self.log: list[list[Any]] | None = None
         #: While a change is in progress, how to take back each of its writes; see rollback.
@@ -787,6 +793,108 @@ class _Tables:
                 op += [repr(record.score), record.verdict]  # journal lines hold no floats
             self.log.append(op)
 
+    # -- corrections (CorrectionTables) ---------------------------------------------------
+    def group_size(self, gid: int) -> int | None:
+        return self.size.get(gid)
+
+    def group_members(self, gid: int, most: int | None = None) -> list[str]:
+        ids = _ids(self.members.get(gid))
+        return ids if most is None else ids[:most]
+
+    def corrections(self) -> list[str]:
+        return [self.corrections_kept[c] for c in sorted(self.corrections_kept)]
+
+    def put_correction(self, cid: int, entry: str) -> None:
+        if self.undo is not None:
+            self._restore(self.corrections_kept, cid)
+        self.corrections_kept[cid] = entry
+        if self.log is not None:
+            self.log.append(["k", cid, entry])
+
+    def _set_members(self, gid: int, ids: list[str]) -> None:
+        if not ids:
+            self.members.pop(gid, None)
+        else:
+            self.members[gid] = ids[0] if len(ids) == 1 else ids
+
+    def move_member(self, doc_id: str, src: int, dst: int, verdict: str | None) -> None:
+        rec = self.docs.get(doc_id)
+        ids = _ids(self.members.get(src))
+        if rec is None or doc_id not in ids or dst not in self.size:
+            raise ValueError(f"{doc_id!r:.60} cannot move from group {src} to {dst}")
+        meta = self.meta.get(doc_id)
+        hour = meta[0] // HOUR if meta is not None else None
+        if self.undo is not None:
+            for table, key in ((self.size, src), (self.size, dst), (self.docs, doc_id)):
+                self._restore(table, key)
+            self._restore(self.members, src)
+            self._restore(self.members, dst)
+            if hour is not None:
+                self._keep_activity((src, dst), (hour,))
+        ids.remove(doc_id)
+        self._set_members(src, ids)
+        self._set_members(dst, [*_ids(self.members.get(dst)), doc_id])
+        self.size[src] -= 1
+        self.size[dst] += 1
+        gid, duplicate, merged, title, anchors, score, kept = unpack_full(rec)
+        self.docs[doc_id] = pack_record(
+            dst, duplicate, merged, title, anchors, score, verdict or kept
+        )
+        if meta is not None and hour is not None:
+            for g, step in ((src, -1), (dst, 1)):
+                hours = self.hours.setdefault(g, {})
+                bucket = self.buckets.setdefault(hour, {})
+                n = hours.get(hour, 0) + step
+                if n > 0:
+                    hours[hour] = bucket[g] = n
+                else:
+                    hours.pop(hour, None)
+                    bucket.pop(g, None)
+                if not hours:
+                    del self.hours[g]
+                if not bucket:
+                    del self.buckets[hour]
+            seen = self.seen.get(dst)
+            added = meta[0]
+            self.seen[dst] = (
+                (added, added) if seen is None else (min(seen[0], added), max(seen[1], added))
+            )
+        if self.log is not None:
+            self.log.append(["mv", doc_id, src, dst, verdict])
+
+    def split_off(
+        self,
+        root: int,
+        gid: int,
+        sketch: tuple[tuple[int, ...], int],
+        root_sketch: tuple[tuple[int, ...], int],
+        without_id: int,
+    ) -> None:
+        if self.parent.get(gid) != root or root not in self.size or gid in self.size:
+            raise ValueError(f"group {gid} is not merged into {root}")
+        if self.undo is not None:
+            self._restore(self.parent, gid)
+            self._restore(self.size, gid)
+            self._restore(self.size, root)
+        del self.parent[gid]
+        self._set_sketch(gid, tuple(sketch[0]), sketch[1])
+        self._set_sketch(root, tuple(root_sketch[0]), root_sketch[1])
+        self.size[gid] = without_id
+        self.size[root] -= without_id
+        if self.log is not None:
+            self.log.append(
+                [
+                    "sp",
+                    root,
+                    gid,
+                    list(sketch[0]),
+                    sketch[1],
+                    list(root_sketch[0]),
+                    root_sketch[1],
+                    without_id,
+                ]
+            )
+
     def apply(self, op: Any) -> None:
         """Replay one journaled op (the log must be off), checking it is one this store writes.
 
@@ -843,6 +951,24 @@ class _Tables:
             self.add_member(gid, record)
         elif kind == "r" and len(args) == 1:
             self.set_window(_gid(args[0]))
+        elif kind == "k" and len(args) == 2:
+            self.put_correction(_gid(args[0]), str(_text(args[1], "correction")))
+        elif kind == "mv" and len(args) == 4:
+            doc_id, src, dst, verdict = args
+            if verdict is not None and verdict not in VERDICTS:
+                raise ValueError(f"{verdict!r:.40} is not a verdict")
+            self.move_member(
+                str(_text(doc_id, "doc_id")), self._live(src), self._live(dst), verdict
+            )
+        elif kind == "sp" and len(args) == 7:
+            root, gid, values, limit, root_values, root_limit, without_id = args
+            self.split_off(
+                self._live(root),
+                _gid(gid),
+                (tuple(self._sketch_values(values)), _limit(limit)),
+                (tuple(self._sketch_values(root_values)), _limit(root_limit)),
+                count(without_id, "without_id"),
+            )
         elif kind == "w" and args == [NARROW_BITS]:
             self.set_narrow()
         elif kind == "l" and len(args) == 2:
@@ -910,6 +1036,7 @@ class _Tables:
             "owned": self.owned,
             "absorbed": self.absorbed,
             "forgotten": self.forgotten,
+            **({"corrections": self.corrections_kept} if self.corrections_kept else {}),
         }
 
     def _parts(self) -> Iterator[dict[str, dict[Any, Any]]]:
@@ -990,6 +1117,12 @@ class _Tables:
         except DAMAGE as exc:
             raise StoreCorruptError(f"The snapshot is damaged: {reason(exc)}") from exc
         self.window, self.last, self.owned, self.absorbed, self.forgotten = retention
+        kept = data.get("corrections", {})
+        if type(kept) is not dict or not all(
+            type(c) is int and c > 0 and type(e) is str for c, e in kept.items()
+        ):
+            raise StoreCorruptError("The snapshot is damaged: its corrections are not id -> text")
+        self.corrections_kept = kept
         # Every table is checked. Each plain one is now converted and dropped, the largest
         # first, so that its memory is free before the next is built: a reopen then holds
         # little more than the store it makes (data keeps no table for the caller).
@@ -1005,6 +1138,7 @@ class _Tables:
 
 
 _Table = TypeVar("_Table", bound=MutableMapping[int, Any])
+_T = TypeVar("_T")
 
 
 def _anchors_of(value: Any, counter: int) -> MutableMapping[int, int]:
@@ -1608,6 +1742,38 @@ class MemoryStore(Store):
                 rec = meta.get(checked_doc_id(d))
                 out.append(None if rec is None else DocMeta(*rec))
             return out
+
+    # -- corrections ----------------------------------------------------------------------
+    def _change(self, step: Callable[[_Tables], _T]) -> _T:
+        """Run *step* on the tables as one atomic, journaled change."""
+        with self._lock:
+            self._check()
+            self._refuse_writes()
+            if self._file is None:  # corrections check everything before they write
+                return step(self._t)
+            with self._file.change() as t:
+                assert isinstance(t, _Tables)
+                return step(t)
+
+    def detach(self, doc_id: str, by: str, at: int) -> Correction:
+        return self._change(lambda t: corrections.detach(t, doc_id, by, at))
+
+    def join(self, a: int, b: int, by: str, at: int, cap: int) -> Correction:
+        return self._change(lambda t: corrections.join(t, a, b, by, at, cap))
+
+    def undo(self, cid: int, by: str, at: int, cap: int) -> Correction:
+        return self._change(lambda t: corrections.undo(t, cid, by, at, cap))
+
+    def corrections(self) -> list[Correction]:
+        with self._lock:
+            self._check()
+            return corrections.listing(self._t)
+
+    def settle(self, doc_id: str, anchors: Sequence[int]) -> int | None:
+        with self._lock:
+            if not self._t.corrections_kept:
+                return None
+        return self._change(lambda t: corrections.settle(t, doc_id, anchors))
 
     def ping(self) -> None:
         """Raise StoreError while the store cannot write: its last journal write failed and

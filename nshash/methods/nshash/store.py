@@ -32,7 +32,16 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ...errors import ConfigError, NSHashError, StoreReadOnlyError
-from ...results import Activity, Assignment, DocMeta, DocumentRecord, Explanation, Group, StoreStats
+from ...results import (
+    Activity,
+    Assignment,
+    Correction,
+    DocMeta,
+    DocumentRecord,
+    Explanation,
+    Group,
+    StoreStats,
+)
 from ...stores.registry import open_ordered_kv, ordered_schemes
 from ...stores.url import (
     fsync_option,
@@ -162,6 +171,21 @@ class ReadOnlyStore(Store):
 
     def doc_meta(self, doc_ids: Sequence[str]) -> list[DocMeta | None]:
         return self.inner.doc_meta(doc_ids)
+
+    def detach(self, doc_id: str, by: str, at: int) -> Correction:
+        raise StoreReadOnlyError(f"{self.url} is open read-only", url=self.url)
+
+    def join(self, a: int, b: int, by: str, at: int, cap: int) -> Correction:
+        raise StoreReadOnlyError(f"{self.url} is open read-only", url=self.url)
+
+    def undo(self, cid: int, by: str, at: int, cap: int) -> Correction:
+        raise StoreReadOnlyError(f"{self.url} is open read-only", url=self.url)
+
+    def corrections(self) -> list[Correction]:
+        return self.inner.corrections()
+
+    def settle(self, doc_id: str, anchors: Sequence[int]) -> int | None:
+        raise StoreReadOnlyError(f"{self.url} is open read-only", url=self.url)
 
     def ping(self) -> None:
         self.inner.ping()
