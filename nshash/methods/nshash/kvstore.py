@@ -605,7 +605,9 @@ class _Overlay:
         if key is None or rec is None or self.group_size(dst) is None:
             raise ValueError(f"{doc_id!r:.60} cannot move from group {src} to {dst}")
         self.delete(key)
-        self.put(_MEMBER + _enc(dst) + key[len(old) :], raw)  # its arrival number stays
+        seq = self.meta["mseq"] + 1  # listed last in its new story, as every store lists it
+        self.meta["mseq"] = seq
+        self.put(_MEMBER + _enc(dst, seq), raw)
         self.put(_SIZE + _enc(src), _enc(self.get_size(src) - 1))
         self.put(_SIZE + _enc(dst), _enc(self.get_size(dst) + 1))
         moved = replace(rec, similar_id=dst, verdict=verdict or rec.verdict)

@@ -136,6 +136,7 @@ from ...results import (
     HOUR,
     Activity,
     Assignment,
+    Correction,
     DocMeta,
     DocumentRecord,
     Explanation,
@@ -146,7 +147,8 @@ from ...results import (
 from ...stores.redis import check_prefix, connect, count_arg, ping_writable, translate
 from ...stores.scripts import lua_script
 from ...stores.url import mask_url, retention_option
-from ...text.fingerprint import DocPrint, narrow
+from ...text.fingerprint import NO_LIMIT, DocPrint, narrow
+from . import corrections
 from .assign import MatchPolicy, finish_explanation, judged
 from .base import Store
 from .records import VERDICTS
@@ -181,6 +183,108 @@ _ASSIGN = lua_script("nshash_assign")
 
 
 _MASK64 = (1 << 64) - 1
+#: How many times a correction is read and tried again while writers keep changing what it
+#: read (see :class:`_Planned`).
+_CORRECTION_TRIES = 100
+#: How long a store trusts that its prefix holds no correction (seconds) before it asks
+#: Redis again: a detach made by another process rules this one's placements after that.
+_CORRECTED_TTL = 1.0
+#: records.VERDICTS' code of each verdict a correction writes.
+_VERDICT_CODES = {v: str(i) for i, v in enumerate(VERDICTS)}
+
+
+class _Planned:
+    """The :class:`~.corrections.CorrectionTables` of one try at a correction on Redis.
+
+    Reads go to Redis, each noted as a check; writes are noted as the correction script's
+    operations (``nshash_correct.lua``), which applies them only if every check still holds.
+    The corrections module reads everything before it writes, so nothing here needs to read
+    its own writes.
+    """
+
+    def __init__(self, store: RedisStore) -> None:
+        self.store = store
+        self.client: Any = store._client  # bytes replies (decode_responses is off)
+        self.tag = store._base.decode("utf-8")
+        self.checks: list[bytes | str] = []
+        self.ops: list[bytes | str] = []
+
+    def _key(self, name: str) -> str:
+        return self.tag + name
+
+    @staticmethod
+    def _present(value: bytes | None) -> bytes:
+        return b"-" if value is None else b"+" + value
+
+    def _hget(self, name: str, field: str) -> bytes | None:
+        value: bytes | None = self.client.hget(self._key(name), field)
+        self.checks += ["h", self._key(name), field, self._present(value)]
+        return value
+
+    def get_doc(self, doc_id: str) -> DocumentRecord | None:
+        raw = self._hget("docs", doc_id)
+        return None if raw is None else _parse_record(doc_id, raw)
+
+    def get_parent(self, gid: int) -> int | None:
+        raw = self._hget("parent", str(gid))
+        return None if raw is None else int(raw)
+
+    def group_size(self, gid: int) -> int | None:
+        member = f"{gid:015d}"
+        score = self.client.zscore(self._key("sizes"), member)
+        self.checks += ["z", self._key("sizes"), member]
+        self.checks.append("-" if score is None else f"+{int(score)}")
+        return None if score is None else -int(score)
+
+    def group_sketch(self, gid: int) -> tuple[tuple[int, ...], int]:
+        values = tuple(sorted(int(v) for v in self.client.smembers(self._key(f"s:{gid}"))))
+        raw = self.client.hget(self._key("limits"), str(gid))
+        limit = NO_LIMIT if raw is None else int(raw)
+        text = ",".join(map(str, values)) + f" {limit}"
+        self.checks += ["s", str(gid), "", text]
+        return values, limit
+
+    def group_members(self, gid: int, most: int | None = None) -> list[str]:
+        group = self.store.group_head(gid, most) if most else self.store.group(gid)
+        ids = [] if group is None else group.doc_ids
+        self.checks += ["m", str(gid), str(most or 0), "\n".join(ids)]
+        return ids
+
+    def corrections(self) -> list[str]:
+        kept: dict[bytes, bytes] = self.client.hgetall(self._key("corrections"))
+        entries = sorted((int(c), e) for c, e in kept.items())
+        for cid, entry in entries:
+            self.checks += ["h", self._key("corrections"), str(cid), b"+" + entry]
+        self.checks += ["h", self._key("corrections"), str(len(entries) + 1), b"-"]
+        return [e.decode("utf-8") for _c, e in entries]
+
+    def new_group(self, sketch: Any, limit: int) -> int:
+        raw: bytes | None = self.client.get(self._key("counter"))
+        self.checks += ["g", self._key("counter"), "", self._present(raw)]
+        gid = int(raw or 0) + 1
+        self.ops += ["new", str(gid)]
+        return gid
+
+    def merge_into(self, root: int, gid: int, cap: int) -> None:
+        self.ops += ["merge", str(root), str(gid), str(cap)]
+
+    def move_member(self, doc_id: str, src: int, dst: int, verdict: str | None) -> None:
+        code = "-" if verdict is None else _VERDICT_CODES[verdict]
+        self.ops += ["move", doc_id, str(src), str(dst), code]
+
+    def split_off(
+        self,
+        root: int,
+        gid: int,
+        sketch: tuple[tuple[int, ...], int],
+        root_sketch: tuple[tuple[int, ...], int],
+        without_id: int,
+    ) -> None:
+        self.ops += ["split", str(root), str(gid), ",".join(map(str, sketch[0])), str(sketch[1])]
+        self.ops += [",".join(map(str, root_sketch[0])), str(root_sketch[1]), str(without_id)]
+
+    def put_correction(self, cid: int, entry: str) -> None:
+        self.ops += ["put", str(cid), entry]
 
 
 def _is_width(reply: Any) -> bool:
@@ -331,6 +435,9 @@ class RedisStore(Store):
         self._assign_sha = hashlib.sha1(_ASSIGN.encode("utf-8")).hexdigest().encode()
         self._assign_loaded = False
         self._read_script = client.register_script(lua_script("nshash_read"))
+        self._correct_script = client.register_script(lua_script("nshash_correct"))
+        #: Whether the prefix holds a correction, and when that was read (see settle).
+        self._corrected: tuple[bool, float] = (False, -_CORRECTED_TTL - 1.0)
         #: Pools made to follow Redis Cluster redirections; closed with the store.
         self._pools: list[redis.ConnectionPool] = []
         self._policy_cache: tuple[MatchPolicy, list[bytes], bytes] | None = None
@@ -413,6 +520,7 @@ class RedisStore(Store):
         )
         self._pools.append(client.connection_pool)
         self._read_script = client.register_script(lua_script("nshash_read"))
+        self._correct_script = client.register_script(lua_script("nshash_correct"))
         self._assign_loaded = False
         self._client = client
 
@@ -759,6 +867,51 @@ class RedisStore(Store):
             last_id=int(last),
             extra={"retention": int(window), "forgotten": int(forgotten)} if window else {},
         )
+
+    # -- corrections ----------------------------------------------------------------------
+    def _correct(self, step: Callable[[_Planned], Any]) -> Any:
+        """Run a correction: read and decide (:mod:`.corrections`), then apply it with the
+        check-and-apply script; read again while another writer changed what it read."""
+        with self._errors():
+            for _ in range(_CORRECTION_TRIES):
+                plan = _Planned(self)
+                done = step(plan)
+                if not plan.ops:
+                    return done
+                args = [self._base, len(plan.checks) // 4, *plan.checks, *plan.ops]
+                if self._correct_script(keys=self._keys, args=args) == b"OK":
+                    self._corrected = (True, time.monotonic())
+                    return done
+        raise StoreError(
+            f"{self.url}: a correction kept meeting concurrent writes; try it again", url=self.url
+        )
+
+    def detach(self, doc_id: str, by: str, at: int) -> Correction:
+        result: Correction = self._correct(lambda t: corrections.detach(t, doc_id, by, at))
+        return result
+
+    def join(self, a: int, b: int, by: str, at: int, cap: int) -> Correction:
+        result: Correction = self._correct(lambda t: corrections.join(t, a, b, by, at, cap))
+        return result
+
+    def undo(self, cid: int, by: str, at: int, cap: int) -> Correction:
+        result: Correction = self._correct(lambda t: corrections.undo(t, cid, by, at, cap))
+        return result
+
+    def corrections(self) -> list[Correction]:
+        with self._errors():
+            return corrections.listing(_Planned(self))
+
+    def settle(self, doc_id: str, anchors: Sequence[int]) -> int | None:
+        known, when = self._corrected
+        if not known or time.monotonic() - when > _CORRECTED_TTL:
+            with self._errors():
+                known = bool(self._client.exists(self._base + b"corrections"))
+            self._corrected = (known, time.monotonic())
+        if not known:
+            return None
+        moved: int | None = self._correct(lambda t: corrections.settle(t, doc_id, anchors))
+        return moved
 
     def ping(self) -> None:
         """Raise StoreError unless Redis answers and takes a write (see

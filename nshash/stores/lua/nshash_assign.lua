@@ -88,33 +88,10 @@ else
   end
   if #accepted > 0 then
     root = accepted[1]
-    local rsk, rmem, rz = BASE .. 's:' .. gs(root), BASE .. 'm:' .. gs(root), zm(root)
+    local rsk = BASE .. 's:' .. gs(root)
     for i = 2, #accepted do
-      local g = accepted[i]
-      merged[#merged + 1] = g
-      local gsk, gmem, gz = BASE .. 's:' .. gs(g), BASE .. 'm:' .. gs(g), zm(g)
-      redis.call('HSET', K_PARENT, gs(g), gs(root))
-      unresolve()
-      local lr, lg = limit_of(root), limit_of(g)
-      if redis.call('EXISTS', gsk) == 1 then
-        redis.call('SUNIONSTORE', rsk, rsk, gsk)
-        redis.call('DEL', gsk)
-      end
-      redis.call('HDEL', K_LIMITS, gs(g))
-      settle(root, math.max(lr, lg), math.min(lr, lg), cap)
-      local size = redis.call('ZSCORE', K_SIZES, gz)
-      if size then
-        redis.call('ZREM', K_SIZES, gz)
-        redis.call('ZINCRBY', K_SIZES, size, rz)
-      end
-      local moved = members_of(g)
-      if #moved > 0 then
-        push('RPUSH', rmem, moved)
-        tdel(K_FIRST, gs(g))
-        redis.call('DEL', gmem)
-      end
-      move_activity(g, root)
-      if WINDOWED then merge_retention(g, root) end
+      merged[#merged + 1] = accepted[i]
+      merge_group(root, accepted[i], cap)
     end
     local lr = limit_of(root)
     local bound = math.min(lr, doc_limit)
