@@ -51,6 +51,7 @@ except ImportError as exc:  # pragma: no cover - the extra is installed under te
 
 from .errors import (
     ConfigError,
+    CorrectionError,
     EmptyDocumentError,
     NSHashError,
     StoreUnavailableError,
@@ -58,7 +59,7 @@ from .errors import (
 from .inputs import either_id
 from .methods.nshash.core import Document
 from .methods.nshash.find import MAX_TIME, StoryPage, TimeRange
-from .results import HOUR, AddResult, DocumentRecord, Group, HotGroup, Member
+from .results import HOUR, AddResult, Correction, DocumentRecord, Group, HotGroup, Member
 from .stores.url import mask_url
 
 __all__ = ["AsyncClient", "Client", "ServiceError"]
@@ -102,6 +103,8 @@ class _Call:
     safe: bool = True
     #: A 404 with one of these codes answers None instead of raising.
     missing: tuple[str, ...] = ()
+    #: A correction: its refusals raise :class:`~nshash.CorrectionError`, as the library's.
+    corrects: bool = False
 
 
 def _check_url(url: str) -> str:
@@ -225,6 +228,29 @@ def _item_error(status: int, error: dict[str, Any]) -> NSHashError:
     return ServiceError(status, code, message)
 
 
+#: The service's error codes a correction answers, raised as the library raises them.
+_CORRECTION_CODES = (
+    "correction_refused",
+    "correction_not_found",
+    "document_not_found",
+    "group_not_found",
+)
+
+
+def _correction(data: dict[str, Any]) -> Correction:
+    return Correction(
+        id=int(data["id"]),
+        kind=data["kind"],
+        at=_epoch(data["at"]) or 0,
+        by=data["by"],
+        source=int(data["source"]),
+        target=int(data["target"]),
+        doc_id=data.get("doc_id"),
+        undone_at=_epoch(data.get("undone_at")),
+        undone_by=data.get("undone_by"),
+    )
+
+
 def _batch_results(data: dict[str, Any]) -> list[AddResult | NSHashError]:
     out: list[AddResult | NSHashError] = []
     for entry in data["results"]:
@@ -331,6 +357,8 @@ class _Base:
             error = {"code": f"http_{status}", "message": response.text[:200]}
         if status == 404 and error.get("code") in call.missing:
             return None
+        if call.corrects and error.get("code") in _CORRECTION_CODES:
+            raise CorrectionError(str(error.get("message", "")), code=str(error["code"]))
         if status in RETRY_STATUSES:
             raise StoreUnavailableError(
                 f"The nshash service at {mask_url(self.url)} answered {status}"
@@ -353,6 +381,24 @@ class _Base:
     @staticmethod
     def _group_call(similar_id: int) -> _Call:
         return _Call("GET", f"/v1/groups/{int(similar_id)}", missing=("group_not_found",))
+
+    @staticmethod
+    def _detach_call(doc_id: str, by: str | None) -> _Call:
+        if not isinstance(doc_id, str) or not doc_id:
+            raise ConfigError(f"doc_id must be a non-empty str, not {doc_id!r}")
+        body = {"id": doc_id, **({"by": by} if by else {})}
+        return _Call("POST", "/v1/corrections/detach", body, safe=False, corrects=True)
+
+    @staticmethod
+    def _join_call(a: int, b: int, by: str | None) -> _Call:
+        body = {"stories": [a, b], **({"by": by} if by else {})}
+        return _Call("POST", "/v1/corrections/join", body, safe=False, corrects=True)
+
+    @staticmethod
+    def _undo_call(correction_id: int, by: str | None) -> _Call:
+        body = {"by": by} if by else {}
+        path = f"/v1/corrections/{int(correction_id)}/undo"
+        return _Call("POST", path, body, safe=False, corrects=True)
 
     @staticmethod
     def _groups_call(min_size: int, limit: int) -> _Call:
@@ -498,6 +544,27 @@ class Client(_Base):
         data = self._send(self._groups_call(min_size, limit))
         return [_group(g) for g in data["groups"]]
 
+    def detach(self, doc_id: str, *, by: str | None = None) -> Correction:
+        """Take a copy out of its story (see :meth:`nshash.NSHash.detach`).
+
+        Raises:
+            CorrectionError: no such document, or it is its story's only copy.
+        """
+        return _correction(self._send(self._detach_call(doc_id, by)))
+
+    def join(self, a: int, b: int, *, by: str | None = None) -> Correction:
+        """Join two stories (see :meth:`nshash.NSHash.join`)."""
+        return _correction(self._send(self._join_call(a, b, by)))
+
+    def undo(self, correction_id: int, *, by: str | None = None) -> Correction:
+        """Undo a correction (see :meth:`nshash.NSHash.undo`)."""
+        return _correction(self._send(self._undo_call(correction_id, by)))
+
+    def corrections(self) -> list[Correction]:
+        """Every correction, oldest first."""
+        data = self._send(_Call("GET", "/v1/corrections"))
+        return [_correction(c) for c in data["corrections"]]
+
     def hot(self, since: str = "24h", limit: int = 30, min_count: int = 1) -> list[HotGroup]:
         """Return the hot stories: the groups with the most documents in the window *since*
         (``24h``, ``90m``, ``7d``), at least *min_count* there, most first, as
@@ -638,6 +705,23 @@ class AsyncClient(_Base):
         """Return a group (merged ids answer with their canonical group), or None."""
         data = await self._send(self._group_call(similar_id))
         return None if data is None else _group(data)
+
+    async def detach(self, doc_id: str, *, by: str | None = None) -> Correction:
+        """:meth:`Client.detach`, awaited."""
+        return _correction(await self._send(self._detach_call(doc_id, by)))
+
+    async def join(self, a: int, b: int, *, by: str | None = None) -> Correction:
+        """:meth:`Client.join`, awaited."""
+        return _correction(await self._send(self._join_call(a, b, by)))
+
+    async def undo(self, correction_id: int, *, by: str | None = None) -> Correction:
+        """:meth:`Client.undo`, awaited."""
+        return _correction(await self._send(self._undo_call(correction_id, by)))
+
+    async def corrections(self) -> list[Correction]:
+        """:meth:`Client.corrections`, awaited."""
+        data = await self._send(_Call("GET", "/v1/corrections"))
+        return [_correction(c) for c in data["corrections"]]
 
     async def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
         """Return the largest groups first."""

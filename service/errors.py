@@ -9,7 +9,11 @@ status   code                    when
 401      ``unauthorized``        an API key is configured and the request lacks it
 404      ``not_found``           no such route
 404      ``document_not_found``  ``GET /v1/documents/{id}`` for an id never added
-404      ``group_not_found``     ``GET /v1/groups/{similar_id}`` for an id never handed out
+404      ``group_not_found``     ``GET /v1/groups/{similar_id}`` for an id never handed out, or
+                                a join naming one
+404      ``correction_not_found``  an undo of a correction that does not exist
+409      ``correction_refused``  a detach of a story's only copy, a join of a story with
+                                itself, an undo of a correction undone already
 405      ``method_not_allowed``  a known path with the wrong method
 413      ``payload_too_large``   the body is over ``NSHASH_MAX_BODY_BYTES``
 413      ``batch_too_large``     a batch holds more than ``NSHASH_MAX_BATCH`` documents
@@ -43,7 +47,13 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
-from nshash.errors import ConfigError, EmptyDocumentError, NSHashError, StoreError
+from nshash.errors import (
+    ConfigError,
+    CorrectionError,
+    EmptyDocumentError,
+    NSHashError,
+    StoreError,
+)
 
 __all__ = [
     "ApiError",
@@ -172,6 +182,9 @@ def classify(exc: BaseException) -> tuple[int, str, str]:
         return 422, "invalid_request", validation_message(errors)
     if isinstance(exc, EmptyDocumentError):
         return 422, "empty_document", str(exc)
+    if isinstance(exc, CorrectionError):
+        status = 409 if exc.code == "correction_refused" else 404
+        return status, exc.code, scrub_paths(str(exc))
     if isinstance(exc, ConfigError):
         if isinstance(exc.__cause__, ImportError):
             # The library's way of saying an optional package is missing (with the pip line).

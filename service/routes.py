@@ -38,6 +38,9 @@ from .schemas import (
     BatchResponse,
     CompareRequest,
     CompareResponse,
+    CorrectionOut,
+    CorrectionsResponse,
+    DetachRequest,
     DocumentIn,
     DocumentResponse,
     ErrorDetail,
@@ -47,17 +50,21 @@ from .schemas import (
     HealthResponse,
     HotGroupOut,
     HotGroupsResponse,
+    JoinRequest,
     QueryRequest,
     QueryResponse,
     ReadyResponse,
+    UndoRequest,
     iso,
 )
 
-__all__ = ["BODY_MODELS", "api", "error_responses", "json_body", "ops"]
+__all__ = ["BODY_MODELS", "api", "editor", "error_responses", "json_body", "ops"]
 
 _DESCRIPTIONS = {
     401: "The API key is missing or wrong (only when `NSHASH_API_KEY` is set).",
     404: "Not found.",
+    409: "The correction cannot be made (`correction_refused`): a detach of a story's only"
+    " copy, a join of a story with itself, an undo of a correction undone already.",
     408: "The body did not arrive within `NSHASH_BODY_TIMEOUT` seconds.",
     413: "The body is over `NSHASH_MAX_BODY_BYTES`, the batch over `NSHASH_MAX_BATCH`, or a"
     " compared text over `NSHASH_MAX_COMPARE_CHARS`.",
@@ -432,6 +439,81 @@ async def get_group(
     if group is None:
         raise ApiError(404, "group_not_found", f"No group with similar_id {similar_id!r}")
     return GroupResponse.of(group)
+
+
+def editor(service: Service, by: str | None) -> str:
+    """Who a correction is kept as made by: the name the request gives, else the API key's
+    name (``NSHASH_API_KEY_NAME``), else ``api``."""
+    if by:
+        return by
+    return service.settings.api_key_name if service.settings.api_key is not None else "api"
+
+
+@api.post(
+    "/corrections/detach",
+    tags=["corrections"],
+    response_model=CorrectionOut,
+    status_code=201,
+    responses=error_responses(404, 409, 422, 501, 503),
+    summary="Detach a copy from its story",
+)
+async def detach(body: DetachRequest, service: ServiceDep) -> CorrectionOut:
+    """Take a copy out of its story: it becomes a story of its own, and the store remembers
+    that it is not that story (later copies like it go with it)."""
+    nsh = await _grouping(service)
+    done = await service.call(nsh.detach, body.id, by=editor(service, body.by))
+    return CorrectionOut.of(done)
+
+
+@api.post(
+    "/corrections/join",
+    tags=["corrections"],
+    response_model=CorrectionOut,
+    status_code=201,
+    responses=error_responses(404, 409, 422, 501, 503),
+    summary="Join two stories",
+)
+async def join(body: JoinRequest, service: ServiceDep) -> CorrectionOut:
+    """Join two stories that are one: the smaller id survives, and the other resolves to it
+    (`GET /v1/groups/{other}` answers the joined story)."""
+    nsh = await _grouping(service)
+    a, b = body.stories
+    done = await service.call(nsh.join, a, b, by=editor(service, body.by))
+    return CorrectionOut.of(done)
+
+
+@api.post(
+    "/corrections/{correction_id}/undo",
+    tags=["corrections"],
+    response_model=CorrectionOut,
+    responses=error_responses(404, 409, 422, 501, 503),
+    summary="Undo a correction",
+)
+async def undo(
+    correction_id: Annotated[int, Path(ge=1, le=MAX_SIMILAR_ID, description="A correction id.")],
+    service: ServiceDep,
+    body: UndoRequest | None = None,
+) -> CorrectionOut:
+    """Undo a detach (the two stories are joined again) or a join (the joined story gets
+    its id, members and sketch back)."""
+    nsh = await _grouping(service)
+    by = editor(service, body.by if body is not None else None)
+    done = await service.call(nsh.undo, correction_id, by=by)
+    return CorrectionOut.of(done)
+
+
+@api.get(
+    "/corrections",
+    tags=["corrections"],
+    response_model=CorrectionsResponse,
+    responses=error_responses(501, 503),
+    summary="List the corrections",
+)
+async def list_corrections(service: ServiceDep) -> CorrectionsResponse:
+    """Every correction made on the store, oldest first, with who made it and when."""
+    nsh = await _grouping(service)
+    done = await service.call(nsh.corrections)
+    return CorrectionsResponse(corrections=[CorrectionOut.of(c) for c in done])
 
 
 @api.post(

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, WithJsonSchema, field
 from nshash.inputs import MAX_DOC_ID_CHARS, MAX_TEXT_CHARS, MAX_TITLE_CHARS
 from nshash.methods.nshash.core import MAX_TIME
 from nshash.methods.nshash.find import local_time
-from nshash.results import AddResult, DocumentRecord, Group, HotGroup
+from nshash.results import AddResult, Correction, DocumentRecord, Group, HotGroup
 
 __all__ = [
     "AddResponse",
@@ -21,6 +21,9 @@ __all__ = [
     "BatchResponse",
     "CompareRequest",
     "CompareResponse",
+    "CorrectionOut",
+    "CorrectionsResponse",
+    "DetachRequest",
     "DocumentIn",
     "DocumentResponse",
     "ErrorDetail",
@@ -30,10 +33,12 @@ __all__ = [
     "HealthResponse",
     "HotGroupOut",
     "HotGroupsResponse",
+    "JoinRequest",
     "MemberOut",
     "QueryRequest",
     "QueryResponse",
     "ReadyResponse",
+    "UndoRequest",
 ]
 
 _TEXT = "央视网消息：今天的《大国工匠》，我们来看航天三江江北公司数控车工阎敏。"
@@ -655,3 +660,99 @@ class ReadyResponse(BaseModel):
         description="The store URL, with any password masked; left out when an API key is"
         " set and the request does not carry it.",
     )
+
+
+#: Who made a correction: a short name (an editor, a desk).
+_BY = Field(
+    default=None,
+    min_length=1,
+    max_length=100,
+    description="Who makes the correction (kept with it); by default the API key's name"
+    " (`NSHASH_API_KEY_NAME`), or `api` when no key is set.",
+)
+
+
+class DetachRequest(BaseModel):
+    """A copy to take out of its story."""
+
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"id": "a2", "by": "night desk"}]}
+    )
+
+    id: DocId = Field(description="The copy, by the id it was added with.")
+    by: str | None = _BY
+
+
+class JoinRequest(BaseModel):
+    """Two stories that are one."""
+
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"stories": [42, 57], "by": "ed"}]}
+    )
+
+    stories: list[Annotated[int, Field(ge=1, le=2**63 - 1)]] = Field(
+        min_length=2, max_length=2, description="The two story ids (the smaller one survives)."
+    )
+    by: str | None = _BY
+
+
+class UndoRequest(BaseModel):
+    """Who undoes a correction (the body may be left out)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    by: str | None = _BY
+
+
+class CorrectionOut(BaseModel):
+    """An editor's correction of a grouping."""
+
+    model_config = _examples(
+        {
+            "id": 1,
+            "kind": "detach",
+            "at": "2024-05-03T12:30:00Z",
+            "by": "night desk",
+            "doc_id": "a2",
+            "source": 42,
+            "target": 58,
+            "undone_at": None,
+            "undone_by": None,
+        }
+    )
+
+    id: int = Field(description="Its number (1, 2, ... in the order made).", ge=1)
+    kind: Literal["detach", "join"] = Field(
+        description="`detach`: a copy taken out of its story into a story of its own;"
+        " `join`: two stories made one."
+    )
+    at: str = Field(description="When it was made (ISO 8601).")
+    by: str = Field(description="Who made it.")
+    doc_id: str | None = Field(default=None, description="The copy detached (a detach only).")
+    source: int = Field(
+        description="A detach: the story the copy left; a join: the story joined into the other."
+    )
+    target: int = Field(description="A detach: the copy's new story; a join: the story kept.")
+    undone_at: str | None = Field(default=None, description="When it was undone, if it was.")
+    undone_by: str | None = Field(default=None, description="Who undid it.")
+
+    @classmethod
+    def of(cls, c: Correction) -> CorrectionOut:
+        """Build the response from the library's correction."""
+        return cls(
+            id=c.id,
+            kind=c.kind,  # type: ignore[arg-type]
+            at=iso(c.at) or "",
+            by=_readable(c.by) or "",
+            doc_id=_readable(c.doc_id),
+            source=c.source,
+            target=c.target,
+            undone_at=iso(c.undone_at),
+            undone_by=_readable(c.undone_by),
+        )
+
+
+class CorrectionsResponse(BaseModel):
+    """Every correction, oldest first."""
+
+    corrections: list[CorrectionOut]

@@ -59,6 +59,9 @@ class Settings(BaseSettings):
     #: When set, every ``/v1`` route needs ``Authorization: Bearer <api_key>`` (else 401).
     #: ``/healthz``, ``/readyz``, ``/metrics`` and the docs stay open.
     api_key: SecretStr | None = None
+    #: The name an editor's correction made with the API key (through ``/v1`` or the pages)
+    #: is kept under, unless the request names who made it.
+    api_key_name: str = Field(default="api", min_length=1, max_length=100)
     #: The largest request body accepted, in bytes; larger bodies get 413.
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
     #: Seconds a client has to send a request body, from its first byte to its last; a
