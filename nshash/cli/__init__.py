@@ -7,6 +7,7 @@ Commands:
   and ``duplicate`` flag. Fingerprinting can run in worker processes (``--jobs``); the
   store sees the documents in input order, so the output does not depend on ``--jobs``.
 * ``nshash groups``, ``nshash query``, ``nshash stats``: read a saved store.
+* ``nshash correct detach|join|undo|list``: an editor's corrections of a saved store.
 * ``nshash compare A B``: the similarity measures of :mod:`nshash.toolkit.similarity`.
 * ``nshash serve``: the HTTP service on uvicorn.
 
@@ -14,11 +15,11 @@ Results go to stdout (or ``-o``); progress, bad-record reports and the summary g
 Exit status: 0 on success, 1 on an error (printed as ``Error: ...``), 2 on bad usage.
 
 One module per command (:mod:`.dedup` for ``dedup`` and ``query``, :mod:`.groups`,
-:mod:`.stats` for ``stats`` and ``repair``, :mod:`.compare`, :mod:`.serve`), each with its
-options (``add_*_parser``), beside the pieces they share: :mod:`.common` (the store a command
-names, usage errors), :mod:`.io` (reading and writing records), :mod:`.parquet`,
-:mod:`.workers` (``--jobs``) and :mod:`.progress` (the bar, reports and summary). This module
-only builds the parser and runs a command.
+:mod:`.stats` for ``stats`` and ``repair``, :mod:`.correct`, :mod:`.compare`,
+:mod:`.serve`), each with its options (``add_*_parser``), beside the pieces they share:
+:mod:`.common` (the store a command names, usage errors), :mod:`.io` (reading and writing
+records), :mod:`.parquet`, :mod:`.workers` (``--jobs``) and :mod:`.progress` (the bar,
+reports and summary). This module only builds the parser and runs a command.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Any
 from ..errors import NSHashError
 from .common import UsageError
 from .compare import add_compare_parser
+from .correct import add_correct_parser
 from .dedup import add_dedup_parser, add_query_parser
 from .groups import add_groups_parser
 from .serve import add_serve_parser
@@ -60,6 +62,7 @@ class _VersionAction(argparse.Action):
 COMMANDS = (
     add_dedup_parser,
     add_groups_parser,
+    add_correct_parser,
     add_query_parser,
     add_stats_parser,
     add_repair_parser,
