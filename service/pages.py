@@ -48,7 +48,7 @@ from markupsafe import Markup
 
 from nshash import EmptyDocumentError, NSHash, NSHashError
 from nshash.methods.nshash.find import local_time, zone
-from nshash.results import HOUR, Activity, Explanation
+from nshash.results import HOUR, Activity, Candidate, Explanation
 from nshash.stores.url import mask_url
 from nshash.text.fingerprint import HASHFUNCS, shingle_hashes, split_sentences
 
@@ -536,6 +536,8 @@ async def story_page(similar_id: str, request: Request, service: ServiceDep) -> 
     copies = [{"member": m, "meta": meta} for m, meta in zip(group.members, metas, strict=True)]
     title = next((m.title for m in group.members if m.title), None)
     sites = list(dict.fromkeys(meta.site for meta in metas if meta is not None and meta.site))
+    made = await service.call(nsh.corrections)
+    mine = [c for c in made if group.similar_id in (c.source, c.target)]
     return _render(
         "story.html",
         group=group,
@@ -544,11 +546,102 @@ async def story_page(similar_id: str, request: Request, service: ServiceDep) -> 
         sites=sites,
         activity=activity,
         chart=chart(activity, tz=tz),
+        corrections=mine,
         tz=tz,
         tz_name=tz_name,
         nav=True,
         service=service,
     )
+
+
+# -- corrections -----------------------------------------------------------------------------
+def _editor(service: Service) -> str:
+    """Who a correction made on the pages is kept as made by."""
+    if service.settings.api_key is not None:
+        return f"{service.settings.api_key_name} (pages)"
+    return "pages"
+
+
+def _story_id(value: str | None) -> int | None:
+    """A story id typed or sent by a form, or None when it is not one."""
+    value = (value or "").strip()
+    if value.isascii() and value.isdigit() and 0 < int(value) < 2**63:
+        return int(value)
+    return None
+
+
+def _refused(service: Service, message: str, status: int = 422) -> Response:
+    return _render(
+        "message.html", status, title="Not done", message=message, nav=True, service=service
+    )
+
+
+@pages.post("/stories/{similar_id}/detach")
+@_readable
+async def detach_copy(similar_id: str, request: Request, service: ServiceDep) -> Response:
+    """Take a copy out of the story (the form's ``doc``); back to the story."""
+    nsh = await _nshash(request, service)
+    if not isinstance(nsh, NSHash):
+        return nsh
+    doc = (await _form(request)).get("doc", "")
+    if not doc:
+        return _refused(service, "Say which copy to detach")
+    done = await service.call(nsh.detach, doc, by=_editor(service))
+    return RedirectResponse(f"/stories/{done.source}", status_code=303)
+
+
+@pages.post("/stories/{similar_id}/join")
+@_readable
+async def join_story(similar_id: str, request: Request, service: ServiceDep) -> Response:
+    """Join the story with another (the form's ``other``); on to the story kept."""
+    nsh = await _nshash(request, service)
+    if not isinstance(nsh, NSHash):
+        return nsh
+    other = (await _form(request)).get("other")
+    here, there = _story_id(similar_id), _story_id(other)
+    if here is None:
+        return _refused(service, f"No story {similar_id!r:.40}", 404)
+    if there is None:
+        return _refused(service, f"A story id is a positive whole number, not {other or ''!r:.40}")
+    done = await service.call(nsh.join, here, there, by=_editor(service))
+    return RedirectResponse(f"/stories/{done.target}", status_code=303)
+
+
+@pages.get("/corrections")
+@_readable
+async def corrections_page(request: Request, service: ServiceDep) -> Response:
+    """Every correction, newest first, with an undo button for those that hold."""
+    nsh = await _nshash(request, service)
+    if not isinstance(nsh, NSHash):
+        return nsh
+    try:
+        tz_name, tz = _page_zone(request, service)
+    except NSHashError as exc:
+        return _refused(service, str(exc))
+    made = await service.call(nsh.corrections)
+    return _render(
+        "corrections.html",
+        corrections=list(reversed(made)),
+        tz=tz,
+        tz_name=tz_name,
+        nav=True,
+        service=service,
+    )
+
+
+@pages.post("/corrections/{correction_id}/undo")
+@_readable
+async def undo_correction(correction_id: str, request: Request, service: ServiceDep) -> Response:
+    """Undo a correction; back to where the form was (its ``next``), else the list."""
+    nsh = await _nshash(request, service)
+    if not isinstance(nsh, NSHash):
+        return nsh
+    target = _safe_next((await _form(request)).get("next") or "/corrections")
+    cid = _story_id(correction_id)
+    if cid is None:
+        return _refused(service, f"No correction {correction_id!r:.40}", 404)
+    await service.call(nsh.undo, cid, by=_editor(service))
+    return RedirectResponse(target, status_code=303)
 
 
 # -- the check form --------------------------------------------------------------------------
@@ -618,14 +711,70 @@ def _reason(why: Explanation) -> str:
     return "None of its passages was seen before: it would start a new story."
 
 
+async def _against(
+    nsh: NSHash, service: Service, story: str | None, doc: str | None
+) -> dict[str, Any] | Response | None:
+    """The copy a check explains against its story (``?story=&doc=``, from a story page):
+    the story, the copy's record and its metadata; None for a plain check; a page when one
+    names nothing."""
+    if not story and not doc:
+        return None
+    sid = _story_id(story)
+    group = None if sid is None else await service.call(nsh.group, sid)
+    if group is None:
+        return _refused(service, f"No story {story!r:.40}", 404)
+    record = await service.call(nsh.document, doc) if doc else None
+    if doc and (record is None or record.similar_id != group.similar_id):
+        return _refused(service, f"No copy {doc!r:.80} in story {group.similar_id}", 404)
+    meta = (await service.call(nsh.store.doc_meta, [doc]))[0] if doc else None
+    title = next((m.title for m in group.members if m.title), None)
+    return {"group": group, "record": record, "meta": meta, "title": title}
+
+
+def _against_reason(why: Explanation, found: Candidate | None, story: Any) -> str:
+    """Why a copy belongs, or not, to the story it is explained against."""
+    sid = story.similar_id
+    if found is None:
+        return (
+            f"None of its anchors leads to story {sid}: judged now, it shares no sampled"
+            " passage with it that is not boilerplate."
+        )
+    return (
+        f"Against story {sid} it shares {found.shared} of the"
+        f" {min(found.document_values, found.group_values)} sampled passages compared (score"
+        f" {found.score:.2f}; at least {why.theta:.2f} is needed), found through"
+        f" {len(found.anchors)} of its anchors."
+    )
+
+
 @pages.get("/check")
 @_readable
 async def check_form(request: Request, service: ServiceDep) -> Response:
-    """The paste form."""
+    """The paste form; with ``story`` (and ``doc``), to explain a copy against a story."""
     denied = _guard(request, service)
     if denied is not None:
         return denied
-    return _render("check.html", text="", result=None, error=None, nav=True, service=service)
+    against = None
+    if request.query_params.get("story") or request.query_params.get("doc"):
+        nsh = await _nshash(request, service)
+        if not isinstance(nsh, NSHash):
+            return nsh
+        found = await _against(
+            nsh, service, request.query_params.get("story"), request.query_params.get("doc")
+        )
+        if isinstance(found, Response):
+            return found
+        against = found
+    return _render(
+        "check.html",
+        text="",
+        result=None,
+        error=None,
+        against=against,
+        tz=_page_zone(request, service)[1],
+        nav=True,
+        service=service,
+    )
 
 
 @pages.post("/check")
@@ -635,23 +784,40 @@ async def check(request: Request, service: ServiceDep) -> Response:
     nsh = await _nshash(request, service)
     if not isinstance(nsh, NSHash):
         return nsh
-    text = (await _form(request)).get("text", "")
+    form = await _form(request)
+    text = form.get("text", "")
+    against = await _against(nsh, service, form.get("story"), form.get("doc"))
+    if isinstance(against, Response):
+        return against
     if len(text) > MAX_CHECK_CHARS:
         message = f"The text has {len(text)} characters; this form takes {MAX_CHECK_CHARS}"
         return _render(
             "message.html", 413, title="Too long", message=message, nav=True, service=service
         )
+    tz = _page_zone(request, service)[1]
     try:
-        why = await service.caller_for(text)(nsh.explain, text)
+        why = await service.caller_for(text)(nsh.explain, text, as_copy=against is not None)
     except NSHashError as exc:
         status, _code, message = classify(exc)
         return _render(
-            "check.html", status, text=text, result=None, error=message, nav=True, service=service
+            "check.html",
+            status,
+            text=text,
+            result=None,
+            error=message,
+            against=against,
+            tz=tz,
+            nav=True,
+            service=service,
         )
     story = None
-    if why.similar_id is not None:
-        story = await service.call(nsh.group, why.similar_id)
-    joined = next((c for c in why.candidates if c.verdict == "joined"), None)
+    if against is not None:
+        story = against["group"]
+        joined = next((c for c in why.candidates if c.similar_id == story.similar_id), None)
+    else:
+        if why.similar_id is not None:
+            story = await service.call(nsh.group, why.similar_id)
+        joined = next((c for c in why.candidates if c.verdict == "joined"), None)
     hits = set(joined.anchors) if joined is not None else set()
     if why.reason == "exact":
         pieces = [(text, "hit")]
@@ -664,8 +830,17 @@ async def check(request: Request, service: ServiceDep) -> Response:
         "why": why,
         "story": story,
         "title": title,
-        "reason": _reason(why),
+        "reason": _reason(why) if against is None else _against_reason(why, joined, story),
         "pieces": pieces,
         "matched": sum(1 for _p, mark in pieces if mark == "hit"),
     }
-    return _render("check.html", text=text, result=result, error=None, nav=True, service=service)
+    return _render(
+        "check.html",
+        text=text,
+        result=result,
+        error=None,
+        against=against,
+        tz=tz,
+        nav=True,
+        service=service,
+    )
