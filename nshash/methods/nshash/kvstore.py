@@ -766,8 +766,8 @@ class KVStore(Store):
         #: where another process writes, or on the pure path).
         keys = None if self.readonly else key_filter()
         self._held = _KeyFilter(keys) if keys is not None else None
-        #: Whether the store holds a correction (None: not looked yet); see settle.
-        self._corrected: bool | None = None
+        #: The detaches that hold (None: not read yet); see settle.
+        self._detaches: list[dict[str, Any]] | None = None
         try:
             if self.readonly:
                 self._meta = self._load_meta()
@@ -1012,7 +1012,7 @@ class KVStore(Store):
             overlay = self._reader()
             done = step(overlay)
             self._commit(overlay)
-            self._corrected = True
+            self._detaches = None
             return done
 
     def detach(self, doc_id: str, by: str, at: int) -> Correction:
@@ -1029,12 +1029,15 @@ class KVStore(Store):
             return corrections.listing(self._reader())
 
     def settle(self, doc_id: str, anchors: Sequence[int]) -> int | None:
-        if self._corrected is None:
+        # The detaches that hold, read once per correction this process commits (one
+        # process writes a store at a time).
+        if self._detaches is None:
             with self._open_db():
-                self._corrected = any(True for _ in self._kv.items(_CORRECTION))
-        if not self._corrected:
+                self._detaches = corrections.active_detaches(self._reader())
+        if not self._detaches:
             return None
-        return self._change(lambda t: corrections.settle(t, doc_id, anchors))
+        detaches = self._detaches
+        return self._change(lambda t: corrections.settle(t, doc_id, anchors, detaches))
 
     def _compared(self, doc: DocPrint) -> DocPrint:
         """*doc* as this store compares it: with narrow sketches from format 4 on."""

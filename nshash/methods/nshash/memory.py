@@ -368,6 +368,9 @@ class _Tables:
         self.cutoff: int | None = None
         #: Editors' corrections (:mod:`~nshash.methods.nshash.corrections`): id -> its JSON.
         self.corrections_kept: dict[int, str] = {}
+        #: Counts the writes of corrections (a rolled back one too): what a cache of them
+        #: is keyed by.
+        self.corrections_version = 0
         #: Ops applied since the last journal write; None when nothing journals them.
         self.log: list[list[Any]] | None = None
         #: While a change is in progress, how to take back each of its writes; see rollback.
@@ -808,6 +811,7 @@ class _Tables:
         if self.undo is not None:
             self._restore(self.corrections_kept, cid)
         self.corrections_kept[cid] = entry
+        self.corrections_version += 1
         if self.log is not None:
             self.log.append(["k", cid, entry])
 
@@ -1123,6 +1127,7 @@ class _Tables:
         ):
             raise StoreCorruptError("The snapshot is damaged: its corrections are not id -> text")
         self.corrections_kept = kept
+        self.corrections_version += 1
         # Every table is checked. Each plain one is now converted and dropped, the largest
         # first, so that its memory is free before the next is built: a reopen then holds
         # little more than the store it makes (data keeps no table for the caller).
@@ -1421,6 +1426,8 @@ class MemoryStore(Store):
             raise ConfigError("A store opened read-only cannot be repaired")
         self.readonly = readonly
         self._lock = threading.RLock()
+        #: The detaches that hold, with the tables' correction version they were read at.
+        self._detaches: tuple[tuple[int, int], list[dict[str, Any]]] | None = None
         self._closed = False
         self._path = os.fspath(path) if path is not None else None
         self.url = f"memory://{self._path}" if self._path else "memory://"
@@ -1771,9 +1778,18 @@ class MemoryStore(Store):
 
     def settle(self, doc_id: str, anchors: Sequence[int]) -> int | None:
         with self._lock:
-            if not self._t.corrections_kept:
+            kept = self._t.corrections_kept
+            if not kept:
                 return None
-        return self._change(lambda t: corrections.settle(t, doc_id, anchors))
+            # The detaches that hold, parsed once per change of the corrections (a detach,
+            # join or undo writes one entry; the rule runs on every later add).
+            key = (id(self._t), self._t.corrections_version)
+            if self._detaches is None or self._detaches[0] != key:
+                self._detaches = (key, corrections.active_detaches(self._t))
+            detaches = self._detaches[1]
+            if not detaches:
+                return None
+        return self._change(lambda t: corrections.settle(t, doc_id, anchors, detaches))
 
     def ping(self) -> None:
         """Raise StoreError while the store cannot write: its last journal write failed and
