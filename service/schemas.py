@@ -690,7 +690,9 @@ class JoinRequest(BaseModel):
         extra="forbid", json_schema_extra={"examples": [{"stories": [42, 57], "by": "ed"}]}
     )
 
-    stories: list[Annotated[int, Field(ge=1, le=2**63 - 1)]] = Field(
+    # No upper bound in the schema: a JSON client may send a large id as a float that rounds
+    # past 2**63 - 1, and an id no store hands out is an unknown story (404), not a bad body.
+    stories: list[Annotated[int, Field(ge=1)]] = Field(
         min_length=2, max_length=2, description="The two story ids (the smaller one survives)."
     )
     by: str | None = _BY
@@ -699,7 +701,9 @@ class JoinRequest(BaseModel):
 class UndoRequest(BaseModel):
     """Who undoes a correction (the body may be left out)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"by": "night desk"}]}
+    )
 
     by: str | None = _BY
 
@@ -754,5 +758,23 @@ class CorrectionOut(BaseModel):
 
 class CorrectionsResponse(BaseModel):
     """Every correction, oldest first."""
+
+    model_config = _examples(
+        {
+            "corrections": [
+                {
+                    "id": 1,
+                    "kind": "join",
+                    "at": "2024-05-03T12:30:00Z",
+                    "by": "night desk",
+                    "doc_id": None,
+                    "source": 57,
+                    "target": 42,
+                    "undone_at": None,
+                    "undone_by": None,
+                }
+            ]
+        }
+    )
 
     corrections: list[CorrectionOut]

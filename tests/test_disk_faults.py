@@ -781,11 +781,14 @@ class TestLevelDBReads:
             nsh.add(doc(0), doc_id="d0", title="t")
             db: Any = nsh.store._kv.db  # type: ignore[attr-defined]
             good = db.get(b"dd0")
-            assert good == pack_record(1, False, (), "t", nsh.document("d0").fingerprints)
+            member = nsh.document("d0")
+            assert good == pack_record(
+                1, False, (), "t", member.fingerprints, member.score, member.verdict
+            )
             for bad in (
                 good[:10],  # torn in the header
                 pack_record(1, False, (), None, (5, 6))[:-3],  # torn in the anchors
-                good[:8] + b"\x07" + good[9:],  # flags this store never writes
+                good[:8] + b"\x0f" + good[9:],  # flags this store never writes
                 pack_record(0, False, (), None, (5,)),  # group 0
                 pack_record(1, False, (0,), None, (5,)),  # merged from id 0
                 pack_record(1, False, (), None, (5,)) + b"x",  # a tail with no title flag

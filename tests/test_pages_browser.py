@@ -206,7 +206,7 @@ class TestHotStoriesPage:
         assert [c.locator(".doc-id").inner_text() for c in copies.all()] == [
             m["id"] for m in group["members"]
         ]
-        first_link = copies.first.locator("a")
+        first_link = copies.first.locator("td.story a")
         assert first_link.get_attribute("href") == f"{server.url}/copy/{group['members'][0]['id']}"
         assert "江城日报" in copies.first.inner_text()
         assert tab.locator("svg.chart rect").count() >= 2

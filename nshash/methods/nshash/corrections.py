@@ -136,6 +136,8 @@ def _story(t: CorrectionTables, similar_id: int) -> int:
         raise CorrectionError(
             f"A story id is a positive integer, not {similar_id!r:.40}", code="group_not_found"
         )
+    if similar_id >= 2**63:  # every store's ids are below 2**63: no story has this one
+        raise CorrectionError(f"No story {similar_id}", code="group_not_found")
     gid = _resolve(t, similar_id)
     if t.group_size(gid) is None:
         raise CorrectionError(f"No story {similar_id}", code="group_not_found")
