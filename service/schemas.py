@@ -72,6 +72,12 @@ EpochSeconds = Annotated[float, Strict(), Field(ge=0, lt=MAX_TIME)]
 _DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
+#: The largest story id a JSON body may name: the largest integer every JSON reader keeps
+#: exactly (a double's 53 bits). Past it a client's number may be rounded (2**63 - 1 is sent
+#: as 9223372036854775808.0 by many), so a bound of 2**63 - 1 would refuse ids the schema
+#: admits; a store's counter never comes near it.
+MAX_JSON_ID = 2**53 - 1
+
 #: No NUL character (``nshash.inputs`` refuses it in ids and titles).
 NO_NUL = "^[^\\x00]*$"
 
@@ -690,9 +696,7 @@ class JoinRequest(BaseModel):
         extra="forbid", json_schema_extra={"examples": [{"stories": [42, 57], "by": "ed"}]}
     )
 
-    # No upper bound in the schema: a JSON client may send a large id as a float that rounds
-    # past 2**63 - 1, and an id no store hands out is an unknown story (404), not a bad body.
-    stories: list[Annotated[int, Field(ge=1)]] = Field(
+    stories: list[Annotated[int, Field(ge=1, le=MAX_JSON_ID)]] = Field(
         min_length=2, max_length=2, description="The two story ids (the smaller one survives)."
     )
     by: str | None = _BY

@@ -85,6 +85,10 @@ class TestAPI:
             ("/v1/corrections/join", {"stories": [0, 1]}, 422, "invalid_request"),
             ("/v1/corrections/join", {"stories": ["1x", 2]}, 422, "invalid_request"),
             ("/v1/corrections/join", {"stories": [1, 2**64]}, 422, "invalid_request"),
+            # past a double's exact integers (a client may send 2**63 - 1 rounded up)
+            ("/v1/corrections/join", {"stories": [1, 2**53]}, 422, "invalid_request"),
+            ("/v1/corrections/join", {"stories": [1, 2.0**63]}, 422, "invalid_request"),
+            ("/v1/corrections/join", {"stories": [1, 2**53 - 1]}, 404, "group_not_found"),
             ("/v1/corrections/7/undo", {}, 404, "correction_not_found"),
             ("/v1/corrections/0/undo", {}, 422, "invalid_request"),
             ("/v1/corrections/x/undo", {}, 422, "invalid_request"),
