@@ -234,3 +234,83 @@ class TestTheJudgeFollowsTheEditor:
             stats = again.stats()
             assert (stats.documents, stats.groups) == (before.documents, before.groups)
             assert [c.kind for c in again.corrections()] == ["join"]
+
+
+#: More strips of the series, each a story of its own under the same template.
+MORE_STRIPS = {
+    "garden": (
+        "This week a retired tram driver grows a pumpkin so large that the council sends "
+        "an inspector to measure it for the annual show.\n"
+        "The inspector falls asleep in the shade of its leaves and misses three meetings "
+        "about the new bicycle lanes on the river road.\n"
+        "In the last panel the pumpkin wins second prize behind a potato shaped like a duck.\n"
+    ),
+    "tailor": (
+        "This week an old tailor on Quay Street sews a coat for a lamppost that shivers "
+        "every night when the wind comes off the bay.\n"
+        "The lamppost shines twice as brightly in thanks, and the moths hold a meeting to "
+        "complain about the glare on their evening walks.\n"
+        "In the last panel the tailor measures the moon for a pair of trousers.\n"
+    ),
+    "market": (
+        "This week the fishmonger at the Saturday market teaches an octopus to juggle "
+        "lemons for the crowd waiting in the queue.\n"
+        "The octopus asks for a salary paid in sardines and a small stage painted blue, "
+        "and the market committee votes on it for four hours.\n"
+        "In the last panel the octopus opens a rival stall selling umbrellas.\n"
+    ),
+    "bakery": (
+        "This week a baker's cat learns to open the oven door and hides warm croissants "
+        "in the postman's satchel every morning.\n"
+        "The postman gains a following of pigeons along his round and a reputation for "
+        "smelling of butter at the sorting office.\n"
+        "In the last panel the cat is awarded a medal by the society of hungry pigeons.\n"
+    ),
+}
+
+
+def strip(name: str) -> str:
+    """A page of the series with one of :data:`MORE_STRIPS` or :data:`STORIES`."""
+    return TEMPLATE + {**STORIES, **MORE_STRIPS}[name]
+
+
+class TestADetachIsEvidence:
+    @pytest.mark.parametrize("detach", [False, True])
+    def test_anchors_shared_by_detached_copies_become_boilerplate(
+        self, store_url: str, detach: bool
+    ) -> None:
+        """Four strips of a series join one story (the template is most of each page). An
+        editor detaches three of them: each detach votes the anchors the copy shares with the
+        story's other copies, as a refusal votes, so at the third detach (four stories kept
+        apart, the policy's ``votes``) those template anchors are common, and a later strip
+        no longer finds the story through them; a repost of the first strip still joins it.
+        Without the detaches nothing is common."""
+        names = ["ferry", "garden", "tailor", "market"]
+        with NSHash.open(store_url) as nsh:
+            story = nsh.add(strip("ferry"), doc_id="ferry").similar_id
+            for name in names[1:]:
+                assert nsh.add(strip(name), doc_id=name).similar_id == story, (
+                    "the judge no longer joins strips of one series: the test needs a wrong"
+                    " grouping"
+                )
+            anchors = {n: set(nsh.document(n).fingerprints) for n in names}  # type: ignore[union-attr]
+            shared = set.intersection(*anchors.values())
+            assert shared, "the strips share no anchor: the test needs template anchors"
+            if detach:
+                for n, name in enumerate(names[1:], 1):
+                    nsh.detach(name, by="editor")
+                    common = nsh.stats().common_fingerprints
+                    assert (common > 0) == (n == 3), f"{common} common after {n} detaches"
+            late = nsh.explain(strip("bakery"))
+            hits = {h for c in late.candidates for h in c.anchors}
+            if detach:
+                assert shared <= set(late.boilerplate) and not shared & hits
+            else:
+                assert nsh.stats().common_fingerprints == 0 and not late.boilerplate
+                assert shared & hits
+            repost = nsh.add(strip("ferry").replace("watercolours", "inks"), doc_id="ferry-2")
+            assert nsh.resolve(repost.similar_id) == story
+            common = nsh.stats().common_fingerprints
+        if store_url != "memory://":  # the votes are kept: a reopened store knows them
+            with NSHash.open(store_url) as again:
+                assert again.stats().common_fingerprints == common

@@ -2183,7 +2183,7 @@ static int bump_item(PyObject *d, PyObject *key)
     return rc;
 }
 
-/* _vote of nshash.methods.nshash.assign: record that *groups* (a 2-tuple) were kept apart on
+/* vote of nshash.methods.nshash.assign: record that *groups* (a 2-tuple) were kept apart on
  * each hash of the sorted list *hs*; a hash becomes common once *votes* distinct groups
  * (after merges) have been. */
 static int vote_on(PyObject *hs, PyObject *groups, Py_ssize_t votes, PyObject *table,

@@ -69,6 +69,7 @@ __all__ = [
     "kinship",
     "lookup",
     "resolve",
+    "vote",
 ]
 
 
@@ -222,7 +223,13 @@ class Tables(Protocol):
         ...
 
 
-def resolve(tables: Tables, gid: int) -> int:
+class Parents(Protocol):
+    """What :func:`resolve` reads: the merge links."""
+
+    def get_parent(self, gid: int) -> int | None: ...
+
+
+def resolve(tables: Parents, gid: int) -> int:
     """Follow merge links from *gid* to its canonical id."""
     parent = tables.get_parent(gid)
     while parent is not None:
@@ -368,15 +375,24 @@ def _judge(
     return candidates, shared, _choose(tables, {c.similar_id: c.score for c in candidates}, policy)
 
 
-def _vote(tables: Tables, hs: Iterable[int], groups: tuple[int, int], policy: MatchPolicy) -> None:
+class VoteTables(Parents, Protocol):
+    """The reads and writes :func:`vote` needs (part of :class:`Tables`)."""
+
+    def get_votes(self, h: int) -> tuple[int, ...]: ...
+    def add_common(self, hs: Iterable[int]) -> None: ...
+    def set_votes(self, h: int, gids: tuple[int, ...]) -> None: ...
+
+
+def vote(tables: VoteTables, hs: Iterable[int], groups: tuple[int, int], need: int) -> None:
     """Record that *groups* were kept apart on each hash of *hs*; make a hash common once
-    ``policy.votes`` distinct groups (after merges) have been."""
+    *need* (``MatchPolicy.votes``) distinct groups (after merges) have been. A refusal votes
+    so, and so does an editor's detach (:mod:`.corrections`)."""
     for h in hs:
         seen = set(tables.get_votes(h))
         seen.update(groups)
-        if len(seen) >= policy.votes:
+        if len(seen) >= need:
             seen = {resolve(tables, g) for g in seen}
-            if len(seen) >= policy.votes:
+            if len(seen) >= need:
                 tables.add_common((h,))
                 tables.set_votes(h, ())
                 continue
@@ -491,7 +507,8 @@ def assign(
             duplicate = False
         for c, common in zip(candidates, shared, strict=True):
             if c.score < policy.theta:
-                _vote(tables, sorted(set(c.anchors).union(common)), (c.similar_id, root), policy)
+                hs = sorted(set(c.anchors).union(common))
+                vote(tables, hs, (c.similar_id, root), policy.votes)
         tables.set_exact(doc.exact, root)
     for h, hit in known.items():
         if hit is None:

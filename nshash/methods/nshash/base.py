@@ -152,9 +152,10 @@ class Store(ABC):
 
     # -- editors' corrections (see nshash.methods.nshash.corrections) ----------------------
     @abstractmethod
-    def detach(self, doc_id: str, by: str, at: int) -> Correction:
+    def detach(self, doc_id: str, by: str, at: int, votes: int) -> Correction:
         """Take *doc_id* out of its story into a new story of its own, atomically, keeping
-        the correction (made by *by* at *at*, epoch seconds)."""
+        the correction (made by *by* at *at*, epoch seconds); the anchors it shares with the
+        story are voted on as a refusal's are (*votes*: ``MatchPolicy.votes``)."""
 
     @abstractmethod
     def join(self, a: int, b: int, by: str, at: int, cap: int) -> Correction:

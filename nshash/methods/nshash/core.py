@@ -502,7 +502,7 @@ class NSHash(Method):
         """
         checked = _check_doc_id(doc_id)
         assert checked is not None
-        done = self.store.detach(checked, by, int(self.clock()))
+        done = self.store.detach(checked, by, int(self.clock()), self.policy.votes)
         self._forget(done)
         return done
 

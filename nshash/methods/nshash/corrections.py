@@ -10,7 +10,13 @@ Every store therefore answers the same.
 
 **Detach** ``(doc)``: the copy leaves its story for a new one of its own (a fresh id from the
 counter, an empty sketch), its record says ``moved``, and the correction is kept: the store
-remembers that the copy is not that story.
+remembers that the copy is not that story. The text the copy shares with the story counts as
+boilerplate evidence, as a refusal's does: each of its anchors that another copy of the story
+(one of the first :data:`RULE_MEMBERS`) holds too is voted to have kept the two stories apart
+(:func:`~.assign.vote`), so text shared across several detaches (a series' blurb, a
+columnist's bio) becomes common once ``votes`` distinct stories have been kept apart on it,
+and no longer finds a story. One detach alone makes nothing common; an undone detach joins
+the two stories again, after which its votes count as one story.
 
 **Join** ``(a, b)``: the two stories merge as a placement merges them (the smaller id
 survives; :meth:`~nshash.NSHash.resolve` sends the other to it). The correction keeps what the
@@ -98,6 +104,9 @@ class CorrectionTables(Protocol):
         ...
 
     def put_correction(self, cid: int, entry: str) -> None: ...
+    def vote(self, hs: Sequence[int], groups: tuple[int, int], need: int) -> None:
+        """Vote that *groups* were kept apart on each hash of *hs* (:func:`~.assign.vote`)."""
+        ...
 
 
 def _resolve(t: CorrectionTables, gid: int) -> int:
@@ -152,8 +161,10 @@ def _who(by: str) -> str:
     return by
 
 
-def detach(t: CorrectionTables, doc_id: str, by: str, at: int) -> Correction:
+def detach(t: CorrectionTables, doc_id: str, by: str, at: int, votes: int) -> Correction:
     """Take *doc_id* out of its story into a new story of its own; return the correction.
+    The anchors it shares with the story's other copies are voted on (*votes*: the policy's
+    ``votes``).
 
     Raises:
         CorrectionError: the document is unknown, or it is its story's only copy.
@@ -172,8 +183,11 @@ def detach(t: CorrectionTables, doc_id: str, by: str, at: int) -> Correction:
             code="correction_refused",
         )
     cid = len(t.corrections()) + 1
+    shared = _shared(t, set(rec.fingerprints), t.group_members(src, RULE_MEMBERS), doc_id)
     dst = t.new_group((), NO_LIMIT)
     t.move_member(doc_id, src, dst, "moved")
+    if shared:
+        t.vote(shared, (src, dst), votes)
     entry = {"id": cid, "kind": "detach", "at": at, "by": by, "doc": doc_id}
     entry.update(source=src, target=dst)
     t.put_correction(cid, _text(entry))
@@ -268,16 +282,26 @@ def active_detaches(t: CorrectionTables) -> list[dict[str, Any]]:
     return [e for e in _entries(t) if e["kind"] == "detach" and e.get("undone_at") is None]
 
 
+def _others(t: CorrectionTables, ids: Sequence[str], doc_id: str) -> Iterable[set[int]]:
+    """The anchors of each of *ids* but *doc_id* itself."""
+    for other in ids:
+        if other != doc_id:
+            rec = t.get_doc(other)
+            if rec is not None:
+                yield set(rec.fingerprints)
+
+
 def _closest(t: CorrectionTables, anchors: set[int], ids: Sequence[str], doc_id: str) -> int:
     """The most anchors one of *ids* (not *doc_id* itself) shares with *anchors*."""
-    best = 0
-    for other in ids:
-        if other == doc_id:
-            continue
-        rec = t.get_doc(other)
-        if rec is not None:
-            best = max(best, len(anchors.intersection(rec.fingerprints)))
-    return best
+    return max((len(anchors & theirs) for theirs in _others(t, ids, doc_id)), default=0)
+
+
+def _shared(t: CorrectionTables, anchors: set[int], ids: Sequence[str], doc_id: str) -> list[int]:
+    """The anchors of *anchors* that one of *ids* (not *doc_id* itself) holds too, sorted."""
+    held: set[int] = set()
+    for theirs in _others(t, ids, doc_id):
+        held |= anchors & theirs
+    return sorted(held)
 
 
 def settle(

@@ -106,7 +106,7 @@ from ...results import (
 from ...stores.kv import OrderedKV, prefix_end
 from ...text.fingerprint import NO_LIMIT, DocPrint, narrow
 from . import corrections
-from .assign import MatchPolicy, assign, combine_sketch, explain, lookup, resolve
+from .assign import MatchPolicy, assign, combine_sketch, explain, lookup, resolve, vote
 from .base import Store
 from .records import pack_record, unpack_full
 from .retention import retained_assign, settle_window
@@ -597,6 +597,9 @@ class _Overlay:
     def put_correction(self, cid: int, entry: str) -> None:
         self.put(_CORRECTION + _enc(cid), entry.encode("utf-8"))
 
+    def vote(self, hs: Sequence[int], groups: tuple[int, int], need: int) -> None:
+        vote(self, hs, groups, need)
+
     def move_member(self, doc_id: str, src: int, dst: int, verdict: str | None) -> None:
         raw = doc_id.encode("utf-8")
         old = _MEMBER + _enc(src)
@@ -1015,8 +1018,8 @@ class KVStore(Store):
             self._detaches = None
             return done
 
-    def detach(self, doc_id: str, by: str, at: int) -> Correction:
-        return self._change(lambda t: corrections.detach(t, doc_id, by, at))
+    def detach(self, doc_id: str, by: str, at: int, votes: int) -> Correction:
+        return self._change(lambda t: corrections.detach(t, doc_id, by, at, votes))
 
     def join(self, a: int, b: int, by: str, at: int, cap: int) -> Correction:
         return self._change(lambda t: corrections.join(t, a, b, by, at, cap))

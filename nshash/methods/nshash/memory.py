@@ -82,6 +82,7 @@ from .assign import (
     explain,
     lookup,
     resolve,
+    vote,
 )
 from .base import Store
 from .compiled import compiled
@@ -814,6 +815,9 @@ class _Tables:
         self.corrections_version += 1
         if self.log is not None:
             self.log.append(["k", cid, entry])
+
+    def vote(self, hs: Sequence[int], groups: tuple[int, int], need: int) -> None:
+        vote(self, hs, groups, need)
 
     def _set_members(self, gid: int, ids: list[str]) -> None:
         if not ids:
@@ -1762,8 +1766,8 @@ class MemoryStore(Store):
                 assert isinstance(t, _Tables)
                 return step(t)
 
-    def detach(self, doc_id: str, by: str, at: int) -> Correction:
-        return self._change(lambda t: corrections.detach(t, doc_id, by, at))
+    def detach(self, doc_id: str, by: str, at: int, votes: int) -> Correction:
+        return self._change(lambda t: corrections.detach(t, doc_id, by, at, votes))
 
     def join(self, a: int, b: int, by: str, at: int, cap: int) -> Correction:
         return self._change(lambda t: corrections.join(t, a, b, by, at, cap))

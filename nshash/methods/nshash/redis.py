@@ -286,6 +286,10 @@ class _Planned:
     def put_correction(self, cid: int, entry: str) -> None:
         self.ops += ["put", str(cid), entry]
 
+    def vote(self, hs: Sequence[int], groups: tuple[int, int], need: int) -> None:
+        self.ops += ["vote", str(need), str(groups[0]), str(groups[1]), str(len(hs))]
+        self.ops += _signed(hs)
+
 
 def _is_width(reply: Any) -> bool:
     """Whether *reply* is a script's refusal of a sketch narrowed for another layout."""
@@ -886,8 +890,10 @@ class RedisStore(Store):
             f"{self.url}: a correction kept meeting concurrent writes; try it again", url=self.url
         )
 
-    def detach(self, doc_id: str, by: str, at: int) -> Correction:
-        result: Correction = self._correct(lambda t: corrections.detach(t, doc_id, by, at))
+    def detach(self, doc_id: str, by: str, at: int, votes: int) -> Correction:
+        result: Correction = self._correct(
+            lambda t: corrections.detach(t, doc_id, by, at, votes)
+        )
         return result
 
     def join(self, a: int, b: int, by: str, at: int, cap: int) -> Correction:

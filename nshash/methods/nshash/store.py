@@ -172,7 +172,7 @@ class ReadOnlyStore(Store):
     def doc_meta(self, doc_ids: Sequence[str]) -> list[DocMeta | None]:
         return self.inner.doc_meta(doc_ids)
 
-    def detach(self, doc_id: str, by: str, at: int) -> Correction:
+    def detach(self, doc_id: str, by: str, at: int, votes: int) -> Correction:
         raise StoreReadOnlyError(f"{self.url} is open read-only", url=self.url)
 
     def join(self, a: int, b: int, by: str, at: int, cap: int) -> Correction:

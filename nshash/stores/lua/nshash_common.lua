@@ -470,7 +470,7 @@ local function settle(g, old, bound, cap)
   end
 end
 
--- _vote: the two groups were kept apart on each hash of hs; a hash seen to keep apart `need`
+-- vote (assign.vote): the two groups were kept apart on each hash of hs; a hash seen to keep apart `need`
 -- distinct groups (after merges) becomes common.
 local function vote(hs, g1, g2, need)
   for _, h in ipairs(hs) do

@@ -10,7 +10,8 @@
 -- first `most` members, newline-separated).
 -- Writes: 'new' id (a group: the counter's next id, empty), 'merge' root g cap,
 -- 'move' doc src dst verdict (verdict '-': keep it), 'split' root g values limit
--- root_values root_limit without_id, 'put' id text (a correction's JSON).
+-- root_values root_limit without_id, 'put' id text (a correction's JSON), 'vote' need g1 g2
+-- count hashes... (nshash_common's vote, the one a refusal makes).
 -- include: nshash_common
 
 check_layout(true)
@@ -130,6 +131,11 @@ while i <= #ARGV do
     redis.call('ZADD', K_SIZES, -n, zm(g))
     redis.call('ZINCRBY', K_SIZES, n, zm(root))
     i = i + 8
+  elseif op == 'vote' then  -- need g1 g2 count, then the hashes (signed decimals)
+    local n, hs = tonumber(ARGV[i + 4]), {}
+    for k = 1, n do hs[k] = ARGV[i + 4 + k] end
+    vote(hs, tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), tonumber(ARGV[i + 1]))
+    i = i + 5 + n
   elseif op == 'put' then
     redis.call('HSET', K_CORRECTIONS, ARGV[i + 1], ARGV[i + 2])
     i = i + 3
