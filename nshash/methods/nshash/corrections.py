@@ -49,6 +49,7 @@ from typing import Any, Protocol
 from ...errors import CorrectionError
 from ...results import Correction, DocumentRecord
 from ...text.fingerprint import NO_LIMIT
+from .assign import resolve
 
 __all__ = [
     "RULE_MEMBERS",
@@ -109,14 +110,6 @@ class CorrectionTables(Protocol):
         ...
 
 
-def _resolve(t: CorrectionTables, gid: int) -> int:
-    parent = t.get_parent(gid)
-    while parent is not None:
-        gid = parent
-        parent = t.get_parent(gid)
-    return gid
-
-
 def _entries(t: CorrectionTables) -> list[dict[str, Any]]:
     return [json.loads(text) for text in t.corrections()]
 
@@ -147,7 +140,7 @@ def _story(t: CorrectionTables, similar_id: int) -> int:
         )
     if similar_id >= 2**63:  # every store's ids are below 2**63: no story has this one
         raise CorrectionError(f"No story {similar_id}", code="group_not_found")
-    gid = _resolve(t, similar_id)
+    gid = resolve(t, similar_id)
     if t.group_size(gid) is None:
         raise CorrectionError(f"No story {similar_id}", code="group_not_found")
     return gid
@@ -173,7 +166,7 @@ def detach(t: CorrectionTables, doc_id: str, by: str, at: int, votes: int) -> Co
     rec = t.get_doc(doc_id)
     if rec is None:
         raise CorrectionError(f"No document {doc_id!r:.80}", code="document_not_found")
-    src = _resolve(t, rec.similar_id)
+    src = resolve(t, rec.similar_id)
     size = t.group_size(src)
     if size is None:
         raise CorrectionError(f"The story of {doc_id!r:.80} is gone", code="group_not_found")
@@ -236,7 +229,7 @@ def undo(t: CorrectionTables, cid: int, by: str, at: int, cap: int) -> Correctio
     if entry.get("undone_at") is not None:
         raise CorrectionError(f"Correction {cid} was undone already", code="correction_refused")
     if entry["kind"] == "detach":
-        src, dst = _resolve(t, entry["source"]), _resolve(t, entry["target"])
+        src, dst = resolve(t, entry["source"]), resolve(t, entry["target"])
         if src != dst:
             if t.group_size(src) is None or t.group_size(dst) is None:
                 raise CorrectionError(
@@ -244,8 +237,8 @@ def undo(t: CorrectionTables, cid: int, by: str, at: int, cap: int) -> Correctio
                 )
             t.merge_into(min(src, dst), max(src, dst), cap)
     else:
-        gid, root = entry["source"], _resolve(t, entry["target"])
-        if t.get_parent(gid) is None or _resolve(t, gid) != root:
+        gid, root = entry["source"], resolve(t, entry["target"])
+        if t.get_parent(gid) is None or resolve(t, gid) != root:
             raise CorrectionError(
                 f"Story {gid} of correction {cid} is not joined as it was",
                 code="correction_refused",
@@ -269,7 +262,7 @@ def undo(t: CorrectionTables, cid: int, by: str, at: int, cap: int) -> Correctio
 
 def _in(t: CorrectionTables, doc_id: str, gid: int) -> bool:
     rec = t.get_doc(doc_id)
-    return rec is not None and _resolve(t, rec.similar_id) == gid
+    return rec is not None and resolve(t, rec.similar_id) == gid
 
 
 def listing(t: CorrectionTables) -> list[Correction]:
@@ -316,10 +309,10 @@ def settle(
     rec = t.get_doc(doc_id)
     if rec is None:
         return None
-    here = _resolve(t, rec.similar_id)
+    here = resolve(t, rec.similar_id)
     mine = set(anchors)
     for entry in active_detaches(t) if detaches is None else detaches:
-        src, dst = _resolve(t, entry["source"]), _resolve(t, entry["target"])
+        src, dst = resolve(t, entry["source"]), resolve(t, entry["target"])
         if src == dst or here not in (src, dst):
             continue
         there = dst if here == src else src
