@@ -171,9 +171,9 @@ def export_groups(nsh: NSHash, path: str) -> dict[str, int]:
     return counts
 
 
-def read_export_info(metadata: dict[bytes, bytes] | None, columns: list[str], name: str) -> (
-    ExportInfo | None
-):
+def read_export_info(
+    metadata: dict[bytes, bytes] | None, columns: list[str], name: str
+) -> ExportInfo | None:
     """The :class:`ExportInfo` of a Parquet file with this schema *metadata* and *columns*,
     or None when it is not an export (no ``nshash`` metadata).
 

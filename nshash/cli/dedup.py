@@ -17,7 +17,7 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-from ..errors import ConfigError, NSHashError
+from ..errors import ConfigError, NSHashError, StateError
 from ..methods.nshash.core import NSHash
 from ..options import SETTINGS, blame, from_environ, from_text, settings_in_url
 from ..results import AddResult, DocMeta
@@ -449,6 +449,10 @@ def _open_method(store_url: str, method: str) -> KeyedDedup | SimhashDedup:
 def _cmd_dedup(args: argparse.Namespace) -> int:
     if args.engine == "spark":
         return _dedup_spark(args)
+    if args.against is not None:
+        raise UsageError(
+            "--against needs --engine spark (the local engine groups against --store)"
+        )
     return _records(args, "add", _store_url(args, saved=False))
 
 
@@ -477,6 +481,9 @@ def _dedup_spark(args: argparse.Namespace) -> int:
         raise UsageError(f"--engine spark reads {' or '.join(SPARK_FORMATS)}, not {fmt!r}")
     if not os.path.exists(args.input):
         raise ConfigError(f"No such file: {args.input!r}")
+    if args.against is not None and "://" not in args.against:
+        if not os.path.exists(args.against):
+            raise StateError(f"No such file: {args.against!r} (--against)")
     started = time.perf_counter()
     from pyspark.sql import SparkSession
 
@@ -491,6 +498,7 @@ def _dedup_spark(args: argparse.Namespace) -> int:
             fmt=fmt,
             fields=_fields(args),
             parts=args.spark_parts,
+            against=args.against,
             **_settings(args, {})[0],
         )
     except NSHashError:
@@ -618,6 +626,14 @@ def add_dedup_parser(sub: Any) -> None:
         action="store_true",
         help="with --engine spark: write -o OUT as a folder of Spark part files (for outputs"
         " too large for one file, or on a cluster's storage) instead of one file",
+    )
+    p.add_argument(
+        "--against",
+        metavar="STATE",
+        help="with --engine spark: group INPUT against stored groups, a previous run's"
+        " output (JSONL or Parquet records with similar_id) or a store's export (`nshash"
+        " groups --export FILE.parquet`): new records get a stored group's id where they"
+        " belong, new groups ids after the largest stored one",
     )
     p.add_argument(
         "--track",
