@@ -5,7 +5,8 @@ split in two halves by position, and the second half is grouped against the firs
 stored groups:
 
 - **spark**: the first half through ``nshash.spark.dedup_file`` (what ``nshash dedup --engine
-  spark`` runs) into ``first.jsonl``, then the second half with ``against="first.jsonl"``;
+  spark`` runs) into ``out-first.jsonl``, then the second half with
+  ``against="out-first.jsonl"``;
 - **store**: the first half through ``nshash dedup --store sqlite:///.../first.db`` (the local
   engine, online, file order), ``nshash groups --export groups.parquet``, then the second
   half through the Spark job with ``against="groups.parquet"``.
@@ -83,13 +84,19 @@ def _export_labels(path: Path) -> dict[str, Any]:
     }
 
 
-def _line(name: str, what: str, got: list[Any], truth: list[Any], one: list[Any]) -> str:
+def _line(
+    name: str, what: str, got: list[Any], truth: list[Any], runs: dict[str, list[Any]]
+) -> str:
+    """Scores against the stories, then the pairs against each one run's (its pairs taken
+    as the truth)."""
     s = pairwise_scores(got, truth)
-    agree = pairwise_scores(got, one)
-    return (
-        f"{name:<7} {what:<24} P {s.precision:.4f} R {s.recall:.4f} F1 {s.f1:.4f};"
-        f" pairs vs one run: P {agree.precision:.4f} R {agree.recall:.4f} F1 {agree.f1:.4f}"
-    )
+    line = f"{name:<7} {what:<22} P {s.precision:.4f} R {s.recall:.4f} F1 {s.f1:.4f}"
+    for label, one in runs.items():
+        agree = pairwise_scores(got, one)
+        line += (
+            f"; pairs vs {label}: P {agree.precision:.4f} R {agree.recall:.4f} F1 {agree.f1:.4f}"
+        )
+    return line
 
 
 def measure(spark: Any, name: str, routes: list[str], data_dir: Path) -> None:
@@ -110,25 +117,31 @@ def measure(spark: Any, name: str, routes: list[str], data_dir: Path) -> None:
         one = [one_map[i] for i in ids]
         s = pairwise_scores(one, corpus.stories)
         print(
-            f"{name:<7} {'spark, one run':<24} P {s.precision:.4f} R {s.recall:.4f}"
+            f"{name:<7} {'spark, one run':<22} P {s.precision:.4f} R {s.recall:.4f}"
             f" F1 {s.f1:.4f}; {one_s:.0f} s",
             flush=True,
         )
         if "spark" in routes:
-            dedup_file(spark, str(first), str(tmp / "first.jsonl"))
+            dedup_file(spark, str(first), str(tmp / "out-first.jsonl"))
             started = time.perf_counter()
             dedup_file(
-                spark, str(second), str(tmp / "second.jsonl"), against=str(tmp / "first.jsonl")
+                spark,
+                str(second),
+                str(tmp / "out-second.jsonl"),
+                against=str(tmp / "out-first.jsonl"),
             )
             took = time.perf_counter() - started
-            labels = {**_labels(tmp / "first.jsonl"), **_labels(tmp / "second.jsonl")}
+            labels = {**_labels(tmp / "out-first.jsonl"), **_labels(tmp / "out-second.jsonl")}
             got = [labels[i] for i in ids]
-            print(_line(name, "spark halves", got, corpus.stories, one) + f"; {took:.0f} s")
+            runs = {"spark run": one}
+            print(
+                _line(name, "halves, spark output", got, corpus.stories, runs) + f"; {took:.0f} s"
+            )
         if "store" in routes:
             online, _ = run_once(SYSTEMS["nshash"], corpus.texts)
             s = pairwise_scores(online, corpus.stories)
             print(
-                f"{name:<7} {'online, one run':<24} P {s.precision:.4f} R {s.recall:.4f}"
+                f"{name:<7} {'online, one run':<22} P {s.precision:.4f} R {s.recall:.4f}"
                 f" F1 {s.f1:.4f}",
                 flush=True,
             )
@@ -141,8 +154,9 @@ def measure(spark: Any, name: str, routes: list[str], data_dir: Path) -> None:
             took = time.perf_counter() - started
             labels = {**_export_labels(groups), **_labels(tmp / "second-store.jsonl")}
             got = [labels[i] for i in ids]
-            print(_line(name, "store export + spark", got, corpus.stories, one) + f"; {took:.0f} s")
-            print(_line(name, "  (pairs vs online run)", got, corpus.stories, online), flush=True)
+            runs = {"spark run": one, "online run": online}
+            line = _line(name, "halves, store export", got, corpus.stories, runs)
+            print(f"{line}; {took:.0f} s", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

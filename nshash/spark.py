@@ -55,7 +55,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -652,7 +652,7 @@ def dedup(
     *,
     order_col: str | None = None,
     first_id: int = 1,
-    against: DataFrame | str | None = None,
+    against: DataFrame | str | Sequence[DataFrame | str] | None = None,
     max_posting: int = MAX_POSTING,
     hubs: int = HUBS,
     timings: dict[str, float] | None = None,
@@ -679,8 +679,9 @@ def dedup(
             stored documents are not grouped again and are not returned. A new document that
             belongs to a stored group gets its id (the smallest one, when it joins several);
             the new groups are numbered after the largest stored id (an export's last id).
-            The stored side is read with the same options as *df* (give the ones the store
-            or the previous run used).
+            Several of them (a list) are one set of groups: yesterday's export and today's
+            output, say. The stored side is read with the same options as *df* (give the
+            ones the store or the previous run used).
         max_posting: an anchor held by up to this many documents pairs all of them; past
             that, each is paired with the ``hubs`` smallest.
         hubs: see *max_posting*.
@@ -795,11 +796,12 @@ class _Stored:
 
 
 def _stored_rows(
-    fingerprinter: Fingerprinter, cap: int
+    fingerprinter: Fingerprinter, cap: int, narrowed: bool
 ) -> Callable[[Iterable[Any]], Iterator[tuple[int, tuple[Any, ...]]]]:
     """A partition function: stored records ``(similar_id, text)`` to ``(similar_id,
-    (sketch, limit, anchors, exacts))``, each document's sketch cut as a store cuts a new
-    group's (:func:`combine_sketch`), its anchor candidates and exact fingerprint as sets."""
+    (sketch, limit, anchors, exacts))``, each document's sketch (*narrowed*, to go with a
+    store's narrow sketches) cut as a store cuts a new group's (:func:`combine_sketch`), its
+    anchor candidates and exact fingerprint as sets."""
 
     def run(rows: Iterable[Any]) -> Iterator[tuple[int, tuple[Any, ...]]]:
         prepare = fingerprinter.prepare
@@ -808,6 +810,8 @@ def _stored_rows(
                 doc = prepare(check_text(text))
             except NSHashError:
                 continue
+            if narrowed:
+                doc = narrow(doc)
             values, limit = combine_sketch((), NO_LIMIT, doc.sketch, doc.limit, cap)
             yield sid, (values, limit, {_signed(h) for h in doc.sentences}, {_signed(doc.exact)})
 
@@ -840,7 +844,11 @@ def _groups_schema() -> Any:
 
 
 def _stored_from_records(
-    records: DataFrame, text_col: str, fingerprinter: Fingerprinter, policy: MatchPolicy
+    records: DataFrame,
+    text_col: str,
+    fingerprinter: Fingerprinter,
+    policy: MatchPolicy,
+    narrowed: bool = False,
 ) -> _Stored:
     """The groups of a previous result (records with *text_col* and ``similar_id``): its
     texts fingerprinted once, each group's sketch, anchors and exacts gathered."""
@@ -852,13 +860,13 @@ def _stored_from_records(
     sid = F.col("similar_id").cast("long")
     rows = records.where(sid.isNotNull()).select(sid, F.col(text_col)).rdd
     merged = (
-        rows.mapPartitions(_stored_rows(fingerprinter, cap))
+        rows.mapPartitions(_stored_rows(fingerprinter, cap, narrowed))
         .reduceByKey(_stored_merge(cap))
         .map(lambda kv: (kv[0], sorted(kv[1][2]), sorted(kv[1][0]), kv[1][1], sorted(kv[1][3])))
     )
     groups = records.sparkSession.createDataFrame(merged, _groups_schema(), verifySchema=False)
     top = records.agg(F.max(sid)).first()
-    return _Stored(groups, int(top[0] or 0) if top is not None else 0, False, [])
+    return _Stored(groups, int(top[0] or 0) if top is not None else 0, narrowed, [])
 
 
 def _record_lines(texts: tuple[str, ...]) -> Callable[[Iterable[Any]], Iterator[tuple[int, str]]]:
@@ -901,16 +909,87 @@ def _parquet_schema(path: str) -> Any:
         raise StateError(f"{path!r} is not a readable Parquet file: {exc}") from None
 
 
+def _export_of(path: str) -> Any:
+    """The :class:`~nshash.export.ExportInfo` of *path* when it is an export, else None."""
+    if not isinstance(path, str):
+        return None
+    if "://" not in path and not os.path.exists(path):
+        raise StateError(f"No such file: {path!r} (the stored groups to group against)")
+    if _format_of_state(path) != "parquet":
+        return None
+    schema = _parquet_schema(path)
+    return read_export_info(schema.metadata, list(schema.names), path)
+
+
+def _format_of_state(path: str) -> str:
+    try:
+        return _format_of(path)
+    except ConfigError as exc:
+        raise StateError(str(exc).replace("--engine spark", "--against")) from None
+
+
 def _load_against(
     spark: SparkSession,
-    against: DataFrame | str,
+    against: Any,
     texts: tuple[str, ...],
     fingerprinter: Fingerprinter,
     policy: MatchPolicy,
 ) -> _Stored:
+    """The stored groups *against* names (one source or several, see :func:`_load_one`),
+    as one set of groups: a group found in several sources (an export, and a later output
+    whose records joined its groups) is one, its sketches combined (:func:`combine_sketch`)
+    and its anchors and exacts joined; the last id is the largest, the common hashes all of
+    theirs. The sketches are narrow when an export's are (the outputs' texts are then
+    narrowed to go with them)."""
+    sources = (
+        [against]
+        if isinstance(against, str) or not isinstance(against, list | tuple)
+        else list(against)
+    )
+    if not sources:
+        raise StateError("against names no stored groups")
+    infos = [_export_of(source) for source in sources]
+    widths = {info.narrow for info in infos if info is not None}
+    if len(widths) > 1:
+        raise StateError(
+            "the exports in against mix narrow and full sketches (stores of two kinds)"
+        )
+    narrowed = widths == {True}
+    loaded = [
+        _load_one(spark, source, info, texts, fingerprinter, policy, narrowed)
+        for source, info in zip(sources, infos, strict=True)
+    ]
+    if len(loaded) == 1:
+        return loaded[0]
+    cap = policy.sketch_cap
+    rows = None
+    for one in loaded:
+        part = one.groups.rdd.map(
+            lambda r: (r[0], (set(r[2] or ()), r[3], set(r[1] or ()), set(r[4] or ())))
+        )
+        rows = part if rows is None else rows.union(part)
+    assert rows is not None
+    merged = rows.reduceByKey(_stored_merge(cap)).map(
+        lambda kv: (kv[0], sorted(kv[1][2]), sorted(kv[1][0]), kv[1][1], sorted(kv[1][3]))
+    )
+    groups = spark.createDataFrame(merged, _groups_schema(), verifySchema=False)
+    common = sorted({h for one in loaded for h in one.common})
+    return _Stored(groups, max(one.floor for one in loaded) - 1, narrowed, common)
+
+
+def _load_one(
+    spark: SparkSession,
+    against: DataFrame | str,
+    info: Any,
+    texts: tuple[str, ...],
+    fingerprinter: Fingerprinter,
+    policy: MatchPolicy,
+    narrowed: bool,
+) -> _Stored:
     """The stored groups *against* names: a previous result (a DataFrame, or a JSONL or
     Parquet output of ``nshash dedup``), or an export of a store's groups (a Parquet file,
-    :mod:`nshash.export`). *texts*: the text columns to try, in order."""
+    :mod:`nshash.export`, whose :class:`~nshash.export.ExportInfo` is *info*). *texts*: the
+    text columns to try, in order; *narrowed*: narrow the records' sketches."""
     F, T = _pyspark().functions, _pyspark().types
     if not isinstance(against, str):
         if "similar_id" not in against.columns:
@@ -921,15 +1000,9 @@ def _load_against(
         text = next((c for c in texts if c in against.columns), None)
         if text is None:
             raise StateError(f"against has no column {texts[0]!r}; it has {against.columns!r}")
-        return _stored_from_records(against, text, fingerprinter, policy)
+        return _stored_from_records(against, text, fingerprinter, policy, narrowed)
     path = against
-    if "://" not in path and not os.path.exists(path):
-        raise StateError(f"No such file: {path!r} (the stored groups to group against)")
-    try:
-        fmt = _format_of(path)
-    except ConfigError as exc:
-        raise StateError(str(exc).replace("--engine spark", "--against")) from None
-    if fmt == "jsonl":
+    if _format_of_state(path) == "jsonl":
         lines = spark.read.text(path)
         head = lines.where(F.trim("value") != "").first()
         try:
@@ -944,9 +1017,8 @@ def _load_against(
         rows = lines.rdd.mapPartitions(_record_lines(texts))
         schema = "similar_id long, text string"
         records = spark.createDataFrame(rows, schema, verifySchema=False)
-        return _stored_from_records(records, "text", fingerprinter, policy)
+        return _stored_from_records(records, "text", fingerprinter, policy, narrowed)
     schema = _parquet_schema(path)
-    info = read_export_info(schema.metadata, list(schema.names), path)
     if info is not None:
         longs = T.ArrayType(T.LongType())
         groups = spark.read.parquet(path).select(
@@ -965,7 +1037,7 @@ def _load_against(
     text = next((c for c in texts if c in schema.names), None)
     if text is None:
         raise StateError(f"{path!r} has no {' or '.join(map(repr, texts))} column")
-    return _stored_from_records(spark.read.parquet(path), text, fingerprinter, policy)
+    return _stored_from_records(spark.read.parquet(path), text, fingerprinter, policy, narrowed)
 
 
 def _narrowed(prints: DataFrame) -> DataFrame:
@@ -1205,7 +1277,7 @@ def dedup_file(
     fields: Fields | None = None,
     parts: bool = False,
     first_id: int = 1,
-    against: str | None = None,
+    against: str | Sequence[str] | None = None,
     timings: dict[str, float] | None = None,
     **options: Any,
 ) -> dict[str, int]:
@@ -1227,7 +1299,8 @@ def dedup_file(
             file, or on a cluster's storage) instead of one file.
         first_id: the first group's number.
         against: stored groups to group the input against (see :func:`dedup`): an output of
-            ``nshash dedup`` (JSONL or Parquet) or an export of a store's groups.
+            ``nshash dedup`` (JSONL or Parquet) or an export of a store's groups, or a list
+            of such files.
         timings: if given, filled with the seconds each stage took.
         **options: the :class:`~nshash.NSHash` options.
 
@@ -1298,9 +1371,7 @@ def dedup_file(
         count = partitions_for(documents, parallelism)
         with _shuffle_partitions(spark, count):
             if stored is None:
-                answers = _group(
-                    prints, T.LongType(), policy, MAX_POSTING, HUBS, clock, None, True
-                )
+                answers = _group(prints, T.LongType(), policy, MAX_POSTING, HUBS, clock, None, True)
                 numbered = clock("number", _numbered(answers, T.LongType(), first_id))
             else:
                 if stored.narrow:

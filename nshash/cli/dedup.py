@@ -481,9 +481,9 @@ def _dedup_spark(args: argparse.Namespace) -> int:
         raise UsageError(f"--engine spark reads {' or '.join(SPARK_FORMATS)}, not {fmt!r}")
     if not os.path.exists(args.input):
         raise ConfigError(f"No such file: {args.input!r}")
-    if args.against is not None and "://" not in args.against:
-        if not os.path.exists(args.against):
-            raise StateError(f"No such file: {args.against!r} (--against)")
+    for state in args.against or ():
+        if "://" not in state and not os.path.exists(state):
+            raise StateError(f"No such file: {state!r} (--against)")
     started = time.perf_counter()
     from pyspark.sql import SparkSession
 
@@ -630,10 +630,12 @@ def add_dedup_parser(sub: Any) -> None:
     p.add_argument(
         "--against",
         metavar="STATE",
+        action="append",
         help="with --engine spark: group INPUT against stored groups, a previous run's"
         " output (JSONL or Parquet records with similar_id) or a store's export (`nshash"
         " groups --export FILE.parquet`): new records get a stored group's id where they"
-        " belong, new groups ids after the largest stored one",
+        " belong, new groups ids after the largest stored one; repeat it to join several"
+        " (an export and the outputs since)",
     )
     p.add_argument(
         "--track",
