@@ -249,9 +249,9 @@ def add_groups_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--export",
-        metavar="FILE.parquet",
-        help="write every group (ids, anchors, sketch) and the learned boilerplate to this"
-        " Parquet file instead, for `nshash dedup --engine spark --against FILE.parquet`"
+        metavar="FILE",
+        help="write every group (ids, anchors, sketch) and the learned boilerplate to the"
+        " Parquet file FILE instead, for `nshash dedup --engine spark --against FILE`"
         " (needs pyarrow)",
     )
     p.set_defaults(func=_cmd_groups, parser=p)
