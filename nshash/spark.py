@@ -35,6 +35,19 @@ operation; nothing that grows with the corpus is collected to the driver.
 
 The result does not depend on the order of the input: every choice is made in id order.
 
+**Against stored groups** (``against=``, ``--against``): a new batch is grouped against the
+groups of a previous run's output or of a store's export (:mod:`nshash.export`). Each stored
+group is one node of the graph, with its documents' anchors and its sketch (cut as a store
+keeps it, :func:`~nshash.methods.nshash.assign.combine_sketch`), numbered by its id below the
+new documents' nodes: steps 2 to 7 run as above, except that two stored groups are never
+paired (their grouping is stored), a stored group accepts every document that the judge and
+the document's own merge guard accept (as a store's group takes a document that chooses it),
+and the common hashes start from the store's. An export's narrow sketches are compared with
+narrowed documents (:func:`~nshash.text.fingerprint.narrow`). The stored side costs one scan
+of its groups (their anchors join the new documents' postings; only pairs with a new document
+are verified), never a regrouping: an export is read as it is, a previous output's texts are
+fingerprinted once and reduced to their groups.
+
 Example:
     A self-contained run on two cores (needs ``pip install 'nshash[spark]'`` and Java)::
 
