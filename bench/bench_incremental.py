@@ -99,6 +99,26 @@ def _line(
     return line
 
 
+def _missed(got: list[Any], one: list[Any], half: int) -> str:
+    """Where the one run's pairs that *got* lacks lie: both documents in the first half (the
+    stored run's own grouping), one in each, or both in the second half."""
+    from collections import defaultdict
+
+    def pairs(labels: list[Any]) -> set[tuple[int, int]]:
+        groups: dict[Any, list[int]] = defaultdict(list)
+        for i, label in enumerate(labels):
+            groups[label].append(i)
+        return {(a, b) for ids in groups.values() for a in ids for b in ids if a < b}
+
+    lost = pairs(one) - pairs(got)
+    kinds = [0, 0, 0]
+    for a, b in lost:
+        kinds[(a >= half) + (b >= half)] += 1
+    return (
+        f"missed pairs: {kinds[0]} first-first, {kinds[1]} first-second, {kinds[2]} second-second"
+    )
+
+
 def measure(spark: Any, name: str, routes: list[str], data_dir: Path) -> None:
     """Print one set's figures for each route."""
     from nshash.cli import main as cli
@@ -134,9 +154,8 @@ def measure(spark: Any, name: str, routes: list[str], data_dir: Path) -> None:
             labels = {**_labels(tmp / "out-first.jsonl"), **_labels(tmp / "out-second.jsonl")}
             got = [labels[i] for i in ids]
             runs = {"spark run": one}
-            print(
-                _line(name, "halves, spark output", got, corpus.stories, runs) + f"; {took:.0f} s"
-            )
+            line = _line(name, "halves, spark output", got, corpus.stories, runs)
+            print(f"{line}; {took:.0f} s; {_missed(got, one, len(ids) // 2)}", flush=True)
         if "store" in routes:
             online, _ = run_once(SYSTEMS["nshash"], corpus.texts)
             s = pairwise_scores(online, corpus.stories)
@@ -156,7 +175,8 @@ def measure(spark: Any, name: str, routes: list[str], data_dir: Path) -> None:
             got = [labels[i] for i in ids]
             runs = {"spark run": one, "online run": online}
             line = _line(name, "halves, store export", got, corpus.stories, runs)
-            print(f"{line}; {took:.0f} s", flush=True)
+            missed = _missed(got, online, len(ids) // 2)
+            print(f"{line}; {took:.0f} s; vs the online run {missed}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -406,6 +406,41 @@ class TestAgainstFiles:
         capsys.readouterr()
 
 
+@pytest.mark.slow
+class TestAgainstParquet:
+    def test_a_parquet_output_and_a_list_of_states(
+        self, spark: Any, corpus: Any, tmp_path: Path
+    ) -> None:
+        """A previous result as a Parquet file answers as the same result as a DataFrame;
+        a list of states (here the first half in two files) is one set of groups."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from nshash.spark import dedup
+
+        docs = list(corpus[0])
+        random.Random(5).shuffle(docs)
+        half = len(docs) // 2
+        schema = "id string, text string"
+        first = dedup(spark.createDataFrame(docs[:half], schema)).collect()
+        rows = [r.asDict() for r in first]
+        whole, a, b = (tmp_path / n for n in ("first.parquet", "a.parquet", "b.parquet"))
+        pq.write_table(pa.Table.from_pylist(rows), whole)
+        pq.write_table(pa.Table.from_pylist(rows[::2]), a)
+        pq.write_table(pa.Table.from_pylist(rows[1::2]), b)
+        new = spark.createDataFrame(docs[half:], schema)
+        by_file = {r["id"]: r["similar_id"] for r in dedup(new, against=str(whole)).collect()}
+        by_list = dedup(new, against=[str(a), str(b)]).collect()
+        assert {r["id"]: r["similar_id"] for r in by_list} == by_file
+        stored = {r["id"]: r["similar_id"] for r in rows}
+        one = {k: v for k, v in _ids_of(dedup(spark.createDataFrame(docs, schema))).items()}
+        _same_pairs({**stored, **by_file}, one)
+
+
+def _ids_of(df: Any) -> dict[str, Any]:
+    return {r["id"]: r["similar_id"] for r in df.collect()}
+
+
 class TestAgainstErrors:
     def test_bad_state_on_the_command_line(
         self, spark: Any, corpus: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
