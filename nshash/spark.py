@@ -937,8 +937,12 @@ def _export_of(path: str) -> Any:
 def _format_of_state(path: str) -> str:
     try:
         return _format_of(path)
-    except ConfigError as exc:
-        raise StateError(str(exc).replace("--engine spark", "--against")) from None
+    except ConfigError:
+        raise StateError(
+            f"Cannot tell what {path!r} is for --against: name a .jsonl[.gz] or .parquet output"
+            " of nshash dedup, or a store's export (nshash groups --store URL --export"
+            " FILE.parquet)"
+        ) from None
 
 
 def _load_against(

@@ -482,6 +482,10 @@ class TestAgainstErrors:
             dedup(df, against=str(tmp_path / "none.parquet"))
         with pytest.raises(StateError, match="no similar_id"):
             dedup(df, against=df)
+        with pytest.raises(StateError, match="a store's export"):
+            dedup(df, against="sqlite:///tmp/news.db")
+        with pytest.raises(StateError, match="no stored groups"):
+            dedup(df, against=[])
         stored = spark.createDataFrame(
             [("a", "x", "1")], "id string, text string, similar_id string"
         )
