@@ -23,7 +23,9 @@ The file's key-value metadata ``nshash`` holds JSON: ``kind`` (``"nshash-groups"
 ``version`` (1), ``last_id`` (the store's largest id handed out: new groups are numbered after
 it), ``narrow`` (whether the sketches are narrow, :func:`~nshash.text.fingerprint.narrow`),
 ``common`` (the hashes the store learned to be boilerplate, signed as the anchors) and
-``store`` (its URL, password masked).
+``store`` (its URL, password masked). A Spark job's export (``nshash dedup --engine spark
+--export-groups FILE``) has the same columns and one more, ``exacts`` (list<int64>: the exact
+fingerprints of each group's texts, signed), and names its inputs in ``store``.
 
 Documents added without an id have no record, so their anchors are not in the file (their
 sketch values are, in their group's sketch). The file records no tuning settings: group the new
@@ -34,13 +36,20 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .errors import ConfigError, StateError, install_hint
 from .methods.nshash.core import NSHash
 
-__all__ = ["EXPORT_COLUMNS", "EXPORT_KIND", "ExportInfo", "export_groups", "read_export_info"]
+__all__ = [
+    "EXPORT_COLUMNS",
+    "EXPORT_KIND",
+    "ExportInfo",
+    "export_groups",
+    "read_export_info",
+    "write_export",
+]
 
 #: The ``kind`` of an export's metadata.
 EXPORT_KIND = "nshash-groups"
@@ -121,39 +130,60 @@ def export_groups(nsh: NSHash, path: str) -> dict[str, int]:
         ConfigError: *path* exists, or pyarrow is missing.
         StoreError: the store cannot be read.
     """
-    pa = _pyarrow()
-    pq = pa.parquet
     if os.path.exists(path):
         raise ConfigError(f"{path!r} exists; remove it or choose another export file")
     store = nsh.store
     stats = store.stats()
     common = sorted(_signed(h) for h in store.common())
+    return write_export(path, _rows(nsh), stats.last_id, store.narrow_sketches(), common, store.url)
+
+
+def write_export(
+    path: str,
+    rows: Iterable[dict[str, Any]],
+    last_id: int,
+    narrow: bool,
+    common: list[int],
+    source: str,
+    exacts: bool = False,
+) -> dict[str, int]:
+    """Write an export (see the module docstring) of *rows* (dicts of the columns, in id
+    order) to *path*, whole or not at all. *common*: signed hashes. With *exacts*, each row
+    also has ``exacts`` (list<int64>): the exact fingerprints of its texts, signed (a Spark
+    job knows them; a store's export has none).
+
+    Returns:
+        counts: ``groups``, ``documents`` (listed in ``ids``), ``anchors``, ``common`` and
+        ``last_id``.
+    """
+    pa = _pyarrow()
+    pq = pa.parquet
     meta = {
         "kind": EXPORT_KIND,
         "version": VERSION,
-        "last_id": stats.last_id,
-        "narrow": store.narrow_sketches(),
+        "last_id": last_id,
+        "narrow": narrow,
         "common": common,
-        "store": store.url,
+        "store": source,
     }
     longs = pa.list_(pa.int64())
-    schema = pa.schema(
-        [
-            ("similar_id", pa.int64()),
-            ("size", pa.int64()),
-            ("ids", pa.list_(pa.string())),
-            ("anchors", longs),
-            ("sketch", longs),
-            ("limit", pa.int64()),
-        ],
-        metadata={META_KEY: json.dumps(meta).encode("utf-8")},
-    )
+    fields = [
+        ("similar_id", pa.int64()),
+        ("size", pa.int64()),
+        ("ids", pa.list_(pa.string())),
+        ("anchors", longs),
+        ("sketch", longs),
+        ("limit", pa.int64()),
+    ]
+    if exacts:
+        fields.append(("exacts", longs))
+    schema = pa.schema(fields, metadata={META_KEY: json.dumps(meta).encode("utf-8")})
     counts = {"groups": 0, "documents": 0, "anchors": 0, "common": len(common)}
     tmp = path + ".tmp"
     try:
         with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
             batch: list[dict[str, Any]] = []
-            for row in _rows(nsh):
+            for row in rows:
                 batch.append(row)
                 counts["groups"] += 1
                 counts["documents"] += len(row["ids"])
@@ -167,7 +197,7 @@ def export_groups(nsh: NSHash, path: str) -> dict[str, int]:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    counts["last_id"] = stats.last_id
+    counts["last_id"] = last_id
     return counts
 
 

@@ -74,7 +74,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .cli.io import BadRecord, Fields, Item, JsonlWriter, Preparer
 from .errors import ConfigError, NSHashError, StateError, install_hint
-from .export import read_export_info
+from .export import read_export_info, write_export
 from .inputs import check_text
 from .methods.nshash.assign import MatchPolicy, combine_sketch, judged
 from .methods.nshash.core import _POLICY_OPTIONS, _TEXT_OPTIONS
@@ -543,10 +543,12 @@ def _group(
     clock: _Clock,
     stats: dict[str, int] | None,
     unique: bool = False,
+    extra: dict[str, Any] | None = None,
 ) -> DataFrame:
     """Steps 2 to 7 over fingerprints ``(key, ok, exact, anchors, sketch, limit)``.
 
     *unique*: the keys are distinct longs (file positions), so they serve as node numbers.
+    *extra*, when given, gets ``common``: the common hashes (a DataFrame of ``h``).
 
     Returns ``(key, rep)`` for every row with ``ok``: *rep* is the smallest key of its group.
     """
@@ -597,6 +599,8 @@ def _group(
     # 4. Boilerplate: votes of refused pairs across first-pass components.
     comps = clock("pass1 components", components(_guarded(spark, verdicts, policy)), False)
     common = clock("common", _common(verdicts, comps, policy.votes))
+    if extra is not None:
+        extra["common"] = common
 
     # 5. Second pass without the common hashes.
     live = candidates.join(F.broadcast(common), "h", "left_anti")
@@ -717,6 +721,37 @@ def dedup(
         StateError: *against* cannot be used (a missing file, no ``similar_id``, a malformed
             export).
     """
+    return _dedup(
+        df,
+        text_col,
+        id_col,
+        order_col=order_col,
+        first_id=first_id,
+        against=against,
+        max_posting=max_posting,
+        hubs=hubs,
+        timings=timings,
+        stats=stats,
+        options=options,
+    )
+
+
+def _dedup(
+    df: DataFrame,
+    text_col: str,
+    id_col: str,
+    *,
+    order_col: str | None,
+    first_id: int,
+    against: DataFrame | str | Sequence[DataFrame | str] | None,
+    max_posting: int,
+    hubs: int,
+    timings: dict[str, float] | None,
+    stats: dict[str, int] | None,
+    options: dict[str, Any],
+    extra: dict[str, Any] | None = None,
+) -> DataFrame:
+    """:func:`dedup`; *extra*: as for :func:`_group`."""
     F = _pyspark().functions
     _check(max_posting, hubs, first_id)
     order_col = order_col or id_col
@@ -737,7 +772,9 @@ def dedup(
         stored = None
         if against is not None:
             texts = tuple(dict.fromkeys((text_col, *Fields().text)))
-            stored = _load_against(spark, against, texts, fingerprinter, policy)
+            stored = _load_against(spark, against, texts, fingerprinter, policy, id_col)
+            if extra is not None:
+                extra["stored"] = stored
         prints = _prints(keyed, key_type, fingerprinter, clock)
         documents = prints.count()
         if stats is not None:
@@ -745,12 +782,16 @@ def dedup(
         count = partitions_for(documents, spark.sparkContext.defaultParallelism)
         with _shuffle_partitions(spark, count):
             if stored is None:
-                answers = _group(prints, key_type, policy, max_posting, hubs, clock, stats)
+                answers = _group(
+                    prints, key_type, policy, max_posting, hubs, clock, stats, extra=extra
+                )
                 numbered = clock("number", _numbered(answers, key_type, first_id))
             else:
                 if stored.narrow:
                     prints = clock("narrow", _narrowed(prints))
-                answers = _group_against(prints, key_type, stored, policy, max_posting, hubs, clock)
+                answers = _group_against(
+                    prints, key_type, stored, policy, max_posting, hubs, clock, extra
+                )
                 start = max(first_id, stored.floor)
                 numbered = clock("number", _numbered_against(answers, key_type, start))
     if order_col != id_col:
@@ -811,14 +852,14 @@ class _Stored:
 def _stored_rows(
     fingerprinter: Fingerprinter, cap: int, narrowed: bool
 ) -> Callable[[Iterable[Any]], Iterator[tuple[int, tuple[Any, ...]]]]:
-    """A partition function: stored records ``(similar_id, text)`` to ``(similar_id,
-    (sketch, limit, anchors, exacts))``, each document's sketch (*narrowed*, to go with a
-    store's narrow sketches) cut as a store cuts a new group's (:func:`combine_sketch`), its
-    anchor candidates and exact fingerprint as sets."""
+    """A partition function: stored records ``(similar_id, text, id)`` to ``(similar_id,
+    (sketch, limit, anchors, exacts, ids, size))``, each document's sketch (*narrowed*, to go
+    with a store's narrow sketches) cut as a store cuts a new group's (:func:`combine_sketch`),
+    its anchor candidates and exact fingerprint as sets, its id in a list, a size of 1."""
 
     def run(rows: Iterable[Any]) -> Iterator[tuple[int, tuple[Any, ...]]]:
         prepare = fingerprinter.prepare
-        for sid, text in rows:
+        for sid, text, doc_id in rows:
             try:
                 doc = prepare(check_text(text))
             except NSHashError:
@@ -826,20 +867,28 @@ def _stored_rows(
             if narrowed:
                 doc = narrow(doc)
             values, limit = combine_sketch((), NO_LIMIT, doc.sketch, doc.limit, cap)
-            yield sid, (values, limit, {_signed(h) for h in doc.sentences}, {_signed(doc.exact)})
+            anchors = {_signed(h) for h in doc.sentences}
+            ids = [] if doc_id is None else [str(doc_id)]
+            yield sid, (values, limit, anchors, {_signed(doc.exact)}, ids, 1)
 
     return run
 
 
 def _stored_merge(cap: int) -> Callable[[tuple[Any, ...], tuple[Any, ...]], tuple[Any, ...]]:
-    """Two documents' (or parts of a group's) sketches, anchors and exacts as one group's:
-    the sketch through :func:`combine_sketch`, as a store extends a group's."""
+    """Two documents' (or parts of a group's) sketches, anchors, exacts, ids and sizes as one
+    group's: the sketch through :func:`combine_sketch`, as a store extends a group's."""
 
     def merge(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
         values, limit = combine_sketch(a[0], a[1], b[0], b[1], cap)
-        return values, limit, a[2] | b[2], a[3] | b[3]
+        return values, limit, a[2] | b[2], a[3] | b[3], a[4] + b[4], a[5] + b[5]
 
     return merge
+
+
+def _stored_row(kv: tuple[int, tuple[Any, ...]]) -> tuple[Any, ...]:
+    """A merged group as a row of :func:`_groups_schema`."""
+    gid, (values, limit, anchors, exacts, ids, size) = kv
+    return gid, sorted(anchors), sorted(values), limit, sorted(exacts), sorted(ids), size
 
 
 def _groups_schema() -> Any:
@@ -852,6 +901,8 @@ def _groups_schema() -> Any:
             T.StructField("sketch", longs),
             T.StructField("limit", T.LongType()),
             T.StructField("exacts", longs),
+            T.StructField("ids", T.ArrayType(T.StringType())),
+            T.StructField("size", T.LongType()),
         ]
     )
 
@@ -862,31 +913,36 @@ def _stored_from_records(
     fingerprinter: Fingerprinter,
     policy: MatchPolicy,
     narrowed: bool = False,
+    id_col: str | None = None,
 ) -> _Stored:
-    """The groups of a previous result (records with *text_col* and ``similar_id``): its
-    texts fingerprinted once, each group's sketch, anchors and exacts gathered."""
+    """The groups of a previous result (records with *text_col* and ``similar_id``, and
+    their ids in *id_col* when there is one): its texts fingerprinted once, each group's
+    sketch, anchors, exacts, ids and size gathered."""
     F, T = _pyspark().functions, _pyspark().types
     kind = records.schema["similar_id"].dataType
     if not isinstance(kind, T.IntegralType | T.NullType):
         raise StateError(f"similar_id of the stored records is {kind.simpleString()}, not integers")
     cap = policy.sketch_cap
     sid = F.col("similar_id").cast("long")
-    rows = records.where(sid.isNotNull()).select(sid, F.col(text_col)).rdd
+    ids = F.col(id_col).cast("string") if id_col in records.columns else F.lit(None)
+    rows = records.where(sid.isNotNull()).select(sid, F.col(text_col), ids).rdd
     merged = (
         rows.mapPartitions(_stored_rows(fingerprinter, cap, narrowed))
         .reduceByKey(_stored_merge(cap))
-        .map(lambda kv: (kv[0], sorted(kv[1][2]), sorted(kv[1][0]), kv[1][1], sorted(kv[1][3])))
+        .map(_stored_row)
     )
     groups = records.sparkSession.createDataFrame(merged, _groups_schema(), verifySchema=False)
     top = records.agg(F.max(sid)).first()
     return _Stored(groups, int(top[0] or 0) if top is not None else 0, narrowed, [])
 
 
-def _record_lines(texts: tuple[str, ...]) -> Callable[[Iterable[Any]], Iterator[tuple[int, str]]]:
-    """A partition function: JSONL lines of a previous output to ``(similar_id, text)``
+def _record_lines(
+    texts: tuple[str, ...], id_field: str
+) -> Callable[[Iterable[Any]], Iterator[tuple[int, str, str | None]]]:
+    """A partition function: JSONL lines of a previous output to ``(similar_id, text, id)``
     (records without an integer ``similar_id`` or a text are left out: they had no group)."""
 
-    def run(rows: Iterable[Any]) -> Iterator[tuple[int, str]]:
+    def run(rows: Iterable[Any]) -> Iterator[tuple[int, str, str | None]]:
         for (line,) in rows:
             try:
                 record = json.loads(line)
@@ -899,7 +955,8 @@ def _record_lines(texts: tuple[str, ...]) -> Callable[[Iterable[Any]], Iterator[
                 continue
             text = next((record[f] for f in texts if isinstance(record.get(f), str)), None)
             if text is not None:
-                yield sid, text
+                doc_id = record.get(id_field)
+                yield sid, text, None if doc_id is None else str(doc_id)
 
     return run
 
@@ -951,6 +1008,7 @@ def _load_against(
     texts: tuple[str, ...],
     fingerprinter: Fingerprinter,
     policy: MatchPolicy,
+    id_field: str = "id",
 ) -> _Stored:
     """The stored groups *against* names (one source or several, see :func:`_load_one`),
     as one set of groups: a group found in several sources (an export, and a later output
@@ -973,24 +1031,32 @@ def _load_against(
         )
     narrowed = widths == {True}
     loaded = [
-        _load_one(spark, source, info, texts, fingerprinter, policy, narrowed)
+        _load_one(spark, source, info, texts, fingerprinter, policy, narrowed, id_field)
         for source, info in zip(sources, infos, strict=True)
     ]
+    return _merged(loaded, policy)
+
+
+def _merged(loaded: list[_Stored], policy: MatchPolicy) -> _Stored:
+    """Several sets of stored groups as one (see :func:`_load_against`)."""
     if len(loaded) == 1:
         return loaded[0]
     cap = policy.sketch_cap
     rows = None
     for one in loaded:
         part = one.groups.rdd.map(
-            lambda r: (r[0], (set(r[2] or ()), r[3], set(r[1] or ()), set(r[4] or ())))
+            lambda r: (
+                r[0],
+                (set(r[2] or ()), r[3], set(r[1] or ()), set(r[4] or ()), list(r[5] or ()), r[6]),
+            )
         )
         rows = part if rows is None else rows.union(part)
     assert rows is not None
-    merged = rows.reduceByKey(_stored_merge(cap)).map(
-        lambda kv: (kv[0], sorted(kv[1][2]), sorted(kv[1][0]), kv[1][1], sorted(kv[1][3]))
-    )
+    merged = rows.reduceByKey(_stored_merge(cap)).map(_stored_row)
+    spark = loaded[0].groups.sparkSession
     groups = spark.createDataFrame(merged, _groups_schema(), verifySchema=False)
     common = sorted({h for one in loaded for h in one.common})
+    narrowed = loaded[0].narrow
     return _Stored(groups, max(one.floor for one in loaded) - 1, narrowed, common)
 
 
@@ -1002,11 +1068,13 @@ def _load_one(
     fingerprinter: Fingerprinter,
     policy: MatchPolicy,
     narrowed: bool,
+    id_field: str = "id",
 ) -> _Stored:
     """The stored groups *against* names: a previous result (a DataFrame, or a JSONL or
     Parquet output of ``nshash dedup``), or an export of a store's groups (a Parquet file,
     :mod:`nshash.export`, whose :class:`~nshash.export.ExportInfo` is *info*). *texts*: the
-    text columns to try, in order; *narrowed*: narrow the records' sketches."""
+    text columns to try, in order; *narrowed*: narrow the records' sketches; *id_field*: the
+    records' id."""
     F, T = _pyspark().functions, _pyspark().types
     if not isinstance(against, str):
         if "similar_id" not in against.columns:
@@ -1017,7 +1085,7 @@ def _load_one(
         text = next((c for c in texts if c in against.columns), None)
         if text is None:
             raise StateError(f"against has no column {texts[0]!r}; it has {against.columns!r}")
-        return _stored_from_records(against, text, fingerprinter, policy, narrowed)
+        return _stored_from_records(against, text, fingerprinter, policy, narrowed, id_field)
     path = against
     if _format_of_state(path) == "jsonl":
         lines = spark.read.text(path)
@@ -1031,10 +1099,10 @@ def _load_one(
                 f"{path!r} has no similar_id field: give an output of nshash dedup or an"
                 " export of a store's groups (nshash groups --export)"
             )
-        rows = lines.rdd.mapPartitions(_record_lines(texts))
-        schema = "similar_id long, text string"
+        rows = lines.rdd.mapPartitions(_record_lines(texts, id_field))
+        schema = "similar_id long, text string, id string"
         records = spark.createDataFrame(rows, schema, verifySchema=False)
-        return _stored_from_records(records, "text", fingerprinter, policy, narrowed)
+        return _stored_from_records(records, "text", fingerprinter, policy, narrowed, "id")
     schema = _parquet_schema(path)
     if info is not None:
         longs = T.ArrayType(T.LongType())
@@ -1043,7 +1111,11 @@ def _load_one(
             F.col("anchors").cast(longs).alias("anchors"),
             F.col("sketch").cast(longs).alias("sketch"),
             F.col("limit").cast("long").alias("limit"),
-            F.array().cast(longs).alias("exacts"),
+            (
+                F.col("exacts").cast(longs) if "exacts" in schema.names else F.array().cast(longs)
+            ).alias("exacts"),
+            F.col("ids").cast(T.ArrayType(T.StringType())).alias("ids"),
+            F.col("size").cast("long").alias("size"),
         )
         return _Stored(groups, info.last_id, info.narrow, info.common)
     if "similar_id" not in schema.names:
@@ -1054,7 +1126,8 @@ def _load_one(
     text = next((c for c in texts if c in schema.names), None)
     if text is None:
         raise StateError(f"{path!r} has no {' or '.join(map(repr, texts))} column")
-    return _stored_from_records(spark.read.parquet(path), text, fingerprinter, policy, narrowed)
+    records = spark.read.parquet(path)
+    return _stored_from_records(records, text, fingerprinter, policy, narrowed, id_field)
 
 
 def _narrowed(prints: DataFrame) -> DataFrame:
@@ -1094,6 +1167,7 @@ def _group_against(
     max_posting: int,
     hubs: int,
     clock: _Clock,
+    extra: dict[str, Any] | None = None,
 ) -> DataFrame:
     """Steps 2 to 7 for new documents ``(key, ok, exact, anchors, sketch, limit)`` against
     stored groups: each stored group is one node, with its anchors and its sketch (what a
@@ -1103,13 +1177,15 @@ def _group_against(
     are the stored ones and those the new batch's refused pairs vote for.
 
     Returns ``(key, gid, rep)`` for every row with ``ok``: *gid* the stored group it joins
-    (null for none), *rep* the smallest key of its new group otherwise.
+    (null for none), *rep* the smallest key of its new group otherwise. *extra*: as for
+    :func:`_group`.
     """
     sql = _pyspark()
     F, T = sql.functions, sql.types
     spark = prints.sparkSession
     floor = stored.floor
-    groups = stored.groups
+    # Computed once (a previous output's texts are fingerprinted here), used by every pass.
+    groups = stored.groups = clock("stored groups", stored.groups)
 
     # 2. A text identical to a stored one joins its group (the exact table's answer); the
     # other texts are one node each, numbered from the floor in key order.
@@ -1176,6 +1252,8 @@ def _group_against(
     first = verdicts(known, "pass1 verify")
     comps = clock("pass1 components", components(_guarded(spark, first, policy, floor)), False)
     common = clock("common", _common(first, comps, policy.votes).unionByName(known).distinct())
+    if extra is not None:
+        extra["common"] = common
 
     # 5. to 7. The second pass without every common hash, the guard, components.
     second = verdicts(common, "pass2 verify")
@@ -1295,6 +1373,7 @@ def dedup_file(
     parts: bool = False,
     first_id: int = 1,
     against: str | Sequence[str] | None = None,
+    export_groups: str | None = None,
     timings: dict[str, float] | None = None,
     **options: Any,
 ) -> dict[str, int]:
@@ -1318,15 +1397,20 @@ def dedup_file(
         against: stored groups to group the input against (see :func:`dedup`): an output of
             ``nshash dedup`` (JSONL or Parquet) or an export of a store's groups, or a list
             of such files.
+        export_groups: also write the groups as an export (:mod:`nshash.export`): the
+            stored groups of *against* with this run's records joined in, and the new ones,
+            with the common hashes of this run and of *against*; the next run groups against
+            it alone (``against=export_groups``), without any text before it.
         timings: if given, filled with the seconds each stage took.
         **options: the :class:`~nshash.NSHash` options.
 
     Returns:
-        counts: ``documents``, ``groups`` (of two or more), ``duplicates``, ``errors``.
+        counts: ``documents``, ``groups`` (of two or more), ``duplicates``, ``errors``; with
+        *export_groups*, ``exported`` (the groups in the export) too.
 
     Raises:
-        ConfigError: an unknown format, a missing column, an output that exists, or workers
-            that cannot import nshash.
+        ConfigError: an unknown format, a missing column, an output or export that exists, or
+            workers that cannot import nshash.
         StateError: *against* cannot be used (missing, no ``similar_id``, a malformed
             export).
     """
@@ -1336,9 +1420,12 @@ def dedup_file(
     fields = fields or Fields()
     if os.path.exists(output):
         raise ConfigError(f"{output!r} exists; remove it or choose another -o")
+    if export_groups is not None and os.path.exists(export_groups):
+        raise ConfigError(f"{export_groups!r} exists; remove it or choose another export file")
     fingerprinter, policy, text_options = _options(options)
     _check(MAX_POSTING, HUBS, first_id)
     clock = _Clock(timings)
+    extra: dict[str, Any] = {}
     if fmt == "parquet":
         df = spark.read.parquet(path)
         names = [c for c in fields.text if c in df.columns]
@@ -1347,18 +1434,28 @@ def dedup_file(
         if "_nshash_pos" in df.columns:
             raise ConfigError("the input has a column named '_nshash_pos'")
         indexed = _positions(df).withColumnRenamed("pos", "_nshash_pos")
-        result = dedup(
+        result = _dedup(
             indexed,
             names[0],
             "_nshash_pos",
+            order_col=None,
             first_id=first_id,
             against=against,
+            max_posting=MAX_POSTING,
+            hubs=HUBS,
             timings=timings,
-            **options,
+            stats=None,
+            options=options,
+            extra=extra,
         )
         result = result.orderBy("_nshash_pos").drop("_nshash_pos")
         with _worker_errors():
-            return _finish_parquet(result, output, parts, clock)
+            counts = _finish_parquet(result, output, parts, clock)
+            if export_groups is not None:
+                counts["exported"] = _export_run(
+                    spark, output, against, extra, fields, fingerprinter, policy, export_groups
+                )
+        return counts
     preparer = Preparer(fields, ADDED, text_options)
     lines = _positions(spark.read.text(path))
     source = lines.select("value", "pos").rdd
@@ -1381,20 +1478,23 @@ def dedup_file(
     with _worker_errors():
         stored = None
         if against is not None:
-            stored = _load_against(spark, against, fields.text, fingerprinter, policy)
+            stored = _load_against(spark, against, fields.text, fingerprinter, policy, fields.id)
+            extra["stored"] = stored
         rows = source.mapPartitions(_prepare_lines(preparer))
         prints = clock("fingerprint", spark.createDataFrame(rows, schema, verifySchema=False))
         documents = prints.count()
         count = partitions_for(documents, parallelism)
         with _shuffle_partitions(spark, count):
             if stored is None:
-                answers = _group(prints, T.LongType(), policy, MAX_POSTING, HUBS, clock, None, True)
+                answers = _group(
+                    prints, T.LongType(), policy, MAX_POSTING, HUBS, clock, None, True, extra
+                )
                 numbered = clock("number", _numbered(answers, T.LongType(), first_id))
             else:
                 if stored.narrow:
                     prints = clock("narrow", _narrowed(prints))
                 answers = _group_against(
-                    prints, T.LongType(), stored, policy, MAX_POSTING, HUBS, clock
+                    prints, T.LongType(), stored, policy, MAX_POSTING, HUBS, clock, extra
                 )
                 start = max(first_id, stored.floor)
                 numbered = clock("number", _numbered_against(answers, T.LongType(), start))
@@ -1437,7 +1537,54 @@ def dedup_file(
     if not parts:
         _join_parts(target, output)
     clock.tick("write")
+    if export_groups is not None:
+        with _worker_errors():
+            counts["exported"] = _export_run(
+                spark, output, against, extra, fields, fingerprinter, policy, export_groups
+            )
     return counts
+
+
+def _export_run(
+    spark: SparkSession,
+    output: str,
+    against: str | Sequence[str] | None,
+    extra: dict[str, Any],
+    fields: Fields,
+    fingerprinter: Fingerprinter,
+    policy: MatchPolicy,
+    path: str,
+) -> int:
+    """Write the groups after a run (:func:`dedup_file`'s *export_groups*) as an export:
+    the run's stored groups (in *extra*, named by *against*) and its *output* read back as
+    one set of groups, with the run's common hashes (in *extra*) and the stored ones. Returns
+    the groups written."""
+    sources = [] if against is None else [against] if isinstance(against, str) else list(against)
+    stored = extra.get("stored")
+    narrowed = stored.narrow if stored is not None else False
+    mine = _load_one(spark, output, None, fields.text, fingerprinter, policy, narrowed, fields.id)
+    state = mine if stored is None else _merged([stored, mine], policy)
+    learned = extra.get("common")
+    common = set(state.common)
+    if learned is not None:
+        common.update(int(r[0]) for r in learned.collect())
+    rows = (
+        {
+            "similar_id": r["gid"],
+            "size": r["size"],
+            "ids": list(r["ids"] or ()),
+            "anchors": list(r["anchors"] or ()),
+            "sketch": list(r["sketch"] or ()),
+            "limit": r["limit"],
+            "exacts": list(r["exacts"] or ()),
+        }
+        for r in state.groups.orderBy("gid").toLocalIterator()
+    )
+    made = f"nshash dedup --engine spark of {output}" + (
+        f" against {', '.join(sources)}" if sources else ""
+    )
+    counts = write_export(path, rows, state.floor - 1, narrowed, sorted(common), made, True)
+    return counts["groups"]
 
 
 def _counts(numbered: DataFrame, documents: int, prints: DataFrame) -> dict[str, int]:

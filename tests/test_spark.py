@@ -407,6 +407,47 @@ class TestAgainstFiles:
 
 
 @pytest.mark.slow
+class TestExportChain:
+    def test_each_run_exports_the_groups_for_the_next(
+        self, spark: Any, corpus: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """``--export-groups`` writes the groups after a run (the stored ones with the run's
+        records joined in, and the new ones) as an export: day 2 is grouped against day 1's
+        export alone, and the three days' pairs are one run's."""
+        import pyarrow.parquet as pq
+
+        from nshash.export import META_KEY
+
+        every, first, second = _halves(corpus, tmp_path)
+        lines = second.read_text("utf-8").splitlines(keepends=True)
+        day1, day2 = tmp_path / "day1.jsonl", tmp_path / "day2.jsonl"
+        day1.write_text("".join(lines[: len(lines) // 2]), "utf-8")
+        day2.write_text("".join(lines[len(lines) // 2 :]), "utf-8")
+        run = ["--engine", "spark", "-q"]
+        one = tmp_path / "one.jsonl"
+        out0, out1, out2 = (tmp_path / f"out{i}.jsonl" for i in range(3))
+        s0, s1 = tmp_path / "s0.parquet", tmp_path / "s1.parquet"
+        assert main(["dedup", str(every), *run, "-o", str(one)]) == 0
+        assert main(["dedup", str(first), *run, "-o", str(out0), "--export-groups", str(s0)]) == 0
+        args = ["dedup", str(day1), *run, "--against", str(s0), "--export-groups", str(s1)]
+        assert main([*args, "-o", str(out1)]) == 0
+        assert main(["dedup", str(day2), *run, "--against", str(s1), "-o", str(out2)]) == 0
+        labels = {**_ids(out0), **_ids(out1), **_ids(out2)}
+        _same_pairs(labels, _ids(one))
+        table = pq.read_table(s1)
+        rows = table.to_pylist()
+        known = {**_ids(out0), **_ids(out1)}
+        assert {i: r["similar_id"] for r in rows for i in r["ids"]} == known
+        assert sum(r["size"] for r in rows) == len(known)
+        assert all(r["exacts"] and r["sketch"] for r in rows)
+        meta = json.loads(table.schema.metadata[META_KEY])
+        assert meta["last_id"] == max(known.values()) and meta["narrow"] is False
+        _fresh_after(_ids(out2), set(known.values()), max(known.values()))
+        assert main([*args, "-o", str(tmp_path / "again.jsonl")]) == 1  # s1 exists
+        assert "exists" in capsys.readouterr().err
+
+
+@pytest.mark.slow
 class TestAgainstParquet:
     def test_a_parquet_output_and_a_list_of_states(
         self, spark: Any, corpus: Any, tmp_path: Path

@@ -449,9 +449,10 @@ def _open_method(store_url: str, method: str) -> KeyedDedup | SimhashDedup:
 def _cmd_dedup(args: argparse.Namespace) -> int:
     if args.engine == "spark":
         return _dedup_spark(args)
-    if args.against is not None:
+    if args.against is not None or args.export_groups is not None:
         raise UsageError(
-            "--against needs --engine spark (the local engine groups against --store)"
+            "--against and --export-groups need --engine spark (the local engine keeps its"
+            " groups in --store; nshash groups --export writes them)"
         )
     return _records(args, "add", _store_url(args, saved=False))
 
@@ -499,6 +500,7 @@ def _dedup_spark(args: argparse.Namespace) -> int:
             fields=_fields(args),
             parts=args.spark_parts,
             against=args.against,
+            export_groups=args.export_groups,
             **_settings(args, {})[0],
         )
     except NSHashError:
@@ -510,10 +512,13 @@ def _dedup_spark(args: argparse.Namespace) -> int:
             spark.stop()
     if not args.quiet:
         elapsed = time.perf_counter() - started
+        exported = ""
+        if "exported" in counts:
+            exported = f"; {counts['exported']:,} groups -> {args.export_groups}"
         print(
             f"dedup (spark): {counts['documents']:,} documents, {counts['groups']:,} groups"
             f" of 2+, {counts['duplicates']:,} duplicates, {counts['errors']:,} without a"
-            f" group; {elapsed:.1f} s -> {args.output}",
+            f" group; {elapsed:.1f} s -> {args.output}{exported}",
             file=sys.stderr,
         )
     return 0
@@ -636,6 +641,13 @@ def add_dedup_parser(sub: Any) -> None:
         " groups --export FILE.parquet`): new records get a stored group's id where they"
         " belong, new groups ids after the largest stored one; repeat it to join several"
         " (an export and the outputs since)",
+    )
+    p.add_argument(
+        "--export-groups",
+        metavar="FILE",
+        help="with --engine spark: also write the groups (those of --against with INPUT's"
+        " records joined in, and the new ones) and the learned boilerplate as an export, a"
+        " Parquet file, for the next run's --against FILE",
     )
     p.add_argument(
         "--track",
