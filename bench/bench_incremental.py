@@ -7,6 +7,8 @@ stored groups:
 - **spark**: the first half through ``nshash.spark.dedup_file`` (what ``nshash dedup --engine
   spark`` runs) into ``out-first.jsonl``, then the second half with
   ``against="out-first.jsonl"``;
+- **spark export**: the same first run also writes its groups (``export_groups=``, what
+  ``--export-groups`` writes), and the second half is grouped against that export alone;
 - **store**: the first half through ``nshash dedup --store sqlite:///.../first.db`` (the local
   engine, online, file order), ``nshash groups --export groups.parquet``, then the second
   half through the Spark job with ``against="groups.parquet"``.
@@ -142,7 +144,8 @@ def measure(spark: Any, name: str, routes: list[str], data_dir: Path) -> None:
             flush=True,
         )
         if "spark" in routes:
-            dedup_file(spark, str(first), str(tmp / "out-first.jsonl"))
+            exported = tmp / "spark-groups.parquet"
+            dedup_file(spark, str(first), str(tmp / "out-first.jsonl"), export_groups=str(exported))
             started = time.perf_counter()
             dedup_file(
                 spark,
@@ -155,6 +158,14 @@ def measure(spark: Any, name: str, routes: list[str], data_dir: Path) -> None:
             got = [labels[i] for i in ids]
             runs = {"spark run": one}
             line = _line(name, "halves, spark output", got, corpus.stories, runs)
+            print(f"{line}; {took:.0f} s; {_missed(got, one, len(ids) // 2)}", flush=True)
+            started = time.perf_counter()
+            out = tmp / "out-second-export.jsonl"
+            dedup_file(spark, str(second), str(out), against=str(exported))
+            took = time.perf_counter() - started
+            labels = {**_labels(tmp / "out-first.jsonl"), **_labels(out)}
+            got = [labels[i] for i in ids]
+            line = _line(name, "halves, spark export", got, corpus.stories, runs)
             print(f"{line}; {took:.0f} s; {_missed(got, one, len(ids) // 2)}", flush=True)
         if "store" in routes:
             online, _ = run_once(SYSTEMS["nshash"], corpus.texts)

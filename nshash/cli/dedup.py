@@ -637,10 +637,10 @@ def add_dedup_parser(sub: Any) -> None:
         metavar="STATE",
         action="append",
         help="with --engine spark: group INPUT against stored groups, a previous run's"
-        " output (JSONL or Parquet records with similar_id) or a store's export (`nshash"
-        " groups --export FILE.parquet`): new records get a stored group's id where they"
-        " belong, new groups ids after the largest stored one; repeat it to join several"
-        " (an export and the outputs since)",
+        " output (JSONL or Parquet records with similar_id) or an export of groups (`nshash"
+        " groups --export FILE`, or a run's --export-groups FILE): new records get a stored"
+        " group's id where they belong, new groups ids after the largest stored one; repeat"
+        " it to join several (an export and the outputs since)",
     )
     p.add_argument(
         "--export-groups",
