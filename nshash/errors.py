@@ -37,6 +37,7 @@ __all__ = [
     "StoreLockedError",
     "StoreNotFoundError",
     "StoreReadOnlyError",
+    "StateError",
     "StoreUnavailableError",
     "UnknownOptionError",
     "install_hint",
@@ -70,6 +71,12 @@ class CorrectionError(ConfigError):
         #: ``document_not_found``, ``group_not_found``, ``correction_not_found`` or
         #: ``correction_refused``.
         self.code = code
+
+
+class StateError(ConfigError):
+    """Stored groups a batch is grouped against (``against=``, ``--against``) that cannot be
+    used: a missing file, records without ``similar_id``, or a malformed export of a store's
+    groups."""
 
 
 class EmptyDocumentError(NSHashError, ValueError):

@@ -35,6 +35,19 @@ operation; nothing that grows with the corpus is collected to the driver.
 
 The result does not depend on the order of the input: every choice is made in id order.
 
+**Against stored groups** (``against=``, ``--against``): a new batch is grouped against the
+groups of a previous run's output or of a store's export (:mod:`nshash.export`). Each stored
+group is one node of the graph, with its documents' anchors and its sketch (cut as a store
+keeps it, :func:`~nshash.methods.nshash.assign.combine_sketch`), numbered by its id below the
+new documents' nodes: steps 2 to 7 run as above, except that two stored groups are never
+paired (their grouping is stored), a stored group accepts every document that the judge and
+the document's own merge guard accept (as a store's group takes a document that chooses it),
+and the common hashes start from the store's. An export's narrow sketches are compared with
+narrowed documents (:func:`~nshash.text.fingerprint.narrow`). The stored side costs one scan
+of its groups (their anchors join the new documents' postings; only pairs with a new document
+are verified), never a regrouping: an export is read as it is, a previous output's texts are
+fingerprinted once and reduced to their groups.
+
 Example:
     A self-contained run on two cores (needs ``pip install 'nshash[spark]'`` and Java)::
 
@@ -49,21 +62,23 @@ Example:
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .cli.io import BadRecord, Fields, Item, JsonlWriter, Preparer
-from .errors import ConfigError, NSHashError, install_hint
+from .errors import ConfigError, NSHashError, StateError, install_hint
+from .export import read_export_info, write_export
 from .inputs import check_text
-from .methods.nshash.assign import MatchPolicy, judged
+from .methods.nshash.assign import MatchPolicy, combine_sketch, judged
 from .methods.nshash.core import _POLICY_OPTIONS, _TEXT_OPTIONS
-from .text.fingerprint import DEFAULT_DELIMITERS, Fingerprinter
+from .text.fingerprint import DEFAULT_DELIMITERS, NO_LIMIT, DocPrint, Fingerprinter, narrow
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -168,7 +183,9 @@ def _agree(best: set[int], shared: set[int], size: int, guard: float) -> bool:
     return bool(size) and len(best & shared) / size >= guard
 
 
-def _guard_rows(policy: MatchPolicy) -> Callable[[Iterable[Any]], Iterator[tuple[int, int, bool]]]:
+def _guard_rows(
+    policy: MatchPolicy, floor: int = 0
+) -> Callable[[Iterable[Any]], Iterator[tuple[int, int, bool]]]:
     """A partition function: a node and its verified matches to the matches it agrees to.
 
     The batch form of the online choice (:mod:`nshash.methods.nshash.assign`): a document joins
@@ -185,11 +202,19 @@ def _guard_rows(policy: MatchPolicy) -> Callable[[Iterable[Any]], Iterator[tuple
     stays when both nodes agree to it and one picks it: a heavily edited copy still joins its
     story through its best match, while a weak match between two stories glues nothing, nor
     does a digest page quoting both (its two matches share disjoint parts of it).
+
+    A node below *floor* is a stored group (a run against stored groups): it agrees to every
+    match and picks none, so each document chooses, as the online path lets a document choose
+    among the groups it matches.
     """
 
     def run(rows: Iterable[Any]) -> Iterator[tuple[int, int, bool]]:
         guard, strong = policy.merge_guard, policy.merge_theta
         for node, matches in rows:
+            if node < floor:
+                for match in matches:
+                    yield node, match[0], False
+                continue
             # The reference is the match the node shares most with (then the best score, then
             # the smallest id): a contained short copy scores 1.0 but says little of the rest.
             ref = max(matches, key=lambda m: (len(m[2]), m[1], -m[0]))
@@ -272,8 +297,11 @@ def _verify(pairs: DataFrame, nodes: DataFrame, policy: MatchPolicy) -> DataFram
     return scored.withColumn("accepted", F.col("score") >= policy.theta)
 
 
-def _guarded(spark: SparkSession, verdicts: DataFrame, policy: MatchPolicy) -> DataFrame:
-    """The accepted edges ``(a, b)`` that both of their nodes keep under the merge guard."""
+def _guarded(
+    spark: SparkSession, verdicts: DataFrame, policy: MatchPolicy, floor: int = 0
+) -> DataFrame:
+    """The accepted edges ``(a, b)`` that both of their nodes keep under the merge guard
+    (nodes below *floor* are stored groups, see :func:`_guard_rows`)."""
     sql = _pyspark()
     F, T = sql.functions, sql.types
     ok = verdicts.where("accepted")
@@ -296,7 +324,7 @@ def _guarded(spark: SparkSession, verdicts: DataFrame, policy: MatchPolicy) -> D
     )
     kept = spark.createDataFrame(
         grouped.rdd.map(lambda r: (r[0], [(m[0], m[1], m[2], m[3]) for m in r[1]])).mapPartitions(
-            _guard_rows(policy)
+            _guard_rows(policy, floor)
         ),
         schema,
         verifySchema=False,
@@ -515,10 +543,12 @@ def _group(
     clock: _Clock,
     stats: dict[str, int] | None,
     unique: bool = False,
+    extra: dict[str, Any] | None = None,
 ) -> DataFrame:
     """Steps 2 to 7 over fingerprints ``(key, ok, exact, anchors, sketch, limit)``.
 
     *unique*: the keys are distinct longs (file positions), so they serve as node numbers.
+    *extra*, when given, gets ``common``: the common hashes (a DataFrame of ``h``).
 
     Returns ``(key, rep)`` for every row with ``ok``: *rep* is the smallest key of its group.
     """
@@ -569,6 +599,8 @@ def _group(
     # 4. Boilerplate: votes of refused pairs across first-pass components.
     comps = clock("pass1 components", components(_guarded(spark, verdicts, policy)), False)
     common = clock("common", _common(verdicts, comps, policy.votes))
+    if extra is not None:
+        extra["common"] = common
 
     # 5. Second pass without the common hashes.
     live = candidates.join(F.broadcast(common), "h", "left_anti")
@@ -637,7 +669,7 @@ def dedup(
     *,
     order_col: str | None = None,
     first_id: int = 1,
-    against: DataFrame | None = None,
+    against: DataFrame | str | Sequence[DataFrame | str] | None = None,
     max_posting: int = MAX_POSTING,
     hubs: int = HUBS,
     timings: dict[str, float] | None = None,
@@ -656,18 +688,24 @@ def dedup(
             in input order. Default: the id column.
         first_id: the number of the first group (the next free id of a store, to hand the
             groups on).
-        against: stored groups to group *df* against: a previous result of this function
-            (or of ``nshash dedup``), with the id and text columns and ``similar_id``. A new
-            document that belongs to a stored group gets its id (the smallest one, when it
-            joins several); the other groups are numbered after the largest stored id. The
-            stored documents are grouped again with the new ones (the same answer as one run
-            over both) and are not returned.
+        against: stored groups to group *df* against: a previous result (a DataFrame with
+            the text column and ``similar_id``, or the path of a JSONL or Parquet output of
+            ``nshash dedup``), or the path of an export of a store's groups
+            (``nshash groups --export``, :mod:`nshash.export`). Each stored group is judged
+            as one node, by its anchors and its sketch, as a store judges a new document; the
+            stored documents are not grouped again and are not returned. A new document that
+            belongs to a stored group gets its id (the smallest one, when it joins several);
+            the new groups are numbered after the largest stored id (an export's last id).
+            Several of them (a list) are one set of groups: yesterday's export and today's
+            output, say. The stored side is read with the same options as *df* (give the
+            ones the store or the previous run used).
         max_posting: an anchor held by up to this many documents pairs all of them; past
             that, each is paired with the ``hubs`` smallest.
         hubs: see *max_posting*.
         timings: if given, filled with the seconds each stage took (the stages are computed
             one after the other, so the figures add up to the run).
-        stats: if given, filled with counts: documents, nodes, pairs, common hashes, edges.
+        stats: if given, filled with counts: documents, nodes, pairs, common hashes, edges
+            (without *against*).
         **options: the :class:`~nshash.NSHash` options (``n``, ``min_length``, ``hashfunc``,
             ``shingle``, ``sketch_rate``, ``sketch_size``, ``theta``, ``min_overlap``,
             ``merge_guard``, ``votes``, ...), for the same keys and the same checks.
@@ -680,7 +718,40 @@ def dedup(
     Raises:
         ConfigError: pyspark is missing, a column is missing, an option is bad, or the
             workers cannot import nshash (the message says what to set).
+        StateError: *against* cannot be used (a missing file, no ``similar_id``, a malformed
+            export).
     """
+    return _dedup(
+        df,
+        text_col,
+        id_col,
+        order_col=order_col,
+        first_id=first_id,
+        against=against,
+        max_posting=max_posting,
+        hubs=hubs,
+        timings=timings,
+        stats=stats,
+        options=options,
+    )
+
+
+def _dedup(
+    df: DataFrame,
+    text_col: str,
+    id_col: str,
+    *,
+    order_col: str | None,
+    first_id: int,
+    against: DataFrame | str | Sequence[DataFrame | str] | None,
+    max_posting: int,
+    hubs: int,
+    timings: dict[str, float] | None,
+    stats: dict[str, int] | None,
+    options: dict[str, Any],
+    extra: dict[str, Any] | None = None,
+) -> DataFrame:
+    """:func:`dedup`; *extra*: as for :func:`_group`."""
     F = _pyspark().functions
     _check(max_posting, hubs, first_id)
     order_col = order_col or id_col
@@ -696,64 +767,33 @@ def dedup(
         if order_col != id_col
         else df.select(F.col(id_col).alias("key"), F.col(text_col).alias("text"))
     )
-    start = first_id
-    if against is not None:
-        # The stored documents come first (side 0, by their ids), the new ones after (side 1,
-        # in order): a group that holds a stored document is named by the smallest stored id.
-        for column in (id_col, text_col, "similar_id"):
-            if column not in against.columns:
-                raise ConfigError(f"against has no column {column!r}; it has {against.columns!r}")
-        order_type = keyed.schema["key"].dataType
-        old = against.where(F.col("similar_id").isNotNull()).select(
-            F.struct(
-                F.lit(0).alias("side"),
-                F.col("similar_id").cast("long").alias("stored"),
-                F.lit(None).cast(order_type).alias("order"),
-            ).alias("key"),
-            F.col(text_col).alias("text"),
-        )
-        new = keyed.select(
-            F.struct(
-                F.lit(1).alias("side"),
-                F.lit(None).cast("long").alias("stored"),
-                F.col("key").alias("order"),
-            ).alias("key"),
-            "text",
-        )
-        ids = keyed.select(F.col("key").alias("order"), *([] if order_col == id_col else [id_col]))
-        keyed = old.unionByName(new)
-        top = against.agg(F.max("similar_id")).first()
-        if top is not None and top[0] is not None:
-            start = max(first_id, int(top[0]) + 1)
     key_type = keyed.schema["key"].dataType
     with _worker_errors():
+        stored = None
+        if against is not None:
+            texts = tuple(dict.fromkeys((text_col, *Fields().text)))
+            stored = _load_against(spark, against, texts, fingerprinter, policy, id_col)
+            if extra is not None:
+                extra["stored"] = stored
         prints = _prints(keyed, key_type, fingerprinter, clock)
         documents = prints.count()
         if stats is not None:
             stats["documents"] = documents
         count = partitions_for(documents, spark.sparkContext.defaultParallelism)
         with _shuffle_partitions(spark, count):
-            answers = _group(prints, key_type, policy, max_posting, hubs, clock, stats)
-            if against is None:
-                numbered = clock("number", _numbered(answers, key_type, start))
+            if stored is None:
+                answers = _group(
+                    prints, key_type, policy, max_posting, hubs, clock, stats, extra=extra
+                )
+                numbered = clock("number", _numbered(answers, key_type, first_id))
             else:
-                mine = answers.where(F.col("key.side") == 1)
-                stored = mine.where(F.col("rep.side") == 0).select(
-                    "key", F.col("rep.stored").alias("similar_id"), F.lit(True).alias("duplicate")
+                if stored.narrow:
+                    prints = clock("narrow", _narrowed(prints))
+                answers = _group_against(
+                    prints, key_type, stored, policy, max_posting, hubs, clock, extra
                 )
-                fresh = _numbered(mine.where(F.col("rep.side") == 1), key_type, start)
-                numbered = clock("number", stored.unionByName(fresh))
-                numbered = numbered.select(
-                    F.col("key.order").alias("key"), "similar_id", "duplicate"
-                )
-                if order_col == id_col:
-                    numbered = numbered.withColumnRenamed("key", "_nshash_id")
-                else:
-                    named = ids.withColumnRenamed(id_col, "_nshash_id")
-                    numbered = named.join(numbered, named["order"] == numbered["key"])
-                    numbered = numbered.drop("order", "key")
-                out = df.join(numbered, df[id_col] == numbered["_nshash_id"], "left")
-                return out.drop("_nshash_id")
+                start = max(first_id, stored.floor)
+                numbered = clock("number", _numbered_against(answers, key_type, start))
     if order_col != id_col:
         ids = keyed.select(F.col(id_col).alias("_nshash_id"), "key")
         numbered = ids.join(numbered, "key").drop("key")
@@ -784,6 +824,465 @@ def _prints(
     return clock(
         "fingerprint", keyed.sparkSession.createDataFrame(rows, schema, verifySchema=False)
     )
+
+
+# -- against stored groups ---------------------------------------------------------------------
+
+
+class _Stored:
+    """Stored groups a new batch is grouped against.
+
+    Attributes:
+        groups: ``(gid, anchors, sketch, limit, exacts)``: each stored group's id, the anchors
+            of its documents, its sketch (cut as a store keeps it, :func:`combine_sketch`),
+            its limit and the exact fingerprints of its texts (empty when unknown).
+        floor: one past the largest id handed out: every gid is below it, and new groups are
+            numbered from it.
+        narrow: whether the sketches are narrow (new documents are narrowed to be compared).
+        common: hashes known to be boilerplate (signed), or none.
+    """
+
+    def __init__(self, groups: DataFrame, last_id: int, narrow: bool, common: list[int]) -> None:
+        self.groups = groups
+        self.floor = last_id + 1
+        self.narrow = narrow
+        self.common = common
+
+
+def _stored_rows(
+    fingerprinter: Fingerprinter, cap: int, narrowed: bool
+) -> Callable[[Iterable[Any]], Iterator[tuple[int, tuple[Any, ...]]]]:
+    """A partition function: stored records ``(similar_id, text, id)`` to ``(similar_id,
+    (sketch, limit, anchors, exacts, ids, size))``, each document's sketch (*narrowed*, to go
+    with a store's narrow sketches) cut as a store cuts a new group's (:func:`combine_sketch`),
+    its anchor candidates and exact fingerprint as sets, its id in a list, a size of 1."""
+
+    def run(rows: Iterable[Any]) -> Iterator[tuple[int, tuple[Any, ...]]]:
+        prepare = fingerprinter.prepare
+        for sid, text, doc_id in rows:
+            try:
+                doc = prepare(check_text(text))
+            except NSHashError:
+                continue
+            if narrowed:
+                doc = narrow(doc)
+            values, limit = combine_sketch((), NO_LIMIT, doc.sketch, doc.limit, cap)
+            anchors = {_signed(h) for h in doc.sentences}
+            ids = [] if doc_id is None else [str(doc_id)]
+            yield sid, (values, limit, anchors, {_signed(doc.exact)}, ids, 1)
+
+    return run
+
+
+def _stored_merge(cap: int) -> Callable[[tuple[Any, ...], tuple[Any, ...]], tuple[Any, ...]]:
+    """Two documents' (or parts of a group's) sketches, anchors, exacts, ids and sizes as one
+    group's: the sketch through :func:`combine_sketch`, as a store extends a group's."""
+
+    def merge(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
+        values, limit = combine_sketch(a[0], a[1], b[0], b[1], cap)
+        return values, limit, a[2] | b[2], a[3] | b[3], a[4] + b[4], a[5] + b[5]
+
+    return merge
+
+
+def _stored_row(kv: tuple[int, tuple[Any, ...]]) -> tuple[Any, ...]:
+    """A merged group as a row of :func:`_groups_schema`."""
+    gid, (values, limit, anchors, exacts, ids, size) = kv
+    return gid, sorted(anchors), sorted(values), limit, sorted(exacts), sorted(ids), size
+
+
+def _groups_schema() -> Any:
+    T = _pyspark().types
+    longs = T.ArrayType(T.LongType())
+    return T.StructType(
+        [
+            T.StructField("gid", T.LongType()),
+            T.StructField("anchors", longs),
+            T.StructField("sketch", longs),
+            T.StructField("limit", T.LongType()),
+            T.StructField("exacts", longs),
+            T.StructField("ids", T.ArrayType(T.StringType())),
+            T.StructField("size", T.LongType()),
+        ]
+    )
+
+
+def _stored_from_records(
+    records: DataFrame,
+    text_col: str,
+    fingerprinter: Fingerprinter,
+    policy: MatchPolicy,
+    narrowed: bool = False,
+    id_col: str | None = None,
+) -> _Stored:
+    """The groups of a previous result (records with *text_col* and ``similar_id``, and
+    their ids in *id_col* when there is one): its texts fingerprinted once, each group's
+    sketch, anchors, exacts, ids and size gathered."""
+    F, T = _pyspark().functions, _pyspark().types
+    kind = records.schema["similar_id"].dataType
+    if not isinstance(kind, T.IntegralType | T.NullType):
+        raise StateError(f"similar_id of the stored records is {kind.simpleString()}, not integers")
+    cap = policy.sketch_cap
+    sid = F.col("similar_id").cast("long")
+    ids = F.col(id_col).cast("string") if id_col in records.columns else F.lit(None)
+    rows = records.where(sid.isNotNull()).select(sid, F.col(text_col), ids).rdd
+    merged = (
+        rows.mapPartitions(_stored_rows(fingerprinter, cap, narrowed))
+        .reduceByKey(_stored_merge(cap))
+        .map(_stored_row)
+    )
+    groups = records.sparkSession.createDataFrame(merged, _groups_schema(), verifySchema=False)
+    top = records.agg(F.max(sid)).first()
+    return _Stored(groups, int(top[0] or 0) if top is not None else 0, narrowed, [])
+
+
+def _record_lines(
+    texts: tuple[str, ...], id_field: str
+) -> Callable[[Iterable[Any]], Iterator[tuple[int, str, str | None]]]:
+    """A partition function: JSONL lines of a previous output to ``(similar_id, text, id)``
+    (records without an integer ``similar_id`` or a text are left out: they had no group)."""
+
+    def run(rows: Iterable[Any]) -> Iterator[tuple[int, str, str | None]]:
+        for (line,) in rows:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(record, dict):
+                continue
+            sid = record.get("similar_id")
+            if not isinstance(sid, int) or isinstance(sid, bool):
+                continue
+            text = next((record[f] for f in texts if isinstance(record.get(f), str)), None)
+            if text is not None:
+                doc_id = record.get(id_field)
+                yield sid, text, None if doc_id is None else str(doc_id)
+
+    return run
+
+
+def _parquet_schema(path: str) -> Any:
+    """The Arrow schema of a Parquet file, or of the first part file of a folder."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise ConfigError(f"reading --against needs pyarrow: {install_hint('spark')}") from exc
+    name = path
+    if os.path.isdir(path):
+        parts = _part_names(path, (".parquet",))
+        if not parts:
+            raise StateError(f"{path!r} holds no Parquet part files")
+        name = parts[0]
+    try:
+        return pq.read_schema(name)
+    except Exception as exc:  # not Parquet, or damaged
+        raise StateError(f"{path!r} is not a readable Parquet file: {exc}") from None
+
+
+def _export_of(path: str) -> Any:
+    """The :class:`~nshash.export.ExportInfo` of *path* when it is an export, else None."""
+    if not isinstance(path, str):
+        return None
+    if "://" not in path and not os.path.exists(path):
+        raise StateError(f"No such file: {path!r} (the stored groups to group against)")
+    if _format_of_state(path) != "parquet":
+        return None
+    schema = _parquet_schema(path)
+    return read_export_info(schema.metadata, list(schema.names), path)
+
+
+def _format_of_state(path: str) -> str:
+    try:
+        return _format_of(path)
+    except ConfigError:
+        raise StateError(
+            f"Cannot tell what {path!r} is for --against: name a .jsonl[.gz] or .parquet output"
+            " of nshash dedup, or a store's export (nshash groups --store URL --export"
+            " FILE.parquet)"
+        ) from None
+
+
+def _load_against(
+    spark: SparkSession,
+    against: Any,
+    texts: tuple[str, ...],
+    fingerprinter: Fingerprinter,
+    policy: MatchPolicy,
+    id_field: str = "id",
+) -> _Stored:
+    """The stored groups *against* names (one source or several, see :func:`_load_one`),
+    as one set of groups: a group found in several sources (an export, and a later output
+    whose records joined its groups) is one, its sketches combined (:func:`combine_sketch`)
+    and its anchors and exacts joined; the last id is the largest, the common hashes all of
+    theirs. The sketches are narrow when an export's are (the outputs' texts are then
+    narrowed to go with them)."""
+    sources = (
+        [against]
+        if isinstance(against, str) or not isinstance(against, list | tuple)
+        else list(against)
+    )
+    if not sources:
+        raise StateError("against names no stored groups")
+    infos = [_export_of(source) for source in sources]
+    widths = {info.narrow for info in infos if info is not None}
+    if len(widths) > 1:
+        raise StateError(
+            "the exports in against mix narrow and full sketches (stores of two kinds)"
+        )
+    narrowed = widths == {True}
+    loaded = [
+        _load_one(spark, source, info, texts, fingerprinter, policy, narrowed, id_field)
+        for source, info in zip(sources, infos, strict=True)
+    ]
+    return _merged(loaded, policy)
+
+
+def _merged(loaded: list[_Stored], policy: MatchPolicy) -> _Stored:
+    """Several sets of stored groups as one (see :func:`_load_against`)."""
+    if len(loaded) == 1:
+        return loaded[0]
+    cap = policy.sketch_cap
+    rows = None
+    for one in loaded:
+        part = one.groups.rdd.map(
+            lambda r: (
+                r[0],
+                (set(r[2] or ()), r[3], set(r[1] or ()), set(r[4] or ()), list(r[5] or ()), r[6]),
+            )
+        )
+        rows = part if rows is None else rows.union(part)
+    assert rows is not None
+    merged = rows.reduceByKey(_stored_merge(cap)).map(_stored_row)
+    spark = loaded[0].groups.sparkSession
+    groups = spark.createDataFrame(merged, _groups_schema(), verifySchema=False)
+    common = sorted({h for one in loaded for h in one.common})
+    narrowed = loaded[0].narrow
+    return _Stored(groups, max(one.floor for one in loaded) - 1, narrowed, common)
+
+
+def _load_one(
+    spark: SparkSession,
+    against: DataFrame | str,
+    info: Any,
+    texts: tuple[str, ...],
+    fingerprinter: Fingerprinter,
+    policy: MatchPolicy,
+    narrowed: bool,
+    id_field: str = "id",
+) -> _Stored:
+    """The stored groups *against* names: a previous result (a DataFrame, or a JSONL or
+    Parquet output of ``nshash dedup``), or an export of a store's groups (a Parquet file,
+    :mod:`nshash.export`, whose :class:`~nshash.export.ExportInfo` is *info*). *texts*: the
+    text columns to try, in order; *narrowed*: narrow the records' sketches; *id_field*: the
+    records' id."""
+    F, T = _pyspark().functions, _pyspark().types
+    if not isinstance(against, str):
+        if "similar_id" not in against.columns:
+            raise StateError(
+                f"against has no similar_id column (it has {against.columns!r}); give a"
+                " previous result, or the path of an export of a store's groups"
+            )
+        text = next((c for c in texts if c in against.columns), None)
+        if text is None:
+            raise StateError(f"against has no column {texts[0]!r}; it has {against.columns!r}")
+        return _stored_from_records(against, text, fingerprinter, policy, narrowed, id_field)
+    path = against
+    if _format_of_state(path) == "jsonl":
+        lines = spark.read.text(path)
+        head = lines.where(F.trim("value") != "").first()
+        try:
+            record = json.loads(head[0]) if head is not None else {}
+        except ValueError:
+            record = None
+        if not isinstance(record, dict) or "similar_id" not in record:
+            raise StateError(
+                f"{path!r} has no similar_id field: give an output of nshash dedup or an"
+                " export of a store's groups (nshash groups --export)"
+            )
+        rows = lines.rdd.mapPartitions(_record_lines(texts, id_field))
+        schema = "similar_id long, text string, id string"
+        records = spark.createDataFrame(rows, schema, verifySchema=False)
+        return _stored_from_records(records, "text", fingerprinter, policy, narrowed, "id")
+    schema = _parquet_schema(path)
+    if info is not None:
+        longs = T.ArrayType(T.LongType())
+        groups = spark.read.parquet(path).select(
+            F.col("similar_id").cast("long").alias("gid"),
+            F.col("anchors").cast(longs).alias("anchors"),
+            F.col("sketch").cast(longs).alias("sketch"),
+            F.col("limit").cast("long").alias("limit"),
+            (
+                F.col("exacts").cast(longs) if "exacts" in schema.names else F.array().cast(longs)
+            ).alias("exacts"),
+            F.col("ids").cast(T.ArrayType(T.StringType())).alias("ids"),
+            F.col("size").cast("long").alias("size"),
+        )
+        return _Stored(groups, info.last_id, info.narrow, info.common)
+    if "similar_id" not in schema.names:
+        raise StateError(
+            f"{path!r} has no similar_id column: give an output of nshash dedup or an export"
+            " of a store's groups (nshash groups --export)"
+        )
+    text = next((c for c in texts if c in schema.names), None)
+    if text is None:
+        raise StateError(f"{path!r} has no {' or '.join(map(repr, texts))} column")
+    records = spark.read.parquet(path)
+    return _stored_from_records(records, text, fingerprinter, policy, narrowed, id_field)
+
+
+def _narrowed(prints: DataFrame) -> DataFrame:
+    """Fingerprints ``(key, ok, exact, anchors, sketch, limit, ...)`` with each sketch and
+    limit narrowed (:func:`~nshash.text.fingerprint.narrow`), to be compared with a store's
+    narrow sketches."""
+
+    def run(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
+        for row in rows:
+            if row[4] is None:
+                yield tuple(row)
+                continue
+            doc = narrow(DocPrint((), tuple(row[4]), 0, row[5]))
+            yield (*row[:4], list(doc.sketch), doc.limit, *row[6:])
+
+    spark = prints.sparkSession
+    return spark.createDataFrame(prints.rdd.mapPartitions(run), prints.schema, verifySchema=False)
+
+
+def _without(sketches: DataFrame, common: DataFrame) -> DataFrame:
+    """``(node, sketch, limit, common)``: each node's sketch values in *common* (``h``), null
+    for none."""
+    F = _pyspark().functions
+    sampled = sketches.select("node", F.explode("sketch").alias("h"))
+    dropped = (
+        sampled.join(F.broadcast(common), "h").groupBy("node").agg(F.collect_list("h").alias("c"))
+    )
+    joined = sketches.join(dropped, "node", "left")
+    return joined.select("node", "sketch", "limit", F.col("c").alias("common"))
+
+
+def _group_against(
+    prints: DataFrame,
+    key_type: Any,
+    stored: _Stored,
+    policy: MatchPolicy,
+    max_posting: int,
+    hubs: int,
+    clock: _Clock,
+    extra: dict[str, Any] | None = None,
+) -> DataFrame:
+    """Steps 2 to 7 for new documents ``(key, ok, exact, anchors, sketch, limit)`` against
+    stored groups: each stored group is one node, with its anchors and its sketch (what a
+    store judges a new document against), numbered by its id; the new texts are numbered after
+    them. Pairs of two stored groups are never made (their grouping is stored), a stored group
+    takes every document the judge and the document's own guard accept, and the common hashes
+    are the stored ones and those the new batch's refused pairs vote for.
+
+    Returns ``(key, gid, rep)`` for every row with ``ok``: *gid* the stored group it joins
+    (null for none), *rep* the smallest key of its new group otherwise. *extra*: as for
+    :func:`_group`.
+    """
+    sql = _pyspark()
+    F, T = sql.functions, sql.types
+    spark = prints.sparkSession
+    floor = stored.floor
+    # Computed once (a previous output's texts are fingerprinted here), used by every pass.
+    groups = stored.groups = clock("stored groups", stored.groups)
+
+    # 2. A text identical to a stored one joins its group (the exact table's answer); the
+    # other texts are one node each, numbered from the floor in key order.
+    exacts = (
+        groups.select("gid", F.explode("exacts").alias("exact"))
+        .groupBy("exact")
+        .agg(F.min("gid").alias("gid"))
+    )
+    reps = (
+        prints.where("ok")
+        .groupBy("exact")
+        .agg(
+            F.min("key").alias("rep"),
+            F.first("anchors").alias("anchors"),
+            F.first("sketch").alias("sketch"),
+            F.first("limit").alias("limit"),
+        )
+        .join(exacts, "exact", "left")
+    )
+    reps = clock("exact", reps)
+    direct = reps.where(F.col("gid").isNotNull()).select("exact", "gid")
+    fresh = reps.where(F.col("gid").isNull()).drop("gid")
+    ranked = (
+        fresh.select("rep", "exact")
+        .orderBy("rep", "exact")
+        .rdd.map(lambda r: (r[0], r[1]))
+        .zipWithIndex()
+        .map(lambda ri: (ri[0][0], ri[0][1], floor + ri[1]))
+    )
+    numbering = spark.createDataFrame(
+        ranked,
+        T.StructType(
+            [
+                T.StructField("rep", key_type),
+                T.StructField("exact", T.LongType()),
+                T.StructField("node", T.LongType()),
+            ]
+        ),
+    )
+    nodes = clock("number nodes", fresh.join(numbering.drop("rep"), "exact"))
+    sketches = nodes.select("node", "sketch", "limit").unionByName(
+        groups.select(F.col("gid").alias("node"), "sketch", "limit")
+    )
+    known = spark.createDataFrame([(h,) for h in stored.common], "h long")
+
+    def postings(common: DataFrame) -> DataFrame:
+        """A new node's first n anchor candidates that are not common, and every anchor of a
+        stored group that is not."""
+        live = nodes.select("node", F.posexplode("anchors").alias("pos", "h")).join(
+            F.broadcast(common), "h", "left_anti"
+        )
+        order = sql.Window.partitionBy("node").orderBy("pos")
+        first = live.withColumn("r", F.row_number().over(order)).where(F.col("r") <= policy.n)
+        kept = groups.select(F.col("gid").alias("node"), F.explode("anchors").alias("h")).join(
+            F.broadcast(common), "h", "left_anti"
+        )
+        return first.select("node", "h").unionByName(kept.select("node", "h"))
+
+    def verdicts(common: DataFrame, stage: str) -> DataFrame:
+        pairs = _pairs(postings(common), max_posting, hubs).where(F.col("b") >= floor)
+        return clock(stage, _verify(pairs, _without(sketches, common), policy))
+
+    # 3. and 4. The first pass, with the stored common hashes; its refusals vote.
+    first = verdicts(known, "pass1 verify")
+    comps = clock("pass1 components", components(_guarded(spark, first, policy, floor)), False)
+    common = clock("common", _common(first, comps, policy.votes).unionByName(known).distinct())
+    if extra is not None:
+        extra["common"] = common
+
+    # 5. to 7. The second pass without every common hash, the guard, components.
+    second = verdicts(common, "pass2 verify")
+    edges = clock("guard", _guarded(spark, second, policy, floor), False)
+    found = clock("components", components(edges), False)
+
+    named = nodes.select("node", "exact", "rep").join(found, "node", "left")
+    named = named.select("exact", F.coalesce("comp", "node").alias("comp"))
+    names = numbering.select(F.col("node").alias("comp"), F.col("rep").alias("group_rep"))
+    joined = named.where(F.col("comp") < floor).select("exact", F.col("comp").alias("gid"))
+    new = named.where(F.col("comp") >= floor).join(names, "comp").select("exact", "group_rep")
+    by_text = (
+        joined.unionByName(direct)
+        .select("exact", "gid", F.lit(None).cast(key_type).alias("group_rep"))
+        .unionByName(new.select("exact", F.lit(None).cast("long").alias("gid"), "group_rep"))
+    )
+    rows = prints.where("ok").join(by_text, "exact")
+    return rows.groupBy("key").agg(F.min("gid").alias("gid"), F.min("group_rep").alias("rep"))
+
+
+def _numbered_against(answers: DataFrame, key_type: Any, start: int) -> DataFrame:
+    """``(key, similar_id, duplicate)`` from ``(key, gid, rep)``: a document that joins a
+    stored group gets its id (a duplicate), the new groups are numbered from *start*."""
+    F = _pyspark().functions
+    joined = answers.where(F.col("gid").isNotNull()).select(
+        "key", F.col("gid").alias("similar_id"), F.lit(True).alias("duplicate")
+    )
+    fresh = _numbered(answers.where(F.col("gid").isNull()).select("key", "rep"), key_type, start)
+    return joined.unionByName(fresh)
 
 
 # -- files -------------------------------------------------------------------------------------
@@ -873,6 +1372,8 @@ def dedup_file(
     fields: Fields | None = None,
     parts: bool = False,
     first_id: int = 1,
+    against: str | Sequence[str] | None = None,
+    export_groups: str | None = None,
     timings: dict[str, float] | None = None,
     **options: Any,
 ) -> dict[str, int]:
@@ -893,15 +1394,25 @@ def dedup_file(
         parts: write a folder of part files named *output* (for outputs too large for one
             file, or on a cluster's storage) instead of one file.
         first_id: the first group's number.
+        against: stored groups to group the input against (see :func:`dedup`): an output of
+            ``nshash dedup`` (JSONL or Parquet) or an export of a store's groups, or a list
+            of such files.
+        export_groups: also write the groups as an export (:mod:`nshash.export`): the
+            stored groups of *against* with this run's records joined in, and the new ones,
+            with the common hashes of this run and of *against*; the next run groups against
+            it alone (``against=export_groups``), without any text before it.
         timings: if given, filled with the seconds each stage took.
         **options: the :class:`~nshash.NSHash` options.
 
     Returns:
-        counts: ``documents``, ``groups`` (of two or more), ``duplicates``, ``errors``.
+        counts: ``documents``, ``groups`` (of two or more), ``duplicates``, ``errors``; with
+        *export_groups*, ``exported`` (the groups in the export) too.
 
     Raises:
-        ConfigError: an unknown format, a missing column, an output that exists, or workers
-            that cannot import nshash.
+        ConfigError: an unknown format, a missing column, an output or export that exists, or
+            workers that cannot import nshash.
+        StateError: *against* cannot be used (missing, no ``similar_id``, a malformed
+            export).
     """
     sql = _pyspark()
     F, T = sql.functions, sql.types
@@ -909,9 +1420,12 @@ def dedup_file(
     fields = fields or Fields()
     if os.path.exists(output):
         raise ConfigError(f"{output!r} exists; remove it or choose another -o")
+    if export_groups is not None and os.path.exists(export_groups):
+        raise ConfigError(f"{export_groups!r} exists; remove it or choose another export file")
     fingerprinter, policy, text_options = _options(options)
     _check(MAX_POSTING, HUBS, first_id)
     clock = _Clock(timings)
+    extra: dict[str, Any] = {}
     if fmt == "parquet":
         df = spark.read.parquet(path)
         names = [c for c in fields.text if c in df.columns]
@@ -920,17 +1434,28 @@ def dedup_file(
         if "_nshash_pos" in df.columns:
             raise ConfigError("the input has a column named '_nshash_pos'")
         indexed = _positions(df).withColumnRenamed("pos", "_nshash_pos")
-        result = dedup(
+        result = _dedup(
             indexed,
             names[0],
             "_nshash_pos",
+            order_col=None,
             first_id=first_id,
+            against=against,
+            max_posting=MAX_POSTING,
+            hubs=HUBS,
             timings=timings,
-            **options,
+            stats=None,
+            options=options,
+            extra=extra,
         )
         result = result.orderBy("_nshash_pos").drop("_nshash_pos")
         with _worker_errors():
-            return _finish_parquet(result, output, parts, clock)
+            counts = _finish_parquet(result, output, parts, clock)
+            if export_groups is not None:
+                counts["exported"] = _export_run(
+                    spark, output, against, extra, fields, fingerprinter, policy, export_groups
+                )
+        return counts
     preparer = Preparer(fields, ADDED, text_options)
     lines = _positions(spark.read.text(path))
     source = lines.select("value", "pos").rdd
@@ -951,13 +1476,28 @@ def dedup_file(
         ]
     )
     with _worker_errors():
+        stored = None
+        if against is not None:
+            stored = _load_against(spark, against, fields.text, fingerprinter, policy, fields.id)
+            extra["stored"] = stored
         rows = source.mapPartitions(_prepare_lines(preparer))
         prints = clock("fingerprint", spark.createDataFrame(rows, schema, verifySchema=False))
         documents = prints.count()
         count = partitions_for(documents, parallelism)
         with _shuffle_partitions(spark, count):
-            answers = _group(prints, T.LongType(), policy, MAX_POSTING, HUBS, clock, None, True)
-            numbered = clock("number", _numbered(answers, T.LongType(), first_id))
+            if stored is None:
+                answers = _group(
+                    prints, T.LongType(), policy, MAX_POSTING, HUBS, clock, None, True, extra
+                )
+                numbered = clock("number", _numbered(answers, T.LongType(), first_id))
+            else:
+                if stored.narrow:
+                    prints = clock("narrow", _narrowed(prints))
+                answers = _group_against(
+                    prints, T.LongType(), stored, policy, MAX_POSTING, HUBS, clock, extra
+                )
+                start = max(first_id, stored.floor)
+                numbered = clock("number", _numbered_against(answers, T.LongType(), start))
             done = prints.select(F.col("key").alias("pos"), "head", "error").join(
                 numbered.withColumnRenamed("key", "pos"), "pos", "left"
             )
@@ -997,7 +1537,54 @@ def dedup_file(
     if not parts:
         _join_parts(target, output)
     clock.tick("write")
+    if export_groups is not None:
+        with _worker_errors():
+            counts["exported"] = _export_run(
+                spark, output, against, extra, fields, fingerprinter, policy, export_groups
+            )
     return counts
+
+
+def _export_run(
+    spark: SparkSession,
+    output: str,
+    against: str | Sequence[str] | None,
+    extra: dict[str, Any],
+    fields: Fields,
+    fingerprinter: Fingerprinter,
+    policy: MatchPolicy,
+    path: str,
+) -> int:
+    """Write the groups after a run (:func:`dedup_file`'s *export_groups*) as an export:
+    the run's stored groups (in *extra*, named by *against*) and its *output* read back as
+    one set of groups, with the run's common hashes (in *extra*) and the stored ones. Returns
+    the groups written."""
+    sources = [] if against is None else [against] if isinstance(against, str) else list(against)
+    stored = extra.get("stored")
+    narrowed = stored.narrow if stored is not None else False
+    mine = _load_one(spark, output, None, fields.text, fingerprinter, policy, narrowed, fields.id)
+    state = mine if stored is None else _merged([stored, mine], policy)
+    learned = extra.get("common")
+    common = set(state.common)
+    if learned is not None:
+        common.update(int(r[0]) for r in learned.collect())
+    rows = (
+        {
+            "similar_id": r["gid"],
+            "size": r["size"],
+            "ids": list(r["ids"] or ()),
+            "anchors": list(r["anchors"] or ()),
+            "sketch": list(r["sketch"] or ()),
+            "limit": r["limit"],
+            "exacts": list(r["exacts"] or ()),
+        }
+        for r in state.groups.orderBy("gid").toLocalIterator()
+    )
+    made = f"nshash dedup --engine spark of {output}" + (
+        f" against {', '.join(sources)}" if sources else ""
+    )
+    counts = write_export(path, rows, state.floor - 1, narrowed, sorted(common), made, True)
+    return counts["groups"]
 
 
 def _counts(numbered: DataFrame, documents: int, prints: DataFrame) -> dict[str, int]:

@@ -92,7 +92,7 @@ class TestHelp:
     def test_metavars_are_one_vocabulary(self) -> None:
         """Options that take a value name it from one small set (N for counts, URL, ...)."""
         allowed = {"N", "URL", "NAME", "WINDOW", "X", "OUT", "ADDR", "INPUT", "FILE_A", "FILE_B"}
-        allowed |= {"TERM", "SITE", "WHEN", "ZONE"}
+        allowed |= {"TERM", "SITE", "WHEN", "ZONE", "STATE", "FILE"}
         seen = set()
         for name, parser in self.subparsers().items():
             for action in parser._actions:

@@ -32,6 +32,7 @@ LAYERS = {
     "cli": 4,
     "client": 4,
     "scrapy": 4,
+    "export": 4,
     "spark": 4,
     "__init__": 5,
     "__main__": 5,

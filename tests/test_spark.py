@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
+from nshash import NSHash
 from nshash.cli import main
-from nshash.errors import ConfigError
+from nshash.errors import ConfigError, StateError
 
 _CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -308,6 +309,229 @@ class TestAgainst:
         assert {r["similar_id"] for r in joined} <= set(stored.values())
         fresh = sorted({r["similar_id"] for r in second if r["similar_id"] > top})
         assert fresh == list(range(top + 1, top + 1 + len(fresh)))
+
+
+def _halves(corpus: Any, tmp_path: Path) -> tuple[Path, Path, Path]:
+    """The corpus shuffled (so that stories span the halves) as all, first and second
+    halves in JSONL."""
+    docs = list(corpus[0])
+    random.Random(5).shuffle(docs)
+    half = len(docs) // 2
+    paths = (tmp_path / "all.jsonl", tmp_path / "first.jsonl", tmp_path / "second.jsonl")
+    for path, part in zip(paths, (docs, docs[:half], docs[half:]), strict=True):
+        path.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in part), "utf-8")
+    return paths
+
+
+def _ids(path: Path) -> dict[str, Any]:
+    return {r["id"]: r["similar_id"] for r in map(json.loads, path.open(encoding="utf-8"))}
+
+
+def _same_pairs(labels: dict[str, Any], one: dict[str, Any]) -> None:
+    """The pairs of *labels* are one run's, the digest page's aside (it joins one of the two
+    stories it quotes, or none, depending on what it sees first)."""
+    assert set(labels) == set(one)
+    assert {p for p in _pairs(labels) if "digest" not in p} == {
+        p for p in _pairs(one) if "digest" not in p
+    }
+
+
+def _fresh_after(new: dict[str, Any], stored: set[int], top: int) -> None:
+    """New documents have a stored id or one after *top*, numbered on from it."""
+    joined = {v for v in new.values() if v <= top}
+    assert joined and joined <= stored
+    fresh = sorted({v for v in new.values() if v > top})
+    assert fresh == list(range(top + 1, top + 1 + len(fresh)))
+
+
+@pytest.mark.slow
+class TestAgainstFiles:
+    def test_against_a_previous_spark_output(
+        self, spark: Any, corpus: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """``--engine spark --against OUT`` (yesterday's output): the second half gets the
+        stored ids where it belongs, and the two halves' pairs are one run's."""
+        every, first, second = _halves(corpus, tmp_path)
+        run = ["--engine", "spark", "-q"]
+        one, old, new = tmp_path / "one.jsonl", tmp_path / "old.jsonl", tmp_path / "new.jsonl"
+        assert main(["dedup", str(every), *run, "-o", str(one)]) == 0
+        assert main(["dedup", str(first), *run, "-o", str(old)]) == 0
+        assert main(["dedup", str(second), *run, "--against", str(old), "-o", str(new)]) == 0
+        stored, answers = _ids(old), _ids(new)
+        assert list(answers) == [json.loads(line)["id"] for line in second.open()]
+        _same_pairs({**stored, **answers}, _ids(one))
+        _fresh_after(answers, set(stored.values()), max(stored.values()))
+        capsys.readouterr()
+
+    def test_against_a_store_export(
+        self, spark: Any, corpus: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """The first half into a saved store (the local engine), ``nshash groups --export``,
+        then the second half through Spark in two batches, the first against the export, the
+        second against the export and the first's output: the store's ids go on, new groups
+        are numbered after the last id, and the pairs are one local run's."""
+        every, first, second = _halves(corpus, tmp_path)
+        url = f"sqlite://{tmp_path / 'news.db'}"
+        one = tmp_path / "one.jsonl"
+        assert main(["dedup", str(every), "-q", "-o", str(one)]) == 0
+        assert main(["dedup", str(first), "--store", url, "-q", "-o", os.devnull]) == 0
+        export = tmp_path / "groups.parquet"
+        assert main(["groups", "--store", url, "--export", str(export)]) == 0
+        # The second half comes in two batches: the later one against the export and the
+        # earlier batch's output together.
+        lines = second.read_text("utf-8").splitlines(keepends=True)
+        day1, day2 = tmp_path / "day1.jsonl", tmp_path / "day2.jsonl"
+        day1.write_text("".join(lines[: len(lines) // 2]), "utf-8")
+        day2.write_text("".join(lines[len(lines) // 2 :]), "utf-8")
+        out1, out2 = tmp_path / "out1.jsonl", tmp_path / "out2.jsonl"
+        run = ["--engine", "spark", "-q", "--against", str(export)]
+        assert main(["dedup", str(day1), *run, "-o", str(out1)]) == 0
+        assert main(["dedup", str(day2), *run, "--against", str(out1), "-o", str(out2)]) == 0
+        import pyarrow.parquet as pq
+
+        rows = pq.read_table(export).to_pylist()
+        stored = {doc_id: r["similar_id"] for r in rows for doc_id in r["ids"]}
+        first_day, second_day = _ids(out1), _ids(out2)
+        _same_pairs({**stored, **first_day, **second_day}, _ids(one))
+        with NSHash.open(url, readonly=True) as nsh:
+            last = nsh.stats().last_id
+        _fresh_after(first_day, set(stored.values()), last)
+        top = max([last, *first_day.values()])
+        fresh = {v for v in second_day.values() if v > top}
+        assert fresh == set(range(top + 1, top + 1 + len(fresh)))
+        assert {v for v in second_day.values() if v <= top} <= {
+            *stored.values(),
+            *first_day.values(),
+        }
+        capsys.readouterr()
+
+
+@pytest.mark.slow
+class TestExportChain:
+    def test_each_run_exports_the_groups_for_the_next(
+        self, spark: Any, corpus: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """``--export-groups`` writes the groups after a run (the stored ones with the run's
+        records joined in, and the new ones) as an export: day 2 is grouped against day 1's
+        export alone, and the three days' pairs are one run's."""
+        import pyarrow.parquet as pq
+
+        from nshash.export import META_KEY
+
+        every, first, second = _halves(corpus, tmp_path)
+        lines = second.read_text("utf-8").splitlines(keepends=True)
+        day1, day2 = tmp_path / "day1.jsonl", tmp_path / "day2.jsonl"
+        day1.write_text("".join(lines[: len(lines) // 2]), "utf-8")
+        day2.write_text("".join(lines[len(lines) // 2 :]), "utf-8")
+        run = ["--engine", "spark", "-q"]
+        one = tmp_path / "one.jsonl"
+        out0, out1, out2 = (tmp_path / f"out{i}.jsonl" for i in range(3))
+        s0, s1 = tmp_path / "s0.parquet", tmp_path / "s1.parquet"
+        assert main(["dedup", str(every), *run, "-o", str(one)]) == 0
+        assert main(["dedup", str(first), *run, "-o", str(out0), "--export-groups", str(s0)]) == 0
+        args = ["dedup", str(day1), *run, "--against", str(s0), "--export-groups", str(s1)]
+        assert main([*args, "-o", str(out1)]) == 0
+        assert main(["dedup", str(day2), *run, "--against", str(s1), "-o", str(out2)]) == 0
+        labels = {**_ids(out0), **_ids(out1), **_ids(out2)}
+        _same_pairs(labels, _ids(one))
+        table = pq.read_table(s1)
+        rows = table.to_pylist()
+        known = {**_ids(out0), **_ids(out1)}
+        assert {i: r["similar_id"] for r in rows for i in r["ids"]} == known
+        assert sum(r["size"] for r in rows) == len(known)
+        assert all(r["exacts"] and r["sketch"] for r in rows)
+        meta = json.loads(table.schema.metadata[META_KEY])
+        assert meta["last_id"] == max(known.values()) and meta["narrow"] is False
+        _fresh_after(_ids(out2), set(known.values()), max(known.values()))
+        assert main([*args, "-o", str(tmp_path / "again.jsonl")]) == 1  # s1 exists
+        assert "exists" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+class TestAgainstParquet:
+    def test_a_parquet_output_and_a_list_of_states(
+        self, spark: Any, corpus: Any, tmp_path: Path
+    ) -> None:
+        """A previous result as a Parquet file answers as the same result as a DataFrame;
+        a list of states (here the first half in two files) is one set of groups."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from nshash.spark import dedup
+
+        docs = list(corpus[0])
+        random.Random(5).shuffle(docs)
+        half = len(docs) // 2
+        schema = "id string, text string"
+        first = dedup(spark.createDataFrame(docs[:half], schema)).collect()
+        rows = [r.asDict() for r in first]
+        whole, a, b = (tmp_path / n for n in ("first.parquet", "a.parquet", "b.parquet"))
+        pq.write_table(pa.Table.from_pylist(rows), whole)
+        pq.write_table(pa.Table.from_pylist(rows[::2]), a)
+        pq.write_table(pa.Table.from_pylist(rows[1::2]), b)
+        new = spark.createDataFrame(docs[half:], schema)
+        by_file = {r["id"]: r["similar_id"] for r in dedup(new, against=str(whole)).collect()}
+        by_list = dedup(new, against=[str(a), str(b)]).collect()
+        assert {r["id"]: r["similar_id"] for r in by_list} == by_file
+        stored = {r["id"]: r["similar_id"] for r in rows}
+        one = {k: v for k, v in _ids_of(dedup(spark.createDataFrame(docs, schema))).items()}
+        _same_pairs({**stored, **by_file}, one)
+
+
+def _ids_of(df: Any) -> dict[str, Any]:
+    return {r["id"]: r["similar_id"] for r in df.collect()}
+
+
+class TestAgainstErrors:
+    def test_bad_state_on_the_command_line(
+        self, spark: Any, corpus: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A missing STATE, one without similar_id, or a malformed export: one Error line,
+        exit 1, nothing written; --against without --engine spark is bad usage."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        _, first, second = _halves(corpus, tmp_path)
+        broken = tmp_path / "broken.parquet"
+        meta = {b"nshash": json.dumps({"kind": "nshash-groups", "version": 1}).encode()}
+        pq.write_table(pa.table({"similar_id": [1]}).replace_schema_metadata(meta), broken)
+        plain = tmp_path / "plain.parquet"
+        pq.write_table(pa.table({"id": ["a"], "text": ["x"]}), plain)
+        out = tmp_path / "out.jsonl"
+        for state, says in (
+            (tmp_path / "none.jsonl", "No such file"),
+            (first, "no similar_id"),
+            (plain, "no similar_id"),
+            (broken, "not a readable nshash groups export"),
+            (tmp_path / "x.csv", "No such file"),
+        ):
+            args = ["dedup", str(second), "--engine", "spark", "--against", str(state)]
+            assert main([*args, "-o", str(out)]) == 1, state
+            err = capsys.readouterr().err.strip().splitlines()
+            errors = [line for line in err if line.startswith("Error: ")]
+            assert len(errors) == 1 and says in errors[0], err
+            assert not out.exists()
+        assert main(["dedup", str(second), "--against", str(first), "-o", str(out)]) == 2
+        capsys.readouterr()
+
+    def test_bad_state_in_the_library(self, spark: Any, tmp_path: Path) -> None:
+        """The library raises StateError (a ConfigError) for the same."""
+        from nshash.spark import dedup
+
+        df = spark.createDataFrame([("a", "x y z")], "id string, text string")
+        with pytest.raises(StateError, match="No such file"):
+            dedup(df, against=str(tmp_path / "none.parquet"))
+        with pytest.raises(StateError, match="no similar_id"):
+            dedup(df, against=df)
+        with pytest.raises(StateError, match="a store's export"):
+            dedup(df, against="sqlite:///tmp/news.db")
+        with pytest.raises(StateError, match="no stored groups"):
+            dedup(df, against=[])
+        stored = spark.createDataFrame(
+            [("a", "x", "1")], "id string, text string, similar_id string"
+        )
+        with pytest.raises(StateError, match="not integers"):
+            dedup(df, against=stored)
 
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -535,6 +535,36 @@ class TestBoilerplateGuard:
         assert b.similar_id == a.similar_id and b.duplicate
 
 
+class TestExportReads:
+    """What an export of the groups reads (see nshash.export): each group's sketch, as the
+    store compares it, and the common hashes."""
+
+    def test_sketch_of_a_group(self, nsh: NSHash) -> None:
+        """A group's sketch holds what its documents sampled below its limit, in the store's
+        width; a merged id answers its canonical group's; an unknown id answers None."""
+        from nshash.text.fingerprint import narrow
+
+        first = nsh.add(EN_RAIL, doc_id="a")
+        nsh.add(EN_RAIL_REPOST, doc_id="b")
+        values, limit = nsh.store.sketch(first.similar_id) or ((), 0)
+        assert values == tuple(sorted(values)) and len(values) <= nsh.policy.sketch_cap
+        docs = [nsh.prepare(t) for t in (EN_RAIL, EN_RAIL_REPOST)]
+        if nsh.store.narrow_sketches():
+            docs = [narrow(d) for d in docs]
+        sampled = {v for d in docs for v in d.sketch if v < limit}
+        assert set(values) == sampled
+        assert nsh.store.sketch(999) is None
+
+    def test_common_hashes(self, nsh: NSHash) -> None:
+        """common() is the set stats() counts, as unsigned fingerprints."""
+        assert nsh.store.common() == set()
+        for text in EN_STORIES:
+            nsh.add(f"{text}\n{EN_FOOTER}")
+        common = nsh.store.common()
+        assert len(common) == nsh.stats().common_fingerprints > 0
+        assert all(0 <= h < 1 << 64 for h in common)
+
+
 class TestThreads:
     """Concurrent writers lose nothing and group as a serial run does."""
 

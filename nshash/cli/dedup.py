@@ -17,7 +17,7 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-from ..errors import ConfigError, NSHashError
+from ..errors import ConfigError, NSHashError, StateError
 from ..methods.nshash.core import NSHash
 from ..options import SETTINGS, blame, from_environ, from_text, settings_in_url
 from ..results import AddResult, DocMeta
@@ -449,6 +449,11 @@ def _open_method(store_url: str, method: str) -> KeyedDedup | SimhashDedup:
 def _cmd_dedup(args: argparse.Namespace) -> int:
     if args.engine == "spark":
         return _dedup_spark(args)
+    if args.against is not None or args.export_groups is not None:
+        raise UsageError(
+            "--against and --export-groups need --engine spark (the local engine keeps its"
+            " groups in --store; nshash groups --export writes them)"
+        )
     return _records(args, "add", _store_url(args, saved=False))
 
 
@@ -477,6 +482,9 @@ def _dedup_spark(args: argparse.Namespace) -> int:
         raise UsageError(f"--engine spark reads {' or '.join(SPARK_FORMATS)}, not {fmt!r}")
     if not os.path.exists(args.input):
         raise ConfigError(f"No such file: {args.input!r}")
+    for state in args.against or ():
+        if "://" not in state and not os.path.exists(state):
+            raise StateError(f"No such file: {state!r} (--against)")
     started = time.perf_counter()
     from pyspark.sql import SparkSession
 
@@ -491,6 +499,8 @@ def _dedup_spark(args: argparse.Namespace) -> int:
             fmt=fmt,
             fields=_fields(args),
             parts=args.spark_parts,
+            against=args.against,
+            export_groups=args.export_groups,
             **_settings(args, {})[0],
         )
     except NSHashError:
@@ -502,10 +512,13 @@ def _dedup_spark(args: argparse.Namespace) -> int:
             spark.stop()
     if not args.quiet:
         elapsed = time.perf_counter() - started
+        exported = ""
+        if "exported" in counts:
+            exported = f"; {counts['exported']:,} groups -> {args.export_groups}"
         print(
             f"dedup (spark): {counts['documents']:,} documents, {counts['groups']:,} groups"
             f" of 2+, {counts['duplicates']:,} duplicates, {counts['errors']:,} without a"
-            f" group; {elapsed:.1f} s -> {args.output}",
+            f" group; {elapsed:.1f} s -> {args.output}{exported}",
             file=sys.stderr,
         )
     return 0
@@ -618,6 +631,23 @@ def add_dedup_parser(sub: Any) -> None:
         action="store_true",
         help="with --engine spark: write -o OUT as a folder of Spark part files (for outputs"
         " too large for one file, or on a cluster's storage) instead of one file",
+    )
+    p.add_argument(
+        "--against",
+        metavar="STATE",
+        action="append",
+        help="with --engine spark: group INPUT against stored groups, a previous run's"
+        " output (JSONL or Parquet records with similar_id) or an export of groups (`nshash"
+        " groups --export FILE`, or a run's --export-groups FILE): new records get a stored"
+        " group's id where they belong, new groups ids after the largest stored one; repeat"
+        " it to join several (an export and the outputs since)",
+    )
+    p.add_argument(
+        "--export-groups",
+        metavar="FILE",
+        help="with --engine spark: also write the groups (those of --against with INPUT's"
+        " records joined in, and the new ones) and the learned boilerplate as an export, a"
+        " Parquet file, for the next run's --against FILE",
     )
     p.add_argument(
         "--track",

@@ -131,8 +131,25 @@ def _cmd_find(args: argparse.Namespace, url: str) -> int:
     return 0
 
 
+def _cmd_export(args: argparse.Namespace, url: str) -> int:
+    """``nshash groups --export FILE.parquet``: every group, for a batch job's --against."""
+    from ..export import export_groups
+
+    with NSHash.open(url, readonly=True) as nsh:
+        counts = export_groups(nsh, args.export)
+    print(
+        f"exported {counts['groups']:,} groups ({counts['documents']:,} documents with an id,"
+        f" {counts['anchors']:,} anchors, {counts['common']:,} common hashes; last id"
+        f" {counts['last_id']:,}) from {mask_url(url)} -> {args.export}",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def _cmd_groups(args: argparse.Namespace) -> int:
     url = _store_url(args, saved=True)
+    if args.export is not None:
+        return _cmd_export(args, url)
     if _finding(args):
         return _cmd_find(args, url)
     if args.min_size is None:
@@ -229,5 +246,12 @@ def add_groups_parser(sub: Any) -> None:
         help="rank by documents added in this window instead (24h, 90m, 7d; counts only"
         " documents added with tracking on, as the service does); --min-size is then the"
         " fewest documents in the window",
+    )
+    p.add_argument(
+        "--export",
+        metavar="FILE",
+        help="write every group (ids, anchors, sketch) and the learned boilerplate to the"
+        " Parquet file FILE instead, for `nshash dedup --engine spark --against FILE`"
+        " (needs pyarrow)",
     )
     p.set_defaults(func=_cmd_groups, parser=p)

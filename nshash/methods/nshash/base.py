@@ -115,6 +115,24 @@ class Store(ABC):
     def stats(self) -> StoreStats:
         """Return counts over the whole store."""
 
+    # -- what a batch job judges new documents against (see nshash.export) ----------------
+    @abstractmethod
+    def sketch(self, similar_id: int) -> tuple[tuple[int, ...], int] | None:
+        """The sketch of the group *similar_id* resolves to: its values, ascending (common
+        ones included), and its limit, as the store compares them (see
+        :meth:`narrow_sketches`); None when there is no such group."""
+
+    @abstractmethod
+    def narrow_sketches(self) -> bool:
+        """Whether the store's sketches are narrow
+        (:func:`~nshash.text.fingerprint.narrow`): a document is compared with them only
+        after it is narrowed too."""
+
+    @abstractmethod
+    def common(self) -> set[int]:
+        """The hashes the store has learned to be boilerplate (no longer anchors nor
+        counted in a sketch), as a set."""
+
     @abstractmethod
     def hot(self, first_hour: int, last_hour: int, limit: int = 30) -> list[tuple[int, int]]:
         """Rank groups by their documents in the hours *first_hour* .. *last_hour*.

@@ -1169,6 +1169,23 @@ class KVStore(Store):
                 out.append(DocMeta(added, url, site))
             return out
 
+    def sketch(self, similar_id: int) -> tuple[tuple[int, ...], int] | None:
+        with self._open_db():
+            reader = self._reader()
+            gid = self._canonical(reader, similar_id)
+            if gid is None:
+                return None
+            values, limit = reader.group_sketch(gid)
+            return tuple(sorted(values)), limit
+
+    def narrow_sketches(self) -> bool:
+        with self._open_db():
+            return bool(self._meta["format"] >= _NARROW_FORMAT)
+
+    def common(self) -> set[int]:
+        with self._open_db():
+            return set(self._common)
+
     def stats(self) -> StoreStats:
         with self._open_db():
             m = self._meta

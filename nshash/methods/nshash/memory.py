@@ -1670,6 +1670,25 @@ class MemoryStore(Store):
             top = heapq.nlargest(limit, big, key=lambda g: (sizes[g], -g))
             return [self._group(g) for g in top]
 
+    def sketch(self, similar_id: int) -> tuple[tuple[int, ...], int] | None:
+        with self._lock:
+            self._check()
+            gid = self._canonical(similar_id)
+            if gid is None:
+                return None
+            values, limit = self._t.group_sketch(gid)
+            return tuple(sorted(values)), limit
+
+    def narrow_sketches(self) -> bool:
+        with self._lock:
+            self._check()
+            return bool(self._t.narrow)
+
+    def common(self) -> set[int]:
+        with self._lock:
+            self._check()
+            return set(self._t.common)
+
     def stats(self) -> StoreStats:
         with self._lock:
             self._check()

@@ -861,6 +861,24 @@ class RedisStore(Store):
             out.append(DocMeta(int(added), url, site))
         return out
 
+    def sketch(self, similar_id: int) -> tuple[tuple[int, ...], int] | None:
+        gid = self.resolve(similar_id)
+        with self._errors():
+            if self._client.zscore(self._base + b"sizes", f"{gid:015d}") is None:
+                return None
+            values = sorted(int(v) for v in self._client.smembers(self._base + b"s:%d" % gid))
+            raw = self._client.hget(self._base + b"limits", str(gid))
+        return tuple(values), NO_LIMIT if raw is None else int(raw)
+
+    def narrow_sketches(self) -> bool:
+        if self._narrow is None:
+            self._narrow = self._read(b"width") == 1
+        return self._narrow
+
+    def common(self) -> set[int]:
+        with self._errors():
+            return {int(h) & _MASK64 for h in self._client.smembers(self._base + b"common")}
+
     def stats(self) -> StoreStats:
         documents, groups, fps, common, last, window, forgotten = self._read(b"stats")
         return StoreStats(

@@ -157,6 +157,15 @@ class ReadOnlyStore(Store):
     def stats(self) -> StoreStats:
         return self.inner.stats()
 
+    def sketch(self, similar_id: int) -> tuple[tuple[int, ...], int] | None:
+        return self.inner.sketch(similar_id)
+
+    def narrow_sketches(self) -> bool:
+        return self.inner.narrow_sketches()
+
+    def common(self) -> set[int]:
+        return self.inner.common()
+
     def hot(self, first_hour: int, last_hour: int, limit: int = 30) -> list[tuple[int, int]]:
         return self.inner.hot(first_hour, last_hour, limit)
 
