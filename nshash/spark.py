@@ -1455,6 +1455,7 @@ def dedup_file(
             extra=extra,
         )
         result = result.orderBy("_nshash_pos").drop("_nshash_pos")
+        clock.last = time.perf_counter()  # the stages so far are _dedup's, timed there
         with _worker_errors():
             counts = _finish_parquet(result, output, parts, clock)
             if export_groups is not None:
