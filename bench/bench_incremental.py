@@ -22,6 +22,11 @@ Usage::
 
     python3 bench/bench_incremental.py                    # the four sets, both routes
     python3 bench/bench_incremental.py --sets en --routes spark
+    python3 bench/bench_incremental.py --sets none --scale 100000   # the cost of a new batch
+
+``--scale N`` times N synthetic articles (``bench_spark.py``'s: stories in four copies, site
+footers): the last ``--share`` (10 %) grouped against a Spark export of the rest, next to one
+run over all N, with the new batch's seconds per stage and its pairs against the one run's.
 """
 
 from __future__ import annotations
@@ -190,6 +195,62 @@ def measure(spark: Any, name: str, routes: list[str], data_dir: Path) -> None:
             print(f"{line}; {took:.0f} s; vs the online run {missed}", flush=True)
 
 
+def scale(spark: Any, rows: int, share: float) -> None:
+    """Time a new batch (the last *share* of *rows* synthetic articles, bench_spark's) against
+    the groups of the rest (a Spark run's export), next to one run over all of them."""
+    import pyarrow.parquet as pq
+
+    from bench.bench_spark import synthetic
+    from nshash.spark import dedup_file
+
+    with tempfile.TemporaryDirectory(prefix="bench-incremental-") as folder:
+        tmp = Path(folder)
+        every = tmp / "all.parquet"
+        synthetic(every, rows)
+        table = pq.read_table(every)
+        cut = rows - int(rows * share) + 2  # not on a story's boundary: stories span the cut
+        pq.write_table(table.slice(0, cut), tmp / "old.parquet")
+        pq.write_table(table.slice(cut), tmp / "new.parquet")
+        started = time.perf_counter()
+        dedup_file(spark, str(every), str(tmp / "one.parquet"))
+        one_s = time.perf_counter() - started
+        started = time.perf_counter()
+        groups = tmp / "groups.parquet"
+        dedup_file(
+            spark, str(tmp / "old.parquet"), str(tmp / "old-out.parquet"), export_groups=str(groups)
+        )
+        old_s = time.perf_counter() - started
+        timings: dict[str, float] = {}
+        started = time.perf_counter()
+        dedup_file(
+            spark,
+            str(tmp / "new.parquet"),
+            str(tmp / "new-out.parquet"),
+            against=str(groups),
+            timings=timings,
+        )
+        new_s = time.perf_counter() - started
+
+        def labels(name: str) -> dict[str, Any]:
+            t = pq.read_table(tmp / name, columns=["id", "similar_id"])
+            return dict(
+                zip(t.column("id").to_pylist(), t.column("similar_id").to_pylist(), strict=True)
+            )
+
+        one = labels("one.parquet")
+        halves = {**labels("old-out.parquet"), **labels("new-out.parquet")}
+        ids = list(one)
+        agree = pairwise_scores([halves[i] for i in ids], [one[i] for i in ids])
+        print(
+            f"scale {rows:,} docs: one run {one_s:.0f} s; the first {cut:,} with"
+            f" --export-groups {old_s:.0f} s; the last {rows - cut:,} against that export"
+            f" {new_s:.0f} s; pairs vs one run P {agree.precision:.4f} R {agree.recall:.4f}"
+            f" F1 {agree.f1:.4f}",
+            flush=True,
+        )
+        print("  stages (s): " + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -198,14 +259,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cores", type=int, default=2, help="local[N] (2)")
     parser.add_argument("--memory", default="4g", help="Spark driver memory (4g)")
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    parser.add_argument(
+        "--scale",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also time N synthetic articles: the last --share against the rest's export (0)",
+    )
+    parser.add_argument("--share", type=float, default=0.1, help="the new batch's share (0.1)")
     args = parser.parse_args(argv)
     from nshash.spark import session
 
     memory = {"spark.driver.memory": args.memory}
     spark = session(f"local[{args.cores}]", app="nshash-bench", **memory)
     routes = [r for r in args.routes.split(",") if r]
-    for name in [s for s in args.sets.split(",") if s]:
+    for name in [s for s in args.sets.split(",") if s and s != "none"]:
         measure(spark, name, routes, args.data_dir)
+    if args.scale:
+        scale(spark, args.scale, args.share)
     spark.stop()
     return 0
 

@@ -1117,6 +1117,12 @@ def _load_one(
             F.col("ids").cast(T.ArrayType(T.StringType())).alias("ids"),
             F.col("size").cast("long").alias("size"),
         )
+        top = groups.agg(F.max("gid")).first()
+        if top is not None and top[0] is not None and top[0] > info.last_id:
+            raise StateError(
+                f"{path!r} is not a readable nshash groups export: group {top[0]} is past its"
+                f" last_id {info.last_id}"
+            )
         return _Stored(groups, info.last_id, info.narrow, info.common)
     if "similar_id" not in schema.names:
         raise StateError(
@@ -1449,6 +1455,7 @@ def dedup_file(
             extra=extra,
         )
         result = result.orderBy("_nshash_pos").drop("_nshash_pos")
+        clock.last = time.perf_counter()  # the stages so far are _dedup's, timed there
         with _worker_errors():
             counts = _finish_parquet(result, output, parts, clock)
             if export_groups is not None:

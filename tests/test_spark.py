@@ -495,6 +495,21 @@ class TestAgainstErrors:
         broken = tmp_path / "broken.parquet"
         meta = {b"nshash": json.dumps({"kind": "nshash-groups", "version": 1}).encode()}
         pq.write_table(pa.table({"similar_id": [1]}).replace_schema_metadata(meta), broken)
+        past = tmp_path / "past.parquet"
+        good = {"kind": "nshash-groups", "version": 1, "last_id": 1, "narrow": False, "common": []}
+        longs = pa.list_(pa.int64())
+        table = pa.table(
+            {
+                "similar_id": [5],
+                "size": [1],
+                "ids": pa.array([["a"]], pa.list_(pa.string())),
+                "anchors": pa.array([[1]], longs),
+                "sketch": pa.array([[2]], longs),
+                "limit": [3],
+            }
+        )
+        meta = {b"nshash": json.dumps(good).encode()}
+        pq.write_table(table.replace_schema_metadata(meta), past)
         plain = tmp_path / "plain.parquet"
         pq.write_table(pa.table({"id": ["a"], "text": ["x"]}), plain)
         out = tmp_path / "out.jsonl"
@@ -503,6 +518,7 @@ class TestAgainstErrors:
             (first, "no similar_id"),
             (plain, "no similar_id"),
             (broken, "not a readable nshash groups export"),
+            (past, "past its last_id"),
             (tmp_path / "x.csv", "No such file"),
         ):
             args = ["dedup", str(second), "--engine", "spark", "--against", str(state)]
