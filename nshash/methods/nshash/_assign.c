@@ -2183,73 +2183,224 @@ static int bump_item(PyObject *d, PyObject *key)
     return rc;
 }
 
-/* _vote of nshash.methods.nshash.assign: record that *groups* (a 2-tuple) were kept apart on
- * each hash of the sorted list *hs*; a hash becomes common once *votes* distinct groups
- * (after merges) have been. */
-static int vote_on(PyObject *hs, PyObject *groups, Py_ssize_t votes, PyObject *table,
-                   PyObject *common, PyObject *parent, const Ops *ops)
+/* The ids of *ids* (n of them) sorted ascending and without repeats, in place: the new count
+ * (what tuple(sorted(set(ids))) keeps). */
+static Py_ssize_t ids_sorted(uint32_t *ids, Py_ssize_t n)
 {
-    Py_ssize_t i, n = PyList_GET_SIZE(hs);
-    for (i = 0; i < n; i++) {
-        PyObject *h = PyList_GET_ITEM(hs, i);
-        PyObject *old = table_get(table, h);
-        if (!old && PyErr_Occurred())
+    for (Py_ssize_t i = 1; i < n; i++) { /* a few ids: an insertion sort */
+        uint32_t x = ids[i];
+        Py_ssize_t j = i;
+        for (; j > 0 && ids[j - 1] > x; j--)
+            ids[j] = ids[j - 1];
+        ids[j] = x;
+    }
+    Py_ssize_t w = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (w == 0 || ids[w - 1] != ids[i])
+            ids[w++] = ids[i];
+    return w;
+}
+
+/* The list of the *n* ids at *ids* as ints (a journal op's), a new reference. */
+static PyObject *ids_list(const uint32_t *ids, Py_ssize_t n)
+{
+    PyObject *out = PyList_New(n);
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        PyObject *g = PyLong_FromUnsignedLong(ids[i]);
+        if (!g)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, i, g);
+    }
+    return out;
+}
+
+/* Resolve the *n* ids at *ids* through the dict *parent* in place (resolve_in): 0, or -1 on
+ * an error (ValueError for a canonical id a vote table cannot hold, as storing it would). */
+static int ids_resolved(uint32_t *ids, Py_ssize_t n, PyObject *parent)
+{
+    if (!PyDict_GET_SIZE(parent))
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *g = PyLong_FromUnsignedLong(ids[i]), *r = g ? resolve_in(parent, g) : NULL;
+        Py_XDECREF(g);
+        if (!r)
             return -1;
-        PyObject *seen = PySet_New(old);
-        Py_XDECREF(old);
-        if (!seen || _PySet_Update(seen, groups) < 0) {
-            Py_XDECREF(seen);
-            return -1;
-        }
-        if (PySet_GET_SIZE(seen) >= votes) {
-            PyObject *roots = PySet_New(NULL), *it = PyObject_GetIter(seen), *g;
-            int rc = roots && it ? 0 : -1;
-            while (rc == 0 && (g = PyIter_Next(it)) != NULL) {
-                PyObject *r = resolve_in(parent, g);
-                Py_DECREF(g);
-                rc = r ? PySet_Add(roots, r) : -1;
-                Py_XDECREF(r);
-            }
-            Py_XDECREF(it);
-            if (rc < 0 || PyErr_Occurred()) {
-                Py_XDECREF(roots);
-                Py_DECREF(seen);
-                return -1;
-            }
-            if (PySet_GET_SIZE(roots) >= votes) {
-                Py_DECREF(roots);
-                Py_DECREF(seen);
-                /* add_common((h,)), then set_votes(h, ()) */
-                int was = in_common(common, h, 0, 0);
-                if (was < 0 || (!was && undo_push(ops, common, h, NULL) < 0))
-                    return -1;
-                if (am_store((AnchorMap *)common, h, ONE) < 0)
-                    return -1;
-                if (ops->log && op_log(ops, Py_BuildValue("[s[O]]", "c", h)) < 0)
-                    return -1;
-                if (undo_entry(ops, table, h) < 0 || table_discard(table, h) < 0)
-                    return -1;
-                if (ops->log && op_log(ops, Py_BuildValue("[sO[]]", "v", h)) < 0)
-                    return -1;
-                continue;
-            }
-            Py_SETREF(seen, roots); /* kept as resolved, as the Python version keeps them */
-        }
-        PyObject *ordered = PySequence_List(seen);
-        Py_DECREF(seen);
-        if (!ordered || PyList_Sort(ordered) < 0) {
-            Py_XDECREF(ordered);
-            return -1;
-        }
-        PyObject *kept = PyList_AsTuple(ordered);
-        int rc = kept && undo_entry(ops, table, h) == 0 ? table_set(table, h, kept) : -1;
-        Py_XDECREF(kept);
-        if (rc == 0 && ops->log)
-            rc = op_log(ops, op_of(OP_V, h, ordered));
-        Py_DECREF(ordered);
+        int rc = am_id(r, &ids[i]);
+        Py_DECREF(r);
         if (rc < 0)
             return -1;
     }
+    return 0;
+}
+
+/* _vote of nshash.methods.nshash.assign on the VoteMap *table*: record that the groups *a*
+ * and *b* were kept apart on each hash of *hs* (n of them, ascending, no repeats); a hash
+ * becomes common once *votes* distinct groups (after merges) have been. Read and written by
+ * value: objects are made only for a journal's ops and undo steps. */
+static int vote_on(const uint64_t *hs, Py_ssize_t n, uint32_t a, uint32_t b, Py_ssize_t votes,
+                   AnchorMap *table, AnchorMap *common, PyObject *parent, const Ops *ops)
+{
+    uint32_t few[VOTE_WIDTH + 2], *seen = few;
+    Py_ssize_t room = VOTE_WIDTH + 2;
+    int rc = 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
+        uint64_t h = hs[i];
+        PyObject *h_obj = NULL; /* made for a journal only */
+        if ((ops->log || ops->undo) && !(h_obj = PyLong_FromUnsignedLongLong(h))) {
+            rc = -1;
+            break;
+        }
+        Py_ssize_t at, len = 0;
+        Shard *s = am_find(table, h, &at);
+        if (table->w + 2 > room) {
+            uint32_t *more = PyMem_Malloc((size_t)(table->w + 2) * sizeof *more);
+            if (!more) {
+                PyErr_NoMemory();
+                Py_XDECREF(h_obj);
+                rc = -1;
+                break;
+            }
+            if (seen != few)
+                PyMem_Free(seen);
+            seen = more;
+            room = table->w + 2;
+        }
+        if (at >= 0) /* set(get_votes(h)) */
+            for (const uint32_t *ids = &s->vals[at * table->w]; len < table->w && ids[len]; len++)
+                seen[len] = ids[len];
+        seen[len++] = a; /* seen.update(groups) */
+        seen[len++] = b;
+        len = ids_sorted(seen, len);
+        if (len >= votes) {
+            uint32_t *roots = PyMem_Malloc((size_t)len * sizeof *roots);
+            if (!roots) {
+                PyErr_NoMemory();
+                Py_XDECREF(h_obj);
+                rc = -1;
+                break;
+            }
+            memcpy(roots, seen, (size_t)len * sizeof *roots);
+            Py_ssize_t nr = len;
+            rc = ids_resolved(roots, nr, parent);
+            if (rc == 0)
+                nr = ids_sorted(roots, nr);
+            if (rc == 0 && nr >= votes) { /* add_common((h,)), then set_votes(h, ()) */
+                PyMem_Free(roots);
+                Py_ssize_t slot;
+                am_find(common, h, &slot);
+                if (slot < 0 && undo_push(ops, (PyObject *)common, h_obj, NULL) < 0)
+                    rc = -1;
+                uint32_t one = 1;
+                if (rc == 0)
+                    rc = am_put(common, h, &one, 1);
+                if (rc == 0 && ops->log)
+                    rc = op_log(ops, Py_BuildValue("[s[O]]", "c", h_obj));
+                if (rc == 0 && ops->undo)
+                    rc = undo_entry(ops, (PyObject *)table, h_obj);
+                if (rc == 0) {
+                    Shard *vs = am_find(table, h, &slot);
+                    if (slot >= 0) { /* am_discard */
+                        vs->vals[slot * table->w] = TOMB;
+                        table->n--;
+                    }
+                }
+                if (rc == 0 && ops->log)
+                    rc = op_log(ops, Py_BuildValue("[sO[]]", "v", h_obj));
+                Py_XDECREF(h_obj);
+                continue;
+            }
+            if (rc == 0) { /* kept as resolved, as the Python version keeps them */
+                memcpy(seen, roots, (size_t)nr * sizeof *roots);
+                len = nr;
+            }
+            PyMem_Free(roots);
+        }
+        if (rc == 0 && ops->undo)
+            rc = undo_entry(ops, (PyObject *)table, h_obj);
+        if (rc == 0 && len > table->w)
+            rc = am_widen(table, len);
+        if (rc == 0)
+            rc = am_put(table, h, seen, len);
+        if (rc == 0 && ops->log) {
+            PyObject *ordered = ids_list(seen, len);
+            rc = op_log(ops, ordered ? op_of(OP_V, h_obj, ordered) : NULL);
+            Py_XDECREF(ordered);
+        }
+        Py_XDECREF(h_obj);
+    }
+    if (seen != few)
+        PyMem_Free(seen);
+    return rc;
+}
+
+/* Whether the map *m* holds the key *k*. */
+static inline int am_has(AnchorMap *m, uint64_t k)
+{
+    Py_ssize_t at = -1;
+    if (m->n)
+        am_find(m, k, &at);
+    return at >= 0;
+}
+
+/* guard_core for a group's packed values (*ng* of them at *gp*, *width* bytes each) against
+ * the document's live values (*live*: its sketch values below its limit that are not common,
+ * ascending, *nlive* of them), below *limit*: the same counts, with the values shared
+ * written to *shared* (room for ng) in the group's order. A shared value is in *live*, so not
+ * common: only the group's other values are looked up in *common*. */
+static void guard_packed(const uint64_t *live, Py_ssize_t nlive, uint64_t limit,
+                         const unsigned char *gp, Py_ssize_t ng, int width, AnchorMap *common,
+                         uint64_t *shared, Py_ssize_t *shared_n, Py_ssize_t *mine,
+                         Py_ssize_t *theirs)
+{
+    Py_ssize_t m = 0, hi = nlive, j = 0, same = 0, their = 0;
+    while (m < hi) { /* the live values below the limit: a prefix */
+        Py_ssize_t mid = m + (hi - m) / 2;
+        if (live[mid] < limit)
+            m = mid + 1;
+        else
+            hi = mid;
+    }
+    uint64_t prev = 0;
+    for (Py_ssize_t i = 0; i < ng; i++) {
+        uint64_t v = load_le(gp + width * i, width);
+        if (v >= limit)
+            continue;
+        if (v < prev) { /* not ascending: look it up from the start */
+            Py_ssize_t lo = 0, up = m;
+            while (lo < up) {
+                Py_ssize_t mid = lo + (up - lo) / 2;
+                if (live[mid] < v)
+                    lo = mid + 1;
+                else
+                    up = mid;
+            }
+            j = lo;
+        }
+        while (j < m && live[j] < v) /* ascending: a merge */
+            j++;
+        prev = v;
+        if (j < m && live[j] == v) {
+            their++;
+            shared[same++] = v;
+        } else if (!am_has(common, v)) {
+            their++;
+        }
+    }
+    *shared_n = same;
+    *mine = m;
+    *theirs = their;
+}
+
+/* A group id as a uint32 in [1, TOMB): 0, or 1 (no error set) when *o* is none. */
+static int gid_of(PyObject *o, uint32_t *v)
+{
+    uint64_t x;
+    if (u64_value(o, &x) != 0 || x == 0 || x >= TOMB) {
+        PyErr_Clear();
+        return 1;
+    }
+    *v = (uint32_t)x;
     return 0;
 }
 
@@ -2281,9 +2432,18 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     PyObject *vote_table = NULL, *empty = NULL, *missing = NULL;
     PyObject *vals = NULL; /* the sketch of the candidate compared, then of the one joined */
     PyObject *known[FAST_ANCHORS] = {NULL}, *picked[FAST_ANCHORS], *hit = NULL;
-    /* The candidates: canonical id, the anchors that hit it, the values shared, accepted. */
-    PyObject *cand[FAST_ANCHORS], *hits[FAST_ANCHORS], *shared[FAST_ANCHORS];
+    /* Each anchor's value and the candidate it hits (-1: none). */
+    uint64_t pv[FAST_ANCHORS];
+    int hit_of[FAST_ANCHORS];
+    /* The candidates: canonical id (and as a uint32), the values shared, accepted. */
+    PyObject *cand[FAST_ANCHORS];
+    uint32_t cand_id[FAST_ANCHORS];
+    uint64_t *shared[FAST_ANCHORS] = {NULL};
+    Py_ssize_t shared_n[FAST_ANCHORS];
     int accepted[FAST_ANCHORS];
+    /* The document's sketch values, and those of them below its limit that are not common. */
+    uint64_t *dv = NULL, *live = NULL, *hs = NULL;
+    Py_ssize_t nlive = 0;
     Py_ssize_t i, k, nc = 0, np = 0, joined = -1;
     int duplicate = 1, fresh = 0, width = 8;
     /* The evidence kept with the record (assign.py's evidence()): the score against the
@@ -2322,6 +2482,8 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         || !(limits = table(t, T_LIMIT, &PyDict_Type)) || !(size = table(t, T_SIZE, &PyDict_Type))
         || !(vote_table = table(t, T_VOTES, &PyDict_Type)) || !(empty = PySet_New(NULL)))
         goto done;
+    if (!IS_VOTES(vote_table))
+        goto fallback; /* votes are read and written by value: a VoteMap's */
     if (doc_id != Py_None) {
         int seen = IS_DOCS(docs) ? DocTable_contains((DocTable *)docs, doc_id)
                                  : PyDict_Contains(docs, doc_id);
@@ -2354,14 +2516,20 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     /* The document's sketch is merged with a group's or kept packed as it is: it must be
      * ascending, as the text pipeline makes it (anything else goes the Python way). */
+    Py_ssize_t nd = PyTuple_GET_SIZE(sketch);
+    if (!(dv = PyMem_Malloc((size_t)(nd ? nd : 1) * sizeof *dv))
+        || !(live = PyMem_Malloc((size_t)(nd ? nd : 1) * sizeof *live))) {
+        PyErr_NoMemory();
+        goto done;
+    }
     {
         uint64_t prev = 0, v;
-        for (i = 0; i < PyTuple_GET_SIZE(sketch); i++) {
+        for (i = 0; i < nd; i++) {
             if ((rc = sketch_value(PyTuple_GET_ITEM(sketch, i), &v)) != 0)
                 goto fail_or_fallback;
             if ((i && v <= prev) || (width == 4 && v >> 32))
                 goto fallback;
-            prev = v;
+            dv[i] = prev = v;
         }
     }
     hit = table_get(exact, exact_h);
@@ -2376,8 +2544,11 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     /* Each group an anchor hits, in order of first hit, with the anchors that hit it. */
     for (i = 0; i < np; i++) {
+        hit_of[i] = -1;
         if (!known[i])
             continue;
+        if ((rc = u64_value(picked[i], &pv[i])) != 0)
+            goto fail_or_fallback; /* not a hash a vote table holds: the Python way */
         PyObject *r = resolve_in(parent, known[i]);
         if (!r)
             goto done;
@@ -2391,22 +2562,41 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
                 break;
         }
         if (k == nc) {
-            shared[nc] = PyList_New(0);
-            hits[nc] = PyList_New(0);
             cand[nc++] = r;
-            if (!shared[k] || !hits[k])
-                goto done;
+            if (gid_of(r, &cand_id[k]))
+                goto fallback; /* an id no vote table holds: the Python way */
         } else {
             Py_DECREF(r);
         }
-        if (PyList_Append(hits[k], picked[i]) < 0)
-            goto done;
+        hit_of[i] = (int)k;
+    }
+    /* The document's values the guard compares, once for every candidate: below its limit
+     * (ascending: a prefix) and not common. */
+    if (nc) {
+        for (i = 0; i < nd && dv[i] < doc_limit; i++)
+            if (!am_has((AnchorMap *)common, dv[i]))
+                live[nlive++] = dv[i];
     }
     /* The guard, for each candidate. */
     for (k = 0; k < nc; k++) {
-        Py_XSETREF(vals, table_get(sketches, cand[k]));
-        if (!vals && PyErr_Occurred())
-            goto done;
+        const unsigned char *gp = NULL; /* the group's packed values, if packed */
+        Py_ssize_t ng = 0;
+        Py_CLEAR(vals);
+        if (IS_GROUPS(sketches) && ((GroupTable *)sketches)->blobs) { /* read in place */
+            const unsigned char *block = (const unsigned char *)gt_borrow((GroupTable *)sketches, cand[k]);
+            if (!block && PyErr_Occurred())
+                goto done;
+            gp = block ? block + 4 : (const unsigned char *)"";
+            ng = block ? block_len(block) / width : 0;
+        } else {
+            vals = table_get(sketches, cand[k]);
+            if (!vals && PyErr_Occurred())
+                goto done;
+            if (vals && PyBytes_CheckExact(vals)) {
+                gp = (const unsigned char *)PyBytes_AS_STRING(vals);
+                ng = PyBytes_GET_SIZE(vals) / width;
+            }
+        }
         PyObject *gl = table_borrow(limits, cand[k]);
         if (!gl && PyErr_Occurred())
             goto done;
@@ -2414,10 +2604,31 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         if (gl && (rc = sketch_value(gl, &group_limit)) != 0)
             goto fail_or_fallback;
         Py_ssize_t same, mine, theirs;
-        rc = guard_core(sketch, doc_limit, vals ? vals : empty, group_limit, common, empty,
-                        shared[k], &same, &mine, &theirs, width);
-        if (rc)
-            goto fail_or_fallback;
+        if (gp) {
+            if (!(shared[k] = PyMem_Malloc((size_t)(ng ? ng : 1) * sizeof(uint64_t)))) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            guard_packed(live, nlive, doc_limit < group_limit ? doc_limit : group_limit, gp, ng,
+                         width, (AnchorMap *)common, shared[k], &same, &mine, &theirs);
+        } else { /* a group's values as objects (a set, a tuple): the general comparison */
+            PyObject *found = PyList_New(0);
+            if (!found)
+                goto done;
+            rc = guard_core(sketch, doc_limit, vals ? vals : empty, group_limit, common, empty,
+                            found, &same, &mine, &theirs, width);
+            Py_ssize_t nf = PyList_GET_SIZE(found);
+            if (rc == 0 && !(shared[k] = PyMem_Malloc((size_t)(nf ? nf : 1) * sizeof(uint64_t)))) {
+                PyErr_NoMemory();
+                rc = -1;
+            }
+            for (i = 0; rc == 0 && i < nf; i++) /* values guard_core read */
+                rc = sketch_value(PyList_GET_ITEM(found, i), &shared[k][i]);
+            Py_DECREF(found);
+            if (rc)
+                goto fail_or_fallback;
+        }
+        shared_n[k] = same;
         Py_ssize_t smaller = mine < theirs ? mine : theirs;
         double score = 0.0;
         if (smaller && same >= (min_overlap < smaller ? min_overlap : smaller))
@@ -2429,10 +2640,9 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
             joined_score = score;
             if (joined >= 0)
                 goto fallback; /* two accepted groups: a merge may follow */
-            if (!vals || !PyBytes_CheckExact(vals))
+            if (!gp || !ng) /* (none: never accepted) */
                 goto fallback; /* a group without a packed sketch of its own: the Python way */
-            const unsigned char *gp = (const unsigned char *)PyBytes_AS_STRING(vals);
-            for (i = 1; i < PyBytes_GET_SIZE(vals) / width; i++)
+            for (i = 1; i < ng; i++)
                 if (load_le(gp + width * (i - 1), width) >= load_le(gp + width * i, width))
                     goto fallback; /* packed, but not ascending: the Python way */
             joined = k;
@@ -2551,22 +2761,37 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         if (op_log(&ops, op) < 0)
             goto done;
     }
-    /* The refused candidates' hashes get their votes, in candidate order. */
-    for (k = 0; k < nc; k++) {
-        if (accepted[k])
-            continue;
-        PyObject *hs = PySet_New(hits[k]), *ordered = NULL, *pair = NULL;
-        rc = hs && _PySet_Update(hs, shared[k]) == 0 ? 0 : -1;
-        if (rc == 0 && (ordered = PySequence_List(hs)) != NULL && PyList_Sort(ordered) == 0
-            && (pair = PyTuple_Pack(2, cand[k], root)) != NULL)
-            rc = vote_on(ordered, pair, votes, vote_table, common, parent, &ops);
-        else
-            rc = -1;
-        Py_XDECREF(hs);
-        Py_XDECREF(ordered);
-        Py_XDECREF(pair);
-        if (rc < 0)
+    /* The refused candidates' hashes get their votes, in candidate order: the anchors that
+     * hit one and the values it shared, sorted, without repeats. */
+    if (nc) {
+        uint32_t root_id;
+        if (gid_of(root, &root_id)) { /* as storing it would */
+            am_id(root, &root_id);
             goto done;
+        }
+        for (k = 0; k < nc; k++) {
+            if (accepted[k])
+                continue;
+            Py_ssize_t nh = 0;
+            PyMem_Free(hs);
+            if (!(hs = PyMem_Malloc((size_t)(np + shared_n[k] + 1) * sizeof *hs))) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            for (i = 0; i < np; i++)
+                if (hit_of[i] == k)
+                    hs[nh++] = pv[i];
+            memcpy(hs + nh, shared[k], (size_t)shared_n[k] * sizeof *hs);
+            nh += shared_n[k];
+            sort_u64(hs, nh);
+            Py_ssize_t w = 0;
+            for (i = 0; i < nh; i++)
+                if (w == 0 || hs[w - 1] != hs[i])
+                    hs[w++] = hs[i];
+            if (vote_on(hs, w, cand_id[k], root_id, votes, (AnchorMap *)vote_table,
+                        (AnchorMap *)common, parent, &ops) < 0)
+                goto done;
+        }
     }
     /* The text was looked up above and is not in exact: its undo deletes it. */
     if (undo_push(&ops, exact, exact_h, NULL) < 0 || table_set(exact, exact_h, root) < 0)
@@ -2717,9 +2942,11 @@ done:
     Py_XDECREF(hit);
     for (k = 0; k < nc; k++) {
         Py_XDECREF(cand[k]);
-        Py_XDECREF(hits[k]);
-        Py_XDECREF(shared[k]);
+        PyMem_Free(shared[k]);
     }
+    PyMem_Free(dv);
+    PyMem_Free(live);
+    PyMem_Free(hs);
     Py_XDECREF(anchors);
     Py_XDECREF(root);
     Py_XDECREF(values);
