@@ -141,6 +141,18 @@ static int sorted_has(const uint64_t *v, Py_ssize_t n, uint64_t x)
  * and the maps' and records' fields. */
 static inline uint64_t load_le(const unsigned char *p, int bytes)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (bytes == 8) { /* one load, where the machine's order is the packing's */
+        uint64_t x;
+        memcpy(&x, p, 8);
+        return x;
+    }
+    if (bytes == 4) {
+        uint32_t x;
+        memcpy(&x, p, 4);
+        return x;
+    }
+#endif
     uint64_t v = 0;
     for (int b = bytes - 1; b >= 0; b--)
         v = (v << 8) | p[b];
@@ -149,6 +161,17 @@ static inline uint64_t load_le(const unsigned char *p, int bytes)
 
 static inline void store_le(unsigned char *p, uint64_t v, int bytes)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (bytes == 8) {
+        memcpy(p, &v, 8);
+        return;
+    }
+    if (bytes == 4) {
+        uint32_t x = (uint32_t)v;
+        memcpy(p, &x, 4);
+        return;
+    }
+#endif
     for (int b = 0; b < bytes; b++)
         p[b] = (unsigned char)(v >> (8 * b));
 }
@@ -370,6 +393,11 @@ typedef struct {
     Shard sh[SHARDS];
     Py_ssize_t n; /* live entries */
     Py_ssize_t w; /* ids a slot: 1 in an AnchorMap */
+    /* A Bloom filter of the keys (see am_has: made for a map that is asked that, the common
+     * hashes), or NULL: 2 bits a key in one word; never says "absent" of a key held. */
+    uint64_t *filter;
+    uint64_t fmask;    /* its words - 1 (a power of two) */
+    Py_ssize_t fkeys;  /* the most keys it stays sharp for: made anew, larger, past that */
 } AnchorMap;
 
 static PyTypeObject AnchorMapType, VoteMapType;
@@ -412,6 +440,60 @@ static Shard *am_find(AnchorMap *m, uint64_t k, Py_ssize_t *slot)
             return s;
         }
     }
+}
+
+/* The filter's word (through *word*) and its two bits for key *k*. */
+static inline uint64_t am_filter_bits(uint64_t k, uint64_t *word)
+{
+    uint64_t g = am_mix(k) * 0x9E3779B97F4A7C15ULL;
+    *word = g >> 32;
+    return ((uint64_t)1 << (g & 63)) | ((uint64_t)1 << ((g >> 6) & 63));
+}
+
+static inline void am_filter_add(AnchorMap *m, uint64_t k)
+{
+    uint64_t w, bits = am_filter_bits(k, &w);
+    m->filter[w & m->fmask] |= bits;
+}
+
+/* (Re)make the filter for the keys held: 16 bits a key (2 % false hits), rounded up; sharp to
+ * 8 bits a key (5 %). On no memory: no filter (a filter only saves time). */
+static void am_filter_make(AnchorMap *m)
+{
+    uint64_t words = 64;
+    while (words * 64 < (uint64_t)m->n * 16 && words < ((uint64_t)1 << 32))
+        words *= 2;
+    PyMem_Free(m->filter);
+    m->filter = PyMem_Calloc((size_t)words, sizeof(uint64_t));
+    if (!m->filter)
+        return;
+    m->fmask = words - 1;
+    m->fkeys = (Py_ssize_t)(words * 64 / 8);
+    for (int j = 0; j < SHARDS; j++) {
+        const Shard *s = &m->sh[j];
+        for (Py_ssize_t i = 0; i < s->cap; i++)
+            if (s->vals[i * m->w] != 0 && s->vals[i * m->w] != TOMB)
+                am_filter_add(m, s->keys[i]);
+    }
+}
+
+/* Whether *m* holds the key *k*. A map asked this (the common hashes, for every sketch value
+ * a placement compares: most are not common) keeps a filter from its first few hundred keys
+ * on, which answers most misses without a probe. */
+static inline int am_has(AnchorMap *m, uint64_t k)
+{
+    if (!m->n)
+        return 0;
+    if (!m->filter && m->n >= 256)
+        am_filter_make(m);
+    if (m->filter) {
+        uint64_t w, bits = am_filter_bits(k, &w);
+        if ((m->filter[w & m->fmask] & bits) != bits)
+            return 0;
+    }
+    Py_ssize_t at;
+    am_find(m, k, &at);
+    return at >= 0;
 }
 
 /* The live entries of shard *s* (a count: the map keeps only the total). */
@@ -497,6 +579,12 @@ static int am_put(AnchorMap *m, uint64_t k, const uint32_t *ids, Py_ssize_t len)
             s->used++;
         s->keys[at] = k;
         m->n++;
+        if (m->filter) {
+            if (m->n > m->fkeys)
+                am_filter_make(m);
+            else
+                am_filter_add(m, k);
+        }
     }
     memcpy(&s->vals[at * w], ids, (size_t)len * sizeof(uint32_t));
     memset(&s->vals[at * w + len], 0, (size_t)(w - len) * sizeof(uint32_t));
@@ -718,6 +806,7 @@ static PyObject *AnchorMap_new(PyTypeObject *type, PyObject *args, PyObject *kwd
 
 static void AnchorMap_dealloc(AnchorMap *m)
 {
+    PyMem_Free(m->filter);
     for (int i = 0; i < SHARDS; i++) {
         PyMem_Free(m->sh[i].keys);
         PyMem_Free(m->sh[i].vals);
@@ -915,6 +1004,8 @@ static PyObject *AnchorMap_bounds(AnchorMap *m, PyObject *unused)
 static PyObject *AnchorMap_sizeof(AnchorMap *m, PyObject *unused)
 {
     Py_ssize_t held = (Py_ssize_t)sizeof(AnchorMap);
+    if (m->filter)
+        held += (Py_ssize_t)(m->fmask + 1) * 8;
     for (int j = 0; j < SHARDS; j++)
         held += m->sh[j].cap * (8 + 4 * m->w);
     return PyLong_FromSsize_t(held);
@@ -997,9 +1088,7 @@ static int in_common(PyObject *common, PyObject *item, int have_v, uint64_t v)
             if (rc)
                 return rc < 0 ? -1 : 0; /* not an int in [0, 2**64): no such hash */
         }
-        Py_ssize_t at;
-        am_find((AnchorMap *)common, v, &at);
-        return at >= 0;
+        return am_has((AnchorMap *)common, v);
     }
     if (!PySet_GET_SIZE(common))
         return 0;
@@ -2332,15 +2421,6 @@ static int vote_on(const uint64_t *hs, Py_ssize_t n, uint32_t a, uint32_t b, Py_
     if (seen != few)
         PyMem_Free(seen);
     return rc;
-}
-
-/* Whether the map *m* holds the key *k*. */
-static inline int am_has(AnchorMap *m, uint64_t k)
-{
-    Py_ssize_t at = -1;
-    if (m->n)
-        am_find(m, k, &at);
-    return at >= 0;
 }
 
 /* guard_core for a group's packed values (*ng* of them at *gp*, *width* bytes each) against
