@@ -331,9 +331,9 @@ static PyObject *sketch_guard(PyObject *self, PyObject *args)
 /* A Python int as a uint64: 0, or 1 when it is not an int in [0, 2**64), -1 on an error. */
 static int u64_value(PyObject *o, uint64_t *v)
 {
-    if (sketch_value(o, v) == 0)
-        return 0;
 #if PY_VERSION_HEX < 0x030C0000 && PYLONG_BITS_IN_DIGIT == 30
+    if (PyLong_CheckExact(o) && small_u64(o, v))
+        return 0;
     if (PyLong_CheckExact(o) && Py_SIZE(o) == 3) { /* 61 to 90 bits: an anchor's fingerprint */
         const digit *d = ((PyLongObject *)o)->ob_digit;
         if (d[2] >= 16) /* past 64 bits */
@@ -342,6 +342,8 @@ static int u64_value(PyObject *o, uint64_t *v)
         return 0;
     }
 #endif
+    if (sketch_value(o, v) == 0)
+        return 0;
     if (!PyLong_CheckExact(o) || _PyLong_Sign(o) < 0)
         return 1;
     unsigned long long x = PyLong_AsUnsignedLongLong(o);
@@ -594,6 +596,8 @@ static int am_put(AnchorMap *m, uint64_t k, const uint32_t *ids, Py_ssize_t len)
 /* A key as a uint64: 0, 1 when it is not an int in [0, 2**64) (no such key), -1 on error. */
 static int am_key(PyObject *o, uint64_t *k)
 {
+    if (PyLong_CheckExact(o)) /* read from its digits where it can be */
+        return u64_value(o, k);
     if (!PyLong_Check(o) || PyBool_Check(o))
         return 1;
     uint64_t x = PyLong_AsUnsignedLongLong(o);
