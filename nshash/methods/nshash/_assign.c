@@ -2759,22 +2759,22 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
             goto done;
         unsigned char *out = (unsigned char *)PyBytes_AS_STRING(values);
         Py_ssize_t kept = 0;
-        uint64_t gv = 0, dv = 0;
+        uint64_t gv = 0, dval = 0;
         /* A merge of the two ascending runs below the bound, without repeats, stopping at the
          * cap: the value that would come next is the new limit. */
         for (;;) {
             int has_g = a < ng && (gv = load_le(gp + width * a, width)) < cut;
             int has_d = 0;
             if (d < nd) {
-                sketch_value(PyTuple_GET_ITEM(sketch, d), &dv); /* checked by the guard */
-                has_d = dv < cut;
+                dval = dv[d];
+                has_d = dval < cut;
             }
             if (!has_g && !has_d)
                 break;
-            uint64_t next = !has_d || (has_g && gv <= dv) ? gv : dv;
+            uint64_t next = !has_d || (has_g && gv <= dval) ? gv : dval;
             if (has_g && gv == next)
                 a++;
-            if (has_d && dv == next)
+            if (has_d && dval == next)
                 d++;
             if (kept == cap) {
                 cut = next; /* the smallest value dropped */
@@ -2791,7 +2791,6 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     } else { /* a new story */
         duplicate = 0;
         fresh = 1;
-        uint64_t v;
         PyObject *counter = PyObject_GetAttr(t, table_keys[T_COUNTER]);
         if (!counter)
             goto done;
@@ -2810,10 +2809,8 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         bound = Py_NewRef(nsk > cap ? PyTuple_GET_ITEM(sketch, cap) : doc_limit_o);
         if ((values = PyBytes_FromStringAndSize(NULL, width * keep)) != NULL) {
             unsigned char *p = (unsigned char *)PyBytes_AS_STRING(values);
-            for (i = 0; i < keep; i++) {
-                sketch_value(PyTuple_GET_ITEM(sketch, i), &v); /* checked ascending above */
-                store_le(p + width * i, v, width);
-            }
+            for (i = 0; i < keep; i++)
+                store_le(p + width * i, dv[i], width);
         }
         if (!values || table_set(sketches, root, values) < 0)
             goto done;
