@@ -794,8 +794,9 @@ static int am_unpack(AnchorMap *m, PyObject *packed)
 static PyObject *AnchorMap_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     PyObject *packed = NULL;
-    static char *kwlist[] = {"packed", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|S", kwlist, &packed))
+    int filtered = 0;
+    static char *kwlist[] = {"packed", "filtered", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|Sp", kwlist, &packed, &filtered))
         return NULL;
     AnchorMap *m = (AnchorMap *)type->tp_alloc(type, 0);
     if (!m)
@@ -805,6 +806,8 @@ static PyObject *AnchorMap_new(PyTypeObject *type, PyObject *args, PyObject *kwd
         Py_DECREF(m);
         return NULL;
     }
+    if (filtered) /* kept from the start (else made when first asked: see am_has) */
+        am_filter_make(m);
     return (PyObject *)m;
 }
 
@@ -1069,11 +1072,13 @@ static PyMethodDef AnchorMap_methods[] = {
     }
 
 static PyTypeObject AnchorMapType = MAP_TYPE(
-    "AnchorMap", "AnchorMap(packed=b''): fingerprint -> group id, 12 bytes an entry; packed: 8 "
-                 "bytes of key, 4 of id an entry, little-endian.");
+    "AnchorMap", "AnchorMap(packed=b'', filtered=False): fingerprint -> group id, 12 bytes an "
+                 "entry; packed: 8 bytes of key, 4 of id an entry, little-endian. filtered: keep "
+                 "a Bloom filter of the keys from the start (~2 bytes a key; a map asked for "
+                 "values it mostly does not hold, the common hashes, makes one anyway).");
 
 static PyTypeObject VoteMapType = MAP_TYPE(
-    "VoteMap", "VoteMap(packed=b''): fingerprint -> tuple of group ids, 8 + 4 * width bytes an "
+    "VoteMap", "VoteMap(packed=b'', filtered=False): fingerprint -> tuple of group ids, 8 + 4 * width bytes an "
                "entry (width 3, or the longest tuple stored); packed: the width (4 bytes), then "
                "8 bytes of key and width ids of 4 bytes (0 past the tuple) an entry, "
                "little-endian.");

@@ -325,7 +325,7 @@ class _Tables:
         self.exact = anchor_table()
         #: The common hashes, each mapped to 1: an AnchorMap where compiled (12 bytes a hash,
         #: where a set of ints took ~110 and the compiled path's mirror of it ~40 more).
-        self.common = anchor_table()
+        self.common = anchor_table(filtered=True)
         self.votes = vote_table()
         self.parent: dict[int, int] = {}
         #: A group's sketch: its values packed, ascending, 8 bytes each, 4 when ``narrow``
@@ -1173,7 +1173,7 @@ def _common_of(value: Any) -> MutableMapping[int, int]:
     :func:`anchor_table`'s kind, every key an unsigned 64-bit int mapped to 1."""
     try:
         if type(value) is bytes:
-            table = anchor_table(value)
+            table = anchor_table(value, filtered=True)
             ids = table.values() if type(table) is dict else table.bounds() or ()  # type: ignore[attr-defined]
             if not _ints_within(ids, 1, 2):
                 raise ValueError("a hash is mapped to something other than 1")
@@ -1189,7 +1189,7 @@ def _common_of(value: Any) -> MutableMapping[int, int]:
         raise ValueError(f"table 'common': {exc}") from None
     if not COMPILED and type(value) is dict:
         return value
-    table = anchor_table()
+    table = anchor_table(filtered=True)
     for h in value:
         table[h] = 1
     return table
