@@ -25,7 +25,7 @@
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 9 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 10 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -2244,13 +2244,17 @@ static int undo_entry(const Ops *o, PyObject *table, PyObject *key)
     return rc;
 }
 
-/* A new list of the items [0, n) of the tuple *tup*. */
-static PyObject *tuple_head(PyObject *tup, Py_ssize_t n)
+/* A new list of the *n* values at *v*, as ints (a journal op's). */
+static PyObject *u64_list(const uint64_t *v, Py_ssize_t n)
 {
     PyObject *out = PyList_New(n);
-    if (out)
-        for (Py_ssize_t i = 0; i < n; i++)
-            PyList_SET_ITEM(out, i, Py_NewRef(PyTuple_GET_ITEM(tup, i)));
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        PyObject *o = PyLong_FromUnsignedLongLong(v[i]);
+        if (!o)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, i, o);
+    }
     return out;
 }
 
@@ -2494,24 +2498,29 @@ static int gid_of(PyObject *o, uint32_t *v)
 }
 
 /* fast_assign(t, sentences, sketch, exact, doc_limit, n, theta, min_overlap, cap, no_limit,
- * votes, doc_id, title): nshash.methods.nshash.assign.assign on the dicts of a memory store's
- * _Tables *t* (journaled or not: see Ops), for every case but a merge: an exact repeat,
- * a new story, and a document whose candidates the guard refuses (their hashes get votes)
- * but for at most one it accepts (the document joins it). Returns (similar_id, duplicate,
- * anchors), having made the writes assign makes; None, having written nothing, for the
- * other cases (a doc_id seen before, two accepted groups, an odd value): the caller then
- * runs assign. */
+ * votes, doc_id, title, shift): nshash.methods.nshash.assign.assign on the dicts of a memory
+ * store's _Tables *t* (journaled or not: see Ops), for every case but a merge: an exact
+ * repeat, a new story, and a document whose candidates the guard refuses (their hashes get
+ * votes) but for at most one it accepts (the document joins it). With *shift* (the narrow
+ * sketch's, or 0), the document's sketch and limit are narrowed first, as
+ * nshash.text.fingerprint.narrow narrows them (narrow_values: the same C), with no DocPrint
+ * made. Returns (similar_id, duplicate, anchors), having made the writes assign makes; None,
+ * having written nothing, for the other cases (a doc_id seen before, two accepted groups, an
+ * odd value): the caller then runs assign (on the narrowed document). */
 static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 13 || !PyTuple_CheckExact(args[1]) || !PyTuple_CheckExact(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "fast_assign takes 13 arguments (see its docstring)");
+    if (nargs != 14) {
+        PyErr_SetString(PyExc_TypeError, "fast_assign takes 14 arguments (see its docstring)");
         return NULL;
     }
+    if (!PyTuple_CheckExact(args[1]) || !PyTuple_CheckExact(args[2]))
+        Py_RETURN_NONE; /* anchors or a sketch not as the text pipeline makes them: the Python way */
     PyObject *t = args[0], *sentences = args[1], *sketch = args[2], *exact_h = args[3];
     PyObject *doc_limit_o = args[4], *no_limit_o = args[9], *doc_id = args[11];
     PyObject *title = args[12];
     Py_ssize_t n = PyLong_AsSsize_t(args[5]), min_overlap = PyLong_AsSsize_t(args[7]);
     Py_ssize_t cap = PyLong_AsSsize_t(args[8]), votes = PyLong_AsSsize_t(args[10]);
+    Py_ssize_t shift = PyLong_AsSsize_t(args[13]);
     double theta = PyFloat_AsDouble(args[6]);
     if (PyErr_Occurred())
         return NULL;
@@ -2533,6 +2542,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     /* The document's sketch values, and those of them below its limit that are not common. */
     uint64_t *dv = NULL, *live = NULL, *hs = NULL;
     Py_ssize_t nlive = 0;
+    PyObject *dlim = NULL; /* the document's limit as an int (narrowed), once needed */
     Py_ssize_t i, k, nc = 0, np = 0, joined = -1;
     int duplicate = 1, fresh = 0, width = 8;
     /* The evidence kept with the record (assign.py's evidence()): the score against the
@@ -2543,7 +2553,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     int rc = sketch_value(doc_limit_o, &doc_limit);
     if (rc == 0)
         rc = sketch_value(no_limit_o, &no_limit);
-    if (rc || n > FAST_ANCHORS || n < 0)
+    if (rc || n > FAST_ANCHORS || n < 0 || shift < 0 || shift > 63)
         goto fallback;
     /* Journaled tables log each write as an op, and undoable ones note how to take it back
      * (see Ops): both are lists then, None when off. */
@@ -2616,11 +2626,24 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         for (i = 0; i < nd; i++) {
             if ((rc = sketch_value(PyTuple_GET_ITEM(sketch, i), &v)) != 0)
                 goto fail_or_fallback;
-            if ((i && v <= prev) || (width == 4 && v >> 32))
+            if (i && v <= prev)
                 goto fallback;
             dv[i] = prev = v;
         }
     }
+    if (shift) { /* narrow(doc): the values and the limit (kept as it is from no_limit on) */
+        int keep_limit = doc_limit >= no_limit;
+        if (narrow_values(dv, &nd, (int)shift, &doc_limit, &keep_limit))
+            goto fallback;
+        if (!keep_limit && !(dlim = PyLong_FromUnsignedLongLong(doc_limit)))
+            goto done;
+    }
+    if (!dlim)
+        dlim = Py_NewRef(doc_limit_o);
+    if (width == 4)
+        for (i = 0; i < nd; i++)
+            if (dv[i] >> 32)
+                goto fallback;
     hit = table_get(exact, exact_h);
     if (!hit && PyErr_Occurred())
         goto done;
@@ -2701,6 +2724,8 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
             guard_packed(live, nlive, doc_limit < group_limit ? doc_limit : group_limit, gp, ng,
                          width, (AnchorMap *)common, shared[k], &same, &mine, &theirs);
         } else { /* a group's values as objects (a set, a tuple): the general comparison */
+            if (shift)
+                goto fallback; /* (of the document's values as objects: the Python way) */
             PyObject *found = PyList_New(0);
             if (!found)
                 goto done;
@@ -2753,7 +2778,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
             goto done;
         }
         const unsigned char *gp = (const unsigned char *)PyBytes_AS_STRING(vals);
-        Py_ssize_t ng = PyBytes_GET_SIZE(vals) / width, nd = PyTuple_GET_SIZE(sketch), a = 0;
+        Py_ssize_t ng = PyBytes_GET_SIZE(vals) / width, a = 0;
         Py_ssize_t d = 0;
         PyObject *gl = table_borrow(limits, root);
         uint64_t old_limit = no_limit, cut;
@@ -2810,8 +2835,10 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
             goto done;
         /* The document's sketch is kept packed (cut to its cap smallest: the limit is then
          * the first value dropped, as combine_sketch makes it). */
-        Py_ssize_t nsk = PyTuple_GET_SIZE(sketch), keep = nsk > cap ? cap : nsk;
-        bound = Py_NewRef(nsk > cap ? PyTuple_GET_ITEM(sketch, cap) : doc_limit_o);
+        Py_ssize_t keep = nd > cap ? cap : nd;
+        bound = nd > cap ? PyLong_FromUnsignedLongLong(dv[cap]) : Py_NewRef(dlim);
+        if (!bound)
+            goto done;
         if ((values = PyBytes_FromStringAndSize(NULL, width * keep)) != NULL) {
             unsigned char *p = (unsigned char *)PyBytes_AS_STRING(values);
             for (i = 0; i < keep; i++)
@@ -2837,12 +2864,11 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (ops.log) { /* new_group's op, or extend_sketch's */
         PyObject *op;
         if (fresh) {
-            Py_ssize_t nsk = PyTuple_GET_SIZE(sketch);
-            PyObject *kept = tuple_head(sketch, nsk > cap ? cap : nsk);
+            PyObject *kept = u64_list(dv, nd > cap ? cap : nd);
             op = kept ? Py_BuildValue("[sONO]", "n", root, kept, bound) : NULL;
         } else {
-            PyObject *all = tuple_head(sketch, PyTuple_GET_SIZE(sketch));
-            op = all ? Py_BuildValue("[sONOO]", "s", root, all, doc_limit_o, args[8]) : NULL;
+            PyObject *all = u64_list(dv, nd);
+            op = all ? Py_BuildValue("[sONOO]", "s", root, all, dlim, args[8]) : NULL;
         }
         if (op_log(&ops, op) < 0)
             goto done;
@@ -3033,6 +3059,7 @@ done:
     PyMem_Free(dv);
     PyMem_Free(live);
     PyMem_Free(hs);
+    Py_XDECREF(dlim);
     Py_XDECREF(anchors);
     Py_XDECREF(root);
     Py_XDECREF(values);

@@ -72,7 +72,7 @@ from ...results import (
 )
 from ...stores.durable import DAMAGE, PARTS, JournaledFile, count, reason
 from ...stores.url import FSYNC_POLICIES
-from ...text.fingerprint import NARROW_BITS, NO_LIMIT, DocPrint, narrow
+from ...text.fingerprint import NARROW_BITS, NO_LIMIT, SKETCH_BITS, DocPrint, narrow
 from . import corrections
 from .assign import (
     NO_HASHES,
@@ -306,9 +306,19 @@ def _compared(t: _Tables, doc: DocPrint) -> DocPrint:
     """*doc* as the tables *t* compare it, about to place it: with narrow sketches where *t*
     keeps them, which a store that has made no group yet begins to (journaled with the
     document, so a write that fails leaves the store as it was)."""
+    return narrow(doc) if _narrowing(t) else doc
+
+
+#: How far the compiled assignment shifts a document's sketch values for narrow tables
+#: (:func:`~nshash.text.fingerprint.narrow`'s shift, which it applies by the same C).
+_SHIFT = SKETCH_BITS - NARROW_BITS
+
+
+def _narrowing(t: _Tables) -> bool:
+    """Whether the tables *t* compare narrow sketches, as :func:`_compared` begins them."""
     if not t.narrow and t.counter == 0:
         t.set_narrow()
-    return narrow(doc) if t.narrow else doc
+    return t.narrow
 
 
 class _Tables:
@@ -1515,22 +1525,25 @@ class MemoryStore(Store):
                     assert isinstance(t, _Tables)
                     doc = _compared(t, doc)
                     return retained_assign(t, doc, policy, doc_id, title, meta, window, now)
+            # The compiled assignment narrows the document itself (no narrowed DocPrint is
+            # made); the Python one gets it narrowed (_compared).
             if self._file is None:
-                doc = _compared(self._t, doc)
-                placed = self._fast(self._t, doc, policy, doc_id, title, meta)
+                t = self._t
+                shift = _SHIFT if _narrowing(t) else 0
+                placed = self._fast(t, doc, policy, doc_id, title, meta, shift)
                 if placed is not None:
                     return placed
-                return assign(self._t, doc, policy, doc_id, title, meta)
+                return assign(t, narrow(doc) if shift else doc, policy, doc_id, title, meta)
             # The tables change first (the algorithm reads its own writes), then the journal
             # line is written; if that fails, every change is taken back: no trace is left.
             # The compiled assignment logs the same ops and notes the same undo steps.
             with self._file.change() as t:
                 assert isinstance(t, _Tables)
-                doc = _compared(t, doc)
-                placed = self._fast(t, doc, policy, doc_id, title, meta)
+                shift = _SHIFT if _narrowing(t) else 0
+                placed = self._fast(t, doc, policy, doc_id, title, meta, shift)
                 if placed is not None:
                     return placed
-                return assign(t, doc, policy, doc_id, title, meta)
+                return assign(t, narrow(doc) if shift else doc, policy, doc_id, title, meta)
 
     @staticmethod
     def _fast(
@@ -1540,8 +1553,11 @@ class MemoryStore(Store):
         doc_id: str | None,
         title: str | None,
         meta: DocMeta | None,
+        shift: int = 0,
     ) -> tuple[Assignment, tuple[int, ...]] | None:
-        """The compiled assignment (see :data:`_FAST`), or None where it does not apply."""
+        """The compiled assignment (see :data:`_FAST`), or None where it does not apply.
+        *shift*: :data:`_SHIFT` to narrow *doc* as it places it (a wide *doc* for narrow
+        tables), 0 for a *doc* as the tables compare it."""
         if _FAST is None:
             return None
         placed = _FAST(
@@ -1558,6 +1574,7 @@ class MemoryStore(Store):
             policy.votes,
             doc_id,
             title,
+            shift,
         )
         if placed is None:
             return None
