@@ -305,6 +305,26 @@ class TestGuardHelpers:
                 common[h] = 1
             kept |= later
 
+    @pytest.mark.parametrize("filtered", [False, True])
+    def test_common_map_finds_every_key_as_it_grows(self, filtered: bool) -> None:
+        """Every key of a map of common hashes is found through its filter after each add,
+        across the sizes where the filter is made and made anew (a key added as the filter
+        is remade is in the new one)."""
+        import random
+
+        from nshash.methods.nshash.assign import sketch_guard
+        from nshash.methods.nshash.tables import anchor_table
+
+        rng = random.Random(29)
+        common = anchor_table(filtered=filtered)
+        keys: list[int] = []
+        for i in range(1, 4200):
+            keys.append(rng.getrandbits(53))
+            common[keys[-1]] = 1
+            if i % 50 == 0 or (i & (i - 1)) == 0 or ((i - 1) & (i - 2)) == 0:
+                doc = tuple(sorted(set(keys)))
+                assert sketch_guard(doc, 1 << 53, [], 1 << 53, common, set())[1] == 0
+
     def test_odd_values_take_the_python_path(self) -> None:
         """Values that are not plain ints below 2**64 give the Python answer, not an error."""
         from nshash.methods.nshash.assign import cut_sketch, sketch_guard

@@ -581,15 +581,15 @@ static int am_put(AnchorMap *m, uint64_t k, const uint32_t *ids, Py_ssize_t len)
             s->used++;
         s->keys[at] = k;
         m->n++;
-        if (m->filter) {
-            if (m->n > m->fkeys)
-                am_filter_make(m);
-            else
-                am_filter_add(m, k);
-        }
     }
     memcpy(&s->vals[at * w], ids, (size_t)len * sizeof(uint32_t));
     memset(&s->vals[at * w + len], 0, (size_t)(w - len) * sizeof(uint32_t));
+    if (m->filter) { /* the slot is live now: a filter made anew holds its key too */
+        if (m->n > m->fkeys)
+            am_filter_make(m);
+        else
+            am_filter_add(m, k);
+    }
     return 0;
 }
 
