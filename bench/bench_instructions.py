@@ -103,6 +103,10 @@ def adopt(url: str) -> object:
     store._file.close()
     store._file.join()
     store._file = None
+    # What a memory:// store's tables hold with no file: no journal ops kept, no undo (the
+    # file left its list of ops, which every placement would then fill and keep).
+    store._tables.log = None
+    store._tables.undo = None
     shutil.rmtree(tmp, True)
     return nsh
 

@@ -729,7 +729,7 @@ class TestDamagedSnapshot:
             del data["narrow"]
 
         # Written as a version before narrow sketches wrote it, then opened by this one.
-        monkeypatch.setattr(memory, "_compared", lambda t, doc: doc)
+        monkeypatch.setattr(memory, "_narrowing", lambda t: t.narrow)
         path = tampered_snapshot(tmp_path, as_sets)
         monkeypatch.undo()
         with NSHash.open(f"memory://{path}") as nsh:

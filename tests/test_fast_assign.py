@@ -167,6 +167,55 @@ def test_hot_stories_alike(
     assert counted.left > 0  # retries and merges went to the Python assignment
 
 
+#: Wide sketch values that crowd a few narrow buckets (so that narrowing merges them and a
+#: limit can fall in a bucket), and others anywhere.
+WIDE = st.one_of(
+    st.integers(0, 5).map(lambda b: (b << 22) | 0x155555),
+    st.integers(0, 8 << 22),
+    st.integers(0, (1 << 53) - 1),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    docs=st.lists(
+        st.tuples(
+            st.lists(st.integers(1, 40), min_size=1, max_size=6),
+            st.sets(WIDE, min_size=1, max_size=40),
+            st.one_of(st.none(), WIDE),
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_documents_narrowed_in_place_alike(
+    docs: list[tuple[list[int], set[int], int | None]],
+) -> None:
+    """Wide documents placed in narrow tables: the compiled path narrows each itself (the
+    same C as narrow()), the Python one places narrow(doc); answers and tables alike."""
+    from nshash.text.fingerprint import NO_LIMIT, DocPrint
+
+    stream = []
+    for i, (anchors, values, limit) in enumerate(docs):
+        cut = NO_LIMIT if limit is None else limit
+        sketch = tuple(v for v in sorted(values) if v < cut) or (0,)
+        stream.append(DocPrint(tuple(dict.fromkeys(anchors)), sketch, 1000 + i, cut))
+    results = []
+    counted = Counted()
+    with pytest.MonkeyPatch.context() as patch:
+        for fast in (counted, None):
+            patch.setattr(memory, "_FAST", fast)
+            nsh = NSHash.open("memory://", n=3, min_overlap=1, votes=2)
+            got = [
+                (r.similar_id, r.duplicate, r.merged_from, r.fingerprints)
+                for r in map(nsh.add_prepared, stream)
+            ]
+            results.append((got, snapshot(nsh)))
+            nsh.close()
+    assert results[0] == results[1]
+    assert counted.placed > 0
+
+
 def test_cut_sketches_and_small_policies(monkeypatch: pytest.MonkeyPatch) -> None:
     """Sketches past the cap (cut, with a limit) and a strict policy, on long articles."""
     texts = _texts("zh_reposts_dev.jsonl.gz", 300)
@@ -225,7 +274,7 @@ def test_random_streams_alike(docs: list[tuple[list[int], int | None, int]]) -> 
     for wide in (False, True):
         with pytest.MonkeyPatch.context() as monkeypatch:
             if wide:  # a store begun before narrow sketches: 53-bit values, 8 bytes each
-                monkeypatch.setattr(memory, "_compared", lambda t, doc: doc)
+                monkeypatch.setattr(memory, "_narrowing", lambda t: t.narrow)
             run_both(monkeypatch, stream, votes=2, min_overlap=1, n=4)
             if not wide:
                 with tempfile.TemporaryDirectory() as tmp:
@@ -286,19 +335,17 @@ def test_anchors_skip_common_hashes(
     from nshash.text.fingerprint import NO_LIMIT
 
     tables = memory._Tables()
+    # doc_limit, n, theta, min_overlap, cap, no_limit, votes, doc_id, title, shift
+    rest = (NO_LIMIT, n, 0.5, 3, 256, NO_LIMIT, 4, None, None, 0)
     tables.add_common(common)
     tables.add_common(data.draw(st.sets(st.sampled_from(sentences), max_size=5)))
-    placed = memory._FAST(
-        tables, tuple(sentences), (1, 2, 3), 99, NO_LIMIT, n, 0.5, 3, 256, NO_LIMIT, 4, None, None
-    )
+    placed = memory._FAST(tables, tuple(sentences), (1, 2, 3), 99, *rest)
     assert placed is not None
     live = [h for h in sentences if h not in tables.common]
     assert placed[2] == tuple((live or sentences)[:n])
     # A hash made common later is seen at once.
     tables.add_common([sentences[0]])
-    again = memory._FAST(
-        tables, tuple(sentences), (1, 2, 3), 98, NO_LIMIT, n, 0.5, 3, 256, NO_LIMIT, 4, None, None
-    )
+    again = memory._FAST(tables, tuple(sentences), (1, 2, 3), 98, *rest)
     assert again is not None
     live = [h for h in sentences if h not in tables.common]
     assert again[2] == tuple((live or sentences)[:n])

@@ -271,6 +271,60 @@ class TestGuardHelpers:
         assert mine == len({v for v in doc if v < limit} - boiler)
         assert compared == len({v for v in values if v < limit} - boiler)
 
+    @settings(max_examples=60, deadline=None)
+    @given(
+        held=st.sets(VALUES, min_size=200, max_size=3000),
+        gone=st.integers(0, 150),
+        later=st.sets(VALUES, max_size=3000),
+        filtered=st.booleans(),
+        data=st.data(),
+    )
+    def test_sketch_guard_with_a_map_of_common_hashes(
+        self, held: set[int], gone: int, later: set[int], filtered: bool, data: st.DataObject
+    ) -> None:
+        """Common hashes in an AnchorMap (the memory store's, with its Bloom filter: made from
+        the start, or on the first question past 256 keys, and made anew as the map grows past
+        it; deleted keys left in it) answer as the same hashes in a set."""
+        from nshash.methods.nshash.assign import sketch_guard
+        from nshash.methods.nshash.tables import anchor_table
+
+        common = anchor_table(filtered=filtered)
+        for h in held:
+            common[h] = 1
+        ordered = sorted(held)
+        for h in ordered[:gone]:
+            del common[h]
+        kept = set(ordered[gone:])
+        pool = sorted(held | later)
+        for _ in range(2):  # before and after the map grows
+            doc = tuple(sorted(data.draw(st.sets(st.sampled_from(pool), max_size=300))))
+            values = data.draw(st.lists(st.sampled_from(pool), max_size=300))
+            expect = sketch_guard(doc, 1 << 53, values, 1 << 53, kept, set())
+            assert sketch_guard(doc, 1 << 53, values, 1 << 53, common, set()) == expect
+            for h in later:
+                common[h] = 1
+            kept |= later
+
+    @pytest.mark.parametrize("filtered", [False, True])
+    def test_common_map_finds_every_key_as_it_grows(self, filtered: bool) -> None:
+        """Every key of a map of common hashes is found through its filter after each add,
+        across the sizes where the filter is made and made anew (a key added as the filter
+        is remade is in the new one)."""
+        import random
+
+        from nshash.methods.nshash.assign import sketch_guard
+        from nshash.methods.nshash.tables import anchor_table
+
+        rng = random.Random(29)
+        common = anchor_table(filtered=filtered)
+        keys: list[int] = []
+        for i in range(1, 4200):
+            keys.append(rng.getrandbits(53))
+            common[keys[-1]] = 1
+            if i % 50 == 0 or (i & (i - 1)) == 0 or ((i - 1) & (i - 2)) == 0:
+                doc = tuple(sorted(set(keys)))
+                assert sketch_guard(doc, 1 << 53, [], 1 << 53, common, set())[1] == 0
+
     def test_odd_values_take_the_python_path(self) -> None:
         """Values that are not plain ints below 2**64 give the Python answer, not an error."""
         from nshash.methods.nshash.assign import cut_sketch, sketch_guard

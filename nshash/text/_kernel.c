@@ -940,39 +940,20 @@ static PyObject *narrow_doc(PyObject *self, PyObject *const *args, Py_ssize_t na
     if (rc < 0)
         goto done;
     int keep_limit = limit_v >= no_limit;
-    if (!keep_limit)
-        limit_v >>= shift;
-    Py_ssize_t n = PyTuple_GET_SIZE(sketch), u = 0, i;
+    Py_ssize_t n = PyTuple_GET_SIZE(sketch), u = n, i;
     if (!(buf = PyMem_Malloc(((size_t)n + 1) * sizeof *buf))) {
         PyErr_NoMemory();
         goto done;
     }
     for (i = 0; i < n; i++) {
-        uint64_t v;
-        if ((rc = exact_u64(PyTuple_GET_ITEM(sketch, i), &v)) != 0) {
+        if ((rc = exact_u64(PyTuple_GET_ITEM(sketch, i), &buf[i])) != 0) {
             if (rc < 0)
                 goto done;
             goto fallback;
         }
-        v >>= shift;
-        if (u && v < buf[u - 1])
-            goto fallback;
-        if (!u || v != buf[u - 1])
-            buf[u++] = v;
     }
-    Py_ssize_t kept = u;
-    if (u && buf[u - 1] >= limit_v) {
-        for (kept = 0; kept < u && buf[kept] < limit_v; kept++)
-            ;
-        if (kept) {
-            u = kept;
-        } else { /* every value at the limit: the sketch stays whole, the limit moves past it */
-            keep_limit = 0;
-            limit_v = buf[u - 1] + 1;
-            if (!limit_v) /* the values reach 2**64 - 1: the Python version's int answers */
-                goto fallback;
-        }
-    }
+    if (narrow_values(buf, &u, (int)shift, &limit_v, &keep_limit))
+        goto fallback;
     if (!(values = PyTuple_New(u)))
         goto done;
     for (i = 0; i < u; i++) {

@@ -1,6 +1,7 @@
 /* The 64-bit helpers shared by the two extensions of nshash (nshash/text/_kernel.c and
  * nshash/methods/nshash/_assign.c), each of which includes it once after Python.h:
- * sort_u64, and small_u64 (an int's value read straight from its digits). */
+ * sort_u64, small_u64 (an int's value read straight from its digits) and narrow_values (the
+ * narrow sketch's rule). */
 #ifndef NSHASH_U64SORT_H
 #define NSHASH_U64SORT_H
 
@@ -61,6 +62,44 @@ static void sort_u64(uint64_t *v, Py_ssize_t n)
             v[j] = v[j - 1];
         v[j] = x;
     }
+}
+
+/* nshash.text.fingerprint.narrow's rule on a sketch's values, in place: the *n* ascending
+ * values at *buf* each shifted right by *shift*, repeats dropped, and the limit *limit*
+ * likewise unless *keep_limit* (it is at least NO_LIMIT: it stays as it is); a value that
+ * becomes the limit is dropped, and a sketch that would be left empty so keeps its values
+ * with the limit moved past them (*keep_limit* then 0). 0, with the new count in *n*, or 1
+ * where the Python version answers (a value that is not ascending once shifted, a limit that
+ * would reach 2**64). Both extensions narrow with this: the text kernel's narrow() and the
+ * compiled assignment, which narrows a document's values itself. */
+static int narrow_values(uint64_t *buf, Py_ssize_t *n, int shift, uint64_t *limit,
+                         int *keep_limit)
+{
+    Py_ssize_t u = 0, i, count = *n;
+    uint64_t limit_v = *keep_limit ? *limit : *limit >> shift;
+    for (i = 0; i < count; i++) {
+        uint64_t v = buf[i] >> shift;
+        if (u && v < buf[u - 1])
+            return 1;
+        if (!u || v != buf[u - 1])
+            buf[u++] = v;
+    }
+    if (u && buf[u - 1] >= limit_v) {
+        Py_ssize_t kept;
+        for (kept = 0; kept < u && buf[kept] < limit_v; kept++)
+            ;
+        if (kept) {
+            u = kept;
+        } else { /* every value at the limit: the sketch stays whole, the limit moves past it */
+            *keep_limit = 0;
+            limit_v = buf[u - 1] + 1;
+            if (!limit_v) /* the values reach 2**64 - 1: the Python version's int answers */
+                return 1;
+        }
+    }
+    *n = u;
+    *limit = limit_v;
+    return 0;
 }
 
 #endif

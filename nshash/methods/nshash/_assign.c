@@ -25,7 +25,7 @@
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 9 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 10 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -141,6 +141,18 @@ static int sorted_has(const uint64_t *v, Py_ssize_t n, uint64_t x)
  * and the maps' and records' fields. */
 static inline uint64_t load_le(const unsigned char *p, int bytes)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (bytes == 8) { /* one load, where the machine's order is the packing's */
+        uint64_t x;
+        memcpy(&x, p, 8);
+        return x;
+    }
+    if (bytes == 4) {
+        uint32_t x;
+        memcpy(&x, p, 4);
+        return x;
+    }
+#endif
     uint64_t v = 0;
     for (int b = bytes - 1; b >= 0; b--)
         v = (v << 8) | p[b];
@@ -149,6 +161,17 @@ static inline uint64_t load_le(const unsigned char *p, int bytes)
 
 static inline void store_le(unsigned char *p, uint64_t v, int bytes)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (bytes == 8) {
+        memcpy(p, &v, 8);
+        return;
+    }
+    if (bytes == 4) {
+        uint32_t x = (uint32_t)v;
+        memcpy(p, &x, 4);
+        return;
+    }
+#endif
     for (int b = 0; b < bytes; b++)
         p[b] = (unsigned char)(v >> (8 * b));
 }
@@ -308,9 +331,9 @@ static PyObject *sketch_guard(PyObject *self, PyObject *args)
 /* A Python int as a uint64: 0, or 1 when it is not an int in [0, 2**64), -1 on an error. */
 static int u64_value(PyObject *o, uint64_t *v)
 {
-    if (sketch_value(o, v) == 0)
-        return 0;
 #if PY_VERSION_HEX < 0x030C0000 && PYLONG_BITS_IN_DIGIT == 30
+    if (PyLong_CheckExact(o) && small_u64(o, v))
+        return 0;
     if (PyLong_CheckExact(o) && Py_SIZE(o) == 3) { /* 61 to 90 bits: an anchor's fingerprint */
         const digit *d = ((PyLongObject *)o)->ob_digit;
         if (d[2] >= 16) /* past 64 bits */
@@ -319,6 +342,8 @@ static int u64_value(PyObject *o, uint64_t *v)
         return 0;
     }
 #endif
+    if (sketch_value(o, v) == 0)
+        return 0;
     if (!PyLong_CheckExact(o) || _PyLong_Sign(o) < 0)
         return 1;
     unsigned long long x = PyLong_AsUnsignedLongLong(o);
@@ -370,6 +395,11 @@ typedef struct {
     Shard sh[SHARDS];
     Py_ssize_t n; /* live entries */
     Py_ssize_t w; /* ids a slot: 1 in an AnchorMap */
+    /* A Bloom filter of the keys (see am_has: made for a map that is asked that, the common
+     * hashes), or NULL: 2 bits a key in one word; never says "absent" of a key held. */
+    uint64_t *filter;
+    uint64_t fmask;    /* its words - 1 (a power of two) */
+    Py_ssize_t fkeys;  /* the most keys it stays sharp for: made anew, larger, past that */
 } AnchorMap;
 
 static PyTypeObject AnchorMapType, VoteMapType;
@@ -412,6 +442,60 @@ static Shard *am_find(AnchorMap *m, uint64_t k, Py_ssize_t *slot)
             return s;
         }
     }
+}
+
+/* The filter's word (through *word*) and its two bits for key *k*. */
+static inline uint64_t am_filter_bits(uint64_t k, uint64_t *word)
+{
+    uint64_t g = am_mix(k) * 0x9E3779B97F4A7C15ULL;
+    *word = g >> 32;
+    return ((uint64_t)1 << (g & 63)) | ((uint64_t)1 << ((g >> 6) & 63));
+}
+
+static inline void am_filter_add(AnchorMap *m, uint64_t k)
+{
+    uint64_t w, bits = am_filter_bits(k, &w);
+    m->filter[w & m->fmask] |= bits;
+}
+
+/* (Re)make the filter for the keys held: 16 bits a key (2 % false hits), rounded up; sharp to
+ * 8 bits a key (5 %). On no memory: no filter (a filter only saves time). */
+static void am_filter_make(AnchorMap *m)
+{
+    uint64_t words = 64;
+    while (words * 64 < (uint64_t)m->n * 16 && words < ((uint64_t)1 << 32))
+        words *= 2;
+    PyMem_Free(m->filter);
+    m->filter = PyMem_Calloc((size_t)words, sizeof(uint64_t));
+    if (!m->filter)
+        return;
+    m->fmask = words - 1;
+    m->fkeys = (Py_ssize_t)(words * 64 / 8);
+    for (int j = 0; j < SHARDS; j++) {
+        const Shard *s = &m->sh[j];
+        for (Py_ssize_t i = 0; i < s->cap; i++)
+            if (s->vals[i * m->w] != 0 && s->vals[i * m->w] != TOMB)
+                am_filter_add(m, s->keys[i]);
+    }
+}
+
+/* Whether *m* holds the key *k*. A map asked this (the common hashes, for every sketch value
+ * a placement compares: most are not common) keeps a filter from its first few hundred keys
+ * on, which answers most misses without a probe. */
+static inline int am_has(AnchorMap *m, uint64_t k)
+{
+    if (!m->n)
+        return 0;
+    if (!m->filter && m->n >= 256)
+        am_filter_make(m);
+    if (m->filter) {
+        uint64_t w, bits = am_filter_bits(k, &w);
+        if ((m->filter[w & m->fmask] & bits) != bits)
+            return 0;
+    }
+    Py_ssize_t at;
+    am_find(m, k, &at);
+    return at >= 0;
 }
 
 /* The live entries of shard *s* (a count: the map keeps only the total). */
@@ -500,12 +584,20 @@ static int am_put(AnchorMap *m, uint64_t k, const uint32_t *ids, Py_ssize_t len)
     }
     memcpy(&s->vals[at * w], ids, (size_t)len * sizeof(uint32_t));
     memset(&s->vals[at * w + len], 0, (size_t)(w - len) * sizeof(uint32_t));
+    if (m->filter) { /* the slot is live now: a filter made anew holds its key too */
+        if (m->n > m->fkeys)
+            am_filter_make(m);
+        else
+            am_filter_add(m, k);
+    }
     return 0;
 }
 
 /* A key as a uint64: 0, 1 when it is not an int in [0, 2**64) (no such key), -1 on error. */
 static int am_key(PyObject *o, uint64_t *k)
 {
+    if (PyLong_CheckExact(o)) /* read from its digits where it can be */
+        return u64_value(o, k);
     if (!PyLong_Check(o) || PyBool_Check(o))
         return 1;
     uint64_t x = PyLong_AsUnsignedLongLong(o);
@@ -702,8 +794,9 @@ static int am_unpack(AnchorMap *m, PyObject *packed)
 static PyObject *AnchorMap_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     PyObject *packed = NULL;
-    static char *kwlist[] = {"packed", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|S", kwlist, &packed))
+    int filtered = 0;
+    static char *kwlist[] = {"packed", "filtered", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|Sp", kwlist, &packed, &filtered))
         return NULL;
     AnchorMap *m = (AnchorMap *)type->tp_alloc(type, 0);
     if (!m)
@@ -713,11 +806,14 @@ static PyObject *AnchorMap_new(PyTypeObject *type, PyObject *args, PyObject *kwd
         Py_DECREF(m);
         return NULL;
     }
+    if (filtered) /* kept from the start (else made when first asked: see am_has) */
+        am_filter_make(m);
     return (PyObject *)m;
 }
 
 static void AnchorMap_dealloc(AnchorMap *m)
 {
+    PyMem_Free(m->filter);
     for (int i = 0; i < SHARDS; i++) {
         PyMem_Free(m->sh[i].keys);
         PyMem_Free(m->sh[i].vals);
@@ -915,6 +1011,8 @@ static PyObject *AnchorMap_bounds(AnchorMap *m, PyObject *unused)
 static PyObject *AnchorMap_sizeof(AnchorMap *m, PyObject *unused)
 {
     Py_ssize_t held = (Py_ssize_t)sizeof(AnchorMap);
+    if (m->filter)
+        held += (Py_ssize_t)(m->fmask + 1) * 8;
     for (int j = 0; j < SHARDS; j++)
         held += m->sh[j].cap * (8 + 4 * m->w);
     return PyLong_FromSsize_t(held);
@@ -974,11 +1072,13 @@ static PyMethodDef AnchorMap_methods[] = {
     }
 
 static PyTypeObject AnchorMapType = MAP_TYPE(
-    "AnchorMap", "AnchorMap(packed=b''): fingerprint -> group id, 12 bytes an entry; packed: 8 "
-                 "bytes of key, 4 of id an entry, little-endian.");
+    "AnchorMap", "AnchorMap(packed=b'', filtered=False): fingerprint -> group id, 12 bytes an "
+                 "entry; packed: 8 bytes of key, 4 of id an entry, little-endian. filtered: keep "
+                 "a Bloom filter of the keys from the start (~2 bytes a key; a map asked for "
+                 "values it mostly does not hold, the common hashes, makes one anyway).");
 
 static PyTypeObject VoteMapType = MAP_TYPE(
-    "VoteMap", "VoteMap(packed=b''): fingerprint -> tuple of group ids, 8 + 4 * width bytes an "
+    "VoteMap", "VoteMap(packed=b'', filtered=False): fingerprint -> tuple of group ids, 8 + 4 * width bytes an "
                "entry (width 3, or the longest tuple stored); packed: the width (4 bytes), then "
                "8 bytes of key and width ids of 4 bytes (0 past the tuple) an entry, "
                "little-endian.");
@@ -997,9 +1097,7 @@ static int in_common(PyObject *common, PyObject *item, int have_v, uint64_t v)
             if (rc)
                 return rc < 0 ? -1 : 0; /* not an int in [0, 2**64): no such hash */
         }
-        Py_ssize_t at;
-        am_find((AnchorMap *)common, v, &at);
-        return at >= 0;
+        return am_has((AnchorMap *)common, v);
     }
     if (!PySet_GET_SIZE(common))
         return 0;
@@ -2146,13 +2244,17 @@ static int undo_entry(const Ops *o, PyObject *table, PyObject *key)
     return rc;
 }
 
-/* A new list of the items [0, n) of the tuple *tup*. */
-static PyObject *tuple_head(PyObject *tup, Py_ssize_t n)
+/* A new list of the *n* values at *v*, as ints (a journal op's). */
+static PyObject *u64_list(const uint64_t *v, Py_ssize_t n)
 {
     PyObject *out = PyList_New(n);
-    if (out)
-        for (Py_ssize_t i = 0; i < n; i++)
-            PyList_SET_ITEM(out, i, Py_NewRef(PyTuple_GET_ITEM(tup, i)));
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        PyObject *o = PyLong_FromUnsignedLongLong(v[i]);
+        if (!o)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, i, o);
+    }
     return out;
 }
 
@@ -2183,95 +2285,242 @@ static int bump_item(PyObject *d, PyObject *key)
     return rc;
 }
 
-/* vote of nshash.methods.nshash.assign: record that *groups* (a 2-tuple) were kept apart on
- * each hash of the sorted list *hs*; a hash becomes common once *votes* distinct groups
- * (after merges) have been. */
-static int vote_on(PyObject *hs, PyObject *groups, Py_ssize_t votes, PyObject *table,
-                   PyObject *common, PyObject *parent, const Ops *ops)
+/* The ids of *ids* (n of them) sorted ascending and without repeats, in place: the new count
+ * (what tuple(sorted(set(ids))) keeps). */
+static Py_ssize_t ids_sorted(uint32_t *ids, Py_ssize_t n)
 {
-    Py_ssize_t i, n = PyList_GET_SIZE(hs);
-    for (i = 0; i < n; i++) {
-        PyObject *h = PyList_GET_ITEM(hs, i);
-        PyObject *old = table_get(table, h);
-        if (!old && PyErr_Occurred())
+    for (Py_ssize_t i = 1; i < n; i++) { /* a few ids: an insertion sort */
+        uint32_t x = ids[i];
+        Py_ssize_t j = i;
+        for (; j > 0 && ids[j - 1] > x; j--)
+            ids[j] = ids[j - 1];
+        ids[j] = x;
+    }
+    Py_ssize_t w = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (w == 0 || ids[w - 1] != ids[i])
+            ids[w++] = ids[i];
+    return w;
+}
+
+/* The list of the *n* ids at *ids* as ints (a journal op's), a new reference. */
+static PyObject *ids_list(const uint32_t *ids, Py_ssize_t n)
+{
+    PyObject *out = PyList_New(n);
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        PyObject *g = PyLong_FromUnsignedLong(ids[i]);
+        if (!g)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, i, g);
+    }
+    return out;
+}
+
+/* Resolve the *n* ids at *ids* through the dict *parent* in place (resolve_in): 0, or -1 on
+ * an error (ValueError for a canonical id a vote table cannot hold, as storing it would). */
+static int ids_resolved(uint32_t *ids, Py_ssize_t n, PyObject *parent)
+{
+    if (!PyDict_GET_SIZE(parent))
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *g = PyLong_FromUnsignedLong(ids[i]), *r = g ? resolve_in(parent, g) : NULL;
+        Py_XDECREF(g);
+        if (!r)
             return -1;
-        PyObject *seen = PySet_New(old);
-        Py_XDECREF(old);
-        if (!seen || _PySet_Update(seen, groups) < 0) {
-            Py_XDECREF(seen);
-            return -1;
-        }
-        if (PySet_GET_SIZE(seen) >= votes) {
-            PyObject *roots = PySet_New(NULL), *it = PyObject_GetIter(seen), *g;
-            int rc = roots && it ? 0 : -1;
-            while (rc == 0 && (g = PyIter_Next(it)) != NULL) {
-                PyObject *r = resolve_in(parent, g);
-                Py_DECREF(g);
-                rc = r ? PySet_Add(roots, r) : -1;
-                Py_XDECREF(r);
-            }
-            Py_XDECREF(it);
-            if (rc < 0 || PyErr_Occurred()) {
-                Py_XDECREF(roots);
-                Py_DECREF(seen);
-                return -1;
-            }
-            if (PySet_GET_SIZE(roots) >= votes) {
-                Py_DECREF(roots);
-                Py_DECREF(seen);
-                /* add_common((h,)), then set_votes(h, ()) */
-                int was = in_common(common, h, 0, 0);
-                if (was < 0 || (!was && undo_push(ops, common, h, NULL) < 0))
-                    return -1;
-                if (am_store((AnchorMap *)common, h, ONE) < 0)
-                    return -1;
-                if (ops->log && op_log(ops, Py_BuildValue("[s[O]]", "c", h)) < 0)
-                    return -1;
-                if (undo_entry(ops, table, h) < 0 || table_discard(table, h) < 0)
-                    return -1;
-                if (ops->log && op_log(ops, Py_BuildValue("[sO[]]", "v", h)) < 0)
-                    return -1;
-                continue;
-            }
-            Py_SETREF(seen, roots); /* kept as resolved, as the Python version keeps them */
-        }
-        PyObject *ordered = PySequence_List(seen);
-        Py_DECREF(seen);
-        if (!ordered || PyList_Sort(ordered) < 0) {
-            Py_XDECREF(ordered);
-            return -1;
-        }
-        PyObject *kept = PyList_AsTuple(ordered);
-        int rc = kept && undo_entry(ops, table, h) == 0 ? table_set(table, h, kept) : -1;
-        Py_XDECREF(kept);
-        if (rc == 0 && ops->log)
-            rc = op_log(ops, op_of(OP_V, h, ordered));
-        Py_DECREF(ordered);
+        int rc = am_id(r, &ids[i]);
+        Py_DECREF(r);
         if (rc < 0)
             return -1;
     }
     return 0;
 }
 
+/* vote of nshash.methods.nshash.assign on the VoteMap *table*: record that the groups *a*
+ * and *b* were kept apart on each hash of *hs* (n of them, ascending, no repeats); a hash
+ * becomes common once *votes* distinct groups (after merges) have been. Read and written by
+ * value: objects are made only for a journal's ops and undo steps. */
+static int vote_on(const uint64_t *hs, Py_ssize_t n, uint32_t a, uint32_t b, Py_ssize_t votes,
+                   AnchorMap *table, AnchorMap *common, PyObject *parent, const Ops *ops)
+{
+    uint32_t few[VOTE_WIDTH + 2], *seen = few;
+    Py_ssize_t room = VOTE_WIDTH + 2;
+    int rc = 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
+        uint64_t h = hs[i];
+        PyObject *h_obj = NULL; /* made for a journal only */
+        if ((ops->log || ops->undo) && !(h_obj = PyLong_FromUnsignedLongLong(h))) {
+            rc = -1;
+            break;
+        }
+        Py_ssize_t at, len = 0;
+        Shard *s = am_find(table, h, &at);
+        if (table->w + 2 > room) {
+            uint32_t *more = PyMem_Malloc((size_t)(table->w + 2) * sizeof *more);
+            if (!more) {
+                PyErr_NoMemory();
+                Py_XDECREF(h_obj);
+                rc = -1;
+                break;
+            }
+            if (seen != few)
+                PyMem_Free(seen);
+            seen = more;
+            room = table->w + 2;
+        }
+        if (at >= 0) /* set(get_votes(h)) */
+            for (const uint32_t *ids = &s->vals[at * table->w]; len < table->w && ids[len]; len++)
+                seen[len] = ids[len];
+        seen[len++] = a; /* seen.update(groups) */
+        seen[len++] = b;
+        len = ids_sorted(seen, len);
+        if (len >= votes) {
+            uint32_t *roots = PyMem_Malloc((size_t)len * sizeof *roots);
+            if (!roots) {
+                PyErr_NoMemory();
+                Py_XDECREF(h_obj);
+                rc = -1;
+                break;
+            }
+            memcpy(roots, seen, (size_t)len * sizeof *roots);
+            Py_ssize_t nr = len;
+            rc = ids_resolved(roots, nr, parent);
+            if (rc == 0)
+                nr = ids_sorted(roots, nr);
+            if (rc == 0 && nr >= votes) { /* add_common((h,)), then set_votes(h, ()) */
+                PyMem_Free(roots);
+                Py_ssize_t slot;
+                am_find(common, h, &slot);
+                if (slot < 0 && undo_push(ops, (PyObject *)common, h_obj, NULL) < 0)
+                    rc = -1;
+                uint32_t one = 1;
+                if (rc == 0)
+                    rc = am_put(common, h, &one, 1);
+                if (rc == 0 && ops->log)
+                    rc = op_log(ops, Py_BuildValue("[s[O]]", "c", h_obj));
+                if (rc == 0 && ops->undo)
+                    rc = undo_entry(ops, (PyObject *)table, h_obj);
+                if (rc == 0) {
+                    Shard *vs = am_find(table, h, &slot);
+                    if (slot >= 0) { /* am_discard */
+                        vs->vals[slot * table->w] = TOMB;
+                        table->n--;
+                    }
+                }
+                if (rc == 0 && ops->log)
+                    rc = op_log(ops, Py_BuildValue("[sO[]]", "v", h_obj));
+                Py_XDECREF(h_obj);
+                continue;
+            }
+            if (rc == 0) { /* kept as resolved, as the Python version keeps them */
+                memcpy(seen, roots, (size_t)nr * sizeof *roots);
+                len = nr;
+            }
+            PyMem_Free(roots);
+        }
+        if (rc == 0 && ops->undo)
+            rc = undo_entry(ops, (PyObject *)table, h_obj);
+        if (rc == 0 && len > table->w)
+            rc = am_widen(table, len);
+        if (rc == 0)
+            rc = am_put(table, h, seen, len);
+        if (rc == 0 && ops->log) {
+            PyObject *ordered = ids_list(seen, len);
+            rc = op_log(ops, ordered ? op_of(OP_V, h_obj, ordered) : NULL);
+            Py_XDECREF(ordered);
+        }
+        Py_XDECREF(h_obj);
+    }
+    if (seen != few)
+        PyMem_Free(seen);
+    return rc;
+}
+
+/* guard_core for a group's packed values (*ng* of them at *gp*, *width* bytes each) against
+ * the document's live values (*live*: its sketch values below its limit that are not common,
+ * ascending, *nlive* of them), below *limit*: the same counts, with the values shared
+ * written to *shared* (room for ng) in the group's order. A shared value is in *live*, so not
+ * common: only the group's other values are looked up in *common*. */
+static void guard_packed(const uint64_t *live, Py_ssize_t nlive, uint64_t limit,
+                         const unsigned char *gp, Py_ssize_t ng, int width, AnchorMap *common,
+                         uint64_t *shared, Py_ssize_t *shared_n, Py_ssize_t *mine,
+                         Py_ssize_t *theirs)
+{
+    Py_ssize_t m = 0, hi = nlive, j = 0, same = 0, their = 0;
+    while (m < hi) { /* the live values below the limit: a prefix */
+        Py_ssize_t mid = m + (hi - m) / 2;
+        if (live[mid] < limit)
+            m = mid + 1;
+        else
+            hi = mid;
+    }
+    uint64_t prev = 0;
+    for (Py_ssize_t i = 0; i < ng; i++) {
+        uint64_t v = load_le(gp + width * i, width);
+        if (v >= limit)
+            continue;
+        if (v < prev) { /* not ascending: look it up from the start */
+            Py_ssize_t lo = 0, up = m;
+            while (lo < up) {
+                Py_ssize_t mid = lo + (up - lo) / 2;
+                if (live[mid] < v)
+                    lo = mid + 1;
+                else
+                    up = mid;
+            }
+            j = lo;
+        }
+        while (j < m && live[j] < v) /* ascending: a merge */
+            j++;
+        prev = v;
+        if (j < m && live[j] == v) {
+            their++;
+            shared[same++] = v;
+        } else if (!am_has(common, v)) {
+            their++;
+        }
+    }
+    *shared_n = same;
+    *mine = m;
+    *theirs = their;
+}
+
+/* A group id as a uint32 in [1, TOMB): 0, or 1 (no error set) when *o* is none. */
+static int gid_of(PyObject *o, uint32_t *v)
+{
+    uint64_t x;
+    if (u64_value(o, &x) != 0 || x == 0 || x >= TOMB) {
+        PyErr_Clear();
+        return 1;
+    }
+    *v = (uint32_t)x;
+    return 0;
+}
+
 /* fast_assign(t, sentences, sketch, exact, doc_limit, n, theta, min_overlap, cap, no_limit,
- * votes, doc_id, title): nshash.methods.nshash.assign.assign on the dicts of a memory store's
- * _Tables *t* (journaled or not: see Ops), for every case but a merge: an exact repeat,
- * a new story, and a document whose candidates the guard refuses (their hashes get votes)
- * but for at most one it accepts (the document joins it). Returns (similar_id, duplicate,
- * anchors), having made the writes assign makes; None, having written nothing, for the
- * other cases (a doc_id seen before, two accepted groups, an odd value): the caller then
- * runs assign. */
+ * votes, doc_id, title, shift): nshash.methods.nshash.assign.assign on the dicts of a memory
+ * store's _Tables *t* (journaled or not: see Ops), for every case but a merge: an exact
+ * repeat, a new story, and a document whose candidates the guard refuses (their hashes get
+ * votes) but for at most one it accepts (the document joins it). With *shift* (the narrow
+ * sketch's, or 0), the document's sketch and limit are narrowed first, as
+ * nshash.text.fingerprint.narrow narrows them (narrow_values: the same C), with no DocPrint
+ * made. Returns (similar_id, duplicate, anchors), having made the writes assign makes; None,
+ * having written nothing, for the other cases (a doc_id seen before, two accepted groups, an
+ * odd value): the caller then runs assign (on the narrowed document). */
 static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 13 || !PyTuple_CheckExact(args[1]) || !PyTuple_CheckExact(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "fast_assign takes 13 arguments (see its docstring)");
+    if (nargs != 14) {
+        PyErr_SetString(PyExc_TypeError, "fast_assign takes 14 arguments (see its docstring)");
         return NULL;
     }
+    if (!PyTuple_CheckExact(args[1]) || !PyTuple_CheckExact(args[2]))
+        Py_RETURN_NONE; /* anchors or a sketch not as the text pipeline makes them: the Python way */
     PyObject *t = args[0], *sentences = args[1], *sketch = args[2], *exact_h = args[3];
     PyObject *doc_limit_o = args[4], *no_limit_o = args[9], *doc_id = args[11];
     PyObject *title = args[12];
     Py_ssize_t n = PyLong_AsSsize_t(args[5]), min_overlap = PyLong_AsSsize_t(args[7]);
     Py_ssize_t cap = PyLong_AsSsize_t(args[8]), votes = PyLong_AsSsize_t(args[10]);
+    Py_ssize_t shift = PyLong_AsSsize_t(args[13]);
     double theta = PyFloat_AsDouble(args[6]);
     if (PyErr_Occurred())
         return NULL;
@@ -2281,9 +2530,19 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     PyObject *vote_table = NULL, *empty = NULL, *missing = NULL;
     PyObject *vals = NULL; /* the sketch of the candidate compared, then of the one joined */
     PyObject *known[FAST_ANCHORS] = {NULL}, *picked[FAST_ANCHORS], *hit = NULL;
-    /* The candidates: canonical id, the anchors that hit it, the values shared, accepted. */
-    PyObject *cand[FAST_ANCHORS], *hits[FAST_ANCHORS], *shared[FAST_ANCHORS];
+    /* Each anchor's value and the candidate it hits (-1: none). */
+    uint64_t pv[FAST_ANCHORS];
+    int hit_of[FAST_ANCHORS];
+    /* The candidates: canonical id (and as a uint32), the values shared, accepted. */
+    PyObject *cand[FAST_ANCHORS];
+    uint32_t cand_id[FAST_ANCHORS];
+    uint64_t *shared[FAST_ANCHORS] = {NULL};
+    Py_ssize_t shared_n[FAST_ANCHORS];
     int accepted[FAST_ANCHORS];
+    /* The document's sketch values, and those of them below its limit that are not common. */
+    uint64_t *dv = NULL, *live = NULL, *hs = NULL;
+    Py_ssize_t nlive = 0;
+    PyObject *dlim = NULL; /* the document's limit as an int (narrowed), once needed */
     Py_ssize_t i, k, nc = 0, np = 0, joined = -1;
     int duplicate = 1, fresh = 0, width = 8;
     /* The evidence kept with the record (assign.py's evidence()): the score against the
@@ -2294,7 +2553,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     int rc = sketch_value(doc_limit_o, &doc_limit);
     if (rc == 0)
         rc = sketch_value(no_limit_o, &no_limit);
-    if (rc || n > FAST_ANCHORS || n < 0)
+    if (rc || n > FAST_ANCHORS || n < 0 || shift < 0 || shift > 63)
         goto fallback;
     /* Journaled tables log each write as an op, and undoable ones note how to take it back
      * (see Ops): both are lists then, None when off. */
@@ -2322,6 +2581,8 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         || !(limits = table(t, T_LIMIT, &PyDict_Type)) || !(size = table(t, T_SIZE, &PyDict_Type))
         || !(vote_table = table(t, T_VOTES, &PyDict_Type)) || !(empty = PySet_New(NULL)))
         goto done;
+    if (!IS_VOTES(vote_table))
+        goto fallback; /* votes are read and written by value: a VoteMap's */
     if (doc_id != Py_None) {
         int seen = IS_DOCS(docs) ? DocTable_contains((DocTable *)docs, doc_id)
                                  : PyDict_Contains(docs, doc_id);
@@ -2354,16 +2615,35 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     /* The document's sketch is merged with a group's or kept packed as it is: it must be
      * ascending, as the text pipeline makes it (anything else goes the Python way). */
+    Py_ssize_t nd = PyTuple_GET_SIZE(sketch);
+    if (!(dv = PyMem_Malloc((size_t)(nd ? nd : 1) * sizeof *dv))
+        || !(live = PyMem_Malloc((size_t)(nd ? nd : 1) * sizeof *live))) {
+        PyErr_NoMemory();
+        goto done;
+    }
     {
         uint64_t prev = 0, v;
-        for (i = 0; i < PyTuple_GET_SIZE(sketch); i++) {
+        for (i = 0; i < nd; i++) {
             if ((rc = sketch_value(PyTuple_GET_ITEM(sketch, i), &v)) != 0)
                 goto fail_or_fallback;
-            if ((i && v <= prev) || (width == 4 && v >> 32))
+            if (i && v <= prev)
                 goto fallback;
-            prev = v;
+            dv[i] = prev = v;
         }
     }
+    if (shift) { /* narrow(doc): the values and the limit (kept as it is from no_limit on) */
+        int keep_limit = doc_limit >= no_limit;
+        if (narrow_values(dv, &nd, (int)shift, &doc_limit, &keep_limit))
+            goto fallback;
+        if (!keep_limit && !(dlim = PyLong_FromUnsignedLongLong(doc_limit)))
+            goto done;
+    }
+    if (!dlim)
+        dlim = Py_NewRef(doc_limit_o);
+    if (width == 4)
+        for (i = 0; i < nd; i++)
+            if (dv[i] >> 32)
+                goto fallback;
     hit = table_get(exact, exact_h);
     if (!hit && PyErr_Occurred())
         goto done;
@@ -2376,8 +2656,11 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     /* Each group an anchor hits, in order of first hit, with the anchors that hit it. */
     for (i = 0; i < np; i++) {
+        hit_of[i] = -1;
         if (!known[i])
             continue;
+        if ((rc = u64_value(picked[i], &pv[i])) != 0)
+            goto fail_or_fallback; /* not a hash a vote table holds: the Python way */
         PyObject *r = resolve_in(parent, known[i]);
         if (!r)
             goto done;
@@ -2391,22 +2674,41 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
                 break;
         }
         if (k == nc) {
-            shared[nc] = PyList_New(0);
-            hits[nc] = PyList_New(0);
             cand[nc++] = r;
-            if (!shared[k] || !hits[k])
-                goto done;
+            if (gid_of(r, &cand_id[k]))
+                goto fallback; /* an id no vote table holds: the Python way */
         } else {
             Py_DECREF(r);
         }
-        if (PyList_Append(hits[k], picked[i]) < 0)
-            goto done;
+        hit_of[i] = (int)k;
+    }
+    /* The document's values the guard compares, once for every candidate: below its limit
+     * (ascending: a prefix) and not common. */
+    if (nc) {
+        for (i = 0; i < nd && dv[i] < doc_limit; i++)
+            if (!am_has((AnchorMap *)common, dv[i]))
+                live[nlive++] = dv[i];
     }
     /* The guard, for each candidate. */
     for (k = 0; k < nc; k++) {
-        Py_XSETREF(vals, table_get(sketches, cand[k]));
-        if (!vals && PyErr_Occurred())
-            goto done;
+        const unsigned char *gp = NULL; /* the group's packed values, if packed */
+        Py_ssize_t ng = 0;
+        Py_CLEAR(vals);
+        if (IS_GROUPS(sketches) && ((GroupTable *)sketches)->blobs) { /* read in place */
+            const unsigned char *block = (const unsigned char *)gt_borrow((GroupTable *)sketches, cand[k]);
+            if (!block && PyErr_Occurred())
+                goto done;
+            gp = block ? block + 4 : (const unsigned char *)"";
+            ng = block ? block_len(block) / width : 0;
+        } else {
+            vals = table_get(sketches, cand[k]);
+            if (!vals && PyErr_Occurred())
+                goto done;
+            if (vals && PyBytes_CheckExact(vals)) {
+                gp = (const unsigned char *)PyBytes_AS_STRING(vals);
+                ng = PyBytes_GET_SIZE(vals) / width;
+            }
+        }
         PyObject *gl = table_borrow(limits, cand[k]);
         if (!gl && PyErr_Occurred())
             goto done;
@@ -2414,10 +2716,33 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         if (gl && (rc = sketch_value(gl, &group_limit)) != 0)
             goto fail_or_fallback;
         Py_ssize_t same, mine, theirs;
-        rc = guard_core(sketch, doc_limit, vals ? vals : empty, group_limit, common, empty,
-                        shared[k], &same, &mine, &theirs, width);
-        if (rc)
-            goto fail_or_fallback;
+        if (gp) {
+            if (!(shared[k] = PyMem_Malloc((size_t)(ng ? ng : 1) * sizeof(uint64_t)))) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            guard_packed(live, nlive, doc_limit < group_limit ? doc_limit : group_limit, gp, ng,
+                         width, (AnchorMap *)common, shared[k], &same, &mine, &theirs);
+        } else { /* a group's values as objects (a set, a tuple): the general comparison */
+            if (shift)
+                goto fallback; /* (of the document's values as objects: the Python way) */
+            PyObject *found = PyList_New(0);
+            if (!found)
+                goto done;
+            rc = guard_core(sketch, doc_limit, vals ? vals : empty, group_limit, common, empty,
+                            found, &same, &mine, &theirs, width);
+            Py_ssize_t nf = PyList_GET_SIZE(found);
+            if (rc == 0 && !(shared[k] = PyMem_Malloc((size_t)(nf ? nf : 1) * sizeof(uint64_t)))) {
+                PyErr_NoMemory();
+                rc = -1;
+            }
+            for (i = 0; rc == 0 && i < nf; i++) /* values guard_core read */
+                rc = sketch_value(PyList_GET_ITEM(found, i), &shared[k][i]);
+            Py_DECREF(found);
+            if (rc)
+                goto fail_or_fallback;
+        }
+        shared_n[k] = same;
         Py_ssize_t smaller = mine < theirs ? mine : theirs;
         double score = 0.0;
         if (smaller && same >= (min_overlap < smaller ? min_overlap : smaller))
@@ -2429,10 +2754,9 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
             joined_score = score;
             if (joined >= 0)
                 goto fallback; /* two accepted groups: a merge may follow */
-            if (!vals || !PyBytes_CheckExact(vals))
+            if (!gp || !ng) /* (none: never accepted) */
                 goto fallback; /* a group without a packed sketch of its own: the Python way */
-            const unsigned char *gp = (const unsigned char *)PyBytes_AS_STRING(vals);
-            for (i = 1; i < PyBytes_GET_SIZE(vals) / width; i++)
+            for (i = 1; i < ng; i++)
                 if (load_le(gp + width * (i - 1), width) >= load_le(gp + width * i, width))
                     goto fallback; /* packed, but not ascending: the Python way */
             joined = k;
@@ -2454,7 +2778,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
             goto done;
         }
         const unsigned char *gp = (const unsigned char *)PyBytes_AS_STRING(vals);
-        Py_ssize_t ng = PyBytes_GET_SIZE(vals) / width, nd = PyTuple_GET_SIZE(sketch), a = 0;
+        Py_ssize_t ng = PyBytes_GET_SIZE(vals) / width, a = 0;
         Py_ssize_t d = 0;
         PyObject *gl = table_borrow(limits, root);
         uint64_t old_limit = no_limit, cut;
@@ -2465,22 +2789,22 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
             goto done;
         unsigned char *out = (unsigned char *)PyBytes_AS_STRING(values);
         Py_ssize_t kept = 0;
-        uint64_t gv = 0, dv = 0;
+        uint64_t gv = 0, dval = 0;
         /* A merge of the two ascending runs below the bound, without repeats, stopping at the
          * cap: the value that would come next is the new limit. */
         for (;;) {
             int has_g = a < ng && (gv = load_le(gp + width * a, width)) < cut;
             int has_d = 0;
             if (d < nd) {
-                sketch_value(PyTuple_GET_ITEM(sketch, d), &dv); /* checked by the guard */
-                has_d = dv < cut;
+                dval = dv[d];
+                has_d = dval < cut;
             }
             if (!has_g && !has_d)
                 break;
-            uint64_t next = !has_d || (has_g && gv <= dv) ? gv : dv;
+            uint64_t next = !has_d || (has_g && gv <= dval) ? gv : dval;
             if (has_g && gv == next)
                 a++;
-            if (has_d && dv == next)
+            if (has_d && dval == next)
                 d++;
             if (kept == cap) {
                 cut = next; /* the smallest value dropped */
@@ -2497,7 +2821,6 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     } else { /* a new story */
         duplicate = 0;
         fresh = 1;
-        uint64_t v;
         PyObject *counter = PyObject_GetAttr(t, table_keys[T_COUNTER]);
         if (!counter)
             goto done;
@@ -2512,14 +2835,14 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
             goto done;
         /* The document's sketch is kept packed (cut to its cap smallest: the limit is then
          * the first value dropped, as combine_sketch makes it). */
-        Py_ssize_t nsk = PyTuple_GET_SIZE(sketch), keep = nsk > cap ? cap : nsk;
-        bound = Py_NewRef(nsk > cap ? PyTuple_GET_ITEM(sketch, cap) : doc_limit_o);
+        Py_ssize_t keep = nd > cap ? cap : nd;
+        bound = nd > cap ? PyLong_FromUnsignedLongLong(dv[cap]) : Py_NewRef(dlim);
+        if (!bound)
+            goto done;
         if ((values = PyBytes_FromStringAndSize(NULL, width * keep)) != NULL) {
             unsigned char *p = (unsigned char *)PyBytes_AS_STRING(values);
-            for (i = 0; i < keep; i++) {
-                sketch_value(PyTuple_GET_ITEM(sketch, i), &v); /* checked ascending above */
-                store_le(p + width * i, v, width);
-            }
+            for (i = 0; i < keep; i++)
+                store_le(p + width * i, dv[i], width);
         }
         if (!values || table_set(sketches, root, values) < 0)
             goto done;
@@ -2541,32 +2864,46 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (ops.log) { /* new_group's op, or extend_sketch's */
         PyObject *op;
         if (fresh) {
-            Py_ssize_t nsk = PyTuple_GET_SIZE(sketch);
-            PyObject *kept = tuple_head(sketch, nsk > cap ? cap : nsk);
+            PyObject *kept = u64_list(dv, nd > cap ? cap : nd);
             op = kept ? Py_BuildValue("[sONO]", "n", root, kept, bound) : NULL;
         } else {
-            PyObject *all = tuple_head(sketch, PyTuple_GET_SIZE(sketch));
-            op = all ? Py_BuildValue("[sONOO]", "s", root, all, doc_limit_o, args[8]) : NULL;
+            PyObject *all = u64_list(dv, nd);
+            op = all ? Py_BuildValue("[sONOO]", "s", root, all, dlim, args[8]) : NULL;
         }
         if (op_log(&ops, op) < 0)
             goto done;
     }
-    /* The refused candidates' hashes get their votes, in candidate order. */
-    for (k = 0; k < nc; k++) {
-        if (accepted[k])
-            continue;
-        PyObject *hs = PySet_New(hits[k]), *ordered = NULL, *pair = NULL;
-        rc = hs && _PySet_Update(hs, shared[k]) == 0 ? 0 : -1;
-        if (rc == 0 && (ordered = PySequence_List(hs)) != NULL && PyList_Sort(ordered) == 0
-            && (pair = PyTuple_Pack(2, cand[k], root)) != NULL)
-            rc = vote_on(ordered, pair, votes, vote_table, common, parent, &ops);
-        else
-            rc = -1;
-        Py_XDECREF(hs);
-        Py_XDECREF(ordered);
-        Py_XDECREF(pair);
-        if (rc < 0)
+    /* The refused candidates' hashes get their votes, in candidate order: the anchors that
+     * hit one and the values it shared, sorted, without repeats. */
+    if (nc) {
+        uint32_t root_id;
+        if (gid_of(root, &root_id)) { /* as storing it would */
+            am_id(root, &root_id);
             goto done;
+        }
+        for (k = 0; k < nc; k++) {
+            if (accepted[k])
+                continue;
+            Py_ssize_t nh = 0;
+            PyMem_Free(hs);
+            if (!(hs = PyMem_Malloc((size_t)(np + shared_n[k] + 1) * sizeof *hs))) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            for (i = 0; i < np; i++)
+                if (hit_of[i] == k)
+                    hs[nh++] = pv[i];
+            memcpy(hs + nh, shared[k], (size_t)shared_n[k] * sizeof *hs);
+            nh += shared_n[k];
+            sort_u64(hs, nh);
+            Py_ssize_t w = 0;
+            for (i = 0; i < nh; i++)
+                if (w == 0 || hs[w - 1] != hs[i])
+                    hs[w++] = hs[i];
+            if (vote_on(hs, w, cand_id[k], root_id, votes, (AnchorMap *)vote_table,
+                        (AnchorMap *)common, parent, &ops) < 0)
+                goto done;
+        }
     }
     /* The text was looked up above and is not in exact: its undo deletes it. */
     if (undo_push(&ops, exact, exact_h, NULL) < 0 || table_set(exact, exact_h, root) < 0)
@@ -2717,9 +3054,12 @@ done:
     Py_XDECREF(hit);
     for (k = 0; k < nc; k++) {
         Py_XDECREF(cand[k]);
-        Py_XDECREF(hits[k]);
-        Py_XDECREF(shared[k]);
+        PyMem_Free(shared[k]);
     }
+    PyMem_Free(dv);
+    PyMem_Free(live);
+    PyMem_Free(hs);
+    Py_XDECREF(dlim);
     Py_XDECREF(anchors);
     Py_XDECREF(root);
     Py_XDECREF(values);

@@ -902,7 +902,7 @@ class KVStore(Store):
         """The ``c`` table, held in memory (every assignment asks about each anchor): each
         hash mapped to 1 in an :func:`~nshash.methods.nshash.tables.anchor_table`, 12 bytes a
         hash where a set of ints takes ~110."""
-        common = anchor_table()
+        common = anchor_table(filtered=True)
         with self._kv.errors("Cannot read"):
             for key, _value in self._kv.items(_COMMON):
                 common[_one(key[1:])] = 1

@@ -72,7 +72,7 @@ from ...results import (
 )
 from ...stores.durable import DAMAGE, PARTS, JournaledFile, count, reason
 from ...stores.url import FSYNC_POLICIES
-from ...text.fingerprint import NARROW_BITS, NO_LIMIT, DocPrint, narrow
+from ...text.fingerprint import NARROW_BITS, NO_LIMIT, SKETCH_BITS, DocPrint, narrow
 from . import corrections
 from .assign import (
     NO_HASHES,
@@ -307,9 +307,19 @@ def _compared(t: _Tables, doc: DocPrint) -> DocPrint:
     """*doc* as the tables *t* compare it, about to place it: with narrow sketches where *t*
     keeps them, which a store that has made no group yet begins to (journaled with the
     document, so a write that fails leaves the store as it was)."""
+    return narrow(doc) if _narrowing(t) else doc
+
+
+#: How far the compiled assignment shifts a document's sketch values for narrow tables
+#: (:func:`~nshash.text.fingerprint.narrow`'s shift, which it applies by the same C).
+_SHIFT = SKETCH_BITS - NARROW_BITS
+
+
+def _narrowing(t: _Tables) -> bool:
+    """Whether the tables *t* compare narrow sketches, as :func:`_compared` begins them."""
     if not t.narrow and t.counter == 0:
         t.set_narrow()
-    return narrow(doc) if t.narrow else doc
+    return t.narrow
 
 
 class _Tables:
@@ -326,7 +336,7 @@ class _Tables:
         self.exact = anchor_table()
         #: The common hashes, each mapped to 1: an AnchorMap where compiled (12 bytes a hash,
         #: where a set of ints took ~110 and the compiled path's mirror of it ~40 more).
-        self.common = anchor_table()
+        self.common = anchor_table(filtered=True)
         self.votes = vote_table()
         self.parent: dict[int, int] = {}
         #: A group's sketch: its values packed, ascending, 8 bytes each, 4 when ``narrow``
@@ -1177,7 +1187,7 @@ def _common_of(value: Any) -> MutableMapping[int, int]:
     :func:`anchor_table`'s kind, every key an unsigned 64-bit int mapped to 1."""
     try:
         if type(value) is bytes:
-            table = anchor_table(value)
+            table = anchor_table(value, filtered=True)
             ids = table.values() if type(table) is dict else table.bounds() or ()  # type: ignore[attr-defined]
             if not _ints_within(ids, 1, 2):
                 raise ValueError("a hash is mapped to something other than 1")
@@ -1193,7 +1203,7 @@ def _common_of(value: Any) -> MutableMapping[int, int]:
         raise ValueError(f"table 'common': {exc}") from None
     if not COMPILED and type(value) is dict:
         return value
-    table = anchor_table()
+    table = anchor_table(filtered=True)
     for h in value:
         table[h] = 1
     return table
@@ -1519,22 +1529,25 @@ class MemoryStore(Store):
                     assert isinstance(t, _Tables)
                     doc = _compared(t, doc)
                     return retained_assign(t, doc, policy, doc_id, title, meta, window, now)
+            # The compiled assignment narrows the document itself (no narrowed DocPrint is
+            # made); the Python one gets it narrowed (_compared).
             if self._file is None:
-                doc = _compared(self._t, doc)
-                placed = self._fast(self._t, doc, policy, doc_id, title, meta)
+                t = self._t
+                shift = _SHIFT if _narrowing(t) else 0
+                placed = self._fast(t, doc, policy, doc_id, title, meta, shift)
                 if placed is not None:
                     return placed
-                return assign(self._t, doc, policy, doc_id, title, meta)
+                return assign(t, narrow(doc) if shift else doc, policy, doc_id, title, meta)
             # The tables change first (the algorithm reads its own writes), then the journal
             # line is written; if that fails, every change is taken back: no trace is left.
             # The compiled assignment logs the same ops and notes the same undo steps.
             with self._file.change() as t:
                 assert isinstance(t, _Tables)
-                doc = _compared(t, doc)
-                placed = self._fast(t, doc, policy, doc_id, title, meta)
+                shift = _SHIFT if _narrowing(t) else 0
+                placed = self._fast(t, doc, policy, doc_id, title, meta, shift)
                 if placed is not None:
                     return placed
-                return assign(t, doc, policy, doc_id, title, meta)
+                return assign(t, narrow(doc) if shift else doc, policy, doc_id, title, meta)
 
     @staticmethod
     def _fast(
@@ -1544,8 +1557,11 @@ class MemoryStore(Store):
         doc_id: str | None,
         title: str | None,
         meta: DocMeta | None,
+        shift: int = 0,
     ) -> tuple[Assignment, tuple[int, ...]] | None:
-        """The compiled assignment (see :data:`_FAST`), or None where it does not apply."""
+        """The compiled assignment (see :data:`_FAST`), or None where it does not apply.
+        *shift*: :data:`_SHIFT` to narrow *doc* as it places it (a wide *doc* for narrow
+        tables), 0 for a *doc* as the tables compare it."""
         if _FAST is None:
             return None
         placed = _FAST(
@@ -1562,6 +1578,7 @@ class MemoryStore(Store):
             policy.votes,
             doc_id,
             title,
+            shift,
         )
         if placed is None:
             return None

@@ -52,15 +52,20 @@ _DOC_TABLE = compiled("DocTable")
 _KEY_FILTER = compiled("KeyFilter")
 
 
-def anchor_table(packed: bytes = b"") -> MutableMapping[int, int]:
+def anchor_table(packed: bytes = b"", filtered: bool = False) -> MutableMapping[int, int]:
     """An empty ``fp``, ``exact`` or ``common`` table (an AnchorMap where compiled, else a
     dict), or one holding the entries *packed* (12 bytes each: key, id; little-endian).
+    *filtered*: the AnchorMap keeps a Bloom filter of its keys from the start (the ``common``
+    table, asked about every sketch value a placement compares, most of which it does not
+    hold; it would make one on the first such question anyway).
 
     Raises:
         ValueError: *packed* is not whole entries, repeats a key or holds id 0.
     """
     if _MAP is not None:
-        table: MutableMapping[int, int] = _MAP(packed) if packed else _MAP()
+        table: MutableMapping[int, int] = (
+            _MAP(packed, filtered=filtered) if packed else _MAP(filtered=filtered)
+        )
         return table
     if len(packed) % _PACKED_ANCHOR.size:
         raise ValueError("packed anchors are 12 bytes each")
