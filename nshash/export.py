@@ -48,6 +48,7 @@ __all__ = [
     "ExportInfo",
     "export_groups",
     "read_export_info",
+    "signed",
     "write_export",
 ]
 
@@ -67,7 +68,9 @@ _WRAP = 1 << 64
 _BATCH = 8192
 
 
-def _signed(value: int) -> int:
+def signed(value: int) -> int:
+    """A 64-bit unsigned fingerprint as a signed int64 (Parquet's and Spark's ``long``): the
+    same bits."""
     return value - _WRAP if value >= _SIGN else value
 
 
@@ -112,7 +115,7 @@ def _rows(nsh: NSHash) -> Iterator[dict[str, Any]]:
             "similar_id": group.similar_id,
             "size": group.size,
             "ids": group.doc_ids,
-            "anchors": [_signed(h) for h in anchors],
+            "anchors": [signed(h) for h in anchors],
             "sketch": list(values),
             "limit": limit,
         }
@@ -134,7 +137,7 @@ def export_groups(nsh: NSHash, path: str) -> dict[str, int]:
         raise ConfigError(f"{path!r} exists; remove it or choose another export file")
     store = nsh.store
     stats = store.stats()
-    common = sorted(_signed(h) for h in store.common())
+    common = sorted(signed(h) for h in store.common())
     return write_export(path, _rows(nsh), stats.last_id, store.narrow_sketches(), common, store.url)
 
 

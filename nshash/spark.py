@@ -74,7 +74,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .cli.io import BadRecord, Fields, Item, JsonlWriter, Preparer
 from .errors import ConfigError, NSHashError, StateError, install_hint
-from .export import read_export_info, write_export
+from .export import read_export_info, signed, write_export
 from .inputs import check_text
 from .methods.nshash.assign import MatchPolicy, combine_sketch, judged
 from .methods.nshash.core import _POLICY_OPTIONS, _TEXT_OPTIONS
@@ -95,15 +95,7 @@ MAX_POSTING = 100
 #: Documents of a long posting list that every other one is compared with.
 HUBS = 8
 
-_SIGN = 1 << 63
-_WRAP = 1 << 64
-
 T = TypeVar("T")
-
-
-def _signed(value: int) -> int:
-    """A 64-bit unsigned fingerprint as Spark's signed ``long`` (the same bits)."""
-    return value - _WRAP if value >= _SIGN else value
 
 
 def _pyspark() -> Any:
@@ -155,8 +147,8 @@ def _fingerprint_rows(
             yield (
                 doc_id,
                 True,
-                _signed(doc.exact),
-                [_signed(h) for h in doc.sentences],
+                signed(doc.exact),
+                [signed(h) for h in doc.sentences],
                 list(doc.sketch),
                 doc.limit,
             )
@@ -534,6 +526,28 @@ def _shuffle_partitions(spark: SparkSession, count: int) -> Iterator[None]:
 # -- the job -----------------------------------------------------------------------------------
 
 
+def _numbering(reps: DataFrame, key_type: Any, floor: int) -> DataFrame:
+    """``(rep, exact, node)``: each distinct text of *reps* numbered from *floor* in
+    (key, text) order, so keys that repeat (stored documents, tied order values) never give
+    two texts one node."""
+    T = _pyspark().types
+    ranked = (
+        reps.select("rep", "exact")
+        .orderBy("rep", "exact")
+        .rdd.map(lambda r: (r[0], r[1]))
+        .zipWithIndex()
+        .map(lambda ri: (ri[0][0], ri[0][1], floor + ri[1]))
+    )
+    schema = T.StructType(
+        [
+            T.StructField("rep", key_type),
+            T.StructField("exact", T.LongType()),
+            T.StructField("node", T.LongType()),
+        ]
+    )
+    return reps.sparkSession.createDataFrame(ranked, schema)
+
+
 def _group(
     prints: DataFrame,
     key_type: Any,
@@ -571,23 +585,7 @@ def _group(
     if unique:  # the keys are distinct numbers already: each names its text's node
         numbering = reps.select("rep", "exact", F.col("rep").cast("long").alias("node"))
     else:  # keys may repeat (stored documents, tied order values): number (key, text)
-        ranked = (
-            reps.select("rep", "exact")
-            .orderBy("rep", "exact")
-            .rdd.map(lambda r: (r[0], r[1]))
-            .zipWithIndex()
-            .map(lambda ri: (ri[0][0], ri[0][1], ri[1]))
-        )
-        numbering = spark.createDataFrame(
-            ranked,
-            T.StructType(
-                [
-                    T.StructField("rep", key_type),
-                    T.StructField("exact", T.LongType()),
-                    T.StructField("node", T.LongType()),
-                ]
-            ),
-        )
+        numbering = _numbering(reps, key_type, 0)
     nodes = clock("exact", reps.join(numbering.drop("rep"), "exact"))
 
     # 3. First pass: the first n anchor candidates, raw sketches.
@@ -867,9 +865,9 @@ def _stored_rows(
             if narrowed:
                 doc = narrow(doc)
             values, limit = combine_sketch((), NO_LIMIT, doc.sketch, doc.limit, cap)
-            anchors = {_signed(h) for h in doc.sentences}
+            anchors = {signed(h) for h in doc.sentences}
             ids = [] if doc_id is None else [str(doc_id)]
-            yield sid, (values, limit, anchors, {_signed(doc.exact)}, ids, 1)
+            yield sid, (values, limit, anchors, {signed(doc.exact)}, ids, 1)
 
     return run
 
@@ -1187,7 +1185,7 @@ def _group_against(
     :func:`_group`.
     """
     sql = _pyspark()
-    F, T = sql.functions, sql.types
+    F = sql.functions
     spark = prints.sparkSession
     floor = stored.floor
     # Computed once (a previous output's texts are fingerprinted here), used by every pass.
@@ -1214,23 +1212,7 @@ def _group_against(
     reps = clock("exact", reps)
     direct = reps.where(F.col("gid").isNotNull()).select("exact", "gid")
     fresh = reps.where(F.col("gid").isNull()).drop("gid")
-    ranked = (
-        fresh.select("rep", "exact")
-        .orderBy("rep", "exact")
-        .rdd.map(lambda r: (r[0], r[1]))
-        .zipWithIndex()
-        .map(lambda ri: (ri[0][0], ri[0][1], floor + ri[1]))
-    )
-    numbering = spark.createDataFrame(
-        ranked,
-        T.StructType(
-            [
-                T.StructField("rep", key_type),
-                T.StructField("exact", T.LongType()),
-                T.StructField("node", T.LongType()),
-            ]
-        ),
-    )
+    numbering = _numbering(fresh, key_type, floor)
     nodes = clock("number nodes", fresh.join(numbering.drop("rep"), "exact"))
     sketches = nodes.select("node", "sketch", "limit").unionByName(
         groups.select(F.col("gid").alias("node"), "sketch", "limit")
@@ -1316,8 +1298,8 @@ def _prepare_lines(
             yield (
                 pos,
                 True,
-                _signed(exact),
-                [_signed(h) for h in got[2]],
+                signed(exact),
+                [signed(h) for h in got[2]],
                 list(got[3]),
                 limit,
                 got[5],
