@@ -249,7 +249,8 @@ def _verify(pairs: DataFrame, nodes: DataFrame, policy: MatchPolicy) -> DataFram
     *nodes* is ``(node, sketch, limit, common)``, *common* being the node's sketch values
     known to be common (null for none). As on the online path, both sketches leave out common
     values and are cut at the smaller limit; *shared* holds what is left in common. The set
-    arithmetic runs in Spark; the score is :func:`nshash.methods.nshash.assign.judged`'s.
+    arithmetic runs in Spark; the score is :func:`nshash.methods.nshash.assign.judged`'s, which
+    is the compiled core's rule (``_assign.score``, the one ``fast_assign`` uses) where it is built.
     """
     sql = _pyspark()
     F, T = sql.functions, sql.types

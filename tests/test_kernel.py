@@ -235,6 +235,35 @@ class TestGuardHelpers:
 
     @settings(max_examples=300, deadline=None)
     @given(
+        mine=st.integers(0, 400),
+        theirs=st.integers(0, 400),
+        data=st.data(),
+        min_overlap=st.integers(1, 8),
+    )
+    def test_score(self, mine: int, theirs: int, data: st.DataObject, min_overlap: int) -> None:
+        """The compiled core's score (the one fast_assign uses, and judged() and so the Spark
+        job call) equals the reference, small sketches and min_overlap included."""
+        from nshash.methods.nshash.assign import _SCORE, score_pure
+
+        assert _SCORE is not None
+        shared = data.draw(st.integers(0, min(mine, theirs)))
+        assert _SCORE(shared, mine, theirs, min_overlap) == score_pure(
+            shared, mine, theirs, min_overlap
+        )
+
+    def test_score_refuses_what_is_not_a_count(self) -> None:
+        from nshash.methods.nshash.assign import _SCORE
+
+        assert _SCORE is not None
+        with pytest.raises(ValueError, match="counts"):
+            _SCORE(-1, 2, 3, 3)
+        with pytest.raises(TypeError):
+            _SCORE(1, 2, 3)
+        with pytest.raises(TypeError):
+            _SCORE(1.5, 2, 3, 3)
+
+    @settings(max_examples=300, deadline=None)
+    @given(
         sketch=st.lists(VALUES, max_size=300),
         doc_limit=LIMITS,
         values=st.sets(VALUES, max_size=300),

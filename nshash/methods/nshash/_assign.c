@@ -25,7 +25,7 @@
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 10 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 11 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -174,6 +174,41 @@ static inline void store_le(unsigned char *p, uint64_t v, int bytes)
 #endif
     for (int b = 0; b < bytes; b++)
         p[b] = (unsigned char)(v >> (8 * b));
+}
+
+/* The guard's score of a candidate, the compiled core's one scoring rule (fast_assign and
+ * score() call it; judged() in nshash/methods/nshash/assign.py is its reference): the values
+ * shared over the smaller of the two sketches compared, 0 when fewer than min_overlap are
+ * shared (unless a sketch is smaller than that). */
+static double judge_score(Py_ssize_t same, Py_ssize_t mine, Py_ssize_t theirs,
+                          Py_ssize_t min_overlap)
+{
+    Py_ssize_t smaller = mine < theirs ? mine : theirs;
+    if (smaller && same >= (min_overlap < smaller ? min_overlap : smaller))
+        return (double)same / (double)smaller;
+    return 0.0;
+}
+
+/* score(shared, mine, theirs, min_overlap): judge_score for Python (judged(), and through it
+ * the Spark job's pairs). */
+static PyObject *score_py(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    Py_ssize_t v[4];
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "score(shared, mine, theirs, min_overlap)");
+        return NULL;
+    }
+    for (int i = 0; i < 4; i++) {
+        v[i] = PyLong_AsSsize_t(args[i]);
+        if (v[i] == -1 && PyErr_Occurred())
+            return NULL;
+        if (v[i] < 0) {
+            PyErr_SetString(PyExc_ValueError, "score takes counts (integers >= 0)");
+            return NULL;
+        }
+    }
+    return PyFloat_FromDouble(judge_score(v[0], v[1], v[2], v[3]));
 }
 
 /* The guard's comparison (see sketch_guard): counts into *mine*, *theirs* and *shared_n*,
@@ -2743,10 +2778,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
                 goto fail_or_fallback;
         }
         shared_n[k] = same;
-        Py_ssize_t smaller = mine < theirs ? mine : theirs;
-        double score = 0.0;
-        if (smaller && same >= (min_overlap < smaller ? min_overlap : smaller))
-            score = (double)same / (double)smaller;
+        double score = judge_score(same, mine, theirs, min_overlap);
         accepted[k] = score >= theta;
         if (score > best)
             best = score;
@@ -3262,6 +3294,8 @@ static PyMethodDef module_methods[] = {
     {"fast_assign", (PyCFunction)(void (*)(void))fast_assign, METH_FASTCALL,
      "fast_assign(t, sentences, sketch, exact, doc_limit, n, theta, min_overlap, cap, no_limit,"
      " votes, doc_id, title) -> (similar_id, duplicate, anchors) or None."},
+    {"score", (PyCFunction)(void (*)(void))score_py, METH_FASTCALL,
+     "score(shared, mine, theirs, min_overlap) -> the guard's score of a candidate."},
     {"make_record", (PyCFunction)(void (*)(void))make_record, METH_FASTCALL,
      "make_record(cls, names, *values) -> an instance of the slotted class cls, slots set."},
     {NULL, NULL, 0, NULL}};

@@ -316,15 +316,31 @@ def sketch_guard(
     return sketch_guard_pure(sketch, doc_limit, values, group_limit, common, more)
 
 
+def score_pure(shared: int, mine: int, theirs: int, min_overlap: int) -> float:
+    """The guard's score of a candidate, the reference: *shared* values over the smaller of
+    *mine* and *theirs*, 0 when fewer than *min_overlap* are shared (unless a sketch is
+    smaller than that). The compiled core's ``judge_score`` (``_assign.score``) must equal it."""
+    smaller = min(mine, theirs)
+    if smaller and shared >= min(min_overlap, smaller):
+        return shared / smaller
+    return 0.0
+
+
+#: The compiled core's score (_assign.score, the one fast_assign uses), or None on the pure
+#: path.
+_SCORE = compiled("score")
+
+
 def judged(
     gid: int, hits: tuple[int, ...], shared: int, mine: int, theirs: int, policy: MatchPolicy
 ) -> Candidate:
-    """A candidate scored: *shared* values over the smaller of *mine* and *theirs* (0 when
-    fewer than ``min_overlap`` are shared, unless a sketch is smaller than that)."""
-    smaller = min(mine, theirs)
-    score = 0.0
-    if smaller and shared >= min(policy.min_overlap, smaller):
-        score = shared / smaller
+    """A candidate scored by the compiled core's rule where it is built (the Python stores'
+    placements and the Spark job's pairs then judge as ``fast_assign`` does), else by
+    :func:`score_pure`; the two are equal."""
+    if _SCORE is not None:
+        score: float = _SCORE(shared, mine, theirs, policy.min_overlap)
+    else:
+        score = score_pure(shared, mine, theirs, policy.min_overlap)
     return Candidate(gid, hits, shared, mine, theirs, score)
 
 
