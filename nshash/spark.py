@@ -1075,16 +1075,24 @@ def _load_one(
     text columns to try, in order; *narrowed*: narrow the records' sketches; *id_field*: the
     records' id."""
     F, T = _pyspark().functions, _pyspark().types
-    if not isinstance(against, str):
-        if "similar_id" not in against.columns:
+
+    def from_records(records: DataFrame, name: str) -> _Stored:
+        """The stored groups of a previous result's *records* (*name* says which)."""
+        columns = records.columns
+        if "similar_id" not in columns:
             raise StateError(
-                f"against has no similar_id column (it has {against.columns!r}); give a"
-                " previous result, or the path of an export of a store's groups"
+                f"{name} has no similar_id column (it has {columns!r}): give an output of"
+                " nshash dedup or an export of a store's groups (nshash groups --export)"
             )
-        text = next((c for c in texts if c in against.columns), None)
+        text = next((c for c in texts if c in columns), None)
         if text is None:
-            raise StateError(f"against has no column {texts[0]!r}; it has {against.columns!r}")
-        return _stored_from_records(against, text, fingerprinter, policy, narrowed, id_field)
+            raise StateError(
+                f"{name} has no {' or '.join(map(repr, texts))} column; it has {columns!r}"
+            )
+        return _stored_from_records(records, text, fingerprinter, policy, narrowed, id_field)
+
+    if not isinstance(against, str):
+        return from_records(against, "against")
     path = against
     if _format_of_state(path) == "jsonl":
         lines = spark.read.text(path)
@@ -1123,16 +1131,7 @@ def _load_one(
                 f" last_id {info.last_id}"
             )
         return _Stored(groups, info.last_id, info.narrow, info.common)
-    if "similar_id" not in schema.names:
-        raise StateError(
-            f"{path!r} has no similar_id column: give an output of nshash dedup or an export"
-            " of a store's groups (nshash groups --export)"
-        )
-    text = next((c for c in texts if c in schema.names), None)
-    if text is None:
-        raise StateError(f"{path!r} has no {' or '.join(map(repr, texts))} column")
-    records = spark.read.parquet(path)
-    return _stored_from_records(records, text, fingerprinter, policy, narrowed, id_field)
+    return from_records(spark.read.parquet(path), repr(path))
 
 
 def _narrowed(prints: DataFrame) -> DataFrame:
