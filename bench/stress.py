@@ -695,6 +695,17 @@ def score(system: str, docs: Sequence[Doc], orders: int) -> list[dict[str, Any]]
     return rows
 
 
+def _option(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` -> (key, value), the value read as JSON where it parses (numbers)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise ValueError(f"--option takes KEY=VALUE, not {text!r}")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Build the scenarios, score the systems, print the table (or dump documents)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
@@ -706,7 +717,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--data-dir", type=Path, default=DATA_DIR)
     p.add_argument("--dump", metavar="SCENARIO", help="print one scenario's documents as JSONL")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an NSHash option for the nshash systems (repeatable): --option sketch_cap=1024",
+    )
     args = p.parse_args(argv)
+    try:
+        options = dict(_option(o) for o in args.option)
+    except ValueError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1
+    if options:
+        SYSTEMS["nshash"] = functools.partial(SYSTEMS["nshash"], **options)
+        for name in SITE_SYSTEMS:
+            SITE_SYSTEMS[name] = {**SITE_SYSTEMS[name], **options}
     scenarios = args.scenarios.split(",")
     langs = args.langs.split(",")
     systems = args.systems.split(",")
