@@ -136,7 +136,7 @@ SETTINGS: dict[str, Setting] = {
         Setting("sketch_cap", "int", 256, "sketch values a group keeps"),
         Setting("merge_theta", "float", 0.6, "how strongly a copy must match to merge groups"),
         Setting("merge_guard", "float", 0.25, "how much two groups must share to merge"),
-        Setting("votes", "int", 4, "groups kept apart on a hash before it is boilerplate"),
+        Setting("votes", "int", 3, "groups kept apart on a hash before it is boilerplate"),
         Setting("max_sentences", "int", None, "anchor candidates a page offers (n + 8)", text=True),
         Setting("shingle", "int", 24, "a shingle's weight (CJK character 3, letter 1)", text=True),
         Setting("sketch_rate", "int", 8, "one shingle hash in this many is sketched", text=True),

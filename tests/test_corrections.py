@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from nshash import Correction, CorrectionError, NSHash
+from nshash import Correction, CorrectionError, MatchPolicy, NSHash
 from tests.test_store_contract import EN_BAKERY, EN_RAIL, EN_RAIL_REPOST, EN_TURTLES
 
 # -- a series page: a long shared template around a short story of its own ---------------
@@ -281,10 +281,10 @@ class TestADetachIsEvidence:
     ) -> None:
         """Four strips of a series join one story (the template is most of each page). An
         editor detaches three of them: each detach votes the anchors the copy shares with the
-        story's other copies, as a refusal votes, so at the third detach (four stories kept
-        apart, the policy's ``votes``) those template anchors are common, and a later strip
-        no longer finds the story through them; a repost of the first strip still joins it.
-        Without the detaches nothing is common."""
+        story's other copies, as a refusal votes, so once the policy's ``votes`` stories are
+        kept apart (the second detach at the default 3) those template anchors are common,
+        and a later strip no longer finds the story through them; a repost of the first strip
+        still joins it. Without the detaches nothing is common."""
         names = ["ferry", "garden", "tailor", "market"]
         with NSHash.open(store_url) as nsh:
             story = nsh.add(strip("ferry"), doc_id="ferry").similar_id
@@ -297,10 +297,11 @@ class TestADetachIsEvidence:
             shared = set.intersection(*anchors.values())
             assert shared, "the strips share no anchor: the test needs template anchors"
             if detach:
+                need = MatchPolicy().votes - 1  # detaches that keep `votes` stories apart
                 for n, name in enumerate(names[1:], 1):
                     nsh.detach(name, by="editor")
                     common = nsh.stats().common_fingerprints
-                    assert (common > 0) == (n == 3), f"{common} common after {n} detaches"
+                    assert (common > 0) == (n >= need), f"{common} common after {n} detaches"
             late = nsh.explain(strip("bakery"))
             hits = {h for c in late.candidates for h in c.anchors}
             if detach:

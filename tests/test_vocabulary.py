@@ -106,6 +106,15 @@ class TestSettings:
         """The settings table lists exactly the schema's settings, in its order."""
         assert [_code(row[0])[0] for row in SETTING_ROWS] == list(SETTINGS)
 
+    def test_defaults_are_the_policy_s(self) -> None:
+        """The schema's default of each guard setting is MatchPolicy's own (both say it)."""
+        import dataclasses
+
+        from nshash import MatchPolicy
+
+        for f in dataclasses.fields(MatchPolicy):
+            assert SETTINGS[f.name].default == f.default, f.name
+
     @pytest.mark.parametrize("row", SETTING_ROWS, ids=lambda row: row[0].strip("`"))
     def test_row_matches_the_code(self, row: list[str]) -> None:
         """Each spelling in a row is the one the code reads."""

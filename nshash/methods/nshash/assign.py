@@ -114,7 +114,7 @@ class MatchPolicy:
     sketch_cap: int = 256
     merge_theta: float = 0.6
     merge_guard: float = 0.25
-    votes: int = 4
+    votes: int = 3
 
     def __post_init__(self) -> None:
         _count("n", self.n)
