@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import random
 import shutil
 from pathlib import Path
@@ -98,7 +99,10 @@ class TestRun:
             assert out["documents_after_reopen"] == 300
         if store == "leveldb":
             assert out["gets_per_doc"]["fingerprint"] > 1
-            assert out["gets_per_doc_total"] >= sum(out["hits_per_doc"].values())
+            # per-document averages: the same counts divided, summed in another order
+            hits = sum(out["hits_per_doc"].values())
+            total = out["gets_per_doc_total"]
+            assert total >= hits or math.isclose(total, hits)
 
     @pytest.mark.parametrize("store", ["memory", "sqlite"])
     def test_worker_with_a_window(self, news: Path, store: str) -> None:
