@@ -421,30 +421,49 @@ static int call_hash(Kernel *k, PyObject *s, uint64_t *value, PyObject **obj)
     return 0;
 }
 
-/* The UTF-8 bytes of the stream s[0:n] into out (room for 4n bytes), and where each code
- * point's bytes start (off[n]: the end). Returns -1 when s holds a surrogate (no UTF-8). */
+/* The UTF-8 form of every BMP code point, as the bytes to store (in memory order, padded)
+ * with their number in the fourth byte; 0 for a surrogate (no UTF-8). Made once, so that
+ * encoding the stream is a lookup and one 4-byte store a code point. */
+static uint32_t utf8_form[BMP];
+
+static void utf8_forms_make(void)
+{
+    for (uint32_t c = 0; c < BMP; c++) {
+        unsigned char b[4] = {0, 0, 0, 0};
+        if (c < 0x80) {
+            b[0] = (unsigned char)c;
+            b[3] = 1;
+        } else if (c < 0x800) {
+            b[0] = (unsigned char)(0xC0 | (c >> 6));
+            b[1] = (unsigned char)(0x80 | (c & 0x3F));
+            b[3] = 2;
+        } else if (c < 0xD800 || c > 0xDFFF) {
+            b[0] = (unsigned char)(0xE0 | (c >> 12));
+            b[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+            b[2] = (unsigned char)(0x80 | (c & 0x3F));
+            b[3] = 3;
+        }
+        memcpy(&utf8_form[c], b, sizeof b);
+    }
+}
+
+/* The UTF-8 bytes of the stream s[0:n] into out (room for 4n + 4 bytes: a BMP code point
+ * stores 4 bytes and keeps its own), and where each code point's bytes start (off[n]: the
+ * end). Returns -1 when s holds a surrogate (no UTF-8). */
 static int utf8_offsets(const uint32_t *s, Py_ssize_t n, char *out, Py_ssize_t *off)
 {
     unsigned char *o = (unsigned char *)out;
     for (Py_ssize_t i = 0; i < n; i++) {
         uint32_t c = s[i];
         off[i] = (Py_ssize_t)(o - (unsigned char *)out);
-        if (c < 0x80) {
-            *o++ = (unsigned char)c;
-        } else if (c - 0x800u < 0xD000u) { /* U+0800..U+D7FF: three bytes (CJK, kana...) */
-            o[0] = (unsigned char)(0xE0 | (c >> 12));
-            o[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
-            o[2] = (unsigned char)(0x80 | (c & 0x3F));
-            o += 3;
-        } else if (c < 0x800) {
-            *o++ = (unsigned char)(0xC0 | (c >> 6));
-            *o++ = (unsigned char)(0x80 | (c & 0x3F));
-        } else if (c < 0x10000) {
-            if (c >= 0xD800 && c <= 0xDFFF)
+        if (c < BMP) {
+            uint32_t f = utf8_form[c];
+            unsigned char b[4];
+            memcpy(b, &f, sizeof b);
+            if (!b[3])
                 return -1;
-            *o++ = (unsigned char)(0xE0 | (c >> 12));
-            *o++ = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
-            *o++ = (unsigned char)(0x80 | (c & 0x3F));
+            memcpy(o, &f, sizeof f);
+            o += b[3];
         } else {
             *o++ = (unsigned char)(0xF0 | (c >> 18));
             *o++ = (unsigned char)(0x80 | ((c >> 12) & 0x3F));
@@ -538,7 +557,7 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
         goto done;
     }
     if (k->hash_bytes) {
-        u8 = PyMem_Malloc((size_t)len * 4 + 1);
+        u8 = PyMem_Malloc((size_t)len * 4 + 4);
         off = PyMem_Malloc(((size_t)len + 1) * sizeof *off);
         if (!u8 || !off) {
             PyErr_NoMemory();
@@ -1010,6 +1029,7 @@ PyMODINIT_FUNC PyInit__kernel(void)
 {
     if (PyType_Ready(&KernelType) < 0)
         return NULL;
+    utf8_forms_make();
     if ((!s_sentences && !(s_sentences = PyUnicode_InternFromString("sentences")))
         || (!s_sketch && !(s_sketch = PyUnicode_InternFromString("sketch")))
         || (!s_exact && !(s_exact = PyUnicode_InternFromString("exact")))
