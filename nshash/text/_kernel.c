@@ -23,7 +23,7 @@
 #include "_u64sort.h"
 
 #define BMP 0x10000
-#define KERNEL_ABI 7 /* bump with every change of Kernel's arguments or tables */
+#define KERNEL_ABI 8 /* bump with every change of Kernel's arguments or tables */
 
 /* default_process of every BMP code point (0: dropped), and what folding a kept character
  * needs: 0 nothing, 1 full-width digit or letter (its NFKC form is c - 0xFEE0), 2 the pure
@@ -52,7 +52,7 @@ typedef struct {
      * checked it against farmhash.fingerprint64: keys are hashed without a Python call. */
     uint64_t (*fp64)(const char *, size_t);
     PyObject *hashfunc, *fold, *dproc, *docprint;
-    PyObject *n_sentences, *n_sketch, *n_exact, *n_limit;
+    PyObject *n_sentences, *n_sketch, *n_exact, *n_limit, *n_packed;
 } Kernel;
 
 static inline int is_brk(const Kernel *k, Py_UCS4 c)
@@ -520,6 +520,33 @@ static PyObject *make_docprint(Kernel *k, PyObject *anchors, PyObject *sketch, P
     return obj;
 }
 
+/* A DocPrint whose anchors and sketch stay packed: its _packed slot holds their count, the
+ * anchors and the sketch values as native 64-bit words, and the sentences and sketch slots
+ * are left empty (DocPrint.__getattr__ makes the tuples when they are first read). The
+ * compiled assignment reads the words themselves: the ~80 ints a document's values would
+ * be are made only where Python reads them. */
+static PyObject *make_packed(Kernel *k, const uint64_t *anchors, Py_ssize_t na,
+                             const uint64_t *sketch, Py_ssize_t u, PyObject *exact,
+                             PyObject *limit)
+{
+    PyObject *packed = PyBytes_FromStringAndSize(NULL, (1 + na + u) * (Py_ssize_t)sizeof(uint64_t));
+    if (!packed)
+        return NULL;
+    char *p = PyBytes_AS_STRING(packed);
+    uint64_t count = (uint64_t)na;
+    memcpy(p, &count, sizeof count);
+    memcpy(p + sizeof count, anchors, (size_t)na * sizeof *anchors);
+    memcpy(p + (1 + na) * sizeof count, sketch, (size_t)u * sizeof *sketch);
+    PyTypeObject *tp = (PyTypeObject *)k->docprint;
+    PyObject *obj = tp->tp_alloc(tp, 0);
+    if (!obj || PyObject_GenericSetAttr(obj, k->n_packed, packed) < 0
+        || PyObject_GenericSetAttr(obj, k->n_exact, exact) < 0
+        || PyObject_GenericSetAttr(obj, k->n_limit, limit) < 0)
+        Py_CLEAR(obj);
+    Py_DECREF(packed);
+    return obj;
+}
+
 static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
 {
     if (!tables_ready) {
@@ -662,17 +689,21 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
             Py_XDECREF(o);
             continue;
         }
-        if (!o && !(o = PyLong_FromUnsignedLongLong(v)))
-            goto done;
         fps[na] = v;
-        objs[na++] = o;
+        objs[na++] = o; /* NULL when no Python call made one */
     }
-    anchors = PyTuple_New(na);
-    if (!anchors)
-        goto done;
-    for (j = 0; j < na; j++)
-        PyTuple_SET_ITEM(anchors, j, objs[j]);
-    na = 0; /* the tuple owns them now */
+    /* With farmhash in place no anchor is an object yet: the DocPrint keeps them packed. */
+    const int packed = k->fp64 && u8;
+    if (!packed) {
+        anchors = PyTuple_New(na);
+        if (!anchors)
+            goto done;
+        for (j = 0; j < na; j++) {
+            if (!objs[j] && !(objs[j] = PyLong_FromUnsignedLongLong(fps[j])))
+                goto done;
+            PyTuple_SET_ITEM(anchors, j, Py_NewRef(objs[j]));
+        }
+    }
 
     /* The sketch: the sampled values, ascending, without repeats, cut at sketch_size. */
     sort_u64(svals, ns);
@@ -689,6 +720,13 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
         svals[0] = least >> k->shift;
         u = 1;
     }
+    limit = PyLong_FromUnsignedLongLong(limit_v);
+    if (!limit)
+        goto done;
+    if (packed) {
+        result = make_packed(k, fps, na, svals, u, exact, limit);
+        goto done;
+    }
     sketch = PyTuple_New(u);
     if (!sketch)
         goto done;
@@ -698,12 +736,10 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
             goto done;
         PyTuple_SET_ITEM(sketch, i, v);
     }
-    limit = PyLong_FromUnsignedLongLong(limit_v);
-    if (limit)
-        result = make_docprint(k, anchors, sketch, exact, limit);
+    result = make_docprint(k, anchors, sketch, exact, limit);
 done:
     for (j = 0; j < na; j++)
-        Py_DECREF(objs[j]);
+        Py_XDECREF(objs[j]);
     Py_XDECREF(stream);
     Py_XDECREF(exact);
     Py_XDECREF(anchors);
@@ -799,7 +835,8 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds)
     Py_XSETREF(k->n_sketch, PyUnicode_InternFromString("sketch"));
     Py_XSETREF(k->n_exact, PyUnicode_InternFromString("exact"));
     Py_XSETREF(k->n_limit, PyUnicode_InternFromString("limit"));
-    if (!k->n_sentences || !k->n_sketch || !k->n_exact || !k->n_limit)
+    Py_XSETREF(k->n_packed, PyUnicode_InternFromString("_packed"));
+    if (!k->n_sentences || !k->n_sketch || !k->n_exact || !k->n_limit || !k->n_packed)
         return -1;
     return 0;
 }
@@ -823,6 +860,7 @@ static int Kernel_clear(Kernel *k)
     Py_CLEAR(k->n_sketch);
     Py_CLEAR(k->n_exact);
     Py_CLEAR(k->n_limit);
+    Py_CLEAR(k->n_packed);
     return 0;
 }
 
