@@ -311,36 +311,33 @@ static inline int pick_less(const Pick *a, const Pick *b)
     return a->h < b->h || (a->h == b->h && a->start < b->start);
 }
 
-static void heap_down(Pick *heap, Py_ssize_t size, Py_ssize_t i)
+/* Move the m smallest picks of p[0:n] to p[0:m], the m-th smallest last (quickselect;
+ * picks are never equal: their starts differ). */
+static void select_picks(Pick *p, Py_ssize_t n, Py_ssize_t m)
 {
-    for (;;) {
-        Py_ssize_t l = 2 * i + 1, r = l + 1, top = i;
-        if (l < size && pick_less(&heap[top], &heap[l]))
-            top = l;
-        if (r < size && pick_less(&heap[top], &heap[r]))
-            top = r;
-        if (top == i)
-            return;
-        Pick t = heap[i];
-        heap[i] = heap[top];
-        heap[top] = t;
-        i = top;
+    Py_ssize_t lo = 0, hi = n - 1, want = m - 1;
+    while (lo < hi) {
+        Pick pivot = p[lo + (hi - lo) / 2];
+        Py_ssize_t i = lo, j = hi;
+        while (i <= j) {
+            while (pick_less(&p[i], &pivot))
+                i++;
+            while (pick_less(&pivot, &p[j]))
+                j--;
+            if (i <= j) {
+                Pick t = p[i];
+                p[i++] = p[j];
+                p[j--] = t;
+            }
+        }
+        if (want <= j)
+            hi = j;
+        else if (want >= i)
+            lo = i;
+        else
+            break;
     }
 }
-
-static void heap_up(Pick *heap, Py_ssize_t i)
-{
-    while (i > 0) {
-        Py_ssize_t p = (i - 1) / 2;
-        if (!pick_less(&heap[p], &heap[i]))
-            return;
-        Pick t = heap[i];
-        heap[i] = heap[p];
-        heap[p] = t;
-        i = p;
-    }
-}
-
 
 static void sort_picks(Pick *p, Py_ssize_t n)
 {
@@ -557,7 +554,7 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
         Py_RETURN_NONE;
     Py_ssize_t n = PyUnicode_GET_LENGTH(text), cap = n + 1;
     uint32_t *buf = NULL;
-    Pick *heap = NULL;
+    Pick *picks = NULL;
     uint64_t *svals = NULL, *fps = NULL;
     PyObject **objs = NULL;
     Py_ssize_t na = 0, j;
@@ -605,11 +602,11 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     const Py_ssize_t width = k->shingle;
     Py_ssize_t i;
     Py_ssize_t m = k->max_sentences, size = 0, ns = 0;
-    heap = PyMem_Malloc((size_t)m * sizeof *heap);
+    picks = PyMem_Malloc((size_t)m * 2 * sizeof *picks); /* the picks kept: m, and m more */
     svals = PyMem_Malloc((size_t)len * sizeof *svals);
     fps = PyMem_Malloc((size_t)m * sizeof *fps);
     objs = PyMem_Malloc((size_t)m * sizeof *objs);
-    if (!heap || !svals || !fps || !objs) {
+    if (!picks || !svals || !fps || !objs) {
         PyErr_NoMemory();
         goto done;
     }
@@ -620,6 +617,10 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     uint64_t pe = 0, pw_e = 1; /* prefix sum of code * B**j below e, and B**e */
     uint64_t pi = 0, pw_i = 1, inv_i = 1; /* the same below i, and B**-i */
     Py_ssize_t e = 0, acc = 0;
+    /* The m smallest picks: every pick below the m-th smallest of those kept so far (thr) is
+     * kept, and when 2m are, the m smallest of them stay (select_picks), which moves thr
+     * down. Most hashes are above thr: one comparison. */
+    Pick thr = {UINT64_MAX, PY_SSIZE_T_MAX, 0};
     for (i = 0;; i++) {
         while (acc < width && e < len) {
             acc += buf[e] >= wide ? wu : 1;
@@ -637,13 +638,16 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
         h ^= h >> 33;
         if ((h & mask) == 0)
             svals[ns++] = h >> shift;
-        Pick p = {h, i, e};
-        if (size < m) {
-            heap[size] = p;
-            heap_up(heap, size++);
-        } else if (h <= heap[0].h && pick_less(&p, &heap[0])) { /* rarely: most are larger */
-            heap[0] = p;
-            heap_down(heap, size, 0);
+        if (h <= thr.h) {
+            Pick p = {h, i, e};
+            if (pick_less(&p, &thr)) {
+                picks[size++] = p;
+                if (size == 2 * m) {
+                    select_picks(picks, size, m);
+                    size = m;
+                    thr = picks[m - 1];
+                }
+            }
         }
         Py_ssize_t w = buf[i] >= wide ? wu : 1;
         acc -= w;
@@ -672,16 +676,20 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     }
 
     /* Anchors: the fingerprints of the picked shingles, smallest hash first, no repeats. */
-    sort_picks(heap, size);
-    uint64_t least = heap[0].h; /* the smallest hash of all (the heap kept the smallest) */
+    if (size > m) {
+        select_picks(picks, size, m);
+        size = m;
+    }
+    sort_picks(picks, size);
+    uint64_t least = picks[0].h; /* the smallest hash of all (the picks kept the smallest) */
     for (i = 0; i < size; i++) {
-        Py_ssize_t s0 = heap[i].start, slen = heap[i].end - s0;
-        if (i > 0 && heap[i].h == heap[i - 1].h && heap[i - 1].end - heap[i - 1].start == slen
-            && memcmp(buf + heap[i - 1].start, buf + s0, (size_t)slen * sizeof *buf) == 0)
+        Py_ssize_t s0 = picks[i].start, slen = picks[i].end - s0;
+        if (i > 0 && picks[i].h == picks[i - 1].h && picks[i - 1].end - picks[i - 1].start == slen
+            && memcmp(buf + picks[i - 1].start, buf + s0, (size_t)slen * sizeof *buf) == 0)
             continue; /* the same shingle again: the same fingerprint */
         uint64_t v;
         PyObject *o;
-        if (hash_key(k, buf, u8, off, s0, heap[i].end, &v, &o) < 0)
+        if (hash_key(k, buf, u8, off, s0, picks[i].end, &v, &o) < 0)
             goto done;
         for (j = 0; j < na && fps[j] != v; j++)
             ;
@@ -748,7 +756,7 @@ done:
     PyMem_Free(buf);
     PyMem_Free(u8);
     PyMem_Free(off);
-    PyMem_Free(heap);
+    PyMem_Free(picks);
     PyMem_Free(svals);
     PyMem_Free(fps);
     PyMem_Free(objs);
