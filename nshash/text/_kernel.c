@@ -614,23 +614,25 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     const uint32_t wide = k->wide;
     const Py_ssize_t wu = k->wide_units;
     const int shift = k->shift;
-    uint64_t pe = 0, pw_e = 1; /* prefix sum of code * B**j below e, and B**e */
-    uint64_t pi = 0, pw_i = 1, inv_i = 1; /* the same below i, and B**-i */
+    /* The window's hash before the salt and the mix: sum of code * B**(j - i) for j in
+     * [i, e), mod 2**64, rolled: a code enters at e times B**(e - i) (pw), and the one at i
+     * leaves by (hw - code) * B**-1, which leaves every other power one lower. */
+    uint64_t hw = 0, pw = 1;
     Py_ssize_t e = 0, acc = 0;
     /* The m smallest picks: every pick below the m-th smallest of those kept so far (thr) is
      * kept, and when 2m are, the m smallest of them stay (select_picks), which moves thr
      * down. Most hashes are above thr: one comparison. */
     Pick thr = {UINT64_MAX, PY_SSIZE_T_MAX, 0};
     for (i = 0;; i++) {
-        while (acc < width && e < len) {
-            acc += buf[e] >= wide ? wu : 1;
-            pe += (uint64_t)buf[e] * pw_e;
-            pw_e *= B;
-            e++;
+        while (acc < width) {
+            if (e == len) /* what is left from i weighs less than a shingle: no more starts */
+                goto shingled;
+            uint32_t c = buf[e++];
+            acc += c >= wide ? wu : 1;
+            hw += (uint64_t)c * pw;
+            pw *= B;
         }
-        if (acc < width) /* what is left from i weighs less than a shingle: no more starts */
-            break;
-        uint64_t h = ((pe - pi) * inv_i) ^ salt;
+        uint64_t h = hw ^ salt;
         h ^= h >> 33;
         h *= MIX1;
         h ^= h >> 33;
@@ -649,13 +651,12 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
                 }
             }
         }
-        Py_ssize_t w = buf[i] >= wide ? wu : 1;
-        acc -= w;
-        pi += (uint64_t)buf[i] * pw_i;
-        pw_i *= B;
-        inv_i *= BI;
+        uint32_t c = buf[i];
+        acc -= c >= wide ? wu : 1;
+        hw = (hw - c) * BI;
+        pw *= BI;
     }
-
+shingled:
     if (size == 0) { /* shorter than one shingle: the whole text is the one anchor */
         anchors = PyTuple_Pack(1, exact);
         PyObject *v = PyLong_FromUnsignedLongLong(exact_v >> k->shift);
