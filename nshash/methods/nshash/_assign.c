@@ -563,7 +563,10 @@ static int am_resize(AnchorMap *m, Shard *s, Py_ssize_t want)
         while (vals[j * w])
             j = am_next(j, cap);
         keys[j] = s->keys[i];
-        memcpy(&vals[j * w], &s->vals[i * w], (size_t)w * sizeof(uint32_t));
+        if (w == 1) /* an AnchorMap's one id: no call to copy it */
+            vals[j] = s->vals[i];
+        else
+            memcpy(&vals[j * w], &s->vals[i * w], (size_t)w * sizeof(uint32_t));
         live++;
     }
     PyMem_Free(s->keys);
@@ -617,8 +620,12 @@ static int am_put(AnchorMap *m, uint64_t k, const uint32_t *ids, Py_ssize_t len)
         s->keys[at] = k;
         m->n++;
     }
-    memcpy(&s->vals[at * w], ids, (size_t)len * sizeof(uint32_t));
-    memset(&s->vals[at * w + len], 0, (size_t)(w - len) * sizeof(uint32_t));
+    if (w == 1) { /* an AnchorMap's one id (len is 1): no calls to copy and clear */
+        s->vals[at] = ids[0];
+    } else {
+        memcpy(&s->vals[at * w], ids, (size_t)len * sizeof(uint32_t));
+        memset(&s->vals[at * w + len], 0, (size_t)(w - len) * sizeof(uint32_t));
+    }
     if (m->filter) { /* the slot is live now: a filter made anew holds its key too */
         if (m->n > m->fkeys)
             am_filter_make(m);
