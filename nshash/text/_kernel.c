@@ -37,6 +37,37 @@ enum { FOLD_NONE = 0, FOLD_WIDE = 1, FOLD_SLOW = 2 };
 
 static const uint64_t MIX1 = 0xFF51AFD7ED558CCDULL, MIX2 = 0xC4CEB9FE1A85EC53ULL;
 
+/* The UTF-8 form of every BMP code point, as the bytes to store (in memory order, padded)
+ * with their number in the fourth byte (FORM_LEN); 0 for a surrogate (no UTF-8). Made once,
+ * so that encoding the stream is a lookup and one 4-byte store a code point. */
+static uint32_t utf8_form[BMP];
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define FORM_LEN(f) ((f) & 0xFF)
+#else
+#define FORM_LEN(f) ((f) >> 24)
+#endif
+
+static void utf8_forms_make(void)
+{
+    for (uint32_t c = 0; c < BMP; c++) {
+        unsigned char b[4] = {0, 0, 0, 0};
+        if (c < 0x80) {
+            b[0] = (unsigned char)c;
+            b[3] = 1;
+        } else if (c < 0x800) {
+            b[0] = (unsigned char)(0xC0 | (c >> 6));
+            b[1] = (unsigned char)(0x80 | (c & 0x3F));
+            b[3] = 2;
+        } else if (c < 0xD800 || c > 0xDFFF) {
+            b[0] = (unsigned char)(0xE0 | (c >> 12));
+            b[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+            b[2] = (unsigned char)(0x80 | (c & 0x3F));
+            b[3] = 3;
+        }
+        memcpy(&utf8_form[c], b, sizeof b);
+    }
+}
+
 typedef struct {
     PyObject_HEAD
     uint8_t brk[BMP / 8]; /* sentence ends (other than the period rule) */
@@ -44,6 +75,7 @@ typedef struct {
      * folded key character), 0 for nothing (dropped, or a sentence end), FAST_SLOW when the
      * slow pass must run. Built from the tables and brk when the Kernel is made. */
     uint32_t *fast;
+    uint32_t *fast_u8; /* the UTF-8 form (utf8_form) of each character's fast entry; 0 for none */
     Py_ssize_t shingle, wide_units, max_sentences, sketch_size;
     uint32_t wide;
     uint64_t mask, base, base_inv, salt, no_limit;
@@ -119,8 +151,12 @@ static inline int line_needs_fold(uint32_t m)
 
 /* The key stream of *text*: its letters and digits, normalized, sentence keys joined.
  * Writes into buf (room for cap >= n code points); returns its length, -1 on error, or
- * -2 - m when the folded keys need room for m code points. */
-static Py_ssize_t key_stream(Kernel *k, PyObject *text, uint32_t *buf, Py_ssize_t cap)
+ * -2 - m when the folded keys need room for m code points. With u8 (room for 4n + 4 bytes)
+ * and off (n + 1), a text of one or two bytes a character that takes the optimistic pass
+ * also gets the stream's UTF-8 and offsets there (as utf8_offsets makes them), and *encoded
+ * is set; else the caller encodes the stream. */
+static Py_ssize_t key_stream(Kernel *k, PyObject *text, uint32_t *buf, Py_ssize_t cap,
+                             char *u8, Py_ssize_t *off, int *encoded)
 {
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
@@ -129,8 +165,39 @@ static Py_ssize_t key_stream(Kernel *k, PyObject *text, uint32_t *buf, Py_ssize_
 
     /* Optimistic pass: the stream itself, as long as nothing needs the slow fold (one table
      * lookup a character; a loop for each width of str). */
-    const uint32_t *fast = k->fast;
-    if (kind == PyUnicode_1BYTE_KIND) {
+    const uint32_t *fast = k->fast, *fu8 = k->fast_u8;
+    *encoded = 0;
+    if (u8 && kind != PyUnicode_4BYTE_KIND) {
+        /* Branch-free: every character is stored, and counts only if kept (m != 0; its form
+         * then is its UTF-8, else 0 bytes); a FAST_SLOW (the only value with the top bit)
+         * sends the text to the slow pass afterwards. */
+        unsigned char *o = (unsigned char *)u8;
+        uint32_t all = 0;
+#define FUSED_PASS(T)                                                                         \
+        do {                                                                                  \
+            const T *d = data;                                                                \
+            for (i = 0; i < n; i++) {                                                         \
+                uint32_t m = fast[d[i]], f = fu8[d[i]];                                       \
+                all |= m;                                                                     \
+                buf[len] = m;                                                                 \
+                off[len] = (Py_ssize_t)(o - (unsigned char *)u8);                             \
+                memcpy(o, &f, sizeof f);                                                      \
+                o += FORM_LEN(f);                                                             \
+                len += m != 0;                                                                \
+            }                                                                                 \
+        } while (0)
+        if (kind == PyUnicode_1BYTE_KIND)
+            FUSED_PASS(Py_UCS1);
+        else
+            FUSED_PASS(Py_UCS2);
+#undef FUSED_PASS
+        if (!(all & 0x80000000u)) {
+            off[len] = (Py_ssize_t)(o - (unsigned char *)u8);
+            *encoded = 1;
+            return len;
+        }
+        slow = 1;
+    } else if (kind == PyUnicode_1BYTE_KIND) {
         const Py_UCS1 *d = data;
         for (i = 0; i < n; i++) {
             uint32_t m = fast[d[i]];
@@ -418,32 +485,6 @@ static int call_hash(Kernel *k, PyObject *s, uint64_t *value, PyObject **obj)
     return 0;
 }
 
-/* The UTF-8 form of every BMP code point, as the bytes to store (in memory order, padded)
- * with their number in the fourth byte; 0 for a surrogate (no UTF-8). Made once, so that
- * encoding the stream is a lookup and one 4-byte store a code point. */
-static uint32_t utf8_form[BMP];
-
-static void utf8_forms_make(void)
-{
-    for (uint32_t c = 0; c < BMP; c++) {
-        unsigned char b[4] = {0, 0, 0, 0};
-        if (c < 0x80) {
-            b[0] = (unsigned char)c;
-            b[3] = 1;
-        } else if (c < 0x800) {
-            b[0] = (unsigned char)(0xC0 | (c >> 6));
-            b[1] = (unsigned char)(0x80 | (c & 0x3F));
-            b[3] = 2;
-        } else if (c < 0xD800 || c > 0xDFFF) {
-            b[0] = (unsigned char)(0xE0 | (c >> 12));
-            b[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
-            b[2] = (unsigned char)(0x80 | (c & 0x3F));
-            b[3] = 3;
-        }
-        memcpy(&utf8_form[c], b, sizeof b);
-    }
-}
-
 /* The UTF-8 bytes of the stream s[0:n] into out (room for 4n + 4 bytes: a BMP code point
  * stores 4 bytes and keeps its own), and where each code point's bytes start (off[n]: the
  * end). Returns -1 when s holds a surrogate (no UTF-8). */
@@ -455,12 +496,10 @@ static int utf8_offsets(const uint32_t *s, Py_ssize_t n, char *out, Py_ssize_t *
         off[i] = (Py_ssize_t)(o - (unsigned char *)out);
         if (c < BMP) {
             uint32_t f = utf8_form[c];
-            unsigned char b[4];
-            memcpy(b, &f, sizeof b);
-            if (!b[3])
+            if (!f)
                 return -1;
             memcpy(o, &f, sizeof f);
-            o += b[3];
+            o += FORM_LEN(f);
         } else {
             *o++ = (unsigned char)(0xF0 | (c >> 18));
             *o++ = (unsigned char)(0x80 | ((c >> 12) & 0x3F));
@@ -563,15 +602,27 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     Py_ssize_t len;
     char *u8 = NULL;      /* the stream's UTF-8, when keys are hashed as bytes */
     Py_ssize_t *off = NULL; /* where each code point's bytes start in u8 */
+    int encoded = 0;        /* whether key_stream wrote them */
 
+    if (k->hash_bytes) {
+        u8 = PyMem_Malloc((size_t)n * 4 + 4);
+        off = PyMem_Malloc(((size_t)n + 1) * sizeof *off);
+        if (!u8 || !off) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
     for (;;) {
         buf = PyMem_Malloc((size_t)cap * sizeof *buf);
-        if (!buf)
-            return PyErr_NoMemory();
-        len = key_stream(k, text, buf, cap);
+        if (!buf) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        len = key_stream(k, text, buf, cap, u8, off, &encoded);
         if (len >= -1)
             break;
         PyMem_Free(buf);
+        buf = NULL;
         cap = -2 - len; /* the folded keys are longer than the text: make room */
     }
     if (len < 0)
@@ -580,12 +631,16 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
         result = Py_NewRef(Py_None);
         goto done;
     }
-    if (k->hash_bytes) {
-        u8 = PyMem_Malloc((size_t)len * 4 + 4);
-        off = PyMem_Malloc(((size_t)len + 1) * sizeof *off);
-        if (!u8 || !off) {
-            PyErr_NoMemory();
-            goto done;
+    if (k->hash_bytes && !encoded) {
+        if (len > n) { /* folding lengthened the stream */
+            PyMem_Free(u8);
+            PyMem_Free(off);
+            u8 = PyMem_Malloc((size_t)len * 4 + 4);
+            off = PyMem_Malloc(((size_t)len + 1) * sizeof *off);
+            if (!u8 || !off) {
+                PyErr_NoMemory();
+                goto done;
+            }
         }
         if (utf8_offsets(buf, len, u8, off) < 0) { /* a surrogate: hashed as a str, which */
             PyMem_Free(u8);                          /* raises as the pure path does */
@@ -805,6 +860,10 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_RuntimeError, "nshash.text._kernel: set_tables was not called");
         return -1;
     }
+    if (!k->fast_u8 && !(k->fast_u8 = PyMem_Malloc(BMP * sizeof *k->fast_u8))) {
+        PyErr_NoMemory();
+        return -1;
+    }
     if (!k->fast && !(k->fast = PyMem_Malloc(BMP * sizeof *k->fast))) {
         PyErr_NoMemory();
         return -1;
@@ -817,7 +876,11 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds)
             v = FAST_SLOW;
         else
             v = fold_class[m] == FOLD_WIDE ? m - 0xFEE0 : m;
+        /* (a kept surrogate, which has no UTF-8: the slow pass, exact for any text) */
+        if (v && v != FAST_SLOW && !utf8_form[v])
+            v = FAST_SLOW;
         k->fast[c] = v;
+        k->fast_u8[c] = !v || v == FAST_SLOW ? 0 : utf8_form[v];
     }
     uint64_t inv = 1; /* B**-1 mod 2**64 by Newton's iteration (B is odd) */
     for (int i = 0; i < 7; i++)
@@ -878,6 +941,7 @@ static void Kernel_dealloc(Kernel *k)
     PyObject_GC_UnTrack(k);
     Kernel_clear(k);
     PyMem_Free(k->fast);
+    PyMem_Free(k->fast_u8);
     Py_TYPE(k)->tp_free((PyObject *)k);
 }
 
