@@ -657,7 +657,7 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     const Py_ssize_t width = k->shingle;
     Py_ssize_t i;
     Py_ssize_t m = k->max_sentences, size = 0, ns = 0;
-    picks = PyMem_Malloc((size_t)m * 2 * sizeof *picks); /* the picks kept: m, and m more */
+    picks = PyMem_Malloc((size_t)m * 3 * sizeof *picks); /* the picks kept: m, and 2m more */
     svals = PyMem_Malloc((size_t)len * sizeof *svals);
     fps = PyMem_Malloc((size_t)m * sizeof *fps);
     objs = PyMem_Malloc((size_t)m * sizeof *objs);
@@ -672,12 +672,22 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     /* The window's hash before the salt and the mix: sum of code * B**(j - i) for j in
      * [i, e), mod 2**64, rolled: a code enters at e times B**(e - i) (pw), and the one at i
      * leaves by (hw - code) * B**-1, which leaves every other power one lower. */
-    uint64_t hw = 0, pw = 1;
-    Py_ssize_t e = 0, acc = 0;
-    /* The m smallest picks: every pick below the m-th smallest of those kept so far (thr) is
-     * kept, and when 2m are, the m smallest of them stay (select_picks), which moves thr
-     * down. Most hashes are above thr: one comparison. */
-    Pick thr = {UINT64_MAX, PY_SSIZE_T_MAX, 0};
+    uint64_t hw, pw;
+    Py_ssize_t e, acc;
+    /* The m smallest picks: every pick below thr is kept, and when 3m are, the m smallest of
+     * them stay (select_picks) and the m-th becomes thr. Hashes are uniform, so thr starts
+     * at the value 2m of the text's starts are expected to fall below (a text has at least
+     * len - width + 1): most texts keep about 2m and select once, at the end. Should fewer
+     * than m fall below it, the pass runs again with no bound (the answer is the same). */
+    uint64_t bound = UINT64_MAX;
+    if (len - width + 1 > 2 * m)
+        bound = UINT64_MAX / (uint64_t)(len - width + 1) * (uint64_t)(2 * m);
+    Pick thr;
+shingle_pass:
+    hw = 0;
+    pw = 1;
+    e = acc = ns = size = 0;
+    thr = (Pick){bound, PY_SSIZE_T_MAX, 0};
     for (i = 0;; i++) {
         while (acc < width) {
             if (e == len) /* what is left from i weighs less than a shingle: no more starts */
@@ -699,7 +709,7 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
             Pick p = {h, i, e};
             if (pick_less(&p, &thr)) {
                 picks[size++] = p;
-                if (size == 2 * m) {
+                if (size == 3 * m) {
                     select_picks(picks, size, m);
                     size = m;
                     thr = picks[m - 1];
@@ -712,6 +722,10 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
         pw *= BI;
     }
 shingled:
+    if (size < m && size < i && bound != UINT64_MAX) { /* i: the number of starts */
+        bound = UINT64_MAX;
+        goto shingle_pass;
+    }
     if (size == 0) { /* shorter than one shingle: the whole text is the one anchor */
         anchors = PyTuple_Pack(1, exact);
         PyObject *v = PyLong_FromUnsignedLongLong(exact_v >> k->shift);
