@@ -216,6 +216,30 @@ def test_documents_narrowed_in_place_alike(
     assert counted.placed > 0
 
 
+def test_packed_words_place_as_the_tuples_do() -> None:
+    """The text kernel's DocPrints (anchors and sketch packed) and DocPrints of the same
+    values made by __init__ (tuples) are placed alike by the compiled path."""
+    from nshash.text.fingerprint import DocPrint
+
+    texts = _texts("zh_reposts_dev.jsonl.gz", 300)
+    fingerprinter = NSHash.open("memory://").fingerprinter
+    packed = []
+    for text in texts:
+        try:
+            packed.append(fingerprinter.prepare(text))
+        except EmptyDocumentError:
+            continue
+    if getattr(packed[0], "_packed", None) is None:
+        pytest.skip("the text kernel does not pack (pure path, or no farmhash in place)")
+    results = []
+    for docs in (packed, [DocPrint(d.sentences, d.sketch, d.exact, d.limit) for d in packed]):
+        nsh = NSHash.open("memory://")
+        got = [(r.similar_id, r.duplicate, r.fingerprints) for r in map(nsh.add_prepared, docs)]
+        results.append((got, snapshot(nsh)))
+        nsh.close()
+    assert results[0] == results[1]
+
+
 def test_cut_sketches_and_small_policies(monkeypatch: pytest.MonkeyPatch) -> None:
     """Sketches past the cap (cut, with a limit) and a strict policy, on long articles."""
     texts = _texts("zh_reposts_dev.jsonl.gz", 300)

@@ -201,6 +201,25 @@ class TestEquivalence:
             "一段足够长的中文文字用来测试。"
         )
 
+    def test_packed_docprint_reads_as_one_made_by_init(self) -> None:
+        """A DocPrint the kernel made (anchors and sketch packed until first read) compares,
+        hashes, pickles, prints and is replaced like one made by its __init__."""
+        import dataclasses
+
+        from nshash import DocPrint
+
+        fp = Fingerprinter()
+        text = "一段足够长的中文文字用来测试。第二句话在这里，还有一些别的文字。" * 4
+        made = fp.prepare(text)
+        plain = DocPrint(made.sentences, made.sketch, made.exact, made.limit)
+        for doc in (fp.prepare(text), pickle.loads(pickle.dumps(fp.prepare(text)))):
+            assert doc == plain and hash(doc) == hash(plain) and repr(doc) == repr(plain)
+            assert doc.sketch == plain.sketch and doc.sentences == plain.sentences
+        assert dataclasses.replace(fp.prepare(text), exact=1) == dataclasses.replace(plain, exact=1)
+        assert fp.prepare(text) == fp.prepare_pure(text)
+        with pytest.raises(AttributeError):
+            made.no_such_field  # type: ignore[attr-defined]  # noqa: B018
+
     def test_unknown_period_rule_falls_back(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """A period rule the kernel does not implement leaves the pure path running."""
         import re

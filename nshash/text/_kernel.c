@@ -23,7 +23,7 @@
 #include "_u64sort.h"
 
 #define BMP 0x10000
-#define KERNEL_ABI 7 /* bump with every change of Kernel's arguments or tables */
+#define KERNEL_ABI 8 /* bump with every change of Kernel's arguments or tables */
 
 /* default_process of every BMP code point (0: dropped), and what folding a kept character
  * needs: 0 nothing, 1 full-width digit or letter (its NFKC form is c - 0xFEE0), 2 the pure
@@ -37,6 +37,37 @@ enum { FOLD_NONE = 0, FOLD_WIDE = 1, FOLD_SLOW = 2 };
 
 static const uint64_t MIX1 = 0xFF51AFD7ED558CCDULL, MIX2 = 0xC4CEB9FE1A85EC53ULL;
 
+/* The UTF-8 form of every BMP code point, as the bytes to store (in memory order, padded)
+ * with their number in the fourth byte (FORM_LEN); 0 for a surrogate (no UTF-8). Made once,
+ * so that encoding the stream is a lookup and one 4-byte store a code point. */
+static uint32_t utf8_form[BMP];
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define FORM_LEN(f) ((f) & 0xFF)
+#else
+#define FORM_LEN(f) ((f) >> 24)
+#endif
+
+static void utf8_forms_make(void)
+{
+    for (uint32_t c = 0; c < BMP; c++) {
+        unsigned char b[4] = {0, 0, 0, 0};
+        if (c < 0x80) {
+            b[0] = (unsigned char)c;
+            b[3] = 1;
+        } else if (c < 0x800) {
+            b[0] = (unsigned char)(0xC0 | (c >> 6));
+            b[1] = (unsigned char)(0x80 | (c & 0x3F));
+            b[3] = 2;
+        } else if (c < 0xD800 || c > 0xDFFF) {
+            b[0] = (unsigned char)(0xE0 | (c >> 12));
+            b[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+            b[2] = (unsigned char)(0x80 | (c & 0x3F));
+            b[3] = 3;
+        }
+        memcpy(&utf8_form[c], b, sizeof b);
+    }
+}
+
 typedef struct {
     PyObject_HEAD
     uint8_t brk[BMP / 8]; /* sentence ends (other than the period rule) */
@@ -44,6 +75,7 @@ typedef struct {
      * folded key character), 0 for nothing (dropped, or a sentence end), FAST_SLOW when the
      * slow pass must run. Built from the tables and brk when the Kernel is made. */
     uint32_t *fast;
+    uint32_t *fast_u8; /* the UTF-8 form (utf8_form) of each character's fast entry; 0 for none */
     Py_ssize_t shingle, wide_units, max_sentences, sketch_size;
     uint32_t wide;
     uint64_t mask, base, base_inv, salt, no_limit;
@@ -52,7 +84,7 @@ typedef struct {
      * checked it against farmhash.fingerprint64: keys are hashed without a Python call. */
     uint64_t (*fp64)(const char *, size_t);
     PyObject *hashfunc, *fold, *dproc, *docprint;
-    PyObject *n_sentences, *n_sketch, *n_exact, *n_limit;
+    PyObject *n_sentences, *n_sketch, *n_exact, *n_limit, *n_packed;
 } Kernel;
 
 static inline int is_brk(const Kernel *k, Py_UCS4 c)
@@ -119,8 +151,12 @@ static inline int line_needs_fold(uint32_t m)
 
 /* The key stream of *text*: its letters and digits, normalized, sentence keys joined.
  * Writes into buf (room for cap >= n code points); returns its length, -1 on error, or
- * -2 - m when the folded keys need room for m code points. */
-static Py_ssize_t key_stream(Kernel *k, PyObject *text, uint32_t *buf, Py_ssize_t cap)
+ * -2 - m when the folded keys need room for m code points. With u8 (room for 4n + 4 bytes)
+ * and off (n + 1), a text of one or two bytes a character that takes the optimistic pass
+ * also gets the stream's UTF-8 and offsets there (as utf8_offsets makes them), and *encoded
+ * is set; else the caller encodes the stream. */
+static Py_ssize_t key_stream(Kernel *k, PyObject *text, uint32_t *buf, Py_ssize_t cap,
+                             char *u8, Py_ssize_t *off, int *encoded)
 {
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
@@ -129,8 +165,39 @@ static Py_ssize_t key_stream(Kernel *k, PyObject *text, uint32_t *buf, Py_ssize_
 
     /* Optimistic pass: the stream itself, as long as nothing needs the slow fold (one table
      * lookup a character; a loop for each width of str). */
-    const uint32_t *fast = k->fast;
-    if (kind == PyUnicode_1BYTE_KIND) {
+    const uint32_t *fast = k->fast, *fu8 = k->fast_u8;
+    *encoded = 0;
+    if (u8 && kind != PyUnicode_4BYTE_KIND) {
+        /* Branch-free: every character is stored, and counts only if kept (m != 0; its form
+         * then is its UTF-8, else 0 bytes); a FAST_SLOW (the only value with the top bit)
+         * sends the text to the slow pass afterwards. */
+        unsigned char *o = (unsigned char *)u8;
+        uint32_t all = 0;
+#define FUSED_PASS(T)                                                                         \
+        do {                                                                                  \
+            const T *d = data;                                                                \
+            for (i = 0; i < n; i++) {                                                         \
+                uint32_t m = fast[d[i]], f = fu8[d[i]];                                       \
+                all |= m;                                                                     \
+                buf[len] = m;                                                                 \
+                off[len] = (Py_ssize_t)(o - (unsigned char *)u8);                             \
+                memcpy(o, &f, sizeof f);                                                      \
+                o += FORM_LEN(f);                                                             \
+                len += m != 0;                                                                \
+            }                                                                                 \
+        } while (0)
+        if (kind == PyUnicode_1BYTE_KIND)
+            FUSED_PASS(Py_UCS1);
+        else
+            FUSED_PASS(Py_UCS2);
+#undef FUSED_PASS
+        if (!(all & 0x80000000u)) {
+            off[len] = (Py_ssize_t)(o - (unsigned char *)u8);
+            *encoded = 1;
+            return len;
+        }
+        slow = 1;
+    } else if (kind == PyUnicode_1BYTE_KIND) {
         const Py_UCS1 *d = data;
         for (i = 0; i < n; i++) {
             uint32_t m = fast[d[i]];
@@ -311,36 +378,33 @@ static inline int pick_less(const Pick *a, const Pick *b)
     return a->h < b->h || (a->h == b->h && a->start < b->start);
 }
 
-static void heap_down(Pick *heap, Py_ssize_t size, Py_ssize_t i)
+/* Move the m smallest picks of p[0:n] to p[0:m], the m-th smallest last (quickselect;
+ * picks are never equal: their starts differ). */
+static void select_picks(Pick *p, Py_ssize_t n, Py_ssize_t m)
 {
-    for (;;) {
-        Py_ssize_t l = 2 * i + 1, r = l + 1, top = i;
-        if (l < size && pick_less(&heap[top], &heap[l]))
-            top = l;
-        if (r < size && pick_less(&heap[top], &heap[r]))
-            top = r;
-        if (top == i)
-            return;
-        Pick t = heap[i];
-        heap[i] = heap[top];
-        heap[top] = t;
-        i = top;
+    Py_ssize_t lo = 0, hi = n - 1, want = m - 1;
+    while (lo < hi) {
+        Pick pivot = p[lo + (hi - lo) / 2];
+        Py_ssize_t i = lo, j = hi;
+        while (i <= j) {
+            while (pick_less(&p[i], &pivot))
+                i++;
+            while (pick_less(&pivot, &p[j]))
+                j--;
+            if (i <= j) {
+                Pick t = p[i];
+                p[i++] = p[j];
+                p[j--] = t;
+            }
+        }
+        if (want <= j)
+            hi = j;
+        else if (want >= i)
+            lo = i;
+        else
+            break;
     }
 }
-
-static void heap_up(Pick *heap, Py_ssize_t i)
-{
-    while (i > 0) {
-        Py_ssize_t p = (i - 1) / 2;
-        if (!pick_less(&heap[p], &heap[i]))
-            return;
-        Pick t = heap[i];
-        heap[i] = heap[p];
-        heap[p] = t;
-        i = p;
-    }
-}
-
 
 static void sort_picks(Pick *p, Py_ssize_t n)
 {
@@ -421,30 +485,21 @@ static int call_hash(Kernel *k, PyObject *s, uint64_t *value, PyObject **obj)
     return 0;
 }
 
-/* The UTF-8 bytes of the stream s[0:n] into out (room for 4n bytes), and where each code
- * point's bytes start (off[n]: the end). Returns -1 when s holds a surrogate (no UTF-8). */
+/* The UTF-8 bytes of the stream s[0:n] into out (room for 4n + 4 bytes: a BMP code point
+ * stores 4 bytes and keeps its own), and where each code point's bytes start (off[n]: the
+ * end). Returns -1 when s holds a surrogate (no UTF-8). */
 static int utf8_offsets(const uint32_t *s, Py_ssize_t n, char *out, Py_ssize_t *off)
 {
     unsigned char *o = (unsigned char *)out;
     for (Py_ssize_t i = 0; i < n; i++) {
         uint32_t c = s[i];
         off[i] = (Py_ssize_t)(o - (unsigned char *)out);
-        if (c < 0x80) {
-            *o++ = (unsigned char)c;
-        } else if (c - 0x800u < 0xD000u) { /* U+0800..U+D7FF: three bytes (CJK, kana...) */
-            o[0] = (unsigned char)(0xE0 | (c >> 12));
-            o[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
-            o[2] = (unsigned char)(0x80 | (c & 0x3F));
-            o += 3;
-        } else if (c < 0x800) {
-            *o++ = (unsigned char)(0xC0 | (c >> 6));
-            *o++ = (unsigned char)(0x80 | (c & 0x3F));
-        } else if (c < 0x10000) {
-            if (c >= 0xD800 && c <= 0xDFFF)
+        if (c < BMP) {
+            uint32_t f = utf8_form[c];
+            if (!f)
                 return -1;
-            *o++ = (unsigned char)(0xE0 | (c >> 12));
-            *o++ = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
-            *o++ = (unsigned char)(0x80 | (c & 0x3F));
+            memcpy(o, &f, sizeof f);
+            o += FORM_LEN(f);
         } else {
             *o++ = (unsigned char)(0xF0 | (c >> 18));
             *o++ = (unsigned char)(0x80 | ((c >> 12) & 0x3F));
@@ -501,6 +556,33 @@ static PyObject *make_docprint(Kernel *k, PyObject *anchors, PyObject *sketch, P
     return obj;
 }
 
+/* A DocPrint whose anchors and sketch stay packed: its _packed slot holds their count, the
+ * anchors and the sketch values as native 64-bit words, and the sentences and sketch slots
+ * are left empty (DocPrint.__getattr__ makes the tuples when they are first read). The
+ * compiled assignment reads the words themselves: the ~80 ints a document's values would
+ * be are made only where Python reads them. */
+static PyObject *make_packed(Kernel *k, const uint64_t *anchors, Py_ssize_t na,
+                             const uint64_t *sketch, Py_ssize_t u, PyObject *exact,
+                             PyObject *limit)
+{
+    PyObject *packed = PyBytes_FromStringAndSize(NULL, (1 + na + u) * (Py_ssize_t)sizeof(uint64_t));
+    if (!packed)
+        return NULL;
+    char *p = PyBytes_AS_STRING(packed);
+    uint64_t count = (uint64_t)na;
+    memcpy(p, &count, sizeof count);
+    memcpy(p + sizeof count, anchors, (size_t)na * sizeof *anchors);
+    memcpy(p + (1 + na) * sizeof count, sketch, (size_t)u * sizeof *sketch);
+    PyTypeObject *tp = (PyTypeObject *)k->docprint;
+    PyObject *obj = tp->tp_alloc(tp, 0);
+    if (!obj || PyObject_GenericSetAttr(obj, k->n_packed, packed) < 0
+        || PyObject_GenericSetAttr(obj, k->n_exact, exact) < 0
+        || PyObject_GenericSetAttr(obj, k->n_limit, limit) < 0)
+        Py_CLEAR(obj);
+    Py_DECREF(packed);
+    return obj;
+}
+
 static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
 {
     if (!tables_ready) {
@@ -511,7 +593,7 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
         Py_RETURN_NONE;
     Py_ssize_t n = PyUnicode_GET_LENGTH(text), cap = n + 1;
     uint32_t *buf = NULL;
-    Pick *heap = NULL;
+    Pick *picks = NULL;
     uint64_t *svals = NULL, *fps = NULL;
     PyObject **objs = NULL;
     Py_ssize_t na = 0, j;
@@ -520,15 +602,27 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     Py_ssize_t len;
     char *u8 = NULL;      /* the stream's UTF-8, when keys are hashed as bytes */
     Py_ssize_t *off = NULL; /* where each code point's bytes start in u8 */
+    int encoded = 0;        /* whether key_stream wrote them */
 
+    if (k->hash_bytes) {
+        u8 = PyMem_Malloc((size_t)n * 4 + 4);
+        off = PyMem_Malloc(((size_t)n + 1) * sizeof *off);
+        if (!u8 || !off) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
     for (;;) {
         buf = PyMem_Malloc((size_t)cap * sizeof *buf);
-        if (!buf)
-            return PyErr_NoMemory();
-        len = key_stream(k, text, buf, cap);
+        if (!buf) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        len = key_stream(k, text, buf, cap, u8, off, &encoded);
         if (len >= -1)
             break;
         PyMem_Free(buf);
+        buf = NULL;
         cap = -2 - len; /* the folded keys are longer than the text: make room */
     }
     if (len < 0)
@@ -537,12 +631,16 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
         result = Py_NewRef(Py_None);
         goto done;
     }
-    if (k->hash_bytes) {
-        u8 = PyMem_Malloc((size_t)len * 4 + 1);
-        off = PyMem_Malloc(((size_t)len + 1) * sizeof *off);
-        if (!u8 || !off) {
-            PyErr_NoMemory();
-            goto done;
+    if (k->hash_bytes && !encoded) {
+        if (len > n) { /* folding lengthened the stream */
+            PyMem_Free(u8);
+            PyMem_Free(off);
+            u8 = PyMem_Malloc((size_t)len * 4 + 4);
+            off = PyMem_Malloc(((size_t)len + 1) * sizeof *off);
+            if (!u8 || !off) {
+                PyErr_NoMemory();
+                goto done;
+            }
         }
         if (utf8_offsets(buf, len, u8, off) < 0) { /* a surrogate: hashed as a str, which */
             PyMem_Free(u8);                          /* raises as the pure path does */
@@ -559,11 +657,11 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     const Py_ssize_t width = k->shingle;
     Py_ssize_t i;
     Py_ssize_t m = k->max_sentences, size = 0, ns = 0;
-    heap = PyMem_Malloc((size_t)m * sizeof *heap);
+    picks = PyMem_Malloc((size_t)m * 3 * sizeof *picks); /* the picks kept: m, and 2m more */
     svals = PyMem_Malloc((size_t)len * sizeof *svals);
     fps = PyMem_Malloc((size_t)m * sizeof *fps);
     objs = PyMem_Malloc((size_t)m * sizeof *objs);
-    if (!heap || !svals || !fps || !objs) {
+    if (!picks || !svals || !fps || !objs) {
         PyErr_NoMemory();
         goto done;
     }
@@ -571,19 +669,35 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     const uint32_t wide = k->wide;
     const Py_ssize_t wu = k->wide_units;
     const int shift = k->shift;
-    uint64_t pe = 0, pw_e = 1; /* prefix sum of code * B**j below e, and B**e */
-    uint64_t pi = 0, pw_i = 1, inv_i = 1; /* the same below i, and B**-i */
-    Py_ssize_t e = 0, acc = 0;
+    /* The window's hash before the salt and the mix: sum of code * B**(j - i) for j in
+     * [i, e), mod 2**64, rolled: a code enters at e times B**(e - i) (pw), and the one at i
+     * leaves by (hw - code) * B**-1, which leaves every other power one lower. */
+    uint64_t hw, pw;
+    Py_ssize_t e, acc;
+    /* The m smallest picks: every pick below thr is kept, and when 3m are, the m smallest of
+     * them stay (select_picks) and the m-th becomes thr. Hashes are uniform, so thr starts
+     * at the value 2m of the text's starts are expected to fall below (a text has at least
+     * len - width + 1): most texts keep about 2m and select once, at the end. Should fewer
+     * than m fall below it, the pass runs again with no bound (the answer is the same). */
+    uint64_t bound = UINT64_MAX;
+    if (len - width + 1 > 2 * m)
+        bound = UINT64_MAX / (uint64_t)(len - width + 1) * (uint64_t)(2 * m);
+    Pick thr;
+shingle_pass:
+    hw = 0;
+    pw = 1;
+    e = acc = ns = size = 0;
+    thr = (Pick){bound, PY_SSIZE_T_MAX, 0};
     for (i = 0;; i++) {
-        while (acc < width && e < len) {
-            acc += buf[e] >= wide ? wu : 1;
-            pe += (uint64_t)buf[e] * pw_e;
-            pw_e *= B;
-            e++;
+        while (acc < width) {
+            if (e == len) /* what is left from i weighs less than a shingle: no more starts */
+                goto shingled;
+            uint32_t c = buf[e++];
+            acc += c >= wide ? wu : 1;
+            hw += (uint64_t)c * pw;
+            pw *= B;
         }
-        if (acc < width) /* what is left from i weighs less than a shingle: no more starts */
-            break;
-        uint64_t h = ((pe - pi) * inv_i) ^ salt;
+        uint64_t h = hw ^ salt;
         h ^= h >> 33;
         h *= MIX1;
         h ^= h >> 33;
@@ -591,21 +705,27 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
         h ^= h >> 33;
         if ((h & mask) == 0)
             svals[ns++] = h >> shift;
-        Pick p = {h, i, e};
-        if (size < m) {
-            heap[size] = p;
-            heap_up(heap, size++);
-        } else if (h <= heap[0].h && pick_less(&p, &heap[0])) { /* rarely: most are larger */
-            heap[0] = p;
-            heap_down(heap, size, 0);
+        if (h <= thr.h) {
+            Pick p = {h, i, e};
+            if (pick_less(&p, &thr)) {
+                picks[size++] = p;
+                if (size == 3 * m) {
+                    select_picks(picks, size, m);
+                    size = m;
+                    thr = picks[m - 1];
+                }
+            }
         }
-        Py_ssize_t w = buf[i] >= wide ? wu : 1;
-        acc -= w;
-        pi += (uint64_t)buf[i] * pw_i;
-        pw_i *= B;
-        inv_i *= BI;
+        uint32_t c = buf[i];
+        acc -= c >= wide ? wu : 1;
+        hw = (hw - c) * BI;
+        pw *= BI;
     }
-
+shingled:
+    if (size < m && size < i && bound != UINT64_MAX) { /* i: the number of starts */
+        bound = UINT64_MAX;
+        goto shingle_pass;
+    }
     if (size == 0) { /* shorter than one shingle: the whole text is the one anchor */
         anchors = PyTuple_Pack(1, exact);
         PyObject *v = PyLong_FromUnsignedLongLong(exact_v >> k->shift);
@@ -626,16 +746,20 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     }
 
     /* Anchors: the fingerprints of the picked shingles, smallest hash first, no repeats. */
-    sort_picks(heap, size);
-    uint64_t least = heap[0].h; /* the smallest hash of all (the heap kept the smallest) */
+    if (size > m) {
+        select_picks(picks, size, m);
+        size = m;
+    }
+    sort_picks(picks, size);
+    uint64_t least = picks[0].h; /* the smallest hash of all (the picks kept the smallest) */
     for (i = 0; i < size; i++) {
-        Py_ssize_t s0 = heap[i].start, slen = heap[i].end - s0;
-        if (i > 0 && heap[i].h == heap[i - 1].h && heap[i - 1].end - heap[i - 1].start == slen
-            && memcmp(buf + heap[i - 1].start, buf + s0, (size_t)slen * sizeof *buf) == 0)
+        Py_ssize_t s0 = picks[i].start, slen = picks[i].end - s0;
+        if (i > 0 && picks[i].h == picks[i - 1].h && picks[i - 1].end - picks[i - 1].start == slen
+            && memcmp(buf + picks[i - 1].start, buf + s0, (size_t)slen * sizeof *buf) == 0)
             continue; /* the same shingle again: the same fingerprint */
         uint64_t v;
         PyObject *o;
-        if (hash_key(k, buf, u8, off, s0, heap[i].end, &v, &o) < 0)
+        if (hash_key(k, buf, u8, off, s0, picks[i].end, &v, &o) < 0)
             goto done;
         for (j = 0; j < na && fps[j] != v; j++)
             ;
@@ -643,17 +767,21 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
             Py_XDECREF(o);
             continue;
         }
-        if (!o && !(o = PyLong_FromUnsignedLongLong(v)))
-            goto done;
         fps[na] = v;
-        objs[na++] = o;
+        objs[na++] = o; /* NULL when no Python call made one */
     }
-    anchors = PyTuple_New(na);
-    if (!anchors)
-        goto done;
-    for (j = 0; j < na; j++)
-        PyTuple_SET_ITEM(anchors, j, objs[j]);
-    na = 0; /* the tuple owns them now */
+    /* With farmhash in place no anchor is an object yet: the DocPrint keeps them packed. */
+    const int packed = k->fp64 && u8;
+    if (!packed) {
+        anchors = PyTuple_New(na);
+        if (!anchors)
+            goto done;
+        for (j = 0; j < na; j++) {
+            if (!objs[j] && !(objs[j] = PyLong_FromUnsignedLongLong(fps[j])))
+                goto done;
+            PyTuple_SET_ITEM(anchors, j, Py_NewRef(objs[j]));
+        }
+    }
 
     /* The sketch: the sampled values, ascending, without repeats, cut at sketch_size. */
     sort_u64(svals, ns);
@@ -670,6 +798,13 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
         svals[0] = least >> k->shift;
         u = 1;
     }
+    limit = PyLong_FromUnsignedLongLong(limit_v);
+    if (!limit)
+        goto done;
+    if (packed) {
+        result = make_packed(k, fps, na, svals, u, exact, limit);
+        goto done;
+    }
     sketch = PyTuple_New(u);
     if (!sketch)
         goto done;
@@ -679,12 +814,10 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
             goto done;
         PyTuple_SET_ITEM(sketch, i, v);
     }
-    limit = PyLong_FromUnsignedLongLong(limit_v);
-    if (limit)
-        result = make_docprint(k, anchors, sketch, exact, limit);
+    result = make_docprint(k, anchors, sketch, exact, limit);
 done:
     for (j = 0; j < na; j++)
-        Py_DECREF(objs[j]);
+        Py_XDECREF(objs[j]);
     Py_XDECREF(stream);
     Py_XDECREF(exact);
     Py_XDECREF(anchors);
@@ -693,7 +826,7 @@ done:
     PyMem_Free(buf);
     PyMem_Free(u8);
     PyMem_Free(off);
-    PyMem_Free(heap);
+    PyMem_Free(picks);
     PyMem_Free(svals);
     PyMem_Free(fps);
     PyMem_Free(objs);
@@ -741,6 +874,10 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_RuntimeError, "nshash.text._kernel: set_tables was not called");
         return -1;
     }
+    if (!k->fast_u8 && !(k->fast_u8 = PyMem_Malloc(BMP * sizeof *k->fast_u8))) {
+        PyErr_NoMemory();
+        return -1;
+    }
     if (!k->fast && !(k->fast = PyMem_Malloc(BMP * sizeof *k->fast))) {
         PyErr_NoMemory();
         return -1;
@@ -753,7 +890,11 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds)
             v = FAST_SLOW;
         else
             v = fold_class[m] == FOLD_WIDE ? m - 0xFEE0 : m;
+        /* (a kept surrogate, which has no UTF-8: the slow pass, exact for any text) */
+        if (v && v != FAST_SLOW && !utf8_form[v])
+            v = FAST_SLOW;
         k->fast[c] = v;
+        k->fast_u8[c] = !v || v == FAST_SLOW ? 0 : utf8_form[v];
     }
     uint64_t inv = 1; /* B**-1 mod 2**64 by Newton's iteration (B is odd) */
     for (int i = 0; i < 7; i++)
@@ -780,7 +921,8 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds)
     Py_XSETREF(k->n_sketch, PyUnicode_InternFromString("sketch"));
     Py_XSETREF(k->n_exact, PyUnicode_InternFromString("exact"));
     Py_XSETREF(k->n_limit, PyUnicode_InternFromString("limit"));
-    if (!k->n_sentences || !k->n_sketch || !k->n_exact || !k->n_limit)
+    Py_XSETREF(k->n_packed, PyUnicode_InternFromString("_packed"));
+    if (!k->n_sentences || !k->n_sketch || !k->n_exact || !k->n_limit || !k->n_packed)
         return -1;
     return 0;
 }
@@ -804,6 +946,7 @@ static int Kernel_clear(Kernel *k)
     Py_CLEAR(k->n_sketch);
     Py_CLEAR(k->n_exact);
     Py_CLEAR(k->n_limit);
+    Py_CLEAR(k->n_packed);
     return 0;
 }
 
@@ -812,6 +955,7 @@ static void Kernel_dealloc(Kernel *k)
     PyObject_GC_UnTrack(k);
     Kernel_clear(k);
     PyMem_Free(k->fast);
+    PyMem_Free(k->fast_u8);
     Py_TYPE(k)->tp_free((PyObject *)k);
 }
 
@@ -1010,6 +1154,7 @@ PyMODINIT_FUNC PyInit__kernel(void)
 {
     if (PyType_Ready(&KernelType) < 0)
         return NULL;
+    utf8_forms_make();
     if ((!s_sentences && !(s_sentences = PyUnicode_InternFromString("sentences")))
         || (!s_sketch && !(s_sketch = PyUnicode_InternFromString("sketch")))
         || (!s_exact && !(s_exact = PyUnicode_InternFromString("exact")))

@@ -188,8 +188,28 @@ def split_sentences(text: str, delimiters: str = DEFAULT_DELIMITERS) -> list[str
     return [s for s in _splitter(delimiters).split(text) if s and not s.isspace()]
 
 
+class _Packed:
+    """The slot in which the text kernel hands over a :class:`DocPrint`'s anchors and sketch.
+
+    The compiled kernel sets ``_packed`` (their count, the anchors and the sketch values as
+    native 64-bit words) and leaves ``sentences`` and ``sketch`` unset: the compiled
+    assignment reads the words themselves, and the tuples of ints are made only when Python
+    first reads them (``DocPrint.__getattr__``). A DocPrint made by its ``__init__`` never
+    has it.
+    """
+
+    __slots__ = ("_packed",)
+
+
+def _unpacked(packed: bytes) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The anchors and the sketch of the kernel's packed words."""
+    words = memoryview(packed).cast("Q")
+    n = words[0] + 1
+    return tuple(words[1:n]), tuple(words[n:])
+
+
 @dataclass(frozen=True, slots=True)
-class DocPrint:
+class DocPrint(_Packed):
     """What the store needs to place one document.
 
     Attributes:
@@ -210,6 +230,23 @@ class DocPrint:
     sketch: tuple[int, ...]
     exact: int
     limit: int = NO_LIMIT
+
+    if not TYPE_CHECKING:  # (a __getattr__ would let any attribute pass the type checks)
+
+        def __getattr__(self, name: str) -> Any:
+            # Reached only for an unset slot: the anchors and sketch of a DocPrint the text
+            # kernel made, still packed (see _Packed), are made into tuples on first read.
+            if name in ("sentences", "sketch"):
+                try:
+                    packed = object.__getattribute__(self, "_packed")
+                except AttributeError:
+                    pass
+                else:
+                    sentences, sketch = _unpacked(packed)
+                    object.__setattr__(self, "sentences", sentences)
+                    object.__setattr__(self, "sketch", sketch)
+                    return sentences if name == "sentences" else sketch
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
 #: The compiled narrow (the text kernel's), or None on the pure path.

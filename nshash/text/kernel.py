@@ -67,7 +67,7 @@ _FULLWIDTH_KEPT = (*range(0xFF10, 0xFF1A), *range(0xFF41, 0xFF5B))
 _BMP = 0x10000
 
 #: The interface version of the extension this module drives (``KERNEL_ABI`` in _kernel.c).
-ABI = 7
+ABI = 8
 
 
 def load_extension(module: str, abi: int, what: str) -> tuple[Any, str]:

@@ -25,7 +25,7 @@
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 11 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 12 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -563,7 +563,10 @@ static int am_resize(AnchorMap *m, Shard *s, Py_ssize_t want)
         while (vals[j * w])
             j = am_next(j, cap);
         keys[j] = s->keys[i];
-        memcpy(&vals[j * w], &s->vals[i * w], (size_t)w * sizeof(uint32_t));
+        if (w == 1) /* an AnchorMap's one id: no call to copy it */
+            vals[j] = s->vals[i];
+        else
+            memcpy(&vals[j * w], &s->vals[i * w], (size_t)w * sizeof(uint32_t));
         live++;
     }
     PyMem_Free(s->keys);
@@ -617,8 +620,12 @@ static int am_put(AnchorMap *m, uint64_t k, const uint32_t *ids, Py_ssize_t len)
         s->keys[at] = k;
         m->n++;
     }
-    memcpy(&s->vals[at * w], ids, (size_t)len * sizeof(uint32_t));
-    memset(&s->vals[at * w + len], 0, (size_t)(w - len) * sizeof(uint32_t));
+    if (w == 1) { /* an AnchorMap's one id (len is 1): no calls to copy and clear */
+        s->vals[at] = ids[0];
+    } else {
+        memcpy(&s->vals[at * w], ids, (size_t)len * sizeof(uint32_t));
+        memset(&s->vals[at * w + len], 0, (size_t)(w - len) * sizeof(uint32_t));
+    }
     if (m->filter) { /* the slot is live now: a filter made anew holds its key too */
         if (m->n > m->fkeys)
             am_filter_make(m);
@@ -2541,16 +2548,35 @@ static int gid_of(PyObject *o, uint32_t *v)
  * nshash.text.fingerprint.narrow narrows them (narrow_values: the same C), with no DocPrint
  * made. Returns (similar_id, duplicate, anchors), having made the writes assign makes; None,
  * having written nothing, for the other cases (a doc_id seen before, two accepted groups, an
- * odd value): the caller then runs assign (on the narrowed document). */
+ * odd value): the caller then runs assign (on the narrowed document). *sentences* may be
+ * the text kernel's packed words instead (DocPrint._packed: the count of the anchors, the
+ * anchors, the sketch values, native 64-bit words; *sketch* is then None), read with no int
+ * made but for the anchors picked. */
 static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 14) {
         PyErr_SetString(PyExc_TypeError, "fast_assign takes 14 arguments (see its docstring)");
         return NULL;
     }
-    if (!PyTuple_CheckExact(args[1]) || !PyTuple_CheckExact(args[2]))
+    /* The kernel's packed words, checked for their count (an odd length: the Python way). */
+    const unsigned char *pk = NULL;
+    Py_ssize_t pk_n = 0, pk_words = 0;
+    if (PyBytes_CheckExact(args[1]) && args[2] == Py_None) {
+        pk = (const unsigned char *)PyBytes_AS_STRING(args[1]);
+        pk_words = PyBytes_GET_SIZE(args[1]) / (Py_ssize_t)sizeof(uint64_t);
+        uint64_t count = 0;
+        if (pk_words)
+            memcpy(&count, pk, sizeof count);
+        if (!pk_words || PyBytes_GET_SIZE(args[1]) % (Py_ssize_t)sizeof(uint64_t)
+            || count > (uint64_t)(pk_words - 1))
+            Py_RETURN_NONE;
+        pk_n = (Py_ssize_t)count;
+        pk += sizeof count;
+    } else if (!PyTuple_CheckExact(args[1]) || !PyTuple_CheckExact(args[2])) {
         Py_RETURN_NONE; /* anchors or a sketch not as the text pipeline makes them: the Python way */
-    PyObject *t = args[0], *sentences = args[1], *sketch = args[2], *exact_h = args[3];
+    }
+    PyObject *t = args[0], *sentences = pk ? NULL : args[1], *sketch = pk ? NULL : args[2];
+    PyObject *exact_h = args[3];
     PyObject *doc_limit_o = args[4], *no_limit_o = args[9], *doc_id = args[11];
     PyObject *title = args[12];
     Py_ssize_t n = PyLong_AsSsize_t(args[5]), min_overlap = PyLong_AsSsize_t(args[7]);
@@ -2563,6 +2589,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     PyObject *fp = NULL, *exact = NULL, *common = NULL, *parent = NULL, *sketches = NULL;
     PyObject *limits = NULL, *size = NULL, *docs = NULL, *log = NULL, *undo = NULL;
     PyObject *vote_table = NULL, *empty = NULL, *missing = NULL;
+    PyObject *sketch_seq = NULL; /* the packed sketch as ints, if the general guard needs it */
     PyObject *vals = NULL; /* the sketch of the candidate compared, then of the one joined */
     PyObject *known[FAST_ANCHORS] = {NULL}, *picked[FAST_ANCHORS], *hit = NULL;
     /* Each anchor's value and the candidate it hits (-1: none). */
@@ -2627,30 +2654,56 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
             goto fallback; /* a retry: the Python path answers it */
     }
     /* The anchors: the first n candidates that are not common (all of them if none is). */
-    Py_ssize_t ns = PyTuple_GET_SIZE(sentences);
-    if (((AnchorMap *)common)->n) {
-        for (i = 0; i < ns && np < n; i++) {
-            int in = in_common(common, PyTuple_GET_ITEM(sentences, i), 0, 0);
-            if (in < 0)
-                goto done;
-            if (!in)
-                picked[np++] = PyTuple_GET_ITEM(sentences, i);
+    if (pk) { /* packed: the values picked, made into ints (the only ones made) */
+        uint64_t sv[FAST_ANCHORS];
+        if (((AnchorMap *)common)->n) {
+            for (i = 0; i < pk_n && np < n; i++) {
+                uint64_t v;
+                memcpy(&v, pk + i * sizeof v, sizeof v);
+                int in = in_common(common, NULL, 1, v);
+                if (in < 0)
+                    goto done;
+                if (!in)
+                    sv[np++] = v;
+            }
         }
+        if (np == 0)
+            for (i = 0; i < pk_n && np < n; i++)
+                memcpy(&sv[np++], pk + i * sizeof *sv, sizeof *sv);
+        if (!(anchors = PyTuple_New(np)))
+            goto done;
+        for (i = 0; i < np; i++) {
+            if (!(picked[i] = PyLong_FromUnsignedLongLong(sv[i])))
+                goto done;
+            PyTuple_SET_ITEM(anchors, i, picked[i]);
+        }
+    } else {
+        Py_ssize_t ns = PyTuple_GET_SIZE(sentences);
+        if (((AnchorMap *)common)->n) {
+            for (i = 0; i < ns && np < n; i++) {
+                int in = in_common(common, PyTuple_GET_ITEM(sentences, i), 0, 0);
+                if (in < 0)
+                    goto done;
+                if (!in)
+                    picked[np++] = PyTuple_GET_ITEM(sentences, i);
+            }
+        }
+        if (np == 0)
+            for (i = 0; i < ns && np < n; i++)
+                picked[np++] = PyTuple_GET_ITEM(sentences, i);
+        if (!(anchors = PyTuple_New(np)))
+            goto done;
+        for (i = 0; i < np; i++)
+            PyTuple_SET_ITEM(anchors, i, Py_NewRef(picked[i]));
     }
-    if (np == 0)
-        for (i = 0; i < ns && np < n; i++)
-            picked[np++] = PyTuple_GET_ITEM(sentences, i);
-    if (!(anchors = PyTuple_New(np)))
-        goto done;
     for (i = 0; i < np; i++) {
-        PyTuple_SET_ITEM(anchors, i, Py_NewRef(picked[i]));
         known[i] = table_get(fp, picked[i]);
         if (!known[i] && PyErr_Occurred())
             goto done;
     }
     /* The document's sketch is merged with a group's or kept packed as it is: it must be
      * ascending, as the text pipeline makes it (anything else goes the Python way). */
-    Py_ssize_t nd = PyTuple_GET_SIZE(sketch);
+    Py_ssize_t nd = pk ? pk_words - 1 - pk_n : PyTuple_GET_SIZE(sketch);
     if (!(dv = PyMem_Malloc((size_t)(nd ? nd : 1) * sizeof *dv))
         || !(live = PyMem_Malloc((size_t)(nd ? nd : 1) * sizeof *live))) {
         PyErr_NoMemory();
@@ -2659,7 +2712,9 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     {
         uint64_t prev = 0, v;
         for (i = 0; i < nd; i++) {
-            if ((rc = sketch_value(PyTuple_GET_ITEM(sketch, i), &v)) != 0)
+            if (pk)
+                memcpy(&v, pk + (pk_n + i) * sizeof v, sizeof v);
+            else if ((rc = sketch_value(PyTuple_GET_ITEM(sketch, i), &v)) != 0)
                 goto fail_or_fallback;
             if (i && v <= prev)
                 goto fallback;
@@ -2761,6 +2816,8 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         } else { /* a group's values as objects (a set, a tuple): the general comparison */
             if (shift)
                 goto fallback; /* (of the document's values as objects: the Python way) */
+            if (!sketch && !(sketch = sketch_seq = u64_list(dv, nd))) /* (unnarrowed) */
+                goto done;
             PyObject *found = PyList_New(0);
             if (!found)
                 goto done;
@@ -3081,6 +3138,7 @@ fail_or_fallback:
 fallback:
     result = Py_NewRef(Py_None);
 done:
+    Py_XDECREF(sketch_seq);
     for (i = 0; i < FAST_ANCHORS; i++)
         Py_XDECREF(known[i]);
     Py_XDECREF(hit);

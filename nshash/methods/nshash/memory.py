@@ -1564,10 +1564,13 @@ class MemoryStore(Store):
         tables), 0 for a *doc* as the tables compare it."""
         if _FAST is None:
             return None
+        # The text kernel's DocPrint keeps its anchors and sketch packed: the compiled
+        # assignment reads those words, and no tuple of ints is made (see DocPrint).
+        packed = getattr(doc, "_packed", None)
         placed = _FAST(
             t,
-            doc.sentences,
-            doc.sketch,
+            doc.sentences if packed is None else packed,
+            doc.sketch if packed is None else None,
             doc.exact,
             doc.limit,
             policy.n,
