@@ -609,10 +609,11 @@ def _group(
         )
     )
     if unique:  # the keys are distinct numbers already: each names its text's node
-        numbering = reps.select("rep", "exact", F.col("rep").cast("long").alias("node"))
+        nodes = clock("exact", reps.withColumn("node", F.col("rep").cast("long")))
+        numbering = nodes.select("rep", "exact", "node")
     else:  # keys may repeat (stored documents, tied order values): number (key, text)
         numbering = _numbering(reps, key_type, 0)
-    nodes = clock("exact", reps.join(numbering.drop("rep"), "exact"))
+        nodes = clock("exact", reps.join(numbering.drop("rep"), "exact"))
 
     # 3. First pass: the first n anchor candidates, raw sketches.
     candidates = nodes.select("node", F.posexplode("anchors").alias("pos", "h"))
@@ -664,17 +665,32 @@ def _group(
     return found.groupBy("key").agg(F.min("group_rep").alias("rep"))
 
 
+def _one_partition(spark: SparkSession) -> bool:
+    """Whether the job's shuffles run in one partition (a small input, see
+    :func:`partitions_for`)."""
+    return spark.conf.get("spark.sql.shuffle.partitions") == "1"
+
+
 def _numbered(answers: DataFrame, key_type: Any, first_id: int) -> DataFrame:
     """``(key, similar_id, duplicate)`` from ``(key, rep)``: groups numbered from *first_id*
     in the order of their first keys, as the local engine numbers them in input order."""
     sql = _pyspark()
     F, T = sql.functions, sql.types
     spark = answers.sparkSession
-    reps = answers.select("rep").distinct().orderBy("rep").rdd.map(lambda r: r[0])
-    ids = spark.createDataFrame(
-        reps.zipWithIndex().map(lambda ri: (ri[0], first_id + ri[1])),
-        T.StructType([T.StructField("rep", key_type), T.StructField("similar_id", T.LongType())]),
-    )
+    distinct = answers.select("rep").distinct()
+    if _one_partition(spark):
+        # All in one task anyway: a window numbers the groups in the JVM, without the job
+        # zipWithIndex runs to count its partitions and without a Python stage.
+        rank = F.row_number().over(sql.Window.orderBy("rep")) + (first_id - 1)
+        ids = distinct.select("rep", rank.cast("long").alias("similar_id"))
+    else:
+        reps = distinct.orderBy("rep").rdd.map(lambda r: r[0])
+        ids = spark.createDataFrame(
+            reps.zipWithIndex().map(lambda ri: (ri[0], first_id + ri[1])),
+            T.StructType(
+                [T.StructField("rep", key_type), T.StructField("similar_id", T.LongType())]
+            ),
+        )
     return answers.join(ids, "rep").select(
         "key", "similar_id", (F.col("key") != F.col("rep")).alias("duplicate")
     )
@@ -1338,6 +1354,8 @@ def _positions(df: DataFrame) -> DataFrame:
     """*df* with ``pos``: each row's place in the input (0, 1, ...), computed in the JVM from
     each partition's row count (a file's partitions are read in order)."""
     F = _pyspark().functions
+    if df.rdd.getNumPartitions() == 1:  # a small file: the row ids are the positions
+        return df.withColumn("pos", F.monotonically_increasing_id())
     tagged = df.withColumn("_part", F.spark_partition_id()).withColumn(
         "_mid", F.monotonically_increasing_id()
     )
