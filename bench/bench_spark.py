@@ -30,6 +30,7 @@ Wall-clock figures are noisy on a shared machine; compare the ratios of one run.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import subprocess
 import sys
@@ -212,6 +213,7 @@ def small(docs: int, cores: int, data_dir: Path, repeat: int = 3) -> None:
             )
         for engine in ("spark", "local"):
             times = []
+            load = os.getloadavg()[0]
             for run in range(repeat):
                 out = Path(tmp) / f"out-{engine}-{run}.jsonl"
                 cmd = [sys.executable, "-m", "nshash", "dedup", str(source), "-o", str(out)]
@@ -230,7 +232,7 @@ def small(docs: int, cores: int, data_dir: Path, repeat: int = 3) -> None:
             print(
                 f"{docs} docs, nshash dedup --engine {engine} (local[{cores}]): wall"
                 f" {min(times):.1f} s best, {sorted(times)[len(times) // 2]:.1f} s median of"
-                f" {repeat}"
+                f" {repeat} (load average {load:.1f} before, {os.getloadavg()[0]:.1f} after)"
                 + (f"; output byte-identical to spark's: {same}" if engine == "local" else ""),
                 flush=True,
             )

@@ -441,6 +441,16 @@ WORKERS_HINT = (
 )
 
 
+#: Inputs up to this many bytes are small: ``nshash dedup --engine spark`` starts its
+#: session with ``small=True`` (see :func:`session`).
+SMALL_INPUT = 16 << 20
+
+#: The local driver JVM's options for a small input: the quick (C1) compiler only and the
+#: serial collector. On 30 documents they halve the CPU of the whole run (most of it was
+#: the optimizing compiler's, at work on Spark's planner for a job of seconds).
+SMALL_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
 def partitions_for(documents: int, parallelism: int) -> int:
     """Shuffle partitions for *documents*: one per :data:`DOCS_PER_PARTITION`, and at least
     one per core (*parallelism*) once there are a thousand documents a core to share."""
@@ -449,7 +459,12 @@ def partitions_for(documents: int, parallelism: int) -> int:
 
 
 def session(
-    master: str | None = None, *, cores: int = 2, app: str = "nshash", **conf: str
+    master: str | None = None,
+    *,
+    cores: int = 2,
+    app: str = "nshash",
+    small: bool = False,
+    **conf: str,
 ) -> SparkSession:
     """A Spark session for nshash jobs, started so that its workers run this Python.
 
@@ -460,11 +475,19 @@ def session(
     :func:`dedup` says so in one line. Adaptive execution is on; the UI and the console
     progress bar are off unless *conf* turns them on.
 
+    With *small* (a short job on a small input: ``nshash dedup --engine spark`` on a file
+    under :data:`SMALL_INPUT` bytes) a local driver's JVM compiles with its quick compiler
+    only and collects with the serial collector (:data:`SMALL_JVM`): a job of a few seconds
+    spends most of its CPU compiling Spark's own code with the optimizing compiler, which
+    pays back only on long jobs. It applies when this call starts the JVM, and not when
+    *conf* or ``spark-submit`` sets ``spark.driver.extraJavaOptions``.
+
     Args:
         master: the Spark master; default: what ``spark-submit`` or ``spark.master`` set,
             else ``local[cores]``.
         cores: the cores of a local master.
         app: the application name.
+        small: tune a local driver's JVM for a short job (see above).
         **conf: more Spark settings, with dots as underscores or quoted
             (``**{"spark.driver.memory": "6g"}``).
 
@@ -488,6 +511,8 @@ def session(
         "spark.sql.adaptive.enabled": "true",
         "spark.sql.adaptive.coalescePartitions.enabled": "true",
     }
+    if small and local and not SparkConf().contains("spark.driver.extraJavaOptions"):
+        settings["spark.driver.extraJavaOptions"] = SMALL_JVM
     settings.update(conf)
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -584,10 +609,11 @@ def _group(
         )
     )
     if unique:  # the keys are distinct numbers already: each names its text's node
-        numbering = reps.select("rep", "exact", F.col("rep").cast("long").alias("node"))
+        nodes = clock("exact", reps.withColumn("node", F.col("rep").cast("long")))
+        numbering = nodes.select("rep", "exact", "node")
     else:  # keys may repeat (stored documents, tied order values): number (key, text)
         numbering = _numbering(reps, key_type, 0)
-    nodes = clock("exact", reps.join(numbering.drop("rep"), "exact"))
+        nodes = clock("exact", reps.join(numbering.drop("rep"), "exact"))
 
     # 3. First pass: the first n anchor candidates, raw sketches.
     candidates = nodes.select("node", F.posexplode("anchors").alias("pos", "h"))
@@ -639,17 +665,32 @@ def _group(
     return found.groupBy("key").agg(F.min("group_rep").alias("rep"))
 
 
+def _one_partition(spark: SparkSession) -> bool:
+    """Whether the job's shuffles run in one partition (a small input, see
+    :func:`partitions_for`)."""
+    return spark.conf.get("spark.sql.shuffle.partitions") == "1"
+
+
 def _numbered(answers: DataFrame, key_type: Any, first_id: int) -> DataFrame:
     """``(key, similar_id, duplicate)`` from ``(key, rep)``: groups numbered from *first_id*
     in the order of their first keys, as the local engine numbers them in input order."""
     sql = _pyspark()
     F, T = sql.functions, sql.types
     spark = answers.sparkSession
-    reps = answers.select("rep").distinct().orderBy("rep").rdd.map(lambda r: r[0])
-    ids = spark.createDataFrame(
-        reps.zipWithIndex().map(lambda ri: (ri[0], first_id + ri[1])),
-        T.StructType([T.StructField("rep", key_type), T.StructField("similar_id", T.LongType())]),
-    )
+    distinct = answers.select("rep").distinct()
+    if _one_partition(spark):
+        # All in one task anyway: a window numbers the groups in the JVM, without the job
+        # zipWithIndex runs to count its partitions and without a Python stage.
+        rank = F.row_number().over(sql.Window.orderBy("rep")) + (first_id - 1)
+        ids = distinct.select("rep", rank.cast("long").alias("similar_id"))
+    else:
+        reps = distinct.orderBy("rep").rdd.map(lambda r: r[0])
+        ids = spark.createDataFrame(
+            reps.zipWithIndex().map(lambda ri: (ri[0], first_id + ri[1])),
+            T.StructType(
+                [T.StructField("rep", key_type), T.StructField("similar_id", T.LongType())]
+            ),
+        )
     return answers.join(ids, "rep").select(
         "key", "similar_id", (F.col("key") != F.col("rep")).alias("duplicate")
     )
@@ -1313,6 +1354,8 @@ def _positions(df: DataFrame) -> DataFrame:
     """*df* with ``pos``: each row's place in the input (0, 1, ...), computed in the JVM from
     each partition's row count (a file's partitions are read in order)."""
     F = _pyspark().functions
+    if df.rdd.getNumPartitions() == 1:  # a small file: the row ids are the positions
+        return df.withColumn("pos", F.monotonically_increasing_id())
     tagged = df.withColumn("_part", F.spark_partition_id()).withColumn(
         "_mid", F.monotonically_increasing_id()
     )
@@ -1624,6 +1667,19 @@ def _size(path: str) -> int:
         return os.path.getsize(path)
     except OSError:
         return 0
+
+
+def is_small(path: str) -> bool:
+    """Whether the input *path* (a file, or a folder of part files) is on this machine's
+    disk and at most :data:`SMALL_INPUT` bytes."""
+    if not os.path.isdir(path):
+        return 0 < _size(path) <= SMALL_INPUT
+    total = 0
+    for folder, _, names in os.walk(path):
+        total += sum(_size(os.path.join(folder, name)) for name in names)
+        if total > SMALL_INPUT:
+            return False
+    return True
 
 
 def _scratch(output: str) -> str:

@@ -259,6 +259,29 @@ class TestCli:
         assert code == 2
 
 
+class TestSmallInput:
+    def test_small_is_a_local_input_up_to_the_limit(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A file or folder on this disk up to SMALL_INPUT bytes is small; more, or a path
+        that is not here, is not."""
+        from nshash import spark as nspark
+
+        monkeypatch.setattr(nspark, "SMALL_INPUT", 100)
+        (tmp_path / "a.jsonl").write_bytes(b"x" * 100)
+        (tmp_path / "b.jsonl").write_bytes(b"x" * 101)
+        parts = tmp_path / "parts.parquet"
+        (parts / "sub").mkdir(parents=True)
+        (parts / "part-0.parquet").write_bytes(b"x" * 60)
+        assert nspark.is_small(str(tmp_path / "a.jsonl"))
+        assert not nspark.is_small(str(tmp_path / "b.jsonl"))
+        assert nspark.is_small(str(parts))
+        (parts / "sub" / "part-1.parquet").write_bytes(b"x" * 60)
+        assert not nspark.is_small(str(parts))
+        assert not nspark.is_small(str(tmp_path / "missing.jsonl"))
+        assert not nspark.is_small("hdfs://namenode/crawl.jsonl")
+
+
 def _parquet(src: Path, tmp_path: Path) -> str:
     """Write *src*'s records as ``in.parquet`` beside it."""
     import pyarrow as pa

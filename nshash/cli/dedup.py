@@ -461,10 +461,11 @@ def _dedup_spark(args: argparse.Namespace) -> int:
     """``dedup --engine spark``: the batch job of :mod:`nshash.spark` on a file Spark reads.
 
     Spark's master comes from ``spark-submit`` or ``spark.master`` when set, else
-    ``local[N]`` with N from ``--jobs`` (its workers run this Python). The output is one file,
-    or with ``--spark-parts`` a folder of part files.
+    ``local[N]`` with N from ``--jobs`` (its workers run this Python); a small input starts
+    a driver tuned for a short job (:func:`nshash.spark.session`'s *small*). The output is one
+    file, or with ``--spark-parts`` a folder of part files.
     """
-    from ..spark import SPARK_FORMATS, _format_of, dedup_file, session
+    from ..spark import SPARK_FORMATS, _format_of, dedup_file, is_small, session
 
     if args.method != "nshash":
         raise UsageError("--engine spark runs the nshash method only")
@@ -489,7 +490,7 @@ def _dedup_spark(args: argparse.Namespace) -> int:
     from pyspark.sql import SparkSession
 
     had_session = SparkSession.getActiveSession() is not None
-    spark = session(cores=args.jobs, app="nshash dedup")
+    spark = session(cores=args.jobs, app="nshash dedup", small=is_small(args.input))
     spark.sparkContext.setLogLevel("FATAL")  # a failure is told in one Error line below
     try:
         counts = dedup_file(
