@@ -13,6 +13,7 @@ import gzip
 import json
 import os
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from hypothesis import strategies as st
 from nshash import EmptyDocumentError, NSHash, StoreError
 from nshash.methods.nshash import memory
 from nshash.methods.nshash.compiled import assign_info
+from nshash.stores.durable import journal_line
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("NSHASH_DATA_DIR", ROOT.parent / "shared" / "data"))
@@ -373,13 +375,16 @@ JSON_VALUES = st.recursive(
 @settings(max_examples=500, deadline=None)
 @given(value=JSON_VALUES)
 def test_journal_lines_encode_as_json_dumps(value: Any) -> None:
-    """The compiled journal-line encoder makes the bytes json.dumps makes (any str, any int),
-    and hands anything else (a float, a dict) back to json.dumps."""
-    assert memory._ENCODE is not None
-    found = memory._encode_line([7, value])
+    """The compiled journal-line encoder makes the line json.dumps makes (any str, any int;
+    its checksum and line break too), and hands anything else (a float, a dict) back to
+    json.dumps."""
+    assert memory._encode_line is not None
+    found = memory._encode_line(7, [value])
     assert (found is not None) == _plain(value)
     if found is not None:
-        assert found == json.dumps([7, value], separators=(",", ":")).encode()
+        assert found == journal_line(7, [value])
+        body = json.dumps([7, [value]], separators=(",", ":")).encode()
+        assert found == body + b"\t%08x\n" % zlib.crc32(body)
 
 
 def _plain(value: Any) -> bool:

@@ -541,18 +541,21 @@ _LINE_CRC = b"\t%08x"
 _LINE_CRC_LEN = len(_LINE_CRC % 0)
 
 
-def journal_line(
-    seq: int, ops: list[Any], encode: Callable[[list[Any]], bytes | None] | None = None
-) -> bytes:
+#: A maker of a whole journal line, ``encode(seq, ops)`` (see :func:`journal_line`).
+LineEncoder = Callable[[int, list[Any]], bytes | None]
+
+
+def journal_line(seq: int, ops: list[Any], encode: LineEncoder | None = None) -> bytes:
     """The journal line of change *seq*: ``[seq,ops]``, its checksum, a line break.
 
-    *encode* (the compiled ``encode_json``) may make the JSON's bytes, which must be the ones
-    ``json.dumps`` makes; it returns None for what it leaves to ``json.dumps``.
+    *encode* (the compiled ``journal_line``) may make the whole line, which must be the bytes
+    this makes with ``json.dumps``; it returns None for what it leaves to ``json.dumps``.
     """
-    body = encode([seq, ops]) if encode is not None else None
-    if body is None:
+    line = encode(seq, ops) if encode is not None else None
+    if line is None:
         body = json.dumps([seq, ops], separators=(",", ":")).encode()
-    return body + _LINE_CRC % zlib.crc32(body) + b"\n"
+        line = body + _LINE_CRC % zlib.crc32(body) + b"\n"
+    return line
 
 
 def parse_line(line: bytes, unchecked: bool = True) -> tuple[int, list[Any], bool]:
@@ -878,6 +881,7 @@ class JournaledFile:
             moved to ``PATH.journal.damaged``); :attr:`repaired` says what was dropped.
         readonly: read only.
         lock: the lock the owner holds around every change (the flusher takes it too).
+        encode: a faster maker of a journal line (see :func:`journal_line`).
     """
 
     def __init__(
@@ -891,11 +895,12 @@ class JournaledFile:
         repair: bool = False,
         readonly: bool = False,
         lock: threading.RLock | None = None,
-        encode: Callable[[list[Any]], bytes | None] | None = None,
+        encode: LineEncoder | None = None,
     ) -> None:
         self.path = path
-        #: A faster maker of a journal line's JSON (the bytes of ``json.dumps`` with compact
-        #: separators), or None where json.dumps must make it; None: json.dumps always.
+        #: A faster maker of a whole journal line (the bytes :func:`journal_line` makes with
+        #: ``json.dumps``), which returns None where json.dumps must make it; None:
+        #: json.dumps always.
         self._encode = encode
         self.url = url
         self.what = what

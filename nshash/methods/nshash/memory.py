@@ -70,7 +70,7 @@ from ...results import (
     Member,
     StoreStats,
 )
-from ...stores.durable import DAMAGE, PARTS, JournaledFile, count, reason
+from ...stores.durable import DAMAGE, PARTS, JournaledFile, LineEncoder, count, reason
 from ...stores.url import FSYNC_POLICIES
 from ...text.fingerprint import NARROW_BITS, NO_LIMIT, SKETCH_BITS, DocPrint, narrow
 from . import corrections
@@ -118,16 +118,13 @@ __all__ = ["MemoryStore"]
 _FAST = compiled("fast_assign")
 #: ``make_record``: the Assignment of the compiled path, without its frozen __init__'s cost.
 _MAKE = compiled("make_record")
-#: ``encode_json``: a journal line's JSON made in C (the bytes json.dumps makes of it).
-_ENCODE = compiled("encode_json")
-
-
-def _encode_line(entry: list[Any]) -> bytes | None:
-    """A journal line's JSON, compiled (None: json.dumps makes it; see JournaledFile)."""
-    if _ENCODE is None:
-        return None
-    found: bytes | None = _ENCODE(entry, encode_basestring_ascii)
-    return found
+#: ``journal_line``: a whole journal line made in C (the bytes
+#: :func:`~nshash.stores.durable.journal_line` makes with json.dumps), json's quoting of a str
+#: bound: ``_encode_line(seq, ops)``, or None on the pure path (see JournaledFile).
+_ENCODE = compiled("journal_line")
+_encode_line: LineEncoder | None = (
+    functools.partial(_ENCODE, encode_basestring_ascii) if _ENCODE is not None else None
+)
 
 
 _ASSIGNMENT_FIELDS = tuple(f.name for f in dataclasses.fields(Assignment))
