@@ -1538,13 +1538,20 @@ class MemoryStore(Store):
             # The tables change first (the algorithm reads its own writes), then the journal
             # line is written; if that fails, every change is taken back: no trace is left.
             # The compiled assignment logs the same ops and notes the same undo steps.
-            with self._file.change() as t:
+            # (JournaledFile.change() without its generator: this runs once an add.)
+            file = self._file
+            t = file.begin()
+            try:
                 assert isinstance(t, _Tables)
                 shift = _SHIFT if _narrowing(t) else 0
                 placed = self._fast(t, doc, policy, doc_id, title, meta, shift)
-                if placed is not None:
-                    return placed
-                return assign(t, narrow(doc) if shift else doc, policy, doc_id, title, meta)
+                if placed is None:
+                    placed = assign(t, narrow(doc) if shift else doc, policy, doc_id, title, meta)
+            except BaseException:
+                file.abort()
+                raise
+            file.commit()
+            return placed
 
     @staticmethod
     def _fast(
