@@ -26,7 +26,7 @@
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 12 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 13 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -2219,8 +2219,8 @@ static PyObject *ONE;
  * document is placed: ``log``, the ops the journal line will hold, each the list the Python
  * method of the write appends (["f", h, gid], ["n", gid, values, limit], ...: replay feeds
  * them back through those methods), and ``undo``, how to take each write back if the journal
- * refuses the line: (table, key, old value) for an entry (old: the tables' MISSING when there
- * was none; table t: an attribute), as _Tables.rollback reads them. fast_assign appends what the
+ * refuses the line: table, key, old value for an entry, three items in a row (old: the tables'
+ * MISSING when there was none; table t: an attribute), as _Tables.rollback reads them. fast_assign appends what the
  * Python methods append, in their order, so a journal reads the same whichever path wrote it. */
 typedef struct {
     PyObject *log, *undo, *missing; /* log and undo NULL when off; missing borrowed */
@@ -2254,15 +2254,17 @@ static int op_log(const Ops *o, PyObject *op)
     return rc;
 }
 
-/* Note that ``table[key]`` was *old* (borrowed; NULL: absent) before a write: 0 or -1. */
+/* Note that ``table[key]`` was *old* (borrowed; NULL: absent) before a write: 0 or -1.
+ * The step is three items in a row (table, key, old), no tuple of them: _Tables.rollback
+ * reads both forms. */
 static int undo_push(const Ops *o, PyObject *table, PyObject *key, PyObject *old)
 {
     if (!o->undo)
         return 0;
-    PyObject *step = PyTuple_Pack(3, table, key, old ? old : o->missing);
-    int rc = step ? PyList_Append(o->undo, step) : -1;
-    Py_XDECREF(step);
-    return rc;
+    if (PyList_Append(o->undo, table) < 0 || PyList_Append(o->undo, key) < 0
+        || PyList_Append(o->undo, old ? old : o->missing) < 0)
+        return -1;
+    return 0;
 }
 
 static PyObject *table_get(PyObject *table, PyObject *key);

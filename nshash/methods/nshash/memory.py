@@ -383,13 +383,25 @@ class _Tables:
         self.log: list[list[Any]] | None = None
         #: While a change is in progress, how to take back each of its writes; see rollback.
         #: A step is a callable, or (table, key, old value) for a dict entry to put back
-        #: (table ``self``: an attribute).
-        self.undo: list[Callable[[], None] | tuple[Any, Any, Any]] | None = None
+        #: (table ``self``: an attribute): a tuple, or its three items in a row (what the
+        #: compiled assignment notes: no tuple made for a step that is almost never taken).
+        self.undo: list[Any] | None = None
 
     def rollback(self) -> None:
         """Take back every write made since ``undo`` was set (newest first)."""
         undo, self.undo = self.undo, []
-        for step in reversed(undo or ()):
+        steps: list[Any] = []
+        i, end = 0, len(undo or ())
+        while i < end:
+            assert undo is not None
+            step = undo[i]
+            if isinstance(step, tuple) or callable(step):
+                steps.append(step)
+                i += 1
+            else:  # a table (no table is a tuple or callable), then its key and old value
+                steps.append((step, undo[i + 1], undo[i + 2]))
+                i += 3
+        for step in reversed(steps):
             if not isinstance(step, tuple):
                 step()
                 continue
