@@ -26,7 +26,7 @@
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 13 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 14 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -2216,9 +2216,10 @@ static PyObject *ONE;
 /* -- the journal's ops and the undo of a change ----------------------------------------------
  *
  * A journaled store (memory.py's _Tables inside JournaledFile.change) keeps two lists while a
- * document is placed: ``log``, the ops the journal line will hold, each the list the Python
- * method of the write appends (["f", h, gid], ["n", gid, values, limit], ...: replay feeds
- * them back through those methods), and ``undo``, how to take each write back if the journal
+ * document is placed: ``log``, the ops the journal line will hold, each what the Python method
+ * of the write appends (["f", h, gid], ["n", gid, values, limit], ...: replay feeds them back
+ * through those methods), as a tuple (a tuple's JSON is the list's, and it is made whole in
+ * one allocation), and ``undo``, how to take each write back if the journal
  * refuses the line: table, key, old value for an entry, three items in a row (old: the tables'
  * MISSING when there was none; table t: an attribute), as _Tables.rollback reads them. fast_assign appends what the
  * Python methods append, in their order, so a journal reads the same whichever path wrote it. */
@@ -2231,17 +2232,10 @@ typedef struct {
 enum { OP_F, OP_X, OP_V, OP_M, OP_NAMES };
 static PyObject *op_names[OP_NAMES];
 
-/* A new op [name, a] (b NULL) or [name, a, b], of borrowed items: a new list, or NULL. */
+/* A new op (name, a) (b NULL) or (name, a, b), of borrowed items: a new tuple, or NULL. */
 static PyObject *op_of(int name, PyObject *a, PyObject *b)
 {
-    PyObject *op = PyList_New(b ? 3 : 2);
-    if (op) {
-        PyList_SET_ITEM(op, 0, Py_NewRef(op_names[name]));
-        PyList_SET_ITEM(op, 1, Py_NewRef(a));
-        if (b)
-            PyList_SET_ITEM(op, 2, Py_NewRef(b));
-    }
-    return op;
+    return b ? PyTuple_Pack(3, op_names[name], a, b) : PyTuple_Pack(2, op_names[name], a);
 }
 
 /* Append the op *op* (a new reference, or NULL on an error) to the log: 0 or -1. */
@@ -2435,7 +2429,7 @@ static int vote_on(const uint64_t *hs, Py_ssize_t n, uint32_t a, uint32_t b, Py_
                 if (rc == 0)
                     rc = am_put(common, h, &one, 1);
                 if (rc == 0 && ops->log)
-                    rc = op_log(ops, Py_BuildValue("[s[O]]", "c", h_obj));
+                    rc = op_log(ops, Py_BuildValue("(s[O])", "c", h_obj));
                 if (rc == 0 && ops->undo)
                     rc = undo_entry(ops, (PyObject *)table, h_obj);
                 if (rc == 0) {
@@ -2446,7 +2440,7 @@ static int vote_on(const uint64_t *hs, Py_ssize_t n, uint32_t a, uint32_t b, Py_
                     }
                 }
                 if (rc == 0 && ops->log)
-                    rc = op_log(ops, Py_BuildValue("[sO[]]", "v", h_obj));
+                    rc = op_log(ops, Py_BuildValue("(sO[])", "v", h_obj));
                 Py_XDECREF(h_obj);
                 continue;
             }
@@ -2900,10 +2894,10 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         PyObject *op;
         if (fresh) {
             PyObject *kept = u64_list(dv, nd > cap ? cap : nd);
-            op = kept ? Py_BuildValue("[sONO]", "n", root, kept, bound) : NULL;
+            op = kept ? Py_BuildValue("(sONO)", "n", root, kept, bound) : NULL;
         } else {
             PyObject *all = u64_list(dv, nd);
-            op = all ? Py_BuildValue("[sONOO]", "s", root, all, dlim, args[8]) : NULL;
+            op = all ? Py_BuildValue("(sONOO)", "s", root, all, dlim, args[8]) : NULL;
         }
         if (op_log(&ops, op) < 0)
             goto done;
@@ -3068,7 +3062,7 @@ write:
             char *text = PyOS_double_to_string(ev_score, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
             if (!text)
                 goto done;
-            rc = op_log(&ops, Py_BuildValue("[sOOO()OOss]", "m", root, doc_id,
+            rc = op_log(&ops, Py_BuildValue("(sOOO()OOss)", "m", root, doc_id,
                                             duplicate ? Py_True : Py_False, title, anchors,
                                             text, verdicts[ev_verdict]));
             PyMem_Free(text);
