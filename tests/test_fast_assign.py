@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from nshash import EmptyDocumentError, NSHash, StoreError
 from nshash.methods.nshash import memory
 from nshash.methods.nshash.compiled import assign_info
-from nshash.stores.durable import journal_line
+from nshash.stores.durable import _listed, journal_line
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("NSHASH_DATA_DIR", ROOT.parent / "shared" / "data"))
@@ -97,7 +97,7 @@ def run_both(
             write = file._write_journal
 
             def logged(file: Any = file, write: Any = write, journal: list[str] = journal) -> None:
-                journal.append(json.dumps(file.state.log))
+                journal.append(json.dumps(file.state.log, default=_listed))
                 write()
 
             monkeypatch.setattr(file, "_write_journal", logged)

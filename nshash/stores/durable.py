@@ -559,9 +559,18 @@ def journal_line(seq: int, ops: list[Any], encode: LineEncoder | None = None) ->
     """
     line = encode(seq, ops) if encode is not None else None
     if line is None:
-        body = json.dumps([seq, ops], separators=(",", ":")).encode()
+        body = json.dumps([seq, ops], separators=(",", ":"), default=_listed).encode()
         line = body + _LINE_CRC % zlib.crc32(body) + b"\n"
     return line
+
+
+def _listed(value: Any) -> Any:
+    """What json.dumps writes of a value it does not know: an op's run of values kept by the
+    compiled assignment (``_assign.Values``, a sequence with ``tolist``) as its list."""
+    tolist = getattr(value, "tolist", None)
+    if tolist is None:
+        raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+    return tolist()
 
 
 def parse_line(line: bytes, unchecked: bool = True) -> tuple[int, list[Any], bool]:

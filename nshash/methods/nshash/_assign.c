@@ -20,13 +20,14 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 14 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 15 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -2290,6 +2291,66 @@ static PyObject *u64_list(const uint64_t *v, Py_ssize_t n)
     return out;
 }
 
+/* Values: the sketch values of a journal op ("n", "s"), kept as uint64s: the line is written
+ * from them directly, and no int is made of each one (the Python methods log a list of
+ * ints; the JSON is the same). A read-only sequence of ints; tolist() gives the list, which
+ * json.dumps writes when the compiled journal_line leaves a line to it (durable.py). */
+typedef struct {
+    PyObject_VAR_HEAD
+    uint64_t v[1];
+} Values;
+
+static PyTypeObject ValuesType;
+
+/* A new Values of the *n* values at *v*, or NULL. */
+static PyObject *values_of(const uint64_t *v, Py_ssize_t n)
+{
+    Values *o = PyObject_NewVar(Values, &ValuesType, n);
+    if (o && n)
+        memcpy(o->v, v, (size_t)n * sizeof *v);
+    return (PyObject *)o;
+}
+
+static void Values_dealloc(PyObject *self)
+{
+    PyObject_Free(self);
+}
+
+static Py_ssize_t Values_len(PyObject *self)
+{
+    return Py_SIZE(self);
+}
+
+static PyObject *Values_item(PyObject *self, Py_ssize_t i)
+{
+    if (i < 0 || i >= Py_SIZE(self)) {
+        PyErr_SetString(PyExc_IndexError, "Values index out of range");
+        return NULL;
+    }
+    return PyLong_FromUnsignedLongLong(((Values *)self)->v[i]);
+}
+
+static PyObject *Values_tolist(PyObject *self, PyObject *unused)
+{
+    return u64_list(((Values *)self)->v, Py_SIZE(self));
+}
+
+static PySequenceMethods Values_sequence = {.sq_length = Values_len, .sq_item = Values_item};
+
+static PyMethodDef Values_methods[] = {
+    {"tolist", Values_tolist, METH_NOARGS, "tolist() -> the values as a list of ints."},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject ValuesType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "nshash.methods.nshash._assign.Values",
+    .tp_doc = "The sketch values of a journal op, as a read-only sequence of ints (tolist() "
+              "gives the list the Python methods log).",
+    .tp_basicsize = offsetof(Values, v), .tp_itemsize = sizeof(uint64_t),
+    .tp_flags = Py_TPFLAGS_DEFAULT, .tp_dealloc = Values_dealloc,
+    .tp_as_sequence = &Values_sequence, .tp_methods = Values_methods,
+    .tp_hash = PyObject_HashNotImplemented,
+};
+
 /* *o* + 1 into attribute or dict entry: helpers of fast_assign's counters. */
 static int bump_attr(PyObject *t, int which)
 {
@@ -2893,10 +2954,10 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (ops.log) { /* new_group's op, or extend_sketch's */
         PyObject *op;
         if (fresh) {
-            PyObject *kept = u64_list(dv, nd > cap ? cap : nd);
+            PyObject *kept = values_of(dv, nd > cap ? cap : nd);
             op = kept ? Py_BuildValue("(sONO)", "n", root, kept, bound) : NULL;
         } else {
-            PyObject *all = u64_list(dv, nd);
+            PyObject *all = values_of(dv, nd);
             op = all ? Py_BuildValue("(sONOO)", "s", root, all, dlim, args[8]) : NULL;
         }
         if (op_log(&ops, op) < 0)
@@ -3332,6 +3393,20 @@ static int encode_value(Out *o, PyObject *v, PyObject *quote, int depth)
         Py_DECREF(text);
         return rc;
     }
+    if (Py_IS_TYPE(v, &ValuesType)) { /* a sketch's values: digits straight from them */
+        Py_ssize_t n = Py_SIZE(v);
+        const uint64_t *u = ((Values *)v)->v;
+        if (o->len + 21 * n + 2 > o->cap && out_grow(o, 21 * n + 2) < 0)
+            return -1;
+        o->buf[o->len++] = '[';
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (i)
+                o->buf[o->len++] = ',';
+            put_decimal(o, u[i], 0);
+        }
+        o->buf[o->len++] = ']';
+        return 0;
+    }
     if ((PyList_CheckExact(v) || PyTuple_CheckExact(v)) && depth < 32) {
         if (out_put(o, "[", 1) < 0)
             return -1;
@@ -3462,7 +3537,8 @@ PyMODINIT_FUNC PyInit__assign(void)
 {
     if (PyType_Ready(&AnchorMapType) < 0
         || PyType_Ready(&VoteMapType) < 0 || PyType_Ready(&GroupTableType) < 0
-        || PyType_Ready(&DocTableType) < 0 || PyType_Ready(&KeyFilterType) < 0)
+        || PyType_Ready(&DocTableType) < 0 || PyType_Ready(&KeyFilterType) < 0
+        || PyType_Ready(&ValuesType) < 0)
         return NULL;
     if ((!ONE && !(ONE = PyLong_FromLong(1))) || intern_table_names() < 0)
         return NULL;
@@ -3480,7 +3556,8 @@ PyMODINIT_FUNC PyInit__assign(void)
         || PyModule_AddObjectRef(m, "VoteMap", (PyObject *)&VoteMapType) < 0
         || PyModule_AddObjectRef(m, "GroupTable", (PyObject *)&GroupTableType) < 0
         || PyModule_AddObjectRef(m, "DocTable", (PyObject *)&DocTableType) < 0
-        || PyModule_AddObjectRef(m, "KeyFilter", (PyObject *)&KeyFilterType) < 0) {
+        || PyModule_AddObjectRef(m, "KeyFilter", (PyObject *)&KeyFilterType) < 0
+        || PyModule_AddObjectRef(m, "Values", (PyObject *)&ValuesType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -379,8 +379,10 @@ class _Tables:
         #: Counts the writes of corrections (a rolled back one too): what a cache of them
         #: is keyed by.
         self.corrections_version = 0
-        #: Ops applied since the last journal write; None when nothing journals them.
-        self.log: list[list[Any]] | None = None
+        #: Ops applied since the last journal write; None when nothing journals them. The
+        #: compiled assignment's are tuples, their sketch values an ``_assign.Values``
+        #: (written as the list of ints the Python methods log).
+        self.log: list[Any] | None = None
         #: While a change is in progress, how to take back each of its writes; see rollback.
         #: A step is a callable, or (table, key, old value) for a dict entry to put back
         #: (table ``self``: an attribute): a tuple, or its three items in a row (what the
