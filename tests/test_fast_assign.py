@@ -392,3 +392,28 @@ def _plain(value: Any) -> bool:
     if value is None or type(value) in (bool, int, str):
         return True
     return type(value) in (list, tuple) and all(_plain(v) for v in value)
+
+
+def test_journal_values_write_as_their_list() -> None:
+    """An op's sketch values kept by the compiled assignment (``_assign.Values``) read as a
+    sequence of ints and make the same journal line on both encoders."""
+    placed: list[Any] = []
+    with tempfile.TemporaryDirectory() as tmp, NSHash.open(f"memory://{tmp}/v.pkl") as nsh:
+        file = nsh.store._file  # type: ignore[attr-defined]
+        write = file._write_journal
+
+        def logged() -> None:
+            placed.extend(file.state.log)
+            write()
+
+        file._write_journal = logged
+        nsh.add("江城地铁5号线今天上午正式开通运营，全长二十八公里。首班列车早上六点从南湖站发车。")
+    values = [v for op in placed for v in op if type(v).__name__ == "Values"]
+    assert len(values) == 1
+    ints = values[0].tolist()
+    assert list(values[0]) == ints and len(values[0]) == len(ints) > 0
+    assert all(type(v) is int for v in ints) and values[0][-1] == ints[-1]
+    assert memory._encode_line is not None
+    assert memory._encode_line(3, placed) == journal_line(3, placed)
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        journal_line(3, [{1, 2}])
