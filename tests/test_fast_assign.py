@@ -13,6 +13,7 @@ import gzip
 import json
 import os
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from hypothesis import strategies as st
 from nshash import EmptyDocumentError, NSHash, StoreError
 from nshash.methods.nshash import memory
 from nshash.methods.nshash.compiled import assign_info
+from nshash.stores.durable import _listed, journal_line
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("NSHASH_DATA_DIR", ROOT.parent / "shared" / "data"))
@@ -95,7 +97,7 @@ def run_both(
             write = file._write_journal
 
             def logged(file: Any = file, write: Any = write, journal: list[str] = journal) -> None:
-                journal.append(json.dumps(file.state.log))
+                journal.append(json.dumps(file.state.log, default=_listed))
                 write()
 
             monkeypatch.setattr(file, "_write_journal", logged)
@@ -397,13 +399,16 @@ JSON_VALUES = st.recursive(
 @settings(max_examples=500, deadline=None)
 @given(value=JSON_VALUES)
 def test_journal_lines_encode_as_json_dumps(value: Any) -> None:
-    """The compiled journal-line encoder makes the bytes json.dumps makes (any str, any int),
-    and hands anything else (a float, a dict) back to json.dumps."""
-    assert memory._ENCODE is not None
-    found = memory._encode_line([7, value])
+    """The compiled journal-line encoder makes the line json.dumps makes (any str, any int;
+    its checksum and line break too), and hands anything else (a float, a dict) back to
+    json.dumps."""
+    assert memory._encode_line is not None
+    found = memory._encode_line(7, [value])
     assert (found is not None) == _plain(value)
     if found is not None:
-        assert found == json.dumps([7, value], separators=(",", ":")).encode()
+        assert found == journal_line(7, [value])
+        body = json.dumps([7, [value]], separators=(",", ":")).encode()
+        assert found == body + b"\t%08x\n" % zlib.crc32(body)
 
 
 def _plain(value: Any) -> bool:
@@ -411,3 +416,28 @@ def _plain(value: Any) -> bool:
     if value is None or type(value) in (bool, int, str):
         return True
     return type(value) in (list, tuple) and all(_plain(v) for v in value)
+
+
+def test_journal_values_write_as_their_list() -> None:
+    """An op's sketch values kept by the compiled assignment (``_assign.Values``) read as a
+    sequence of ints and make the same journal line on both encoders."""
+    placed: list[Any] = []
+    with tempfile.TemporaryDirectory() as tmp, NSHash.open(f"memory://{tmp}/v.pkl") as nsh:
+        file = nsh.store._file  # type: ignore[attr-defined]
+        write = file._write_journal
+
+        def logged() -> None:
+            placed.extend(file.state.log)
+            write()
+
+        file._write_journal = logged
+        nsh.add("江城地铁5号线今天上午正式开通运营，全长二十八公里。首班列车早上六点从南湖站发车。")
+    values = [v for op in placed for v in op if type(v).__name__ == "Values"]
+    assert len(values) == 1
+    ints = values[0].tolist()
+    assert list(values[0]) == ints and len(values[0]) == len(ints) > 0
+    assert all(type(v) is int for v in ints) and values[0][-1] == ints[-1]
+    assert memory._encode_line is not None
+    assert memory._encode_line(3, placed) == journal_line(3, placed)
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        journal_line(3, [{1, 2}])

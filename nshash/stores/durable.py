@@ -87,8 +87,10 @@ class Journal:
             self._fh = hold_file(path, what, url, store, mode)
         else:
             self._fh = open(path, mode, buffering=0)
+        #: The file's descriptor (read once: every append writes to it).
+        self._fd = self._fh.fileno()
         #: The length of the file up to the end of its last whole record.
-        self.end = os.fstat(self._fh.fileno()).st_size
+        self.end = os.fstat(self._fd).st_size
         #: Why appends are refused until the journal is reopened, or None.
         self.broken: str | None = None
 
@@ -107,15 +109,18 @@ class Journal:
                 f"The journal refuses writes until the store is reopened: {self.broken}",
                 url=self.url,
             )
-        fd = self._fh.fileno()
-        view = memoryview(record)
-        done = 0
+        fd = self._fd
         try:
-            while done < len(view):
-                n = _write(fd, view[done:])
-                if n <= 0:
-                    raise OSError(errno.ENOSPC, "No space left on device (a short write)")
-                done += n
+            # One write takes a whole line but on a full disk; only a short one needs a view.
+            n = _write(fd, record)
+            if n != len(record):
+                view = memoryview(record)
+                done = n
+                while done < len(view):
+                    if n <= 0:
+                        raise OSError(errno.ENOSPC, "No space left on device (a short write)")
+                    n = _write(fd, view[done:])
+                    done += n
             if sync:
                 _fsync(fd)
         except OSError as exc:
@@ -143,6 +148,7 @@ class Journal:
         return size
 
     def close(self) -> None:
+        self._fd = -1  # a later append fails (EBADF), never writes to a reused descriptor
         self._fh.close()
 
 
@@ -541,18 +547,30 @@ _LINE_CRC = b"\t%08x"
 _LINE_CRC_LEN = len(_LINE_CRC % 0)
 
 
-def journal_line(
-    seq: int, ops: list[Any], encode: Callable[[list[Any]], bytes | None] | None = None
-) -> bytes:
+#: A maker of a whole journal line, ``encode(seq, ops)`` (see :func:`journal_line`).
+LineEncoder = Callable[[int, list[Any]], bytes | None]
+
+
+def journal_line(seq: int, ops: list[Any], encode: LineEncoder | None = None) -> bytes:
     """The journal line of change *seq*: ``[seq,ops]``, its checksum, a line break.
 
-    *encode* (the compiled ``encode_json``) may make the JSON's bytes, which must be the ones
-    ``json.dumps`` makes; it returns None for what it leaves to ``json.dumps``.
+    *encode* (the compiled ``journal_line``) may make the whole line, which must be the bytes
+    this makes with ``json.dumps``; it returns None for what it leaves to ``json.dumps``.
     """
-    body = encode([seq, ops]) if encode is not None else None
-    if body is None:
-        body = json.dumps([seq, ops], separators=(",", ":")).encode()
-    return body + _LINE_CRC % zlib.crc32(body) + b"\n"
+    line = encode(seq, ops) if encode is not None else None
+    if line is None:
+        body = json.dumps([seq, ops], separators=(",", ":"), default=_listed).encode()
+        line = body + _LINE_CRC % zlib.crc32(body) + b"\n"
+    return line
+
+
+def _listed(value: Any) -> Any:
+    """What json.dumps writes of a value it does not know: an op's run of values kept by the
+    compiled assignment (``_assign.Values``, a sequence with ``tolist``) as its list."""
+    tolist = getattr(value, "tolist", None)
+    if tolist is None:
+        raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+    return tolist()
 
 
 def parse_line(line: bytes, unchecked: bool = True) -> tuple[int, list[Any], bool]:
@@ -878,6 +896,7 @@ class JournaledFile:
             moved to ``PATH.journal.damaged``); :attr:`repaired` says what was dropped.
         readonly: read only.
         lock: the lock the owner holds around every change (the flusher takes it too).
+        encode: a faster maker of a journal line (see :func:`journal_line`).
     """
 
     def __init__(
@@ -891,17 +910,20 @@ class JournaledFile:
         repair: bool = False,
         readonly: bool = False,
         lock: threading.RLock | None = None,
-        encode: Callable[[list[Any]], bytes | None] | None = None,
+        encode: LineEncoder | None = None,
     ) -> None:
         self.path = path
-        #: A faster maker of a journal line's JSON (the bytes of ``json.dumps`` with compact
-        #: separators), or None where json.dumps must make it; None: json.dumps always.
+        #: A faster maker of a whole journal line (the bytes :func:`journal_line` makes with
+        #: ``json.dumps``), which returns None where json.dumps must make it; None:
+        #: json.dumps always.
         self._encode = encode
         self.url = url
         self.what = what
         self.state = make_state()
         self._make_state = make_state
         self._fsync = fsync
+        #: Whether every journal line is fsynced before its change returns (``always``).
+        self._always = fsync == "always"
         self._repair = repair
         self.readonly = readonly
         self._lock = lock if lock is not None else threading.RLock()
@@ -1126,37 +1148,77 @@ class JournaledFile:
         then its ops go to the journal as one line; if the block raises or the journal
         refuses the line (a full disk), every write of the block is taken back: no trace.
         """
+        t = self.begin()
+        try:
+            yield t
+        except BaseException:
+            self.abort()
+            raise
+        self.commit()
+
+    def begin(self) -> State:
+        """Begin a change: :meth:`change` without its generator, for a store's hot path.
+
+        The caller holds the owner's lock, writes to the state returned, and ends the change
+        with :meth:`commit`, or with :meth:`abort` when its own step raised.
+
+        Raises:
+            StoreReadOnlyError: the file is open read-only.
+        """
         if self.readonly:
             raise StoreReadOnlyError(f"{self.url} is open read-only", url=self.url)
         t = self.state
         t.undo = []
+        return t
+
+    def commit(self) -> None:
+        """Journal the change :meth:`begin` began, its logged ops as one line handed to the OS
+        before this returns; if that fails (a full disk), take back every write of it.
+
+        Raises:
+            StoreError: the journal refused the line; the state is as before :meth:`begin`.
+        """
+        t = self.state
         try:
-            yield t
             self._write_journal()
         except BaseException:
             t.rollback()
-            raise
-        finally:
             t.undo = None
-        self.maybe_compact()
+            raise
+        t.undo = None
+        journal = self.journal
+        if journal is not None and journal.end > JOURNAL_MIN_BYTES:
+            self.maybe_compact()
 
     def _write_journal(self) -> None:
         """Append the state's logged ops as one line; raises StoreError (the caller rolls back)."""
         log = self.state.log
-        if self.journal is None or not log:
+        journal = self.journal
+        if journal is None or not log:
             return
         seq = self.seq + 1
-        line = journal_line(seq, log, self._encode)
+        encode = self._encode
+        line = encode(seq, log) if encode is not None else None
+        if line is None:
+            line = journal_line(seq, log)
         try:
-            self.journal.append(line, sync=self._fsync == "always")
+            journal.append(line, self._always)
         except StoreError as exc:
             self.write_error = str(exc)
             raise
         self.seq = seq
         self.state.log = []
         self.write_error = None
-        if self._fsync != "always":
+        if not self._always:
             self._dirty = True
+
+    def abort(self) -> None:
+        """Take back every write of the change :meth:`begin` began (nothing was journaled)."""
+        t = self.state
+        try:
+            t.rollback()
+        finally:
+            t.undo = None
 
     def maybe_compact(self) -> None:
         """Fold the journal into a new snapshot once it has grown past its share: in the

@@ -8,7 +8,8 @@
  *     for the others, which the Python assign then takes (tests/test_fast_assign.py runs
  *     both on the same streams, journal lines included);
  *   - make_record: a result of every add made without its frozen dataclass's __init__;
- *   - encode_json: a journal line's JSON (the bytes json.dumps makes of it);
+ *   - journal_line: a whole journal line (the bytes json.dumps makes of its ops, their CRC32,
+ *     the line break);
  *   - AnchorMap and VoteMap: the memory store's anchor, exact-text, common and vote tables,
  *     12 and 20 bytes an entry; GroupTable: its tables keyed by group id, a slot of 8 bytes an id;
  *     DocTable: its doc id -> record table, 16 bytes a slot and each record in a raw block;
@@ -19,13 +20,14 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 12 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 16 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -2222,11 +2224,12 @@ static PyObject *ONE;
 /* -- the journal's ops and the undo of a change ----------------------------------------------
  *
  * A journaled store (memory.py's _Tables inside JournaledFile.change) keeps two lists while a
- * document is placed: ``log``, the ops the journal line will hold, each the list the Python
- * method of the write appends (["f", h, gid], ["n", gid, values, limit], ...: replay feeds
- * them back through those methods), and ``undo``, how to take each write back if the journal
- * refuses the line: (table, key, old value) for an entry (old: the tables' MISSING when there
- * was none; table t: an attribute), as _Tables.rollback reads them. fast_assign appends what the
+ * document is placed: ``log``, the ops the journal line will hold, each what the Python method
+ * of the write appends (["f", h, gid], ["n", gid, values, limit], ...: replay feeds them back
+ * through those methods), as a tuple (a tuple's JSON is the list's, and it is made whole in
+ * one allocation), and ``undo``, how to take each write back if the journal
+ * refuses the line: table, key, old value for an entry, three items in a row (old: the tables'
+ * MISSING when there was none; table t: an attribute), as _Tables.rollback reads them. fast_assign appends what the
  * Python methods append, in their order, so a journal reads the same whichever path wrote it. */
 typedef struct {
     PyObject *log, *undo, *missing; /* log and undo NULL when off; missing borrowed */
@@ -2237,17 +2240,10 @@ typedef struct {
 enum { OP_F, OP_X, OP_V, OP_M, OP_NAMES };
 static PyObject *op_names[OP_NAMES];
 
-/* A new op [name, a] (b NULL) or [name, a, b], of borrowed items: a new list, or NULL. */
+/* A new op (name, a) (b NULL) or (name, a, b), of borrowed items: a new tuple, or NULL. */
 static PyObject *op_of(int name, PyObject *a, PyObject *b)
 {
-    PyObject *op = PyList_New(b ? 3 : 2);
-    if (op) {
-        PyList_SET_ITEM(op, 0, Py_NewRef(op_names[name]));
-        PyList_SET_ITEM(op, 1, Py_NewRef(a));
-        if (b)
-            PyList_SET_ITEM(op, 2, Py_NewRef(b));
-    }
-    return op;
+    return b ? PyTuple_Pack(3, op_names[name], a, b) : PyTuple_Pack(2, op_names[name], a);
 }
 
 /* Append the op *op* (a new reference, or NULL on an error) to the log: 0 or -1. */
@@ -2260,15 +2256,17 @@ static int op_log(const Ops *o, PyObject *op)
     return rc;
 }
 
-/* Note that ``table[key]`` was *old* (borrowed; NULL: absent) before a write: 0 or -1. */
+/* Note that ``table[key]`` was *old* (borrowed; NULL: absent) before a write: 0 or -1.
+ * The step is three items in a row (table, key, old), no tuple of them: _Tables.rollback
+ * reads both forms. */
 static int undo_push(const Ops *o, PyObject *table, PyObject *key, PyObject *old)
 {
     if (!o->undo)
         return 0;
-    PyObject *step = PyTuple_Pack(3, table, key, old ? old : o->missing);
-    int rc = step ? PyList_Append(o->undo, step) : -1;
-    Py_XDECREF(step);
-    return rc;
+    if (PyList_Append(o->undo, table) < 0 || PyList_Append(o->undo, key) < 0
+        || PyList_Append(o->undo, old ? old : o->missing) < 0)
+        return -1;
+    return 0;
 }
 
 static PyObject *table_get(PyObject *table, PyObject *key);
@@ -2299,6 +2297,66 @@ static PyObject *u64_list(const uint64_t *v, Py_ssize_t n)
     }
     return out;
 }
+
+/* Values: the sketch values of a journal op ("n", "s"), kept as uint64s: the line is written
+ * from them directly, and no int is made of each one (the Python methods log a list of
+ * ints; the JSON is the same). A read-only sequence of ints; tolist() gives the list, which
+ * json.dumps writes when the compiled journal_line leaves a line to it (durable.py). */
+typedef struct {
+    PyObject_VAR_HEAD
+    uint64_t v[1];
+} Values;
+
+static PyTypeObject ValuesType;
+
+/* A new Values of the *n* values at *v*, or NULL. */
+static PyObject *values_of(const uint64_t *v, Py_ssize_t n)
+{
+    Values *o = PyObject_NewVar(Values, &ValuesType, n);
+    if (o && n)
+        memcpy(o->v, v, (size_t)n * sizeof *v);
+    return (PyObject *)o;
+}
+
+static void Values_dealloc(PyObject *self)
+{
+    PyObject_Free(self);
+}
+
+static Py_ssize_t Values_len(PyObject *self)
+{
+    return Py_SIZE(self);
+}
+
+static PyObject *Values_item(PyObject *self, Py_ssize_t i)
+{
+    if (i < 0 || i >= Py_SIZE(self)) {
+        PyErr_SetString(PyExc_IndexError, "Values index out of range");
+        return NULL;
+    }
+    return PyLong_FromUnsignedLongLong(((Values *)self)->v[i]);
+}
+
+static PyObject *Values_tolist(PyObject *self, PyObject *unused)
+{
+    return u64_list(((Values *)self)->v, Py_SIZE(self));
+}
+
+static PySequenceMethods Values_sequence = {.sq_length = Values_len, .sq_item = Values_item};
+
+static PyMethodDef Values_methods[] = {
+    {"tolist", Values_tolist, METH_NOARGS, "tolist() -> the values as a list of ints."},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject ValuesType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "nshash.methods.nshash._assign.Values",
+    .tp_doc = "The sketch values of a journal op, as a read-only sequence of ints (tolist() "
+              "gives the list the Python methods log).",
+    .tp_basicsize = offsetof(Values, v), .tp_itemsize = sizeof(uint64_t),
+    .tp_flags = Py_TPFLAGS_DEFAULT, .tp_dealloc = Values_dealloc,
+    .tp_as_sequence = &Values_sequence, .tp_methods = Values_methods,
+    .tp_hash = PyObject_HashNotImplemented,
+};
 
 /* *o* + 1 into attribute or dict entry: helpers of fast_assign's counters. */
 static int bump_attr(PyObject *t, int which)
@@ -2439,7 +2497,7 @@ static int vote_on(const uint64_t *hs, Py_ssize_t n, uint32_t a, uint32_t b, Py_
                 if (rc == 0)
                     rc = am_put(common, h, &one, 1);
                 if (rc == 0 && ops->log)
-                    rc = op_log(ops, Py_BuildValue("[s[O]]", "c", h_obj));
+                    rc = op_log(ops, Py_BuildValue("(s[O])", "c", h_obj));
                 if (rc == 0 && ops->undo)
                     rc = undo_entry(ops, (PyObject *)table, h_obj);
                 if (rc == 0) {
@@ -2450,7 +2508,7 @@ static int vote_on(const uint64_t *hs, Py_ssize_t n, uint32_t a, uint32_t b, Py_
                     }
                 }
                 if (rc == 0 && ops->log)
-                    rc = op_log(ops, Py_BuildValue("[sO[]]", "v", h_obj));
+                    rc = op_log(ops, Py_BuildValue("(sO[])", "v", h_obj));
                 Py_XDECREF(h_obj);
                 continue;
             }
@@ -2953,11 +3011,11 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (ops.log) { /* new_group's op, or extend_sketch's */
         PyObject *op;
         if (fresh) {
-            PyObject *kept = u64_list(dv, nd > cap ? cap : nd);
-            op = kept ? Py_BuildValue("[sONO]", "n", root, kept, bound) : NULL;
+            PyObject *kept = values_of(dv, nd > cap ? cap : nd);
+            op = kept ? Py_BuildValue("(sONO)", "n", root, kept, bound) : NULL;
         } else {
-            PyObject *all = u64_list(dv, nd);
-            op = all ? Py_BuildValue("[sONOO]", "s", root, all, dlim, args[8]) : NULL;
+            PyObject *all = values_of(dv, nd);
+            op = all ? Py_BuildValue("(sONOO)", "s", root, all, dlim, args[8]) : NULL;
         }
         if (op_log(&ops, op) < 0)
             goto done;
@@ -3122,7 +3180,7 @@ write:
             char *text = PyOS_double_to_string(ev_score, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
             if (!text)
                 goto done;
-            rc = op_log(&ops, Py_BuildValue("[sOOO()OOss]", "m", root, doc_id,
+            rc = op_log(&ops, Py_BuildValue("(sOOO()OOss)", "m", root, doc_id,
                                             duplicate ? Py_True : Py_False, title, anchors,
                                             text, verdicts[ev_verdict]));
             PyMem_Free(text);
@@ -3194,7 +3252,7 @@ static PyObject *make_record(PyObject *self, PyObject *const *args, Py_ssize_t n
     return obj;
 }
 
-/* -- encode_json: a journal line's JSON, for the types the ops hold -------------------------- */
+/* -- journal_line: a journal line's JSON, for the types the ops hold, and its checksum ------- */
 
 typedef struct {
     char *buf;
@@ -3205,7 +3263,7 @@ typedef struct {
 static int out_grow(Out *o, Py_ssize_t n)
 {
     if (o->len + n > o->cap) {
-        Py_ssize_t cap = o->cap ? o->cap : 256;
+        Py_ssize_t cap = o->cap ? o->cap : 2048; /* a journal line of an add: ~1.3 KB */
         while (cap < o->len + n)
             cap *= 2;
         char *more = PyMem_Realloc(o->buf, (size_t)cap);
@@ -3233,25 +3291,120 @@ static const char DIGIT_PAIRS[] = "000102030405060708091011121314151617181920212
                                   "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
                                   "8081828384858687888990919293949596979899";
 
+/* Powers of ten, 10**0 to 10**19. */
+static const uint64_t TENS[20] = {1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL,
+    10000000ULL, 100000000ULL, 1000000000ULL, 10000000000ULL, 100000000000ULL,
+    1000000000000ULL, 10000000000000ULL, 100000000000000ULL, 1000000000000000ULL,
+    10000000000000000ULL, 100000000000000000ULL, 1000000000000000000ULL,
+    10000000000000000000ULL};
+
+/* The number of decimal digits of *u*: from its bit length where the compiler counts
+ * leading zeros (log10(2) ~ 1233 / 4096), else by comparisons. */
+static inline int decimal_digits(uint64_t u)
+{
+    if (u < 10)
+        return 1;
+#if defined(__GNUC__) || defined(__clang__)
+    int t = ((64 - __builtin_clzll(u)) * 1233) >> 12;
+    return t + (u >= TENS[t]);
+#else
+    int n = 1;
+    while (n < 20 && u >= TENS[n])
+        n++;
+    return n;
+#endif
+}
+
+/* Write *u* in decimal (a minus first when *negative*) at the end of *o*, which has room
+ * for 21 more bytes: the digits are counted, then filled in from the last, four and two at
+ * a time (in 32-bit arithmetic once the rest fits: a sketch value, an id or a count all the
+ * way). */
+static inline void put_decimal(Out *o, uint64_t u, int negative)
+{
+    char *p = o->buf + o->len;
+    if (negative)
+        *p++ = '-';
+    char *end = p + decimal_digits(u);
+    o->len = end - o->buf;
+    while (u > UINT32_MAX) {
+        unsigned r = (unsigned)(u % 100);
+        u /= 100;
+        end -= 2;
+        memcpy(end, DIGIT_PAIRS + 2 * r, 2);
+    }
+    uint32_t v = (uint32_t)u;
+    while (v >= 10000) { /* four digits a step: one division by 10,000, two by 100 */
+        uint32_t q = v / 10000, r = v - q * 10000;
+        v = q;
+        end -= 4;
+        memcpy(end, DIGIT_PAIRS + 2 * (r / 100), 2);
+        memcpy(end + 2, DIGIT_PAIRS + 2 * (r % 100), 2);
+    }
+    if (v >= 100) {
+        unsigned r = v % 100;
+        v /= 100;
+        end -= 2;
+        memcpy(end, DIGIT_PAIRS + 2 * r, 2);
+    }
+    if (v >= 10)
+        memcpy(end - 2, DIGIT_PAIRS + 2 * v, 2);
+    else
+        end[-1] = (char)('0' + v);
+}
+
 /* Append *u* in decimal (a minus first when *negative*). */
 static int out_decimal(Out *o, uint64_t u, int negative)
 {
-    char digits[24], *end = digits + sizeof digits, *p = end;
-    while (u >= 100) {
-        unsigned r = (unsigned)(u % 100);
-        u /= 100;
-        p -= 2;
-        memcpy(p, DIGIT_PAIRS + 2 * r, 2);
+    if (o->len + 21 > o->cap && out_grow(o, 21) < 0)
+        return -1;
+    put_decimal(o, u, negative);
+    return 0;
+}
+
+/* An int of up to 64 bits either way (every hash, id and count) as its magnitude and sign,
+ * its digits read directly: 1, or 0 for any other int (or where the digits cannot be read
+ * so: the caller then converts it the general way). */
+static inline int small_int(PyObject *v, uint64_t *u, int *negative)
+{
+#if PY_VERSION_HEX < 0x030C0000 && PYLONG_BITS_IN_DIGIT == 30
+    Py_ssize_t size = Py_SIZE(v), n = size < 0 ? -size : size;
+    const digit *d = ((PyLongObject *)v)->ob_digit;
+    if (n <= 2 || (n == 3 && d[2] < 16)) {
+        uint64_t x = n == 0 ? 0 : d[0];
+        if (n >= 2)
+            x |= (uint64_t)d[1] << 30;
+        if (n == 3)
+            x |= (uint64_t)d[2] << 60;
+        *u = x;
+        *negative = size < 0;
+        return 1;
     }
-    if (u >= 10) {
-        p -= 2;
-        memcpy(p, DIGIT_PAIRS + 2 * u, 2);
-    } else {
-        *--p = (char)('0' + u);
-    }
-    if (negative)
-        *--p = '-';
-    return out_put(o, p, end - p);
+#else
+    (void)v, (void)u, (void)negative;
+#endif
+    return 0;
+}
+
+/* Append the JSON of the str *v* when json.dumps writes it as it is (printable ASCII without
+ * a quote or a backslash, every op name and most ids): 0, or 1 when it needs escapes (the
+ * caller then has json quote it), -1 on an error. */
+static int out_plain_str(Out *o, PyObject *v)
+{
+    if (!PyUnicode_IS_ASCII(v))
+        return 1;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(v);
+    const unsigned char *s = PyUnicode_1BYTE_DATA(v);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (s[i] < 0x20 || s[i] > 0x7e || s[i] == '"' || s[i] == '\\')
+            return 1;
+    if (o->len + n + 2 > o->cap && out_grow(o, n + 2) < 0)
+        return -1;
+    char *p = o->buf + o->len;
+    p[0] = '"';
+    memcpy(p + 1, s, (size_t)n);
+    p[n + 1] = '"';
+    o->len += n + 2;
+    return 0;
 }
 
 /* Append *v*'s JSON to *o*: 0, 1 when *v* holds a type handled by json.dumps alone, -1 on an
@@ -3265,19 +3418,10 @@ static int encode_value(Out *o, PyObject *v, PyObject *quote, int depth)
     if (v == Py_False)
         return out_put(o, "false", 5);
     if (PyLong_CheckExact(v)) {
-#if PY_VERSION_HEX < 0x030C0000 && PYLONG_BITS_IN_DIGIT == 30
-        /* Up to 64 bits either way (every hash, id and count): the digits read directly. */
-        Py_ssize_t size = Py_SIZE(v), n = size < 0 ? -size : size;
-        const digit *d = ((PyLongObject *)v)->ob_digit;
-        if (n <= 2 || (n == 3 && d[2] < 16)) {
-            uint64_t u = n == 0 ? 0 : d[0];
-            if (n >= 2)
-                u |= (uint64_t)d[1] << 30;
-            if (n == 3)
-                u |= (uint64_t)d[2] << 60;
-            return out_decimal(o, u, size < 0);
-        }
-#endif
+        uint64_t u;
+        int negative;
+        if (small_int(v, &u, &negative))
+            return out_decimal(o, u, negative);
         int overflow;
         long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
         if (x == -1 && PyErr_Occurred())
@@ -3295,6 +3439,9 @@ static int encode_value(Out *o, PyObject *v, PyObject *quote, int depth)
         return rc;
     }
     if (PyUnicode_CheckExact(v)) {
+        int plain = out_plain_str(o, v);
+        if (plain <= 0)
+            return plain;
         PyObject *text = PyObject_CallOneArg(quote, v);
         if (!text)
             return -1;
@@ -3304,15 +3451,41 @@ static int encode_value(Out *o, PyObject *v, PyObject *quote, int depth)
         Py_DECREF(text);
         return rc;
     }
+    if (Py_IS_TYPE(v, &ValuesType)) { /* a sketch's values: digits straight from them */
+        Py_ssize_t n = Py_SIZE(v);
+        const uint64_t *u = ((Values *)v)->v;
+        if (o->len + 21 * n + 2 > o->cap && out_grow(o, 21 * n + 2) < 0)
+            return -1;
+        o->buf[o->len++] = '[';
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (i)
+                o->buf[o->len++] = ',';
+            put_decimal(o, u[i], 0);
+        }
+        o->buf[o->len++] = ']';
+        return 0;
+    }
     if ((PyList_CheckExact(v) || PyTuple_CheckExact(v)) && depth < 32) {
         if (out_put(o, "[", 1) < 0)
             return -1;
         /* A list's items are read by index each time: the encoder runs no Python code but
          * json's quoting of a str, which cannot change the list. */
         for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(v); i++) {
+            PyObject *item = PySequence_Fast_GET_ITEM(v, i);
+            uint64_t u;
+            int negative;
+            if (PyLong_CheckExact(item) && small_int(item, &u, &negative)) {
+                /* Most items (a sketch's values, hashes, ids): comma and digits in place. */
+                if (o->len + 22 > o->cap && out_grow(o, 22) < 0)
+                    return -1;
+                if (i)
+                    o->buf[o->len++] = ',';
+                put_decimal(o, u, negative);
+                continue;
+            }
             if (i && out_put(o, ",", 1) < 0)
                 return -1;
-            PyObject *item = Py_NewRef(PySequence_Fast_GET_ITEM(v, i));
+            Py_INCREF(item);
             int rc = encode_value(o, item, quote, depth + 1);
             Py_DECREF(item);
             if (rc)
@@ -3323,27 +3496,82 @@ static int encode_value(Out *o, PyObject *v, PyObject *quote, int depth)
     return 1;
 }
 
-/* encode_json(value, quote): the bytes of json.dumps(value, separators=(",", ":")) for a
- * value of lists, tuples, ints, str, bools and None (a journal line's ops), or None when it
- * holds anything else (the caller then calls json.dumps). */
-static PyObject *encode_json(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* zlib's crc32 (CRC-32, reflected polynomial 0xEDB88320), eight bytes a step. */
+static uint32_t crc_tables[8][256];
+
+static void crc_init(void)
 {
-    if (nargs != 2 || !PyCallable_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "encode_json(value, quote) takes 2 arguments");
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? 0xEDB88320U ^ (c >> 1) : c >> 1;
+        crc_tables[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            crc_tables[t][i] = (crc_tables[t - 1][i] >> 8) ^ crc_tables[0][crc_tables[t - 1][i] & 0xff];
+}
+
+static uint32_t crc32_of(const unsigned char *p, size_t n)
+{
+    uint32_t c = 0xFFFFFFFFU;
+    for (; n >= 8; n -= 8, p += 8) {
+        uint32_t a = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16
+                          | (uint32_t)p[3] << 24);
+        c = crc_tables[7][a & 0xff] ^ crc_tables[6][(a >> 8) & 0xff]
+            ^ crc_tables[5][(a >> 16) & 0xff] ^ crc_tables[4][a >> 24]
+            ^ crc_tables[3][p[4]] ^ crc_tables[2][p[5]] ^ crc_tables[1][p[6]]
+            ^ crc_tables[0][p[7]];
+    }
+    while (n--)
+        c = crc_tables[0][(c ^ *p++) & 0xff] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFU;
+}
+
+/* journal_line(quote, seq, ops): the whole journal line of change *seq* as
+ * nshash.stores.durable.journal_line makes it with json.dumps (``[seq,ops]``, a tab, the
+ * CRC32 of those bytes in eight lowercase hex digits, a line break), or None when *ops* hold
+ * a type json.dumps alone handles. *quote* comes first, so that a functools.partial binds
+ * it. One call an add: no JSON bytes object, no concatenation. */
+static PyObject *journal_line(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyCallable_Check(args[0]) || !PyLong_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "journal_line(quote, seq, ops) takes 3 arguments");
         return NULL;
     }
     Out o = {NULL, 0, 0};
-    int rc = encode_value(&o, args[0], args[1], 0);
-    PyObject *result = rc < 0   ? NULL
-                       : rc > 0 ? Py_NewRef(Py_None)
-                                : PyBytes_FromStringAndSize(o.buf, o.len);
+    int rc = out_put(&o, "[", 1);
+    if (rc == 0)
+        rc = encode_value(&o, args[1], args[0], 1);
+    if (rc == 0)
+        rc = out_put(&o, ",", 1);
+    if (rc == 0)
+        rc = encode_value(&o, args[2], args[0], 1);
+    if (rc == 0)
+        rc = out_put(&o, "]", 1);
+    if (rc == 0 && o.len + 10 > o.cap)
+        rc = out_grow(&o, 10);
+    PyObject *result = NULL;
+    if (rc == 0) {
+        static const char hex[] = "0123456789abcdef";
+        uint32_t crc = crc32_of((const unsigned char *)o.buf, (size_t)o.len);
+        char *p = o.buf + o.len;
+        p[0] = '\t';
+        for (int i = 0; i < 8; i++)
+            p[1 + i] = hex[(crc >> (28 - 4 * i)) & 0xf];
+        p[9] = '\n';
+        result = PyBytes_FromStringAndSize(o.buf, o.len + 10);
+    } else if (rc > 0) {
+        result = Py_NewRef(Py_None);
+    }
     PyMem_Free(o.buf);
     return result;
 }
 
 static PyMethodDef module_methods[] = {
-    {"encode_json", (PyCFunction)(void (*)(void))encode_json, METH_FASTCALL,
-     "encode_json(value, quote) -> the compact JSON of value as bytes, or None."},
+    {"journal_line", (PyCFunction)(void (*)(void))journal_line, METH_FASTCALL,
+     "journal_line(quote, seq, ops) -> the journal line of change seq (checksum and line"
+     " break included) as bytes, or None."},
     {"cut_sketch", cut_sketch, METH_VARARGS,
      "cut_sketch(values, cap) -> the new limit; values (a set of ints) keeps its cap smallest."},
     {"sketch_guard", sketch_guard, METH_VARARGS,
@@ -3367,7 +3595,8 @@ PyMODINIT_FUNC PyInit__assign(void)
 {
     if (PyType_Ready(&AnchorMapType) < 0
         || PyType_Ready(&VoteMapType) < 0 || PyType_Ready(&GroupTableType) < 0
-        || PyType_Ready(&DocTableType) < 0 || PyType_Ready(&KeyFilterType) < 0)
+        || PyType_Ready(&DocTableType) < 0 || PyType_Ready(&KeyFilterType) < 0
+        || PyType_Ready(&ValuesType) < 0)
         return NULL;
     if ((!ONE && !(ONE = PyLong_FromLong(1))) || intern_table_names() < 0)
         return NULL;
@@ -3375,6 +3604,7 @@ PyMODINIT_FUNC PyInit__assign(void)
     for (int i = 0; i < OP_NAMES; i++)
         if (!op_names[i] && !(op_names[i] = PyUnicode_InternFromString(op_strings[i])))
             return NULL;
+    crc_init();
     PyObject *m = PyModule_Create(&assign_module);
     if (!m)
         return NULL;
@@ -3384,7 +3614,8 @@ PyMODINIT_FUNC PyInit__assign(void)
         || PyModule_AddObjectRef(m, "VoteMap", (PyObject *)&VoteMapType) < 0
         || PyModule_AddObjectRef(m, "GroupTable", (PyObject *)&GroupTableType) < 0
         || PyModule_AddObjectRef(m, "DocTable", (PyObject *)&DocTableType) < 0
-        || PyModule_AddObjectRef(m, "KeyFilter", (PyObject *)&KeyFilterType) < 0) {
+        || PyModule_AddObjectRef(m, "KeyFilter", (PyObject *)&KeyFilterType) < 0
+        || PyModule_AddObjectRef(m, "Values", (PyObject *)&ValuesType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

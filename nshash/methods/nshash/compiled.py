@@ -5,9 +5,9 @@
 (:func:`~nshash.methods.nshash.assign.sketch_guard`,
 :func:`~nshash.methods.nshash.assign.cut_sketch`), the memory store's assignment of every case
 but a merge and a retried id, journaled or not (``fast_assign``, see
-:mod:`nshash.methods.nshash.memory`), ``encode_json``, which makes a journal line, and
+:mod:`nshash.methods.nshash.memory`), ``journal_line``, which makes a journal line, and
 ``make_record``, which makes a frozen result without its ``__init__``. Each has its Python
-version (``encode_json``'s is ``json.dumps``), and the tests compare the two
+version (``journal_line``'s is json.dumps and zlib.crc32), and the tests compare the two
 (``tests/test_kernel.py``, ``tests/test_fast_assign.py``): without the extension, or with
 ``NSHASH_PURE=1``, the Python versions run with the same answers.
 """
@@ -21,7 +21,7 @@ from ...text.kernel import load_extension
 __all__ = ["assign_info", "compiled"]
 
 #: The interface version of the extension (``ASSIGN_ABI`` in _assign.c).
-ABI = 12
+ABI = 16
 
 _MODULE, _WHY = load_extension(f"{__package__}._assign", ABI, "the compiled assignment")
 

@@ -70,7 +70,7 @@ from ...results import (
     Member,
     StoreStats,
 )
-from ...stores.durable import DAMAGE, PARTS, JournaledFile, count, reason
+from ...stores.durable import DAMAGE, PARTS, JournaledFile, LineEncoder, count, reason
 from ...stores.url import FSYNC_POLICIES
 from ...text.fingerprint import NARROW_BITS, NO_LIMIT, SKETCH_BITS, DocPrint, narrow
 from . import corrections
@@ -118,16 +118,13 @@ __all__ = ["MemoryStore"]
 _FAST = compiled("fast_assign")
 #: ``make_record``: the Assignment of the compiled path, without its frozen __init__'s cost.
 _MAKE = compiled("make_record")
-#: ``encode_json``: a journal line's JSON made in C (the bytes json.dumps makes of it).
-_ENCODE = compiled("encode_json")
-
-
-def _encode_line(entry: list[Any]) -> bytes | None:
-    """A journal line's JSON, compiled (None: json.dumps makes it; see JournaledFile)."""
-    if _ENCODE is None:
-        return None
-    found: bytes | None = _ENCODE(entry, encode_basestring_ascii)
-    return found
+#: ``journal_line``: a whole journal line made in C (the bytes
+#: :func:`~nshash.stores.durable.journal_line` makes with json.dumps), json's quoting of a str
+#: bound: ``_encode_line(seq, ops)``, or None on the pure path (see JournaledFile).
+_ENCODE = compiled("journal_line")
+_encode_line: LineEncoder | None = (
+    functools.partial(_ENCODE, encode_basestring_ascii) if _ENCODE is not None else None
+)
 
 
 _ASSIGNMENT_FIELDS = tuple(f.name for f in dataclasses.fields(Assignment))
@@ -382,17 +379,31 @@ class _Tables:
         #: Counts the writes of corrections (a rolled back one too): what a cache of them
         #: is keyed by.
         self.corrections_version = 0
-        #: Ops applied since the last journal write; None when nothing journals them.
-        self.log: list[list[Any]] | None = None
+        #: Ops applied since the last journal write; None when nothing journals them. The
+        #: compiled assignment's are tuples, their sketch values an ``_assign.Values``
+        #: (written as the list of ints the Python methods log).
+        self.log: list[Any] | None = None
         #: While a change is in progress, how to take back each of its writes; see rollback.
         #: A step is a callable, or (table, key, old value) for a dict entry to put back
-        #: (table ``self``: an attribute).
-        self.undo: list[Callable[[], None] | tuple[Any, Any, Any]] | None = None
+        #: (table ``self``: an attribute): a tuple, or its three items in a row (what the
+        #: compiled assignment notes: no tuple made for a step that is almost never taken).
+        self.undo: list[Any] | None = None
 
     def rollback(self) -> None:
         """Take back every write made since ``undo`` was set (newest first)."""
         undo, self.undo = self.undo, []
-        for step in reversed(undo or ()):
+        steps: list[Any] = []
+        i, end = 0, len(undo or ())
+        while i < end:
+            assert undo is not None
+            step = undo[i]
+            if isinstance(step, tuple) or callable(step):
+                steps.append(step)
+                i += 1
+            else:  # a table (no table is a tuple or callable), then its key and old value
+                steps.append((step, undo[i + 1], undo[i + 2]))
+                i += 3
+        for step in reversed(steps):
             if not isinstance(step, tuple):
                 step()
                 continue
@@ -1541,13 +1552,20 @@ class MemoryStore(Store):
             # The tables change first (the algorithm reads its own writes), then the journal
             # line is written; if that fails, every change is taken back: no trace is left.
             # The compiled assignment logs the same ops and notes the same undo steps.
-            with self._file.change() as t:
+            # (JournaledFile.change() without its generator: this runs once an add.)
+            file = self._file
+            t = file.begin()
+            try:
                 assert isinstance(t, _Tables)
                 shift = _SHIFT if _narrowing(t) else 0
                 placed = self._fast(t, doc, policy, doc_id, title, meta, shift)
-                if placed is not None:
-                    return placed
-                return assign(t, narrow(doc) if shift else doc, policy, doc_id, title, meta)
+                if placed is None:
+                    placed = assign(t, narrow(doc) if shift else doc, policy, doc_id, title, meta)
+            except BaseException:
+                file.abort()
+                raise
+            file.commit()
+            return placed
 
     @staticmethod
     def _fast(
