@@ -551,17 +551,14 @@ _LINE_CRC_LEN = len(_LINE_CRC % 0)
 LineEncoder = Callable[[int, list[Any]], bytes | None]
 
 
-def journal_line(seq: int, ops: list[Any], encode: LineEncoder | None = None) -> bytes:
+def journal_line(seq: int, ops: list[Any]) -> bytes:
     """The journal line of change *seq*: ``[seq,ops]``, its checksum, a line break.
 
-    *encode* (the compiled ``journal_line``) may make the whole line, which must be the bytes
-    this makes with ``json.dumps``; it returns None for what it leaves to ``json.dumps``.
+    A :data:`LineEncoder` (the compiled ``journal_line``) must make these same bytes; it
+    returns None for what it leaves to this (see :meth:`JournaledFile._write_journal`).
     """
-    line = encode(seq, ops) if encode is not None else None
-    if line is None:
-        body = json.dumps([seq, ops], separators=(",", ":"), default=_listed).encode()
-        line = body + _LINE_CRC % zlib.crc32(body) + b"\n"
-    return line
+    body = json.dumps([seq, ops], separators=(",", ":"), default=_listed).encode()
+    return body + _LINE_CRC % zlib.crc32(body) + b"\n"
 
 
 def _listed(value: Any) -> Any:
@@ -1182,11 +1179,10 @@ class JournaledFile:
         try:
             self._write_journal()
         except BaseException:
-            t.rollback()
-            t.undo = None
+            self.abort()
             raise
         t.undo = None
-        journal = self.journal
+        journal = self.journal  # maybe_compact's first test, here to spare a call an add
         if journal is not None and journal.end > JOURNAL_MIN_BYTES:
             self.maybe_compact()
 
@@ -1197,7 +1193,7 @@ class JournaledFile:
         if journal is None or not log:
             return
         seq = self.seq + 1
-        encode = self._encode
+        encode = self._encode  # the compiled line where it is built, else journal_line
         line = encode(seq, log) if encode is not None else None
         if line is None:
             line = journal_line(seq, log)
