@@ -56,6 +56,10 @@ class Candidate:
         verdict: ``"joined"``, ``"merged"`` (accepted, and merged into the group joined),
             ``"not best"`` (accepted, but too weak to merge) or ``"refused"`` (what the two
             share gets a vote as boilerplate when the document is added).
+        frame: shared values set aside as the page's frame (a header and a footer around
+            text the group does not hold, or a shared end after an unshared page, see
+            :func:`nshash.methods.nshash.assign.set_aside`): already left out of the three
+            counts above.
     """
 
     similar_id: int
@@ -65,6 +69,7 @@ class Candidate:
     group_values: int
     score: float
     verdict: str = ""
+    frame: int = 0
 
 
 @dataclass(slots=True)
@@ -105,6 +110,7 @@ class Explanation:
                     "group_values": c.group_values,
                     "score": round(c.score, 4),
                     "verdict": c.verdict,
+                    "frame": c.frame,
                 }
                 for c in self.candidates
             ],

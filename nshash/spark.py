@@ -1335,7 +1335,7 @@ def _prepare_lines(
             if isinstance(got, BadRecord):
                 yield pos, False, None, None, None, None, None, f"line {pos + 1}: {got.message}"
                 continue
-            exact, limit = got[4]
+            exact, limit = got[4][0], got[4][1]
             yield (
                 pos,
                 True,

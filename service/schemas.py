@@ -408,6 +408,7 @@ _CANDIDATE = {
     "group_values": 57,
     "score": 0.775,
     "verdict": "joined",
+    "frame": 0,
 }
 
 
@@ -423,6 +424,11 @@ class CandidateOut(BaseModel):
     group_values: int = Field(description="The group's sketch values compared.")
     score: float = Field(description="shared / the smaller of the two (0 under min_overlap).")
     verdict: str = Field(description="joined, merged, not best or refused.")
+    frame: int = Field(
+        default=0,
+        description="Shared values set aside as the page's frame (a site's header and footer"
+        " around other text, or a shared end after an unshared page), left out of the counts.",
+    )
 
 
 class ExplanationOut(BaseModel):

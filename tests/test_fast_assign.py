@@ -361,8 +361,8 @@ def test_anchors_skip_common_hashes(
     from nshash.text.fingerprint import NO_LIMIT
 
     tables = memory._Tables()
-    # doc_limit, n, theta, min_overlap, cap, no_limit, votes, doc_id, title, shift
-    rest = (NO_LIMIT, n, 0.5, 3, 256, NO_LIMIT, 4, None, None, 0)
+    # doc_limit, n, theta, min_overlap, cap, no_limit, votes, doc_id, title, shift, places
+    rest = (NO_LIMIT, n, 0.5, 3, 256, NO_LIMIT, 4, None, None, 0, b"")
     tables.add_common(common)
     tables.add_common(data.draw(st.sets(st.sampled_from(sentences), max_size=5)))
     placed = memory._FAST(tables, tuple(sentences), (1, 2, 3), 99, *rest)

@@ -211,7 +211,7 @@ class TestEquivalence:
         fp = Fingerprinter()
         text = "一段足够长的中文文字用来测试。第二句话在这里，还有一些别的文字。" * 4
         made = fp.prepare(text)
-        plain = DocPrint(made.sentences, made.sketch, made.exact, made.limit)
+        plain = DocPrint(made.sentences, made.sketch, made.exact, made.limit, made.places)
         for doc in (fp.prepare(text), pickle.loads(pickle.dumps(fp.prepare(text)))):
             assert doc == plain and hash(doc) == hash(plain) and repr(doc) == repr(plain)
             assert doc.sketch == plain.sketch and doc.sentences == plain.sentences

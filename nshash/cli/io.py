@@ -303,7 +303,7 @@ class BadRecord:
 
 
 #: A fingerprinted record: doc id, title, the :class:`~nshash.DocPrint` fields (sentences,
-#: sketch, then exact and limit as a pair), for JSONL the output line's head when the input
+#: sketch, then exact, limit and places together), for JSONL the output line's head when the input
 #: line could not be reused as it is (None otherwise), and for a JSONL record read for
 #: ``dedup --track`` its url, site and time fields as they are (None otherwise: a
 #: :class:`Tracker` reads rows itself). Plain tuples keep the trip between processes cheap.
@@ -312,7 +312,7 @@ Prepared = tuple[
     str | None,
     tuple[int, ...],
     tuple[int, ...],
-    tuple[int, int],
+    tuple[int, int] | tuple[int, int, bytes],
     bytes | None,
     tuple[Any, Any, Any] | None,
 ]
@@ -427,11 +427,11 @@ class Preparer:
 
     def _slots(self, text: str, title: str | None) -> tuple[Any, Any, Any]:
         """The fingerprint slots of a :data:`Prepared` tuple: the nshash method's sentences,
-        sketch, and exact fingerprint with the sketch limit (a subclass fills them with
-        another method's)."""
+        sketch, and exact fingerprint with the sketch limit and places (a subclass fills them
+        with another method's)."""
         check_title(title)
         doc = self.fingerprinter.prepare(text)
-        return doc.sentences, doc.sketch, (doc.exact, doc.limit)
+        return doc.sentences, doc.sketch, (doc.exact, doc.limit, doc.places)
 
     def _jsonl(self, line: bytes) -> Prepared:
         try:

@@ -23,7 +23,7 @@
 #include "_u64sort.h"
 
 #define BMP 0x10000
-#define KERNEL_ABI 8 /* bump with every change of Kernel's arguments or tables */
+#define KERNEL_ABI 9 /* bump with every change of Kernel's arguments or tables */
 
 /* default_process of every BMP code point (0: dropped), and what folding a kept character
  * needs: 0 nothing, 1 full-width digit or letter (its NFKC form is c - 0xFEE0), 2 the pure
@@ -84,7 +84,7 @@ typedef struct {
      * checked it against farmhash.fingerprint64: keys are hashed without a Python call. */
     uint64_t (*fp64)(const char *, size_t);
     PyObject *hashfunc, *fold, *dproc, *docprint;
-    PyObject *n_sentences, *n_sketch, *n_exact, *n_limit, *n_packed;
+    PyObject *n_sentences, *n_sketch, *n_exact, *n_limit, *n_packed, *n_places;
 } Kernel;
 
 static inline int is_brk(const Kernel *k, Py_UCS4 c)
@@ -540,7 +540,7 @@ static int hash_key(Kernel *k, const uint32_t *s, const char *u8, const Py_ssize
 
 
 static PyObject *make_docprint(Kernel *k, PyObject *anchors, PyObject *sketch, PyObject *exact,
-                               PyObject *limit)
+                               PyObject *limit, PyObject *places)
 {
     PyTypeObject *tp = (PyTypeObject *)k->docprint;
     PyObject *obj = tp->tp_alloc(tp, 0);
@@ -549,7 +549,8 @@ static PyObject *make_docprint(Kernel *k, PyObject *anchors, PyObject *sketch, P
     if (PyObject_GenericSetAttr(obj, k->n_sentences, anchors) < 0
         || PyObject_GenericSetAttr(obj, k->n_sketch, sketch) < 0
         || PyObject_GenericSetAttr(obj, k->n_exact, exact) < 0
-        || PyObject_GenericSetAttr(obj, k->n_limit, limit) < 0) {
+        || PyObject_GenericSetAttr(obj, k->n_limit, limit) < 0
+        || PyObject_GenericSetAttr(obj, k->n_places, places) < 0) {
         Py_DECREF(obj);
         return NULL;
     }
@@ -563,7 +564,7 @@ static PyObject *make_docprint(Kernel *k, PyObject *anchors, PyObject *sketch, P
  * be are made only where Python reads them. */
 static PyObject *make_packed(Kernel *k, const uint64_t *anchors, Py_ssize_t na,
                              const uint64_t *sketch, Py_ssize_t u, PyObject *exact,
-                             PyObject *limit)
+                             PyObject *limit, PyObject *places)
 {
     PyObject *packed = PyBytes_FromStringAndSize(NULL, (1 + na + u) * (Py_ssize_t)sizeof(uint64_t));
     if (!packed)
@@ -577,7 +578,8 @@ static PyObject *make_packed(Kernel *k, const uint64_t *anchors, Py_ssize_t na,
     PyObject *obj = tp->tp_alloc(tp, 0);
     if (!obj || PyObject_GenericSetAttr(obj, k->n_packed, packed) < 0
         || PyObject_GenericSetAttr(obj, k->n_exact, exact) < 0
-        || PyObject_GenericSetAttr(obj, k->n_limit, limit) < 0)
+        || PyObject_GenericSetAttr(obj, k->n_limit, limit) < 0
+        || PyObject_GenericSetAttr(obj, k->n_places, places) < 0)
         Py_CLEAR(obj);
     Py_DECREF(packed);
     return obj;
@@ -594,11 +596,12 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     Py_ssize_t n = PyUnicode_GET_LENGTH(text), cap = n + 1;
     uint32_t *buf = NULL;
     Pick *picks = NULL;
-    uint64_t *svals = NULL, *fps = NULL;
+    uint64_t *svals = NULL, *fps = NULL, *kept = NULL;
+    uint32_t *spos = NULL; /* where each sampled value's shingle starts, in stream order */
     PyObject **objs = NULL;
     Py_ssize_t na = 0, j;
     PyObject *result = NULL, *stream = NULL, *exact = NULL, *anchors = NULL, *sketch = NULL;
-    PyObject *limit = NULL;
+    PyObject *limit = NULL, *places = NULL;
     Py_ssize_t len;
     char *u8 = NULL;      /* the stream's UTF-8, when keys are hashed as bytes */
     Py_ssize_t *off = NULL; /* where each code point's bytes start in u8 */
@@ -659,9 +662,11 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     Py_ssize_t m = k->max_sentences, size = 0, ns = 0;
     picks = PyMem_Malloc((size_t)m * 3 * sizeof *picks); /* the picks kept: m, and 2m more */
     svals = PyMem_Malloc((size_t)len * sizeof *svals);
+    kept = PyMem_Malloc((size_t)len * sizeof *kept);
+    spos = PyMem_Malloc((size_t)len * sizeof *spos);
     fps = PyMem_Malloc((size_t)m * sizeof *fps);
     objs = PyMem_Malloc((size_t)m * sizeof *objs);
-    if (!picks || !svals || !fps || !objs) {
+    if (!picks || !svals || !kept || !spos || !fps || !objs) {
         PyErr_NoMemory();
         goto done;
     }
@@ -703,8 +708,10 @@ shingle_pass:
         h ^= h >> 33;
         h *= MIX2;
         h ^= h >> 33;
-        if ((h & mask) == 0)
+        if ((h & mask) == 0) {
+            spos[ns] = (uint32_t)i;
             svals[ns++] = h >> shift;
+        }
         if (h <= thr.h) {
             Pick p = {h, i, e};
             if (pick_less(&p, &thr)) {
@@ -740,8 +747,8 @@ shingled:
         }
         PyTuple_SET_ITEM(sketch, 0, v);
         limit = PyLong_FromUnsignedLongLong(k->no_limit);
-        if (limit)
-            result = make_docprint(k, anchors, sketch, exact, limit);
+        if (limit && (places = PyBytes_FromStringAndSize(NULL, 0)))
+            result = make_docprint(k, anchors, sketch, exact, limit, places);
         goto done;
     }
 
@@ -784,37 +791,60 @@ shingled:
     }
 
     /* The sketch: the sampled values, ascending, without repeats, cut at sketch_size. */
-    sort_u64(svals, ns);
+    memcpy(kept, svals, (size_t)ns * sizeof *kept);
+    sort_u64(kept, ns);
     Py_ssize_t u = 0;
     for (i = 0; i < ns; i++)
-        if (u == 0 || svals[i] != svals[u - 1])
-            svals[u++] = svals[i];
+        if (u == 0 || kept[i] != kept[u - 1])
+            kept[u++] = kept[i];
     uint64_t limit_v = k->no_limit;
     if (u > k->sketch_size) {
-        limit_v = svals[k->sketch_size];
+        limit_v = kept[k->sketch_size];
         u = k->sketch_size;
     }
-    if (u == 0) {
-        svals[0] = least >> k->shift;
+    if (!(places = PyBytes_FromStringAndSize(NULL, (u ? u : 1) * (Py_ssize_t)sizeof(uint32_t))))
+        goto done;
+    uint32_t *pl = (uint32_t *)PyBytes_AS_STRING(places);
+    if (u == 0) { /* no value sampled: the smallest hash of all stands for the text */
+        kept[0] = least >> k->shift;
+        pl[0] = (uint32_t)picks[0].start;
         u = 1;
+    } else { /* each value's place: the start of its first shingle (stream order) */
+        for (i = 0; i < u; i++)
+            pl[i] = UINT32_MAX;
+        for (i = 0; i < ns; i++) {
+            uint64_t v = svals[i];
+            if (v >= limit_v)
+                continue;
+            Py_ssize_t lo = 0, hi = u;
+            while (lo < hi) {
+                Py_ssize_t mid = lo + (hi - lo) / 2;
+                if (kept[mid] < v)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            if (pl[lo] == UINT32_MAX)
+                pl[lo] = spos[i];
+        }
     }
     limit = PyLong_FromUnsignedLongLong(limit_v);
     if (!limit)
         goto done;
     if (packed) {
-        result = make_packed(k, fps, na, svals, u, exact, limit);
+        result = make_packed(k, fps, na, kept, u, exact, limit, places);
         goto done;
     }
     sketch = PyTuple_New(u);
     if (!sketch)
         goto done;
     for (i = 0; i < u; i++) {
-        PyObject *v = PyLong_FromUnsignedLongLong(svals[i]);
+        PyObject *v = PyLong_FromUnsignedLongLong(kept[i]);
         if (!v)
             goto done;
         PyTuple_SET_ITEM(sketch, i, v);
     }
-    result = make_docprint(k, anchors, sketch, exact, limit);
+    result = make_docprint(k, anchors, sketch, exact, limit, places);
 done:
     for (j = 0; j < na; j++)
         Py_XDECREF(objs[j]);
@@ -823,11 +853,14 @@ done:
     Py_XDECREF(anchors);
     Py_XDECREF(sketch);
     Py_XDECREF(limit);
+    Py_XDECREF(places);
     PyMem_Free(buf);
     PyMem_Free(u8);
     PyMem_Free(off);
     PyMem_Free(picks);
     PyMem_Free(svals);
+    PyMem_Free(kept);
+    PyMem_Free(spos);
     PyMem_Free(fps);
     PyMem_Free(objs);
     return result;
@@ -922,7 +955,9 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds)
     Py_XSETREF(k->n_exact, PyUnicode_InternFromString("exact"));
     Py_XSETREF(k->n_limit, PyUnicode_InternFromString("limit"));
     Py_XSETREF(k->n_packed, PyUnicode_InternFromString("_packed"));
-    if (!k->n_sentences || !k->n_sketch || !k->n_exact || !k->n_limit || !k->n_packed)
+    Py_XSETREF(k->n_places, PyUnicode_InternFromString("places"));
+    if (!k->n_sentences || !k->n_sketch || !k->n_exact || !k->n_limit || !k->n_packed
+        || !k->n_places)
         return -1;
     return 0;
 }
@@ -947,6 +982,7 @@ static int Kernel_clear(Kernel *k)
     Py_CLEAR(k->n_exact);
     Py_CLEAR(k->n_limit);
     Py_CLEAR(k->n_packed);
+    Py_CLEAR(k->n_places);
     return 0;
 }
 
@@ -1031,7 +1067,7 @@ static PyObject *surrogate_at(PyObject *self, PyObject *text)
 }
 
 /* The DocPrint slot names narrow() reads and writes, interned once. */
-static PyObject *s_sentences, *s_sketch, *s_exact, *s_limit;
+static PyObject *s_sentences, *s_sketch, *s_exact, *s_limit, *s_places;
 
 /* A Python int as a uint64: 0, or 1 when it is not an exact int in [0, 2**64) (the caller
  * then answers None), -1 on another error. */
@@ -1066,8 +1102,10 @@ static PyObject *narrow_doc(PyObject *self, PyObject *const *args, Py_ssize_t na
         return NULL;
     }
     PyObject *doc = args[0], *result = NULL, *sketch = NULL, *limit = NULL, *values = NULL;
-    PyObject *new_limit = NULL, *sentences = NULL, *exact = NULL;
+    PyObject *new_limit = NULL, *sentences = NULL, *exact = NULL, *places = NULL;
+    PyObject *new_places = NULL;
     uint64_t no_limit, limit_v, *buf = NULL;
+    uint32_t *pos = NULL;
     Py_ssize_t shift = PyLong_AsSsize_t(args[1]);
     if (shift == -1 && PyErr_Occurred())
         return NULL;
@@ -1077,7 +1115,8 @@ static PyObject *narrow_doc(PyObject *self, PyObject *const *args, Py_ssize_t na
             PyErr_SetString(PyExc_ValueError, "narrow: shift or no_limit out of range");
         return NULL;
     }
-    if (!(sketch = PyObject_GetAttr(doc, s_sketch)) || !(limit = PyObject_GetAttr(doc, s_limit)))
+    if (!(sketch = PyObject_GetAttr(doc, s_sketch)) || !(limit = PyObject_GetAttr(doc, s_limit))
+        || !(places = PyObject_GetAttr(doc, s_places)))
         goto done;
     if (!PyTuple_CheckExact(sketch) || (rc = exact_u64(limit, &limit_v)) > 0)
         goto fallback;
@@ -1096,8 +1135,21 @@ static PyObject *narrow_doc(PyObject *self, PyObject *const *args, Py_ssize_t na
             goto fallback;
         }
     }
-    if (narrow_values(buf, &u, (int)shift, &limit_v, &keep_limit))
+    /* The places, when there is one for each value (else the narrow document has none). */
+    if (n && PyBytes_CheckExact(places)
+        && PyBytes_GET_SIZE(places) == n * (Py_ssize_t)sizeof(uint32_t)) {
+        if (!(pos = PyMem_Malloc((size_t)n * sizeof *pos))) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        memcpy(pos, PyBytes_AS_STRING(places), (size_t)n * sizeof *pos);
+    }
+    if (narrow_values(buf, pos, &u, (int)shift, &limit_v, &keep_limit))
         goto fallback;
+    new_places = pos ? PyBytes_FromStringAndSize((const char *)pos, u * (Py_ssize_t)sizeof *pos)
+                     : PyBytes_FromStringAndSize(NULL, 0);
+    if (!new_places)
+        goto done;
     if (!(values = PyTuple_New(u)))
         goto done;
     for (i = 0; i < u; i++) {
@@ -1117,7 +1169,8 @@ static PyObject *narrow_doc(PyObject *self, PyObject *const *args, Py_ssize_t na
     if (PyObject_GenericSetAttr(obj, s_sentences, sentences) < 0
         || PyObject_GenericSetAttr(obj, s_sketch, values) < 0
         || PyObject_GenericSetAttr(obj, s_exact, exact) < 0
-        || PyObject_GenericSetAttr(obj, s_limit, new_limit) < 0) {
+        || PyObject_GenericSetAttr(obj, s_limit, new_limit) < 0
+        || PyObject_GenericSetAttr(obj, s_places, new_places) < 0) {
         Py_DECREF(obj);
         goto done;
     }
@@ -1127,8 +1180,11 @@ fallback:
     result = Py_NewRef(Py_None);
 done:
     PyMem_Free(buf);
+    PyMem_Free(pos);
     Py_XDECREF(sketch);
     Py_XDECREF(limit);
+    Py_XDECREF(places);
+    Py_XDECREF(new_places);
     Py_XDECREF(values);
     Py_XDECREF(new_limit);
     Py_XDECREF(sentences);
@@ -1158,7 +1214,8 @@ PyMODINIT_FUNC PyInit__kernel(void)
     if ((!s_sentences && !(s_sentences = PyUnicode_InternFromString("sentences")))
         || (!s_sketch && !(s_sketch = PyUnicode_InternFromString("sketch")))
         || (!s_exact && !(s_exact = PyUnicode_InternFromString("exact")))
-        || (!s_limit && !(s_limit = PyUnicode_InternFromString("limit"))))
+        || (!s_limit && !(s_limit = PyUnicode_InternFromString("limit")))
+        || (!s_places && !(s_places = PyUnicode_InternFromString("places"))))
         return NULL;
     PyObject *m = PyModule_Create(&kernel_module);
     if (!m)

@@ -70,10 +70,12 @@ static void sort_u64(uint64_t *v, Py_ssize_t n)
  * becomes the limit is dropped, and a sketch that would be left empty so keeps its values
  * with the limit moved past them (*keep_limit* then 0). 0, with the new count in *n*, or 1
  * where the Python version answers (a value that is not ascending once shifted, a limit that
- * would reach 2**64). Both extensions narrow with this: the text kernel's narrow() and the
- * compiled assignment, which narrows a document's values itself. */
-static int narrow_values(uint64_t *buf, Py_ssize_t *n, int shift, uint64_t *limit,
-                         int *keep_limit)
+ * would reach 2**64). *pos* (NULL for none) holds each value's place in the page and is
+ * narrowed alongside: a value that two became keeps the first (least) place of the two.
+ * Both extensions narrow with this: the text kernel's narrow() and the compiled assignment,
+ * which narrows a document's values itself. */
+static int narrow_values(uint64_t *buf, uint32_t *pos, Py_ssize_t *n, int shift,
+                         uint64_t *limit, int *keep_limit)
 {
     Py_ssize_t u = 0, i, count = *n;
     uint64_t limit_v = *keep_limit ? *limit : *limit >> shift;
@@ -81,8 +83,13 @@ static int narrow_values(uint64_t *buf, Py_ssize_t *n, int shift, uint64_t *limi
         uint64_t v = buf[i] >> shift;
         if (u && v < buf[u - 1])
             return 1;
-        if (!u || v != buf[u - 1])
+        if (!u || v != buf[u - 1]) {
+            if (pos)
+                pos[u] = pos[i];
             buf[u++] = v;
+        } else if (pos && pos[i] < pos[u - 1]) { /* one value for two: the first place */
+            pos[u - 1] = pos[i];
+        }
     }
     if (u && buf[u - 1] >= limit_v) {
         Py_ssize_t kept;

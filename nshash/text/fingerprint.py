@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -50,6 +51,7 @@ __all__ = [
     "Fingerprinter",
     "HASHFUNCS",
     "NARROW_BITS",
+    "PLACES",
     "SKETCH_BITS",
     "narrow",
     "narrow_pure",
@@ -97,6 +99,9 @@ SKETCH_BITS = 53
 
 #: A sketch value above every real one: "no limit" for a sketch that is not cut short.
 NO_LIMIT = 1 << SKETCH_BITS
+
+#: The array type code of :attr:`DocPrint.places`: native unsigned 32-bit words.
+PLACES = "I"
 
 #: The sketch values a compact store keeps: the top 31 bits of the same hashes (see
 #: :func:`narrow`). Measured on every shared evaluation set, the guard decides exactly as
@@ -224,12 +229,19 @@ class DocPrint(_Packed):
         limit: the sketch holds every sampled value below this one. A long document's sketch
             is cut to its smallest values, so only values below ``limit`` are compared;
             :data:`NO_LIMIT` when nothing was cut.
+        places: where each sketch value lies in the page: for ``sketch[i]``, the start (in
+            characters of the keyed stream) of the first shingle that gave it, as native
+            unsigned 32-bit words (:data:`PLACES`), in the sketch's order. The guard reads
+            them to tell a page's frame from its story (see
+            :func:`nshash.methods.nshash.assign.set_aside`); empty when unknown (a DocPrint
+            made by hand), and the guard then reads no frame.
     """
 
     sentences: tuple[int, ...]
     sketch: tuple[int, ...]
     exact: int
     limit: int = NO_LIMIT
+    places: bytes = b""
 
     if not TYPE_CHECKING:  # (a __getattr__ would let any attribute pass the type checks)
 
@@ -273,13 +285,29 @@ def narrow_pure(doc: DocPrint) -> DocPrint:
     """:func:`narrow` in Python: what the compiled one must equal."""
     shift = _NARROW_SHIFT
     limit = doc.limit if doc.limit >= NO_LIMIT else doc.limit >> shift
-    values = tuple(dict.fromkeys(v >> shift for v in doc.sketch))
+    # Each narrow value and its place: the first (least) place of the values it stands for.
+    had = _places_of(doc)
+    first: dict[int, int] = {}
+    for i, v in enumerate(doc.sketch):
+        w = v >> shift
+        p = had[i] if had else 0
+        first[w] = min(first.get(w, p), p)
+    values = tuple(first)
     if values and values[-1] >= limit:
         kept = tuple(v for v in values if v < limit)
         # Every value in the limit's bucket (a cut in a run of equal top bits: never seen on
         # real text) keeps the sketch whole by moving the limit past them.
         values, limit = (kept, limit) if kept else (values, values[-1] + 1)
-    return DocPrint(doc.sentences, values, doc.exact, limit)
+    places = array(PLACES, (first[v] for v in values)).tobytes() if had else b""
+    return DocPrint(doc.sentences, values, doc.exact, limit, places)
+
+
+def _places_of(doc: DocPrint) -> list[int]:
+    """*doc*'s places as ints (empty when it has none, or not one for each sketch value)."""
+    if not doc.places:
+        return []
+    places = array(PLACES, doc.places).tolist()
+    return places if len(places) == len(doc.sketch) else []
 
 
 class Fingerprinter:
@@ -481,13 +509,20 @@ class Fingerprinter:
             dict.fromkeys(h(stream[i:e]) for i, e in zip(starts, ends[picks].tolist(), strict=True))
         )
         shift = np.uint64(_S_SKETCH)
-        sampled = np.unique(hashes[(hashes & np.uint64(self.sketch_rate - 1)) == 0] >> shift)
+        at = np.flatnonzero((hashes & np.uint64(self.sketch_rate - 1)) == 0)
+        # np.unique's index is each value's first occurrence: its place in the stream.
+        sampled, first = np.unique(hashes[at] >> shift, return_index=True)
+        places = at[first]
         limit = NO_LIMIT
         if len(sampled) > self.sketch_size:
             limit = int(sampled[self.sketch_size])
             sampled = sampled[: self.sketch_size]
-        sketch = tuple(sampled.tolist()) or (int(hashes.min() >> shift),)
-        return DocPrint(anchors, sketch, exact, limit)
+            places = places[: self.sketch_size]
+        if not len(sampled):
+            least = int(np.argmin(hashes))
+            sampled, places = hashes[least : least + 1] >> shift, np.array([least])
+        sketch = tuple(sampled.tolist())
+        return DocPrint(anchors, sketch, exact, limit, places.astype(np.uint32).tobytes())
 
     def fingerprints(self, text: str) -> list[int]:
         """Return the fingerprints of the n longest sentences of *text* (the seed's definition)."""

@@ -67,7 +67,7 @@ _FULLWIDTH_KEPT = (*range(0xFF10, 0xFF1A), *range(0xFF41, 0xFF5B))
 _BMP = 0x10000
 
 #: The interface version of the extension this module drives (``KERNEL_ABI`` in _kernel.c).
-ABI = 8
+ABI = 9
 
 
 def load_extension(module: str, abi: int, what: str) -> tuple[Any, str]:
@@ -173,7 +173,7 @@ def compile_kernel(
     """
     if _MODULE is None or period != KERNEL_PERIOD:
         return None
-    if getattr(docprint, "__slots__", None) != ("sentences", "sketch", "exact", "limit"):
+    if getattr(docprint, "__slots__", None) != ("sentences", "sketch", "exact", "limit", "places"):
         return None
     if any(ord(c) >= _BMP for c in ends) or not _tables():
         return None

@@ -27,7 +27,7 @@
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 16 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 17 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -360,6 +360,169 @@ static PyObject *sketch_guard(PyObject *self, PyObject *args)
                        : rc > 0 ? Py_NewRef(Py_None)
                                 : NULL;
     Py_DECREF(shared);
+    return result;
+}
+
+/* -- the page's frame (assign.py's frame_of and set_aside) --------------------------------- */
+
+#define FRAME_LEAST 12 /* assign.FRAME_LEAST: fewer compared values, no frame */
+#define FRAME_GAP 3     /* assign.FRAME_GAP: the shortest unshared run a frame surrounds */
+#define FRAME_SHARE 4   /* assign.FRAME_SHARE: ... and at least 1 in this many values */
+
+/* frame_of: how many of a page's shared values are its frame, given *flags* (1 when shared)
+ * for its *n* compared values in page order and the count of the group's values compared
+ * (*theirs*). assign.frame_of is the reference. */
+static Py_ssize_t frame_of(const unsigned char *flags, Py_ssize_t n, Py_ssize_t theirs)
+{
+    if (n < FRAME_LEAST || !flags[0] || !flags[n - 1])
+        return 0;
+    Py_ssize_t lead = 0, trail = 0, gap = 0, run = 0, i;
+    while (lead < n && flags[lead])
+        lead++;
+    if (lead == n)
+        return 0; /* all shared: the whole page is the match */
+    while (flags[n - 1 - trail])
+        trail++;
+    for (i = lead; i < n - trail; i++) {
+        run = flags[i] ? 0 : run + 1;
+        if (run > gap)
+            gap = run;
+    }
+    if (gap < FRAME_GAP || gap * FRAME_SHARE < n || gap < lead)
+        return 0;
+    return (lead + trail) * 4 <= theirs * 3 ? lead + trail : 0;
+}
+
+/* The page order of *n* values given their places (*pos*): *order* gets their indices, by
+ * place, ties by index (keys packs the two into one word to sort; room for n). */
+static void page_order(const uint32_t *pos, Py_ssize_t n, uint64_t *keys, uint32_t *order)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        keys[i] = (uint64_t)pos[i] << 32 | (uint64_t)i;
+    sort_u64(keys, n);
+    for (Py_ssize_t i = 0; i < n; i++)
+        order[i] = (uint32_t)keys[i];
+}
+
+/* frame_of for the first *m* of *live* (ascending), of which the *same* values at *shared*
+ * are shared, read in the page order *order* of all *nlive* (indices past m skipped), against
+ * *theirs* values of the group's; *flags* has room for 2 * nlive. */
+static Py_ssize_t frame_in(const uint64_t *live, Py_ssize_t m, const uint32_t *order,
+                           Py_ssize_t nlive, const uint64_t *shared, Py_ssize_t same,
+                           Py_ssize_t theirs, unsigned char *flags)
+{
+    if (m < FRAME_LEAST || !same)
+        return 0;
+    unsigned char *mark = flags + nlive; /* (room for 2 * nlive) */
+    memset(mark, 0, (size_t)m);
+    for (Py_ssize_t i = 0; i < same; i++) {
+        Py_ssize_t lo = 0, hi = m;
+        while (lo < hi) {
+            Py_ssize_t mid = lo + (hi - lo) / 2;
+            if (live[mid] < shared[i])
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < m && live[lo] == shared[i])
+            mark[lo] = 1;
+    }
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = 0; i < nlive; i++)
+        if (order[i] < (uint32_t)m)
+            flags[n++] = mark[order[i]];
+    return frame_of(flags, n, theirs);
+}
+
+/* set_aside(sketch, places, limit, common, more, shared, theirs): assign.set_aside: how many
+ * of the values *shared* are the document's frame, its sketch values below *limit* and not in
+ * *common* (a set or an AnchorMap) or *more* (a set) read in the order of *places* (native
+ * uint32 words, one a value), against *theirs* values of the group's. 0 without places; None
+ * for a value that is not a plain int below 2**64 (the Python version then answers). */
+static PyObject *set_aside(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *sketch, *places, *limit_o, *common, *more, *shared;
+    Py_ssize_t theirs;
+    if (!PyArg_ParseTuple(args, "OOOOO!On", &sketch, &places, &limit_o, &common, &PySet_Type,
+                          &more, &shared, &theirs))
+        return NULL;
+    if (!PySet_CheckExact(common) && Py_TYPE(common) != &AnchorMapType) {
+        PyErr_Format(PyExc_TypeError, "set_aside: common is a set or an AnchorMap, not %s",
+                     Py_TYPE(common)->tp_name);
+        return NULL;
+    }
+    PyObject *fast = PySequence_Fast(sketch, "set_aside: the sketch must be a sequence");
+    if (!fast)
+        return NULL;
+    PyObject *sh = PySequence_Fast(shared, "set_aside: shared must be a sequence");
+    if (!sh) {
+        Py_DECREF(fast);
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast), ns = PySequence_Fast_GET_SIZE(sh), i, m = 0;
+    PyObject *result = NULL;
+    uint64_t limit, *live = NULL, *keys = NULL, *sv = NULL;
+    uint32_t *pos = NULL, *order = NULL;
+    unsigned char *flags = NULL;
+    int rc = sketch_value(limit_o, &limit);
+    if (rc)
+        goto odd;
+    if (!PyBytes_CheckExact(places) || !n
+        || PyBytes_GET_SIZE(places) != n * (Py_ssize_t)sizeof(uint32_t)) {
+        result = PyLong_FromLong(0);
+        goto done;
+    }
+    const char *pl = PyBytes_AS_STRING(places);
+    live = PyMem_Malloc((size_t)n * sizeof *live);
+    keys = PyMem_Malloc((size_t)n * sizeof *keys);
+    sv = PyMem_Malloc((size_t)(ns ? ns : 1) * sizeof *sv);
+    pos = PyMem_Malloc((size_t)n * sizeof *pos);
+    order = PyMem_Malloc((size_t)n * sizeof *order);
+    flags = PyMem_Malloc((size_t)n * 2);
+    if (!live || !keys || !sv || !pos || !order || !flags) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    for (i = 0; i < n; i++) { /* the values compared, with their places, by value */
+        uint64_t v;
+        if ((rc = sketch_value(items[i], &v)) != 0)
+            goto odd;
+        if (v >= limit)
+            continue;
+        int in = guard_common(common, more, items[i], v);
+        if (in < 0)
+            goto done;
+        if (in)
+            continue;
+        live[m] = v;
+        memcpy(&pos[m++], pl + i * sizeof(uint32_t), sizeof(uint32_t));
+    }
+    for (i = 1; i < m; i++)
+        if (live[i - 1] >= live[i]) { /* not ascending: the Python way */
+            rc = 1;
+            goto odd;
+        }
+    PyObject **sitems = PySequence_Fast_ITEMS(sh);
+    for (i = 0; i < ns; i++)
+        if ((rc = sketch_value(sitems[i], &sv[i])) != 0)
+            goto odd;
+    page_order(pos, m, keys, order);
+    result = PyLong_FromSsize_t(frame_in(live, m, order, m, sv, ns, theirs, flags));
+    goto done;
+odd:
+    if (rc > 0)
+        result = Py_NewRef(Py_None);
+done:
+    Py_DECREF(fast);
+    Py_DECREF(sh);
+    PyMem_Free(live);
+    PyMem_Free(keys);
+    PyMem_Free(sv);
+    PyMem_Free(pos);
+    PyMem_Free(order);
+    PyMem_Free(flags);
     return result;
 }
 
@@ -2598,7 +2761,7 @@ static int gid_of(PyObject *o, uint32_t *v)
 }
 
 /* fast_assign(t, sentences, sketch, exact, doc_limit, n, theta, min_overlap, cap, no_limit,
- * votes, doc_id, title, shift): nshash.methods.nshash.assign.assign on the dicts of a memory
+ * votes, doc_id, title, shift, places): nshash.methods.nshash.assign.assign on the dicts of a memory
  * store's _Tables *t* (journaled or not: see Ops), for every case but a merge: an exact
  * repeat, a new story, and a document whose candidates the guard refuses (their hashes get
  * votes) but for at most one it accepts (the document joins it). With *shift* (the narrow
@@ -2609,11 +2772,13 @@ static int gid_of(PyObject *o, uint32_t *v)
  * odd value): the caller then runs assign (on the narrowed document). *sentences* may be
  * the text kernel's packed words instead (DocPrint._packed: the count of the anchors, the
  * anchors, the sketch values, native 64-bit words; *sketch* is then None), read with no int
- * made but for the anchors picked. */
+ * made but for the anchors picked. *places* is the document's DocPrint.places (bytes, one
+ * native uint32 a sketch value; anything else: none), which the guard reads for the page's
+ * frame (frame_of). */
 static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 14) {
-        PyErr_SetString(PyExc_TypeError, "fast_assign takes 14 arguments (see its docstring)");
+    if (nargs != 15) {
+        PyErr_SetString(PyExc_TypeError, "fast_assign takes 15 arguments (see its docstring)");
         return NULL;
     }
     /* The kernel's packed words, checked for their count (an odd length: the Python way). */
@@ -2662,6 +2827,11 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     /* The document's sketch values, and those of them below its limit that are not common. */
     uint64_t *dv = NULL, *live = NULL, *hs = NULL;
     Py_ssize_t nlive = 0;
+    /* Their places (when the document has them), the live ones' page order, and room for
+     * the flags frame_in reads. */
+    uint32_t *dpos = NULL, *lpos = NULL, *order = NULL;
+    uint64_t *okeys = NULL;
+    unsigned char *flags = NULL;
     PyObject *dlim = NULL; /* the document's limit as an int (narrowed), once needed */
     Py_ssize_t i, k, nc = 0, np = 0, joined = -1;
     int duplicate = 1, fresh = 0, width = 8;
@@ -2779,9 +2949,18 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
             dv[i] = prev = v;
         }
     }
+    if (nd && PyBytes_CheckExact(args[14])
+        && PyBytes_GET_SIZE(args[14]) == nd * (Py_ssize_t)sizeof(uint32_t)) {
+        if (!(dpos = PyMem_Malloc((size_t)nd * sizeof *dpos))
+            || !(lpos = PyMem_Malloc((size_t)nd * sizeof *lpos))) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        memcpy(dpos, PyBytes_AS_STRING(args[14]), (size_t)nd * sizeof *dpos);
+    }
     if (shift) { /* narrow(doc): the values and the limit (kept as it is from no_limit on) */
         int keep_limit = doc_limit >= no_limit;
-        if (narrow_values(dv, &nd, (int)shift, &doc_limit, &keep_limit))
+        if (narrow_values(dv, dpos, &nd, (int)shift, &doc_limit, &keep_limit))
             goto fallback;
         if (!keep_limit && !(dlim = PyLong_FromUnsignedLongLong(doc_limit)))
             goto done;
@@ -2834,8 +3013,20 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
      * (ascending: a prefix) and not common. */
     if (nc) {
         for (i = 0; i < nd && dv[i] < doc_limit; i++)
-            if (!am_has((AnchorMap *)common, dv[i]))
+            if (!am_has((AnchorMap *)common, dv[i])) {
+                if (dpos)
+                    lpos[nlive] = dpos[i];
                 live[nlive++] = dv[i];
+            }
+        if (dpos && nlive >= FRAME_LEAST) { /* the page order, once for every candidate */
+            if (!(okeys = PyMem_Malloc((size_t)nlive * sizeof *okeys))
+                || !(order = PyMem_Malloc((size_t)nlive * sizeof *order))
+                || !(flags = PyMem_Malloc((size_t)nlive * 2))) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            page_order(lpos, nlive, okeys, order);
+        }
     }
     /* The guard, for each candidate. */
     for (k = 0; k < nc; k++) {
@@ -2893,7 +3084,20 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
                 goto fail_or_fallback;
         }
         shared_n[k] = same;
-        double score = judge_score(same, mine, theirs, min_overlap);
+        Py_ssize_t frame = 0; /* the page's frame, set aside (assign.set_aside) */
+        if (order) {
+            uint64_t lim = doc_limit < group_limit ? doc_limit : group_limit;
+            Py_ssize_t m = 0, hi = nlive;
+            while (m < hi) { /* the live values below the limit: a prefix */
+                Py_ssize_t mid = m + (hi - m) / 2;
+                if (live[mid] < lim)
+                    m = mid + 1;
+                else
+                    hi = mid;
+            }
+            frame = frame_in(live, m, order, nlive, shared[k], same, theirs, flags);
+        }
+        double score = judge_score(same - frame, mine - frame, theirs - frame, min_overlap);
         accepted[k] = score >= theta;
         if (score > best)
             best = score;
@@ -3207,6 +3411,11 @@ done:
     PyMem_Free(dv);
     PyMem_Free(live);
     PyMem_Free(hs);
+    PyMem_Free(dpos);
+    PyMem_Free(lpos);
+    PyMem_Free(okeys);
+    PyMem_Free(order);
+    PyMem_Free(flags);
     Py_XDECREF(dlim);
     Py_XDECREF(anchors);
     Py_XDECREF(root);
@@ -3577,6 +3786,9 @@ static PyMethodDef module_methods[] = {
     {"sketch_guard", sketch_guard, METH_VARARGS,
      "sketch_guard(sketch, doc_limit, values, group_limit, common, more) -> (shared, mine,"
      " theirs) or None."},
+    {"set_aside", set_aside, METH_VARARGS,
+     "set_aside(sketch, places, limit, common, more, shared, theirs) -> the frame's count,"
+     " or None."},
     {"fast_assign", (PyCFunction)(void (*)(void))fast_assign, METH_FASTCALL,
      "fast_assign(t, sentences, sketch, exact, doc_limit, n, theta, min_overlap, cap, no_limit,"
      " votes, doc_id, title) -> (similar_id, duplicate, anchors) or None."},

@@ -30,6 +30,18 @@ the group's share at least ``min_overlap`` values and at least ``theta`` of the 
 two, after leaving out hashes known to be common and values past either sketch's limit. A
 site's footer shared by two unrelated articles hits, but the rest of the articles differs.
 
+**The page's frame is not its story** (:func:`set_aside`). A site wraps every page alike: a
+header on top; a related block, a footer or a columnist's bio at the end. A page's story is
+one run between them. So the guard reads the document's compared values in page order
+(:attr:`~nshash.DocPrint.places`), each shared with the group or not: when the page starts
+and ends with shared text around a long unshared run (the site's header and footer around
+another story), that shared edge text is set aside before the score (:func:`frame_of`). A
+repost with a new site's wrapper shares its middle, and a copy that shares its whole
+beginning keeps it, so neither loses anything; a new site's first pages stop gluing on its
+wrapper before any vote could say it is boilerplate, and a template's formula stops deciding
+between two stories of one site. What a refusal shares still gets its votes, frame included:
+the wrapper is learned as boilerplate sooner.
+
 **Boilerplate is learned from evidence, never from one refusal.** A refusal is only a vote:
 each hash the refused pair shared (the anchors that hit and the sketch values in common)
 records the two groups, and becomes *common*, no longer an anchor nor counted in any sketch,
@@ -48,13 +60,14 @@ story and half of another glue nothing together.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from array import array
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from ...errors import ConfigError
 from ...results import Assignment, Candidate, DocMeta, DocumentRecord, Explanation
-from ...text.fingerprint import NO_LIMIT, DocPrint
+from ...text.fingerprint import NO_LIMIT, PLACES, DocPrint
 from .compiled import compiled
 
 __all__ = [
@@ -65,10 +78,12 @@ __all__ = [
     "evidence",
     "explain",
     "finish_explanation",
+    "frame_of",
     "judged",
     "kinship",
     "lookup",
     "resolve",
+    "set_aside",
     "vote",
 ]
 
@@ -261,11 +276,110 @@ def _candidates(tables: Tables, known: dict[int, int | None]) -> dict[int, list[
 def _verify(
     tables: Tables, doc: DocPrint, gid: int, hits: list[int], policy: MatchPolicy
 ) -> tuple[Candidate, list[int]]:
-    """Judge group *gid* against the document's sketch; returns the shared values too."""
+    """Judge group *gid* against the document's sketch; returns the shared values too (the
+    frame's among them: a refusal votes on them all)."""
     values, group_limit = tables.group_sketch(gid)
     common, more = tables.common_sets()
     shared, mine, theirs = sketch_guard(doc.sketch, doc.limit, values, group_limit, common, more)
-    return judged(gid, tuple(hits), len(shared), mine, theirs, policy), shared
+    limit = min(doc.limit, group_limit)
+    frame = set_aside(doc.sketch, doc.places, limit, common, more, shared, theirs)
+    n = len(shared) - frame
+    return judged(gid, tuple(hits), n, mine - frame, theirs - frame, policy, frame), shared
+
+
+#: The frame rule (:func:`frame_of`): a page compared on fewer values than this has no frame
+#: (a handful of values, cut short by a big group's limit, says too little of its layout).
+FRAME_LEAST = 12
+
+#: ... and the unshared run a frame surrounds is at least this many values ...
+FRAME_GAP = 3
+
+#: ... and at least one in this many of the values compared.
+FRAME_SHARE = 4
+
+
+def frame_of(shared: Sequence[bool], theirs: int) -> int:
+    """How many of a page's shared values are its frame, given for each value it compared
+    with a group, in page order, whether the group holds it, and how many values of the
+    group's were compared (*theirs*).
+
+    The page starts and ends with shared values, and between them lies an unshared run at
+    least :data:`FRAME_GAP` values long, at least 1/:data:`FRAME_SHARE` of the values compared,
+    and at least as long as the leading shared run: the leading and trailing shared runs are
+    the frame (a site's header, and its related block and footer, around a story the group
+    does not hold). Not when the two runs are more than 3/4 of the group's values: then the
+    group is that text (a short copy of this page, which adds text in its middle). A copy that
+    shares its whole beginning and, by its site's footer, its end keeps both, since its
+    unshared run is shorter than its shared beginning.
+
+    0 for anything else, and for a page of fewer than :data:`FRAME_LEAST` values. The compiled
+    core's ``frame_of`` (``_assign.c``) must equal this.
+    """
+    n = len(shared)
+    if n < FRAME_LEAST or not shared[0] or not shared[-1] or all(shared):
+        return 0
+    lead = trail = 0
+    while shared[lead]:
+        lead += 1
+    while shared[n - 1 - trail]:
+        trail += 1
+    gap = run = 0
+    for s in shared[lead : n - trail]:
+        run = 0 if s else run + 1
+        gap = max(gap, run)
+    if gap < FRAME_GAP or gap * FRAME_SHARE < n or gap < lead:
+        return 0
+    return lead + trail if (lead + trail) * 4 <= theirs * 3 else 0
+
+
+def set_aside_pure(
+    sketch: Sequence[int],
+    places: bytes,
+    limit: int,
+    common: Collection[int],
+    more: Collection[int],
+    shared: Iterable[int],
+    theirs: int,
+) -> int:
+    """:func:`set_aside` in Python: what the compiled one must equal."""
+    if not places:
+        return 0
+    at = array(PLACES, places)
+    if len(at) != len(sketch):
+        return 0
+    held = set(shared)
+    compared = sorted(
+        (at[i], i, v in held)
+        for i, v in enumerate(sketch)
+        if v < limit and v not in common and v not in more
+    )
+    return frame_of([s for _, _, s in compared], theirs)
+
+
+#: The compiled frame rule (_assign.set_aside), or None on the pure path.
+_SET_ASIDE = compiled("set_aside")
+
+
+def set_aside(
+    sketch: Sequence[int],
+    places: bytes,
+    limit: int,
+    common: Collection[int],
+    more: Collection[int],
+    shared: Iterable[int],
+    theirs: int,
+) -> int:
+    """How many of the *shared* values are the document's frame (:func:`frame_of`): its
+    sketch values below *limit* that are not common (in *common* or *more*), in the order of
+    their *places* in the page (:attr:`~nshash.DocPrint.places`; ties by value), each marked
+    shared or not, against a group of which *theirs* values were compared. 0 when the
+    document has no places. Compiled where the kernel is built, else :func:`set_aside_pure`;
+    the answers are equal."""
+    if _SET_ASIDE is not None:
+        found: int | None = _SET_ASIDE(sketch, places, limit, common, more, shared, theirs)
+        if found is not None:
+            return found
+    return set_aside_pure(sketch, places, limit, common, more, shared, theirs)
 
 
 #: The compiled comparison (_assign.sketch_guard), or None on the pure path.
@@ -332,16 +446,23 @@ _SCORE = compiled("score")
 
 
 def judged(
-    gid: int, hits: tuple[int, ...], shared: int, mine: int, theirs: int, policy: MatchPolicy
+    gid: int,
+    hits: tuple[int, ...],
+    shared: int,
+    mine: int,
+    theirs: int,
+    policy: MatchPolicy,
+    frame: int = 0,
 ) -> Candidate:
     """A candidate scored by the compiled core's rule where it is built (the Python stores'
     placements and the Spark job's pairs then judge as ``fast_assign`` does), else by
-    :func:`score_pure`; the two are equal."""
+    :func:`score_pure`; the two are equal. The counts are the ones left after the *frame*
+    (:func:`set_aside`) was set aside."""
     if _SCORE is not None:
         score: float = _SCORE(shared, mine, theirs, policy.min_overlap)
     else:
         score = score_pure(shared, mine, theirs, policy.min_overlap)
-    return Candidate(gid, hits, shared, mine, theirs, score)
+    return Candidate(gid, hits, shared, mine, theirs, score, frame=frame)
 
 
 def kinship(tables: Tables, a: int, b: int) -> float:

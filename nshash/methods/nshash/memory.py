@@ -1600,6 +1600,7 @@ class MemoryStore(Store):
             doc_id,
             title,
             shift,
+            doc.places,
         )
         if placed is None:
             return None

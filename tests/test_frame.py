@@ -1,0 +1,169 @@
+"""The page's frame is not its story: the guard sets aside shared text at both edges of a page
+around an unshared run (assign.frame_of, assign.set_aside), on every store.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nshash import NSHash
+from nshash.methods.nshash import assign
+from nshash.methods.nshash.compiled import compiled
+from nshash.text.fingerprint import NO_LIMIT, PLACES, Fingerprinter, narrow, narrow_pure
+from tests.test_store_contract import EN_BAKERY, EN_CHESS, EN_ORCHARD, EN_RAIL, EN_TURTLES
+
+
+def flags(pattern: str) -> list[bool]:
+    """``"SS..S"`` -> shared flags in page order."""
+    return [c == "S" for c in pattern]
+
+
+class TestFrameOf:
+    """The rule on flags in page order (the reference; the compiled one is held to it below)."""
+
+    def test_header_and_footer_around_another_story_are_the_frame(self) -> None:
+        assert assign.frame_of(flags("SS" + "." * 20 + "S" * 25), 60) == 27
+
+    def test_a_copy_that_shares_its_beginning_keeps_it(self) -> None:
+        """Its unshared run (new text after the story) is shorter than its shared beginning:
+        the trailing shared value is its site's footer, not a frame around another story."""
+        assert assign.frame_of(flags("S" * 80 + "." * 44 + "S"), 200) == 0
+
+    def test_no_frame_without_shared_edges(self) -> None:
+        assert assign.frame_of(flags("..." + "S" * 30 + "..."), 60) == 0  # a repost, rewrapped
+        assert assign.frame_of(flags("." * 20 + "S" * 20), 60) == 0  # a shared end only
+        assert assign.frame_of(flags("S" * 20 + "." * 20), 60) == 0  # a shared start only
+        assert assign.frame_of(flags("S" * 40), 60) == 0  # all of it
+
+    def test_a_short_gap_is_an_edit_not_a_story(self) -> None:
+        """Promotional lines between paragraphs: unshared runs under a quarter of the page."""
+        assert assign.frame_of(flags("S" * 10 + "..." + "S" * 10 + ".." + "S" * 10), 60) == 0
+
+    def test_too_few_values_say_nothing(self) -> None:
+        few = "S" + "." * (assign.FRAME_LEAST - 3) + "S"
+        assert len(few) < assign.FRAME_LEAST
+        assert assign.frame_of(flags(few), 60) == 0
+        assert assign.frame_of(flags("S" + "." * (assign.FRAME_LEAST - 2) + "S"), 60) == 2
+
+    def test_a_group_that_is_the_frame_is_a_short_copy(self) -> None:
+        """When the edges are most of what the group holds, the group is an abridged copy of
+        this page (first and last paragraphs), not a wrapper around another story."""
+        pattern = flags("S" * 23 + "." * 34 + "S" * 20)
+        assert assign.frame_of(pattern, 46) == 0
+        assert assign.frame_of(pattern, 200) == 43
+
+
+SETS = st.lists(st.integers(0, 60), unique=True, max_size=40).map(sorted)
+
+
+@pytest.mark.skipif(compiled("set_aside") is None, reason="the compiled assignment is not built")
+class TestCompiledEqualsReference:
+    @settings(max_examples=300, deadline=None)
+    @given(
+        sketch=SETS,
+        data=st.data(),
+        limit=st.integers(0, 70),
+        theirs=st.integers(0, 80),
+    )
+    def test_set_aside(
+        self, sketch: list[int], data: st.DataObject, limit: int, theirs: int
+    ) -> None:
+        """Any sketch, places, limit, common values and shared values: the same count."""
+        places = data.draw(
+            st.lists(st.integers(0, 2**32 - 1), min_size=len(sketch), max_size=len(sketch))
+        )
+        packed = array(PLACES, places).tobytes()
+        common = set(data.draw(st.lists(st.sampled_from(sketch), max_size=5))) if sketch else set()
+        shared = data.draw(st.lists(st.sampled_from(sketch), unique=True)) if sketch else []
+        fast = compiled("set_aside")(sketch, packed, limit, common, set(), shared, theirs)
+        pure = assign.set_aside_pure(sketch, packed, limit, common, set(), shared, theirs)
+        assert fast == pure
+
+    def test_no_places_no_frame(self) -> None:
+        sketch = list(range(20))
+        shared = sketch[:2] + sketch[-6:]
+        for places in (b"", b"\0" * 12):  # none, or not one a value
+            assert compiled("set_aside")(sketch, places, NO_LIMIT, set(), set(), shared, 99) == 0
+            assert assign.set_aside_pure(sketch, places, NO_LIMIT, set(), set(), shared, 99) == 0
+
+
+class TestPlaces:
+    """Each sketch value's place is where its first shingle starts, on both paths."""
+
+    def test_places_follow_the_text(self) -> None:
+        fp = Fingerprinter()
+        head, tail = EN_RAIL, EN_CHESS
+        doc = fp.prepare(f"{head}\n{tail}")
+        alone = fp.prepare(tail)
+        at = dict(zip(doc.sketch, array(PLACES, doc.places), strict=True))
+        start = len("".join(fp.sentence_keys(head)))
+        # A value of the second part alone lies past the first part in the whole text.
+        later = [at[v] for v in alone.sketch if v in at and v not in fp.prepare(head).sketch]
+        assert later and min(later) >= start - fp.shingle
+        assert doc == fp.prepare_pure(f"{head}\n{tail}")
+
+    def test_narrow_keeps_the_first_place(self) -> None:
+        fp = Fingerprinter()
+        doc = fp.prepare(EN_ORCHARD * 3)
+        for narrowed in (narrow(doc), narrow_pure(doc)):
+            assert len(array(PLACES, narrowed.places)) == len(narrowed.sketch)
+        assert narrow(doc) == narrow_pure(doc)
+
+
+def page(site: str, body: str, related: str) -> str:
+    """A page as a small site publishes it: its header, the body, its related block and its
+    footer."""
+    header = f"{site} | Home > World | Subscribe | Sign in | Newsletters | Podcasts | Video"
+    footer = (
+        f"Copyright 2024 {site}. All rights reserved. This material may not be published,"
+        " broadcast, rewritten or redistributed without permission. Follow us on social media"
+        " and sign up for our newsletter to get the day's top stories in your inbox."
+    )
+    return f"{header}\n\n{body}\n\nRelated articles\n{related}\n\n{footer}"
+
+
+RELATED = (
+    "City council approves the new budget after a long night of debate\n"
+    "Storm leaves thousands without power across the northern valleys\n"
+    "Local team wins the regional final in extra time before a record crowd\n"
+    "Museum reopens its east wing after two years of careful restoration work"
+)
+
+
+def lead(text: str) -> str:
+    """A brief: the first two sentences of a story."""
+    return ". ".join(text.split(". ")[:2]) + "."
+
+
+class TestOnEveryStore:
+    def test_a_new_site_s_briefs_do_not_glue_on_its_wrapper(self, store_url: str) -> None:
+        """Two short pages of one new site share its header, related block and footer, more
+        than half of each page: without the frame rule the second joined the first. Now it is
+        a story of its own, and the evidence says what was set aside."""
+        with NSHash.open(store_url) as nsh:
+            first = nsh.add(page("Harbor Wire", lead(EN_TURTLES), RELATED), doc_id="b1")
+            why = nsh.explain(page("Harbor Wire", lead(EN_BAKERY), RELATED))
+            second = nsh.add(page("Harbor Wire", lead(EN_BAKERY), RELATED), doc_id="b2")
+            assert second.similar_id != first.similar_id and not second.duplicate
+            (cand,) = [c for c in why.candidates if c.similar_id == first.similar_id]
+            assert cand.verdict == "refused" and cand.frame > 0
+            # What the page shares with it is mostly the frame: counted whole, it passed.
+            whole = (cand.shared + cand.frame) / min(
+                cand.document_values + cand.frame, cand.group_values + cand.frame
+            )
+            assert whole >= nsh.policy.theta > cand.score
+            assert why.to_dict()["candidates"][0]["frame"] >= 0
+
+    def test_reposts_with_another_wrapper_still_join(self, store_url: str) -> None:
+        """A full copy on another site, and one on the same site: both join the story."""
+        with NSHash.open(store_url) as nsh:
+            story = f"{EN_TURTLES}\n{EN_ORCHARD}"
+            original = nsh.add(page("Harbor Wire", story, RELATED))
+            repost = nsh.add(page("Valley Post", story, RELATED.upper()))
+            again = nsh.add(page("Harbor Wire", story.replace("turtles", "sea turtles"), RELATED))
+            assert repost.similar_id == again.similar_id == original.similar_id
+            assert repost.duplicate and again.duplicate
