@@ -56,10 +56,11 @@ class Candidate:
         verdict: ``"joined"``, ``"merged"`` (accepted, and merged into the group joined),
             ``"not best"`` (accepted, but too weak to merge) or ``"refused"`` (what the two
             share gets a vote as boilerplate when the document is added).
-        frame: shared values set aside as the page's frame (a header and a footer around
-            text the group does not hold, or a shared end after an unshared page, see
-            :func:`nshash.methods.nshash.assign.set_aside`): already left out of the three
-            counts above.
+        frame: shared values set aside as the page's frame (a site's header and footer
+            around text the group does not hold, see
+            :func:`nshash.methods.nshash.assign.frame_of`), already left out of the three
+            counts above; looked for only where it can decide (a candidate that passes with
+            it), else 0.
     """
 
     similar_id: int

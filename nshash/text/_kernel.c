@@ -598,6 +598,7 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     Pick *picks = NULL;
     uint64_t *svals = NULL, *fps = NULL, *kept = NULL;
     uint32_t *spos = NULL; /* where each sampled value's shingle starts, in stream order */
+    int32_t *slots = NULL; /* the kept values' table (see the places below) */
     PyObject **objs = NULL;
     Py_ssize_t na = 0, j;
     PyObject *result = NULL, *stream = NULL, *exact = NULL, *anchors = NULL, *sketch = NULL;
@@ -810,22 +811,33 @@ shingled:
         pl[0] = (uint32_t)picks[0].start;
         u = 1;
     } else { /* each value's place: the start of its first shingle (stream order) */
-        for (i = 0; i < u; i++)
-            pl[i] = UINT32_MAX;
+        /* An open-addressing table of the kept values (hashes: their low bits spread them)
+         * -> their index, so each sampled value finds its slot in a probe or two. */
+        Py_ssize_t cap2 = 16;
+        while (cap2 < 2 * u)
+            cap2 <<= 1;
+        if (!(slots = PyMem_Malloc((size_t)cap2 * sizeof *slots))) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        const uint64_t smask = (uint64_t)cap2 - 1;
+        memset(slots, 0xFF, (size_t)cap2 * sizeof *slots); /* -1: empty */
+        memset(pl, 0xFF, (size_t)u * sizeof *pl);          /* UINT32_MAX: not seen yet */
+        for (i = 0; i < u; i++) {
+            uint64_t at = kept[i] & smask;
+            while (slots[at] >= 0)
+                at = (at + 1) & smask;
+            slots[at] = (int32_t)i;
+        }
         for (i = 0; i < ns; i++) {
             uint64_t v = svals[i];
             if (v >= limit_v)
                 continue;
-            Py_ssize_t lo = 0, hi = u;
-            while (lo < hi) {
-                Py_ssize_t mid = lo + (hi - lo) / 2;
-                if (kept[mid] < v)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
-            if (pl[lo] == UINT32_MAX)
-                pl[lo] = spos[i];
+            uint64_t at = v & smask;
+            while (kept[slots[at]] != v) /* every value below the limit is kept */
+                at = (at + 1) & smask;
+            if (pl[slots[at]] == UINT32_MAX)
+                pl[slots[at]] = spos[i];
         }
     }
     limit = PyLong_FromUnsignedLongLong(limit_v);
@@ -861,6 +873,7 @@ done:
     PyMem_Free(svals);
     PyMem_Free(kept);
     PyMem_Free(spos);
+    PyMem_Free(slots);
     PyMem_Free(fps);
     PyMem_Free(objs);
     return result;

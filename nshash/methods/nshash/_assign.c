@@ -434,6 +434,29 @@ static Py_ssize_t frame_in(const uint64_t *live, Py_ssize_t m, const uint32_t *o
     return frame_of(flags, n, theirs);
 }
 
+/* Whether the first and the last in page order (*pos*) of the values of *live* (ascending)
+ * below *limit* are both among the *same* values at *shared*: what a frame needs first,
+ * found with no sort. */
+static int edges_shared(const uint64_t *live, const uint32_t *pos, Py_ssize_t nlive,
+                        uint64_t limit, const uint64_t *shared, Py_ssize_t same)
+{
+    Py_ssize_t first = -1, last = -1;
+    for (Py_ssize_t i = 0; i < nlive && live[i] < limit; i++) {
+        if (first < 0 || pos[i] < pos[first] || (pos[i] == pos[first] && i < first))
+            first = i;
+        if (last < 0 || pos[i] > pos[last] || (pos[i] == pos[last] && i > last))
+            last = i;
+    }
+    if (first < 0)
+        return 0;
+    int a = 0, b = 0;
+    for (Py_ssize_t i = 0; i < same && !(a && b); i++) {
+        a |= shared[i] == live[first];
+        b |= shared[i] == live[last];
+    }
+    return a && b;
+}
+
 /* set_aside(sketch, places, limit, common, more, shared, theirs): assign.set_aside: how many
  * of the values *shared* are the document's frame, its sketch values below *limit* and not in
  * *common* (a set or an AnchorMap) or *more* (a set) read in the order of *places* (native
@@ -3018,15 +3041,6 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
                     lpos[nlive] = dpos[i];
                 live[nlive++] = dv[i];
             }
-        if (dpos && nlive >= FRAME_LEAST) { /* the page order, once for every candidate */
-            if (!(okeys = PyMem_Malloc((size_t)nlive * sizeof *okeys))
-                || !(order = PyMem_Malloc((size_t)nlive * sizeof *order))
-                || !(flags = PyMem_Malloc((size_t)nlive * 2))) {
-                PyErr_NoMemory();
-                goto done;
-            }
-            page_order(lpos, nlive, okeys, order);
-        }
     }
     /* The guard, for each candidate. */
     for (k = 0; k < nc; k++) {
@@ -3084,8 +3098,22 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
                 goto fail_or_fallback;
         }
         shared_n[k] = same;
-        Py_ssize_t frame = 0; /* the page's frame, set aside (assign.set_aside) */
-        if (order) {
+        double score = judge_score(same, mine, theirs, min_overlap);
+        /* The page's frame, set aside (assign._verify): it only lowers a score, so it is
+         * looked for where it can decide; the page order is made once, when first needed. */
+        if (score >= theta && lpos && mine >= FRAME_LEAST && mine - same >= FRAME_GAP
+            && (mine - same) * FRAME_SHARE >= mine /* room for a frame's unshared run */
+            && edges_shared(live, lpos, nlive, doc_limit < group_limit ? doc_limit : group_limit,
+                            shared[k], same)) {
+            if (!order) {
+                if (!(okeys = PyMem_Malloc((size_t)nlive * sizeof *okeys))
+                    || !(order = PyMem_Malloc((size_t)nlive * sizeof *order))
+                    || !(flags = PyMem_Malloc((size_t)nlive * 2))) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                page_order(lpos, nlive, okeys, order);
+            }
             uint64_t lim = doc_limit < group_limit ? doc_limit : group_limit;
             Py_ssize_t m = 0, hi = nlive;
             while (m < hi) { /* the live values below the limit: a prefix */
@@ -3095,9 +3123,10 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
                 else
                     hi = mid;
             }
-            frame = frame_in(live, m, order, nlive, shared[k], same, theirs, flags);
+            Py_ssize_t frame = frame_in(live, m, order, nlive, shared[k], same, theirs, flags);
+            if (frame)
+                score = judge_score(same - frame, mine - frame, theirs - frame, min_overlap);
         }
-        double score = judge_score(same - frame, mine - frame, theirs - frame, min_overlap);
         accepted[k] = score >= theta;
         if (score > best)
             best = score;

@@ -281,10 +281,17 @@ def _verify(
     values, group_limit = tables.group_sketch(gid)
     common, more = tables.common_sets()
     shared, mine, theirs = sketch_guard(doc.sketch, doc.limit, values, group_limit, common, more)
-    limit = min(doc.limit, group_limit)
-    frame = set_aside(doc.sketch, doc.places, limit, common, more, shared, theirs)
-    n = len(shared) - frame
-    return judged(gid, tuple(hits), n, mine - frame, theirs - frame, policy, frame), shared
+    found = judged(gid, tuple(hits), len(shared), mine, theirs, policy)
+    # Setting a frame aside only lowers a score: it is looked for where it can decide, and
+    # where the values not shared leave room for the unshared run a frame surrounds.
+    unshared = mine - len(shared)
+    if found.score >= policy.theta and unshared >= FRAME_GAP and unshared * FRAME_SHARE >= mine:
+        limit = min(doc.limit, group_limit)
+        frame = set_aside(doc.sketch, doc.places, limit, common, more, shared, theirs)
+        if frame:
+            n = len(shared) - frame
+            found = judged(gid, tuple(hits), n, mine - frame, theirs - frame, policy, frame)
+    return found, shared
 
 
 #: The frame rule (:func:`frame_of`): a page compared on fewer values than this has no frame
