@@ -234,7 +234,10 @@ def test_packed_words_place_as_the_tuples_do() -> None:
     if getattr(packed[0], "_packed", None) is None:
         pytest.skip("the text kernel does not pack (pure path, or no farmhash in place)")
     results = []
-    for docs in (packed, [DocPrint(d.sentences, d.sketch, d.exact, d.limit) for d in packed]):
+    for docs in (
+        packed,
+        [DocPrint(d.sentences, d.sketch, d.exact, d.limit, d.places) for d in packed],
+    ):
         nsh = NSHash.open("memory://")
         got = [(r.similar_id, r.duplicate, r.fingerprints) for r in map(nsh.add_prepared, docs)]
         results.append((got, snapshot(nsh)))
