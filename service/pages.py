@@ -704,9 +704,11 @@ def _reason(why: Explanation) -> str:
             f" {why.theta:.2f} is needed), found through {len(best.anchors)} of its anchors."
         )
     if why.reason == "new":
+        framed = max((c.frame for c in why.candidates), default=0)
         return (
             "Some of its passages were seen before, but no story shares enough of the text"
             f" (every score is below {why.theta:.2f}): it would start a new story."
+            + _framed(framed)
         )
     return "None of its passages was seen before: it would start a new story."
 
@@ -743,7 +745,17 @@ def _against_reason(why: Explanation, found: Candidate | None, story: Any) -> st
         f"Against story {sid} it shares {found.shared} of the"
         f" {min(found.document_values, found.group_values)} sampled passages compared (score"
         f" {found.score:.2f}; at least {why.theta:.2f} is needed), found through"
-        f" {len(found.anchors)} of its anchors."
+        f" {len(found.anchors)} of its anchors." + _framed(found.frame)
+    )
+
+
+def _framed(frame: int) -> str:
+    """What a page's frame set aside, in words (nothing for none)."""
+    if not frame:
+        return ""
+    return (
+        f" {frame} passages it shares at its top and bottom, around text the story does not"
+        " hold, were set aside as its site's frame (header and footer), not its story."
     )
 
 

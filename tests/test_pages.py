@@ -178,6 +178,18 @@ class TestPages:
         empty = client.post("/check", data={"text": "  ...  "}, headers=AUTH)
         assert empty.status_code == 422 and 'id="error"' in empty.text
 
+    def test_check_names_a_site_s_frame(self, client: TestClient) -> None:
+        """A page that shares only its site's header and footer with a story, around text of
+        its own, is a new story, and the page says what was set aside as the frame."""
+        from tests.test_frame import RELATED, lead, page
+        from tests.test_store_contract import EN_BAKERY, EN_TURTLES
+
+        first = {"text": page("Harbor Wire", lead(EN_TURTLES), RELATED), "id": "hw-1"}
+        assert client.post("/v1/documents", json=first, headers=AUTH).status_code == 200
+        text = page("Harbor Wire", lead(EN_BAKERY), RELATED)
+        html = client.post("/check", data={"text": text}, headers=AUTH).text
+        assert "it would start a new story" in html and "set aside as its site" in html
+
     @pytest.mark.parametrize("method", ["keyed", "simhash"])
     def test_other_methods_have_no_pages(self, method: str) -> None:
         """Under NSHASH_METHOD=keyed or simhash every page says it needs the nshash method
