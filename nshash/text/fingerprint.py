@@ -304,10 +304,11 @@ def narrow_pure(doc: DocPrint) -> DocPrint:
 
 def _places_of(doc: DocPrint) -> list[int]:
     """*doc*'s places as ints (empty when it has none, or not one for each sketch value)."""
-    if not doc.places:
+    at = array(PLACES)
+    if not doc.places or len(doc.places) != len(doc.sketch) * at.itemsize:
         return []
-    places = array(PLACES, doc.places).tolist()
-    return places if len(places) == len(doc.sketch) else []
+    at.frombytes(doc.places)
+    return at.tolist()
 
 
 class Fingerprinter:

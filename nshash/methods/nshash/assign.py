@@ -349,11 +349,10 @@ def set_aside_pure(
     theirs: int,
 ) -> int:
     """:func:`set_aside` in Python: what the compiled one must equal."""
-    if not places:
-        return 0
-    at = array(PLACES, places)
-    if len(at) != len(sketch):
-        return 0
+    at = array(PLACES)
+    if not places or len(places) != len(sketch) * at.itemsize:
+        return 0  # none, or not one a value: no frame is read
+    at.frombytes(places)
     held = set(shared)
     compared = sorted(
         (at[i], i, v in held)
