@@ -43,6 +43,12 @@ class TestFrameOf:
         """Promotional lines between paragraphs: unshared runs under a quarter of the page."""
         assert assign.frame_of(flags("S" * 10 + "..." + "S" * 10 + ".." + "S" * 10), 60) == 0
 
+    def test_edits_here_and_there_are_no_frame(self) -> None:
+        """Figures changed in several places (the rest of the text common, so few values are
+        compared): the unshared runs are short and broken by shared values, no one block."""
+        assert assign.frame_of(flags("S..S....S.SSSSSS"), 16) == 0
+        assert assign.frame_of(flags("S.........SSSSSS"), 16) == 7
+
     def test_too_few_values_say_nothing(self) -> None:
         few = "S" + "." * (assign.FRAME_LEAST - 3) + "S"
         assert len(few) < assign.FRAME_LEAST

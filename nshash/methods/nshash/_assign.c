@@ -388,7 +388,7 @@ static Py_ssize_t frame_of(const unsigned char *flags, Py_ssize_t n, Py_ssize_t 
         if (run > gap)
             gap = run;
     }
-    if (gap < FRAME_GAP || gap * FRAME_SHARE < n || gap < lead)
+    if (gap < FRAME_GAP || gap * FRAME_SHARE < n || gap < lead || gap * 2 < n - lead - trail)
         return 0;
     return (lead + trail) * 4 <= theirs * 3 ? lead + trail : 0;
 }

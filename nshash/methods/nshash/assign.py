@@ -312,12 +312,14 @@ def frame_of(shared: Sequence[bool], theirs: int) -> int:
 
     The page starts and ends with shared values, and between them lies an unshared run at
     least :data:`FRAME_GAP` values long, at least 1/:data:`FRAME_SHARE` of the values compared,
-    and at least as long as the leading shared run: the leading and trailing shared runs are
-    the frame (a site's header, and its related block and footer, around a story the group
-    does not hold). Not when the two runs are more than 3/4 of the group's values: then the
-    group is that text (a short copy of this page, which adds text in its middle). A copy that
-    shares its whole beginning and, by its site's footer, its end keeps both, since its
-    unshared run is shorter than its shared beginning.
+    at least as long as the leading shared run, and at least half of all that lies between
+    the two: the leading and trailing shared runs are the frame (a site's header, and its
+    related block and footer, around one block of text the group does not hold). Not when the
+    two runs are more than 3/4 of the group's values: then the group is that text (a short
+    copy of this page, which adds text in its middle). A copy that shares its whole beginning
+    and, by its site's footer, its end keeps both, since its unshared run is shorter than its
+    shared beginning; so does a copy whose figures or words were changed here and there, whose
+    unshared runs are many and short.
 
     0 for anything else, and for a page of fewer than :data:`FRAME_LEAST` values. The compiled
     core's ``frame_of`` (``_assign.c``) must equal this.
@@ -334,7 +336,7 @@ def frame_of(shared: Sequence[bool], theirs: int) -> int:
     for s in shared[lead : n - trail]:
         run = 0 if s else run + 1
         gap = max(gap, run)
-    if gap < FRAME_GAP or gap * FRAME_SHARE < n or gap < lead:
+    if gap < FRAME_GAP or gap * FRAME_SHARE < n or gap < lead or gap * 2 < n - lead - trail:
         return 0
     return lead + trail if (lead + trail) * 4 <= theirs * 3 else 0
 
