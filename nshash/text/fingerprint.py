@@ -55,6 +55,7 @@ __all__ = [
     "SKETCH_BITS",
     "narrow",
     "narrow_pure",
+    "places_of",
     "split_sentences",
 ]
 
@@ -286,7 +287,7 @@ def narrow_pure(doc: DocPrint) -> DocPrint:
     shift = _NARROW_SHIFT
     limit = doc.limit if doc.limit >= NO_LIMIT else doc.limit >> shift
     # Each narrow value and its place: the first (least) place of the values it stands for.
-    had = _places_of(doc)
+    had = places_of(doc)
     first: dict[int, int] = {}
     for i, v in enumerate(doc.sketch):
         w = v >> shift
@@ -302,8 +303,9 @@ def narrow_pure(doc: DocPrint) -> DocPrint:
     return DocPrint(doc.sentences, values, doc.exact, limit, places)
 
 
-def _places_of(doc: DocPrint) -> list[int]:
-    """*doc*'s places as ints (empty when it has none, or not one for each sketch value)."""
+def places_of(doc: DocPrint) -> list[int]:
+    """*doc*'s :attr:`~DocPrint.places` as ints, one for each sketch value (empty when it has
+    none, or not one for each value)."""
     at = array(PLACES)
     if not doc.places or len(doc.places) != len(doc.sketch) * at.itemsize:
         return []

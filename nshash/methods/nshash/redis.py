@@ -147,7 +147,7 @@ from ...results import (
 from ...stores.redis import check_prefix, connect, count_arg, ping_writable, translate
 from ...stores.scripts import lua_script
 from ...stores.url import mask_url, retention_option
-from ...text.fingerprint import NO_LIMIT, DocPrint, narrow
+from ...text.fingerprint import NO_LIMIT, DocPrint, narrow, places_of
 from . import corrections
 from .assign import MatchPolicy, finish_explanation, judged
 from .base import Store
@@ -542,23 +542,26 @@ class RedisStore(Store):
             str(policy.sketch_cap).encode(),
             str(policy.votes).encode(),
         ]
-        # EVALSHA sha numkeys KEYS... base policy... then the document's ten arguments.
+        # EVALSHA sha numkeys KEYS... base policy... then the document's eleven arguments.
         fixed = [b"EVALSHA", self._assign_sha, str(len(self._keys)).encode(), *self._keys]
         fixed += [self._base, *args]
-        head = b"*%d\r\n" % (len(fixed) + 10) + b"".join(_bulk(a) for a in fixed)
+        head = b"*%d\r\n" % (len(fixed) + 11) + b"".join(_bulk(a) for a in fixed)
         self._policy_cache = (policy, args, head)
         return args, head
 
-    def _doc_args(self, doc: DocPrint) -> tuple[bytes, bytes, bytes, bytes]:
+    def _doc_args(self, doc: DocPrint) -> tuple[bytes, bytes, bytes, bytes, bytes]:
         """The exact-text fingerprint, all hashes (anchor candidates, then the sketch in
         ascending order, narrowed where the prefix keeps narrow sketches), the anchor candidate
-        count and the sketch limit (after an ``n`` when narrowed)."""
+        count, the sketch limit (after an ``n`` when narrowed) and the sketch values' places
+        in the page (a JSON list; empty for none), which the guard reads for the frame."""
         try:
             doc, narrowed = self._compared(doc)
             exact = _signed((doc.exact,))[0].encode()
             hashes = _json_strings(_signed(doc.sentences) + _signed(doc.sketch))
             limit = (b"n%d" if narrowed else b"%d") % doc.limit
-            return exact, hashes, b"%d" % len(doc.sentences), limit
+            at = places_of(doc)
+            places = json.dumps(at, separators=(",", ":")).encode() if at else b""
+            return exact, hashes, b"%d" % len(doc.sentences), limit, places
         except (struct.error, TypeError, AttributeError) as exc:
             raise ConfigError(f"Not a document fingerprint: {doc!r} ({exc})") from None
 
@@ -575,7 +578,7 @@ class RedisStore(Store):
             raise ConfigError(f"doc_id must be a non-empty str, not {doc_id!r}")
         if title is not None and not isinstance(title, str):
             raise ConfigError(f"title must be a str, not {title!r}")
-        exact, hashes, count, limit = self._doc_args(doc)
+        exact, hashes, count, limit, places = self._doc_args(doc)
         return b"".join(
             (
                 self._policy_args(policy)[1],
@@ -588,6 +591,7 @@ class RedisStore(Store):
                 *_meta_args(meta),
                 _bulk(b"%d" % int(self._clock()) + self._retention),
                 _bulk(struct.pack(f"<{len(doc.sentences)}Q", *doc.sentences)),
+                _bulk(places),
             )
         )
 
@@ -765,20 +769,22 @@ class RedisStore(Store):
         self._check()
         args = self._policy_args(policy)[0]
         now = b"%d" % int(self._clock())
-        found = self._read(b"lookup", *args[:3], *self._doc_args(doc), b"0", now)
+        exact, hashes, count, limit, places = self._doc_args(doc)
+        found = self._read(b"lookup", *args[:3], exact, hashes, count, limit, b"0", now, places)
         return int(found) or None
 
     def explain(self, doc: DocPrint, policy: MatchPolicy) -> Explanation:
         args = self._policy_args(policy)[0]
         now = b"%d" % int(self._clock())
-        reply = self._read(b"lookup", *args[:3], *self._doc_args(doc), b"1", now)
+        exact, hashes, count, limit, places = self._doc_args(doc)
+        reply = self._read(b"lookup", *args[:3], exact, hashes, count, limit, b"1", now, places)
         if reply[0] == b"exact":
             return Explanation(int(reply[1]), "exact", theta=policy.theta)
         chosen = [int(g) for g in reply[1].split(b",") if g]
         anchors, boilerplate, rows = reply[2], reply[3], reply[4:]
         candidates = []
         for row in rows:
-            gid, hits, shared, mine, theirs = row.split(b" ")
+            gid, hits, shared, mine, theirs, frame = row.split(b" ")
             candidates.append(
                 judged(
                     int(gid),
@@ -787,6 +793,7 @@ class RedisStore(Store):
                     int(mine),
                     int(theirs),
                     policy,
+                    int(frame),
                 )
             )
         return finish_explanation(

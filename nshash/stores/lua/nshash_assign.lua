@@ -2,8 +2,9 @@
 -- The nshash method's placement of one document, atomic (nshash/redis_store.py).
 -- ARGV: base, n, theta:merge_theta:merge_guard, min_overlap, sketch_cap, votes, exact, hashes,
 -- anchor count, sketch limit, doc ('-' | '+id'), title ('-' | '+title'), activity ('-' |
--- 'added hour'), the doc's JSON metadata (kept with a doc id), the time (see ARGV[15]) and
--- the anchor candidates packed (8 bytes each, little-endian: what the record keeps). Returns
+-- 'added hour'), the doc's JSON metadata (kept with a doc id), the time (see ARGV[15]), the
+-- anchor candidates packed (8 bytes each, little-endian: what the record keeps) and the sketch
+-- values' places in the page (a JSON list, or '': see hashes). Returns
 -- one string, cheap to parse: "root duplicate sequence anchor,positions merged,ids", or
 -- "R root record" when the doc id was seen before.
 -- include: nshash_common
@@ -50,7 +51,7 @@ end
 local ex = tget(K_EXACT, exact)
 if ex and expired(ex) then ex = false end
 local all, ns, flags
-all, ns, flags, doc_limit = hashes(8, not ex)
+all, ns, flags, doc_limit = hashes(8, not ex, 17)
 local anchors, aidx = select_anchors(all, ns, flags, n)
 local known = fp_get(anchors)
 if WINDOWED then
@@ -72,7 +73,7 @@ else
   local order, hits = candidates(anchors, known)
   local scores, shared_of = {}, {}
   for _, g in ipairs(order) do
-    local score, shared = verify(g, live, doc_limit, min_overlap)
+    local score, shared = verify(g, live, doc_limit, min_overlap, theta)
     scores[g] = score
     shared_of[g] = shared
   end

@@ -305,11 +305,23 @@ local function check_width(s)
   end
 end
 
-local function hashes(s, with_sketch)
+-- Each sketch value's place in the page (DocPrint.places), for the frame rule: ARGV[p], a JSON
+-- list in the order of the sketch values sent ('' or no p: none). Filled by hashes().
+local PLACES = nil
+
+local function hashes(s, with_sketch, p)
   local all, ns = cjson.decode(ARGV[s]), tonumber(ARGV[s + 1])
   local sent = ARGV[s + 2]
   local narrowed = string.sub(sent, 1, 1) == 'n'
   local limit = tonumber(narrowed and string.sub(sent, 2) or sent)
+  local placed = p and ARGV[p] and ARGV[p] ~= ''
+  if placed and not (NARROW and not narrowed) then  -- (narrowed here: the places do not align)
+    local at = cjson.decode(ARGV[p])
+    if #at == #all - ns then
+      PLACES = {}
+      for i = ns + 1, #all do PLACES[all[i]] = at[i - ns] end
+    end
+  end
   if NARROW and not narrowed then
     if limit < NO_LIMIT then limit = math.floor(limit / NARROW_DIV) end
     local values, last, kept, total = {}, nil, 0, #all
@@ -398,12 +410,59 @@ local function below(key, bound)
   return out
 end
 
+-- nshash.methods.nshash.assign.frame_of: how many of a page's shared values are its frame,
+-- given f[i] (1: shared) for its n compared values in page order and the group's count.
+local FRAME_LEAST, FRAME_GAP, FRAME_SHARE = 12, 3, 4
+local function frame_of(f, n, theirs)
+  if n < FRAME_LEAST or f[1] ~= 1 or f[n] ~= 1 then return 0 end
+  local lead, trail, gap, run = 0, 0, 0, 0
+  while lead < n and f[lead + 1] == 1 do lead = lead + 1 end
+  if lead == n then return 0 end
+  while f[n - trail] == 1 do trail = trail + 1 end
+  for i = lead + 1, n - trail do
+    if f[i] == 1 then run = 0 else run = run + 1 end
+    if run > gap then gap = run end
+  end
+  if gap < FRAME_GAP or gap * FRAME_SHARE < n or gap < lead or gap * 2 < n - lead - trail then
+    return 0
+  end
+  if (lead + trail) * 4 <= theirs * 3 then return lead + trail end
+  return 0
+end
+
+-- assign.set_aside for the compared values mine[1..n] (ascending), flags[i] 1 when shared:
+-- read in page order (PLACES; ties by value) when the first and the last there are shared.
+local function set_aside(mine, flags, theirs)
+  local n = #mine
+  if not PLACES or n < FRAME_LEAST then return 0 end
+  local first, last, pf, pl
+  for i = 1, n do
+    local p = PLACES[mine[i]]
+    if not p then return 0 end
+    if not first or p < pf then first, pf = i, p end
+    if not last or p >= pl then last, pl = i, p end
+  end
+  if flags[first] ~= 1 or flags[last] ~= 1 then return 0 end
+  local order = {}
+  for i = 1, n do order[i] = i end
+  table.sort(order, function(a, b)
+    local x, y = PLACES[mine[a]], PLACES[mine[b]]
+    if x ~= y then return x < y end
+    return a < b
+  end)
+  local f = {}
+  for i = 1, n do f[i] = flags[order[i]] end
+  return frame_of(f, n, theirs)
+end
+
 -- _verify: the document's live sketch (ascending) against the group's, both cut at the
 -- smaller limit, common values left out of both. Returns the score (0 under min_overlap),
--- the shared values and the two sizes compared. With no value shared the score is 0 whatever
--- the group's size, so that count (the costly part: each of the group's values looked up in
--- the common set) is made only when `sizes` asks for it (explain shows it); 0 is returned.
-local function verify(g, live, doc_limit, min_overlap, sizes)
+-- the shared values, the two sizes compared and the frame set aside (assign._verify: looked
+-- for only where the score reaches theta, and then already left out of the score and the two
+-- sizes). With no value shared the score is 0 whatever the group's size, so that count (the
+-- costly part: each of the group's values looked up in the common set) is made only when
+-- `sizes` asks for it (explain shows it); 0 is returned.
+local function verify(g, live, doc_limit, min_overlap, theta, sizes)
   local sk = BASE .. 's:' .. gs(g)
   local glimit = limit_of(g)
   local limit = math.min(doc_limit, glimit)
@@ -416,14 +475,14 @@ local function verify(g, live, doc_limit, min_overlap, sizes)
     end
   end
   -- A shared value is below the limit and not common, so the group's count includes it.
-  local shared = {}
+  local shared, flags = {}, nil
   if #mine > 0 then
-    local flags = smis(sk, mine)
+    flags = smis(sk, mine)
     for i = 1, #mine do
       if flags[i] == 1 then shared[#shared + 1] = mine[i] end
     end
   end
-  if #shared == 0 and not sizes then return 0, shared, #mine, 0 end
+  if #shared == 0 and not sizes then return 0, shared, #mine, 0, 0 end
   local gsize
   if limit >= glimit then
     gsize = redis.call('SCARD', sk)
@@ -435,11 +494,22 @@ local function verify(g, live, doc_limit, min_overlap, sizes)
       if f == 0 then gsize = gsize + 1 end
     end
   end
-  local smaller = math.min(#mine, gsize)
-  if smaller == 0 or #shared < math.min(min_overlap, smaller) then
-    return 0, shared, #mine, gsize
+  local function score_of(same, m, t)
+    local smaller = math.min(m, t)
+    if smaller == 0 or same < math.min(min_overlap, smaller) then return 0 end
+    return same / smaller
   end
-  return #shared / smaller, shared, #mine, gsize
+  local same, m = #shared, #mine
+  local score = score_of(same, m, gsize)
+  local unshared = m - same
+  if score >= theta and unshared >= FRAME_GAP and unshared * FRAME_SHARE >= m then
+    local frame = set_aside(mine, flags, gsize)
+    if frame > 0 then
+      return score_of(same - frame, m - frame, gsize - frame), shared, m - frame,
+        gsize - frame, frame
+    end
+  end
+  return score, shared, m, gsize, 0
 end
 
 -- combine_sketch for a group kept in Redis: drop values at or past bound (old is the limit the

@@ -23,8 +23,8 @@ end
 
 if op == 'lookup' then
   -- ARGV: base, op, n, theta:merge_theta:merge_guard, min_overlap, exact, hashes, count, limit,
-  -- "1" to explain (then the reply lists every candidate), and the time: groups expired by
-  -- then (with a retention window) match nothing.
+  -- "1" to explain (then the reply lists every candidate), the time: groups expired by then
+  -- (with a retention window) match nothing, and the sketch values' places (see hashes).
   local n, min_overlap = tonumber(ARGV[3]), tonumber(ARGV[5])
   local theta, merge_theta, merge_guard = thresholds(4)
   local explain = ARGV[10] == '1'
@@ -36,7 +36,7 @@ if op == 'lookup' then
     return resolve(ex)
   end
   check_width(7)
-  local all, ns, flags, limit = hashes(7, true)
+  local all, ns, flags, limit = hashes(7, true, 12)
   local anchors = select_anchors(all, ns, flags, n)
   local known = fp_get(anchors)
   for i = 1, #anchors do
@@ -51,10 +51,11 @@ if op == 'lookup' then
   end
   out[#out + 1] = table.concat(boiler, ',')
   for _, g in ipairs(order) do
-    local score, shared, mine, gsize = verify(g, live, limit, min_overlap, explain)
+    local score, shared, mine, gsize, frame = verify(g, live, limit, min_overlap, theta,
+      explain)
     scores[g] = score
-    out[#out + 1] = table.concat({gs(g), table.concat(hits[g], ','), tostring(#shared),
-      tostring(mine), tostring(gsize)}, ' ')
+    out[#out + 1] = table.concat({gs(g), table.concat(hits[g], ','), tostring(#shared - frame),
+      tostring(mine), tostring(gsize), tostring(frame)}, ' ')
   end
   local chosen = choose(order, scores, theta, merge_theta, merge_guard)
   if explain then
