@@ -156,16 +156,6 @@ def _fingerprint_rows(
     return run
 
 
-def _scorer(policy: MatchPolicy) -> Callable[[int, int, int], float]:
-    """The online path's score of a pair, from its counts
-    (:func:`nshash.methods.nshash.assign.judged`)."""
-
-    def score(shared: int, mine: int, theirs: int) -> float:
-        return judged(0, (), shared, mine, theirs, policy).score
-
-    return score
-
-
 def _agree(best: set[int], shared: set[int], size: int, guard: float) -> bool:
     """Whether a match of a node is alike its best match: what the node shares with both is
     at least *guard* of the match's own sketch (*size* values). That is a lower bound of the
@@ -243,61 +233,230 @@ def _pairs(post: DataFrame, max_posting: int, hubs: int) -> DataFrame:
     return both.groupBy("a", "b").agg(F.sort_array(F.collect_set("h")).alias("hits"))
 
 
-def _verify(pairs: DataFrame, nodes: DataFrame, policy: MatchPolicy) -> DataFrame:
-    """Verdicts ``(a, b, score, accepted, hits, shared)`` of candidate *pairs*.
+#: The kinds of rows :func:`_verify_batches` writes: an accepted pair, a vote (a node of a
+#: refused pair and a hash the pair shared), and the count of pairs a task verified.
+ACCEPTED, VOTE, COUNTED = 0, 1, 2
 
-    *nodes* is ``(node, sketch, limit, common)``, *common* being the node's sketch values
-    known to be common (null for none). As on the online path, both sketches leave out common
-    values and are cut at the smaller limit; *shared* holds what is left in common. The set
-    arithmetic runs in Spark; the score is :func:`nshash.methods.nshash.assign.judged`'s, which
-    is the compiled core's rule (``_assign.score``, the one ``fast_assign`` uses) where it is built.
+#: Vote rows a verifying task holds before it writes them out (its memory bound): until then
+#: the repeats of a (node, hash) vote are written once.
+VOTES_HELD = 1 << 20
+
+
+def _verdict_schema() -> Any:
+    """The rows :func:`_verify_batches` writes (see :data:`ACCEPTED`)."""
+    T = _pyspark().types
+    return T.StructType(
+        [
+            T.StructField("kind", T.ByteType()),
+            T.StructField("a", T.LongType()),
+            T.StructField("b", T.LongType()),
+            T.StructField("score", T.DoubleType()),
+            T.StructField("shared", T.ArrayType(T.LongType())),
+            T.StructField("na", T.LongType()),
+            T.StructField("nb", T.LongType()),
+        ]
+    )
+
+
+def _verify_batches(policy: MatchPolicy, common: Any) -> Callable[[Iterable[Any]], Iterator[Any]]:
+    """A ``mapInArrow`` function: candidate pairs with both sketches to verdicts.
+
+    Input batches hold ``(a, b, hits, sa, la, sb, lb)``: a pair, the anchors that paired it,
+    and each node's sketch and limit. Each pair goes through the online path's guard
+    (:func:`~nshash.methods.nshash.assign.sketch_guard`, with the common hashes left out) and
+    judge (:func:`~nshash.methods.nshash.assign.judged`); the sketches reach the compiled
+    guard as Arrow's packed buffers, not as Python lists. Out come rows of
+    :func:`_verdict_schema`: every accepted pair with what it shares; for a refused pair, a
+    vote of each of its nodes on each hash the pair shared (its hits and its shared values),
+    each (node, hash) written once per task as far as :data:`VOTES_HELD` allows; and the
+    count of pairs verified.
+
+    *common* is a broadcast of the common hashes (or a list of them).
+    """
+
+    def run(batches: Iterable[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        from .methods.nshash.assign import NO_HASHES, sketch_guard
+        from .methods.nshash.compiled import compiled
+
+        known = set(getattr(common, "value", common))
+        packed = compiled("sketch_guard") is not None  # the compiled guard reads raw bytes
+        theta = policy.theta
+        schema = pa.schema(
+            [
+                ("kind", pa.int8()),
+                ("a", pa.int64()),
+                ("b", pa.int64()),
+                ("score", pa.float64()),
+                ("shared", pa.list_(pa.int64())),
+                ("na", pa.int64()),
+                ("nb", pa.int64()),
+            ]
+        )
+        votes: dict[int, set[int]] = {}
+        held = 0
+        counted = 0
+
+        def vote_batch() -> Any:
+            nodes = [n for n, hs in votes.items() for _ in hs]
+            hashes = [h for hs in votes.values() for h in hs]
+            size = len(nodes)
+            return pa.RecordBatch.from_arrays(
+                [
+                    pa.array([VOTE] * size, pa.int8()),
+                    pa.array(nodes, pa.int64()),
+                    pa.array(hashes, pa.int64()),
+                    pa.nulls(size, pa.float64()),
+                    pa.nulls(size, pa.list_(pa.int64())),
+                    pa.nulls(size, pa.int64()),
+                    pa.nulls(size, pa.int64()),
+                ],
+                schema=schema,
+            )
+
+        def sides(column: Any) -> tuple[list[int], memoryview]:
+            """A list column's offsets and its values as int64s (a view of Arrow's buffer)."""
+            values = column.values
+            raw = values.buffers()[1]
+            view = memoryview(raw if raw is not None else b"").cast("q")
+            start = values.offset
+            return [start + o for o in column.offsets.to_pylist()], view
+
+        for batch in batches:
+            a_ids = batch.column(0).to_pylist()
+            b_ids = batch.column(1).to_pylist()
+            hits = batch.column(2).to_pylist()
+            a_off, a_vals = sides(batch.column(3))
+            la = batch.column(4).to_pylist()
+            b_off, b_vals = sides(batch.column(5))
+            lb = batch.column(6).to_pylist()
+            b_bytes = b_vals.cast("B")
+            out_a: list[int] = []
+            out_b: list[int] = []
+            scores: list[float] = []
+            shares: list[list[int]] = []
+            mines: list[int] = []
+            theirs_: list[int] = []
+            counted += len(a_ids)
+            for i, (a, b) in enumerate(zip(a_ids, b_ids, strict=True)):
+                mine_values = a_vals[a_off[i] : a_off[i + 1]]
+                start, stop = b_off[i], b_off[i + 1]
+                their_values: Any = (
+                    b_bytes[start * 8 : stop * 8].tobytes() if packed else b_vals[start:stop]
+                )
+                shared, mine, theirs = sketch_guard(
+                    mine_values, la[i], their_values, lb[i], known, NO_HASHES
+                )
+                score = judged(0, (), len(shared), mine, theirs, policy).score
+                if score >= theta:
+                    out_a.append(a)
+                    out_b.append(b)
+                    scores.append(score)
+                    shares.append(sorted(shared))
+                    mines.append(mine)
+                    theirs_.append(theirs)
+                    continue
+                voted = set(shared)
+                voted.update(hits[i] or ())
+                for node in (a, b):
+                    have = votes.get(node)
+                    if have is None:
+                        votes[node] = have = set()
+                    before = len(have)
+                    have |= voted
+                    held += len(have) - before
+            if out_a:
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        pa.array([ACCEPTED] * len(out_a), pa.int8()),
+                        pa.array(out_a, pa.int64()),
+                        pa.array(out_b, pa.int64()),
+                        pa.array(scores, pa.float64()),
+                        pa.array(shares, pa.list_(pa.int64())),
+                        pa.array(mines, pa.int64()),
+                        pa.array(theirs_, pa.int64()),
+                    ],
+                    schema=schema,
+                )
+            if held >= VOTES_HELD:
+                yield vote_batch()
+                votes.clear()
+                held = 0
+        if votes:
+            yield vote_batch()
+        yield pa.RecordBatch.from_arrays(
+            [
+                pa.array([COUNTED], pa.int8()),
+                pa.array([counted], pa.int64()),
+                *(pa.nulls(1, f.type) for f in list(schema)[2:]),
+            ],
+            schema=schema,
+        )
+
+    return run
+
+
+class _Verdicts:
+    """What verifying a set of candidate pairs found (see :func:`_verify_batches`).
+
+    Attributes:
+        accepted: ``(a, b, score, shared, na, nb)``: the accepted pairs, what each shares
+            and each node's live sketch size.
+        votes: ``(node, h)``: a node of a refused pair, and a hash that pair shared.
+        rows: every row (to count the pairs verified, :meth:`pairs`).
+    """
+
+    def __init__(self, rows: DataFrame) -> None:
+        F = _pyspark().functions
+        self.rows = rows
+        self.accepted = rows.where(F.col("kind") == ACCEPTED).drop("kind")
+        self.votes = rows.where(F.col("kind") == VOTE).select(
+            F.col("a").alias("node"), F.col("b").alias("h")
+        )
+
+    def pairs(self) -> int:
+        """The candidate pairs verified."""
+        F = _pyspark().functions
+        row = self.rows.where(F.col("kind") == COUNTED).agg(F.sum("a")).first()
+        return int(row[0] or 0) if row is not None else 0
+
+
+def _verify(
+    pairs: DataFrame, nodes: DataFrame, policy: MatchPolicy, common: Sequence[int] = ()
+) -> DataFrame:
+    """Verdicts of candidate *pairs* ``(a, b, hits)``, as rows of :func:`_verdict_schema`
+    (wrap them in :class:`_Verdicts`).
+
+    *nodes* is ``(node, sketch, limit)``; *common*, the common hashes, which the guard leaves
+    out of both sketches as the online path does. Each pair is judged by the online path's
+    own guard and judge, in Arrow batches on the executors (:func:`_verify_batches`).
     """
     sql = _pyspark()
-    F, T = sql.functions, sql.types
+    F = sql.functions
     side = {
         name: nodes.select(
             F.col("node").alias(name),
             F.col("sketch").alias(f"s{name}"),
             F.col("limit").alias(f"l{name}"),
-            F.coalesce("common", F.array().cast(T.ArrayType(T.LongType()))).alias(f"c{name}"),
         )
         for name in ("a", "b")
     }
     joined = pairs.join(side["a"], "a").join(side["b"], "b")
-    limit = F.least("la", "lb")
-    live = {
-        name: F.filter(F.array_except(f"s{name}", f"c{name}"), lambda v: v < limit)
-        for name in ("a", "b")
-    }
-    counted = joined.select(
-        "a", "b", "hits", live["a"].alias("mine"), live["b"].alias("theirs")
-    ).withColumn("shared", F.array_sort(F.array_intersect("mine", "theirs")))
-    scorer = _scorer(policy)
-    # A plain Python UDF (no Arrow, no pandas: pyspark alone runs it); the lambda has no type
-    # hints, from which pyspark would try to infer a pandas UDF.
-    score = F.udf(lambda s, m, t: scorer(s, m, t), T.DoubleType(), useArrow=False)(
-        F.size("shared"), F.size("mine"), F.size("theirs")
-    )
-    scored = counted.select(
-        "a",
-        "b",
-        score.alias("score"),
-        "hits",
-        "shared",
-        F.size("mine").alias("na"),
-        F.size("theirs").alias("nb"),
-    )
-    return scored.withColumn("accepted", F.col("score") >= policy.theta)
+    joined = joined.select("a", "b", "hits", "sa", "la", "sb", "lb")
+    shared: Any = pairs.sparkSession.sparkContext.broadcast(sorted(common)) if common else []
+    return joined.mapInArrow(_verify_batches(policy, shared), _verdict_schema())
 
 
 def _guarded(
     spark: SparkSession, verdicts: DataFrame, policy: MatchPolicy, floor: int = 0
 ) -> DataFrame:
     """The accepted edges ``(a, b)`` that both of their nodes keep under the merge guard
-    (nodes below *floor* are stored groups, see :func:`_guard_rows`)."""
+    (nodes below *floor* are stored groups, see :func:`_guard_rows`), from the accepted pairs
+    (*verdicts*: :attr:`_Verdicts.accepted`)."""
     sql = _pyspark()
     F, T = sql.functions, sql.types
-    ok = verdicts.where("accepted")
+    ok = verdicts
     sides = ok.select(
         F.col("a").alias("u"),
         F.struct(F.col("b").alias("v"), "score", "shared", F.col("nb").alias("n")).alias("m"),
@@ -389,21 +548,19 @@ def components(edges: DataFrame) -> DataFrame:
     return e.select(F.col("x").alias("node"), F.col("y").alias("comp")).unionByName(roots)
 
 
-def _common(verdicts: DataFrame, comps: DataFrame, votes: int) -> DataFrame:
-    """Hashes (column ``h``) that refused pairs kept apart across *votes* components."""
+def _common(votes: DataFrame, comps: DataFrame, count: int) -> DataFrame:
+    """Hashes (column ``h``) that refused pairs kept apart across *count* components.
+
+    *votes* is ``(node, h)`` (:attr:`_Verdicts.votes`): a node of a refused pair and a hash
+    the pair shared. Each node votes for its first-pass component (itself when it has none),
+    so the work is one join of the votes, which :func:`_verify_batches` wrote once per node
+    and hash: it grows with the nodes, not with the refused pairs.
+    """
     sql = _pyspark()
     F = sql.functions
-    refused = verdicts.where(~F.col("accepted")).select(
-        "a", "b", F.explode(F.array_union("hits", "shared")).alias("h")
-    )
-    ca = comps.select(F.col("node").alias("a"), F.col("comp").alias("ca"))
-    cb = comps.select(F.col("node").alias("b"), F.col("comp").alias("cb"))
-    tagged = refused.join(ca, "a", "left").join(cb, "b", "left")
-    sides = tagged.select("h", F.coalesce("ca", "a").alias("c")).unionByName(
-        tagged.select("h", F.coalesce("cb", "b").alias("c"))
-    )
-    counted = sides.groupBy("h").agg(F.countDistinct("c").alias("n"))
-    return counted.where(F.col("n") >= votes).select("h")
+    tagged = votes.join(comps, "node", "left").select("h", F.coalesce("comp", "node").alias("c"))
+    counted = tagged.distinct().groupBy("h").count()
+    return counted.where(F.col("count") >= count).select("h")
 
 
 class _Clock:
@@ -593,9 +750,8 @@ def _group(
     Returns ``(key, rep)`` for every row with ``ok``: *rep* is the smallest key of its group.
     """
     sql = _pyspark()
-    F, T = sql.functions, sql.types
+    F = sql.functions
     spark = prints.sparkSession
-    longs = T.ArrayType(T.LongType())
 
     # 2. One node per distinct text, numbered in key order (so node order is key order).
     reps = (
@@ -618,42 +774,41 @@ def _group(
     # 3. First pass: the first n anchor candidates, raw sketches.
     candidates = nodes.select("node", F.posexplode("anchors").alias("pos", "h"))
     first = candidates.where(F.col("pos") < policy.n).select("node", "h")
-    raw = nodes.select("node", "sketch", "limit", F.lit(None).cast(longs).alias("common"))
-    verdicts = clock("pass1 verify", _verify(_pairs(first, max_posting, hubs), raw, policy))
+    sketches = nodes.select("node", "sketch", "limit")
+    verdicts = _Verdicts(
+        clock("pass1 verify", _verify(_pairs(first, max_posting, hubs), sketches, policy))
+    )
 
     # 4. Boilerplate: votes of refused pairs across first-pass components.
-    comps = clock("pass1 components", components(_guarded(spark, verdicts, policy)), False)
-    common = clock("common", _common(verdicts, comps, policy.votes))
+    comps = clock("pass1 components", components(_guarded(spark, verdicts.accepted, policy)), False)
+    common = clock("common", _common(verdicts.votes, comps, policy.votes))
     if extra is not None:
         extra["common"] = common
+    known = [int(r[0]) for r in common.collect()]
 
     # 5. Second pass without the common hashes.
     live = candidates.join(F.broadcast(common), "h", "left_anti")
     order = sql.Window.partitionBy("node").orderBy("pos")
     anchors = live.withColumn("r", F.row_number().over(order)).where(F.col("r") <= policy.n)
-    sampled = nodes.select("node", F.explode("sketch").alias("h"))
-    dropped = (
-        sampled.join(F.broadcast(common), "h")
-        .groupBy("node")
-        .agg(F.collect_list("h").alias("common"))
-    )
-    cleaned = nodes.join(dropped, "node", "left").select("node", "sketch", "limit", "common")
-    verdicts2 = clock(
-        "pass2 verify",
-        _verify(_pairs(anchors.select("node", "h"), max_posting, hubs), cleaned, policy),
-        stats is not None,
+    verdicts2 = _Verdicts(
+        clock(
+            "pass2 verify",
+            _verify(
+                _pairs(anchors.select("node", "h"), max_posting, hubs), sketches, policy, known
+            ),
+        )
     )
 
     # 6. The merge guard, then 7. components.
-    edges = clock("guard", _guarded(spark, verdicts2, policy), stats is not None)
+    edges = clock("guard", _guarded(spark, verdicts2.accepted, policy), stats is not None)
     groups = clock("components", components(edges), False)
 
     if stats is not None:
         stats.update(
             nodes=nodes.count(),
-            pairs_pass1=verdicts.count(),
-            common=common.count(),
-            pairs_pass2=verdicts2.count(),
+            pairs_pass1=verdicts.pairs(),
+            common=len(known),
+            pairs_pass2=verdicts2.pairs(),
             edges=edges.count(),
         )
 
@@ -790,8 +945,10 @@ def _dedup(
     stats: dict[str, int] | None,
     options: dict[str, Any],
     extra: dict[str, Any] | None = None,
+    unique: bool = False,
 ) -> DataFrame:
-    """:func:`dedup`; *extra*: as for :func:`_group`."""
+    """:func:`dedup`; *extra*: as for :func:`_group`, and it gets ``partitions``, the shuffle
+    partitions the job ran with; *unique*: the ids are distinct longs (as for :func:`_group`)."""
     F = _pyspark().functions
     _check(max_posting, hubs, first_id)
     order_col = order_col or id_col
@@ -820,10 +977,12 @@ def _dedup(
         if stats is not None:
             stats["documents"] = documents
         count = partitions_for(documents, spark.sparkContext.defaultParallelism)
+        if extra is not None:
+            extra["partitions"] = count
         with _shuffle_partitions(spark, count):
             if stored is None:
                 answers = _group(
-                    prints, key_type, policy, max_posting, hubs, clock, stats, extra=extra
+                    prints, key_type, policy, max_posting, hubs, clock, stats, unique, extra
                 )
                 numbered = clock("number", _numbered(answers, key_type, first_id))
             else:
@@ -1192,18 +1351,6 @@ def _narrowed(prints: DataFrame) -> DataFrame:
     return spark.createDataFrame(prints.rdd.mapPartitions(run), prints.schema, verifySchema=False)
 
 
-def _without(sketches: DataFrame, common: DataFrame) -> DataFrame:
-    """``(node, sketch, limit, common)``: each node's sketch values in *common* (``h``), null
-    for none."""
-    F = _pyspark().functions
-    sampled = sketches.select("node", F.explode("sketch").alias("h"))
-    dropped = (
-        sampled.join(F.broadcast(common), "h").groupBy("node").agg(F.collect_list("h").alias("c"))
-    )
-    joined = sketches.join(dropped, "node", "left")
-    return joined.select("node", "sketch", "limit", F.col("c").alias("common"))
-
-
 def _group_against(
     prints: DataFrame,
     key_type: Any,
@@ -1273,20 +1420,24 @@ def _group_against(
         )
         return first.select("node", "h").unionByName(kept.select("node", "h"))
 
-    def verdicts(common: DataFrame, stage: str) -> DataFrame:
+    def verdicts(common: DataFrame, hashes: list[int], stage: str) -> _Verdicts:
         pairs = _pairs(postings(common), max_posting, hubs).where(F.col("b") >= floor)
-        return clock(stage, _verify(pairs, _without(sketches, common), policy))
+        return _Verdicts(clock(stage, _verify(pairs, sketches, policy, hashes)))
 
     # 3. and 4. The first pass, with the stored common hashes; its refusals vote.
-    first = verdicts(known, "pass1 verify")
-    comps = clock("pass1 components", components(_guarded(spark, first, policy, floor)), False)
-    common = clock("common", _common(first, comps, policy.votes).unionByName(known).distinct())
+    first = verdicts(known, list(stored.common), "pass1 verify")
+    comps = clock(
+        "pass1 components", components(_guarded(spark, first.accepted, policy, floor)), False
+    )
+    common = clock(
+        "common", _common(first.votes, comps, policy.votes).unionByName(known).distinct()
+    )
     if extra is not None:
         extra["common"] = common
 
     # 5. to 7. The second pass without every common hash, the guard, components.
-    second = verdicts(common, "pass2 verify")
-    edges = clock("guard", _guarded(spark, second, policy, floor), False)
+    second = verdicts(common, [int(r[0]) for r in common.collect()], "pass2 verify")
+    edges = clock("guard", _guarded(spark, second.accepted, policy, floor), False)
     found = clock("components", components(edges), False)
 
     named = nodes.select("node", "exact", "rep").join(found, "node", "left")
@@ -1478,10 +1629,11 @@ def dedup_file(
             stats=None,
             options=options,
             extra=extra,
+            unique=True,
         )
         result = result.orderBy("_nshash_pos").drop("_nshash_pos")
         clock.last = time.perf_counter()  # the stages so far are _dedup's, timed there
-        with _worker_errors():
+        with _worker_errors(), _shuffle_partitions(spark, extra["partitions"]):
             counts = _finish_parquet(result, output, parts, clock)
             if export_groups is not None:
                 counts["exported"] = _export_run(
