@@ -95,6 +95,13 @@ MAX_POSTING = 100
 #: Documents of a long posting list that every other one is compared with.
 HUBS = 8
 
+#: The first pass, which learns what is common (and the components that its votes count),
+#: pairs the hubs of a long posting list with its this many smallest documents only: a hash
+#: on thousands of unrelated pages has its votes many times over from these, and the pass
+#: then grows with the documents, not with the documents times the size of the site
+#: footers' postings. The second pass pairs every document of a list with its hubs.
+VOTERS = 1000
+
 T = TypeVar("T")
 
 
@@ -127,30 +134,52 @@ def _options(
 # -- stage functions (run on the executors) --------------------------------------------------
 
 
-def _fingerprint_rows(
+def _fingerprint_batches(
     fingerprinter: Fingerprinter,
-) -> Callable[[Iterable[Any]], Iterator[tuple[Any, ...]]]:
-    """A partition function: ``(id, text)`` rows to ``(id, ok, exact, anchors, sketch, limit)``.
+) -> Callable[[Iterable[Any]], Iterator[Any]]:
+    """A ``mapInArrow`` function: ``(key, text)`` batches to ``(key, ok, exact, anchors,
+    sketch, limit)`` batches, the key passed through as it is.
 
     A text the library refuses (not a string, no letters or digits, too long) comes out with
     ``ok`` false and no fingerprints: it gets no group.
     """
 
-    def run(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
+    def run(batches: Iterable[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
         prepare = fingerprinter.prepare
-        for doc_id, text in rows:
-            try:
-                doc = prepare(check_text(text))
-            except NSHashError:
-                yield doc_id, False, None, None, None, None
-                continue
-            yield (
-                doc_id,
-                True,
-                signed(doc.exact),
-                [signed(h) for h in doc.sentences],
-                list(doc.sketch),
-                doc.limit,
+        longs = pa.list_(pa.int64())
+        for batch in batches:
+            ok: list[bool] = []
+            exact: list[int | None] = []
+            anchors: list[list[int] | None] = []
+            sketch: list[list[int] | None] = []
+            limit: list[int | None] = []
+            for text in batch.column(1).to_pylist():
+                try:
+                    doc = prepare(check_text(text))
+                except NSHashError:
+                    ok.append(False)
+                    exact.append(None)
+                    anchors.append(None)
+                    sketch.append(None)
+                    limit.append(None)
+                    continue
+                ok.append(True)
+                exact.append(signed(doc.exact))
+                anchors.append([signed(h) for h in doc.sentences])
+                sketch.append(list(doc.sketch))
+                limit.append(doc.limit)
+            yield pa.RecordBatch.from_arrays(
+                [
+                    batch.column(0),
+                    pa.array(ok, pa.bool_()),
+                    pa.array(exact, pa.int64()),
+                    pa.array(anchors, longs),
+                    pa.array(sketch, longs),
+                    pa.array(limit, pa.int64()),
+                ],
+                names=["key", "ok", "exact", "anchors", "sketch", "limit"],
             )
 
     return run
@@ -213,24 +242,38 @@ def _guard_rows(
 # -- DataFrame stages ------------------------------------------------------------------------
 
 
-def _pairs(post: DataFrame, max_posting: int, hubs: int) -> DataFrame:
-    """Candidate pairs ``(a, b, hits)``, ``a < b``, from anchor postings ``(node, h)``."""
+def _pairs(post: DataFrame, max_posting: int, hubs: int, reach: int | None = None) -> DataFrame:
+    """Candidate pairs ``(a, b, hits)``, ``a < b``, from anchor postings ``(node, h)``.
+
+    Each anchor's posting list is gathered once (one shuffle) and sorted; a list of up to
+    *max_posting* nodes pairs all of them, a longer one pairs each node with the *hubs*
+    smallest (the pairs are made in the JVM, by Spark's array functions); the pairs are then
+    gathered with the anchors that made them (a second shuffle). With *reach*, a longer list
+    pairs only its *reach* smallest nodes with the hubs (the first pass, which only learns
+    what is common: see :data:`VOTERS`).
+    """
     sql = _pyspark()
-    F, Window = sql.functions, sql.Window
-    sized = post.withColumn("df", F.count("*").over(Window.partitionBy("h")))
-    small = sized.where(F.col("df") <= max_posting).select("node", "h")
-    left, right = small.alias("x"), small.alias("y")
-    every = left.join(right, "h").where(F.col("x.node") < F.col("y.node"))
-    every = every.select(F.col("x.node").alias("a"), F.col("y.node").alias("b"), "h")
-    big = sized.where(F.col("df") > max_posting).select("node", "h")
-    rank = F.row_number().over(Window.partitionBy("h").orderBy("node"))
-    hub = big.withColumn("r", rank).where(F.col("r") <= hubs).select("h", F.col("node").alias("k"))
-    star = big.join(hub, "h").where(F.col("node") != F.col("k"))
-    star = star.select(
-        F.least("node", "k").alias("a"), F.greatest("node", "k").alias("b"), F.col("h")
+    F = sql.functions
+    lists = post.groupBy("h").agg(F.array_sort(F.collect_set("node")).alias("ns"))
+    lists = lists.where(F.size("ns") > 1)
+    size = F.size("ns")
+    small = size <= max_posting
+    heads = F.slice("ns", 1, F.when(small, size).otherwise(F.lit(hubs)))
+    tails = (
+        F.col("ns")
+        if reach is None
+        else F.when(small, F.col("ns")).otherwise(F.slice("ns", 1, max(reach, hubs)))
     )
-    both = every.unionByName(star)
-    return both.groupBy("a", "b").agg(F.sort_array(F.collect_set("h")).alias("hits"))
+    made = F.flatten(
+        F.transform(
+            heads,
+            lambda x, i: F.transform(
+                F.slice(tails, i + 2, size), lambda y: F.struct(x.alias("a"), y.alias("b"))
+            ),
+        )
+    )
+    every = lists.select("h", F.explode(made).alias("p")).select("p.a", "p.b", "h")
+    return every.groupBy("a", "b").agg(F.sort_array(F.collect_set("h")).alias("hits"))
 
 
 #: The kinds of rows :func:`_verify_batches` writes: an accepted pair, a vote (a node of a
@@ -448,6 +491,36 @@ def _verify(
     return joined.mapInArrow(_verify_batches(policy, shared), _verdict_schema())
 
 
+def _guard_batches(policy: MatchPolicy, floor: int = 0) -> Callable[[Iterable[Any]], Iterator[Any]]:
+    """A ``mapInArrow`` function: :func:`_guard_rows` over Arrow batches of ``(u, ms)``, *ms*
+    a node's matches as structs ``(v, score, shared, n)``; out come ``(u, v, pick)``."""
+    guard = _guard_rows(policy, floor)
+
+    def run(batches: Iterable[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        for batch in batches:
+            nodes = batch.column(0).to_pylist()
+            matches = batch.column(1).to_pylist()
+            rows = (
+                (u, [(m["v"], m["score"], m["shared"], m["n"]) for m in ms])
+                for u, ms in zip(nodes, matches, strict=True)
+            )
+            us: list[int] = []
+            vs: list[int] = []
+            picks: list[bool] = []
+            for u, v, pick in guard(rows):
+                us.append(u)
+                vs.append(v)
+                picks.append(pick)
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(us, pa.int64()), pa.array(vs, pa.int64()), pa.array(picks, pa.bool_())],
+                names=["u", "v", "pick"],
+            )
+
+    return run
+
+
 def _guarded(
     spark: SparkSession, verdicts: DataFrame, policy: MatchPolicy, floor: int = 0
 ) -> DataFrame:
@@ -474,13 +547,7 @@ def _guarded(
             T.StructField("pick", T.BooleanType()),
         ]
     )
-    kept = spark.createDataFrame(
-        grouped.rdd.map(lambda r: (r[0], [(m[0], m[1], m[2], m[3]) for m in r[1]])).mapPartitions(
-            _guard_rows(policy, floor)
-        ),
-        schema,
-        verifySchema=False,
-    )
+    kept = grouped.mapInArrow(_guard_batches(policy, floor), schema)
     undirected = kept.select(
         F.least("u", "v").alias("a"), F.greatest("u", "v").alias("b"), F.col("pick").cast("int")
     )
@@ -591,6 +658,9 @@ class _Clock:
 #: a large one in as many as its size asks for (see :func:`partitions_for`).
 DOCS_PER_PARTITION = 25_000
 
+#: The modules the workers import (nshash and what its Arrow stages need).
+WORKER_MODULES = ("nshash", "pyarrow", "pandas")
+
 #: The one line said when the workers cannot import nshash.
 WORKERS_HINT = (
     "the Spark workers cannot import nshash: install nshash on every worker, or point"
@@ -689,7 +759,7 @@ def _worker_errors() -> Iterator[None]:
     except NSHashError:
         raise
     except Exception as exc:
-        if "No module named 'nshash'" in str(exc):
+        if any(f"No module named '{name}'" in str(exc) for name in WORKER_MODULES):
             raise ConfigError(WORKERS_HINT) from None
         raise
 
@@ -775,9 +845,8 @@ def _group(
     candidates = nodes.select("node", F.posexplode("anchors").alias("pos", "h"))
     first = candidates.where(F.col("pos") < policy.n).select("node", "h")
     sketches = nodes.select("node", "sketch", "limit")
-    verdicts = _Verdicts(
-        clock("pass1 verify", _verify(_pairs(first, max_posting, hubs), sketches, policy))
-    )
+    pairs = _pairs(first, max_posting, hubs, VOTERS)
+    verdicts = _Verdicts(clock("pass1 verify", _verify(pairs, sketches, policy)))
 
     # 4. Boilerplate: votes of refused pairs across first-pass components.
     comps = clock("pass1 components", components(_guarded(spark, verdicts.accepted, policy)), False)
@@ -1019,10 +1088,8 @@ def _prints(
             T.StructField("limit", T.LongType()),
         ]
     )
-    rows = keyed.select("key", "text").rdd.mapPartitions(_fingerprint_rows(fingerprinter))
-    return clock(
-        "fingerprint", keyed.sparkSession.createDataFrame(rows, schema, verifySchema=False)
-    )
+    text = keyed.select("key", "text")
+    return clock("fingerprint", text.mapInArrow(_fingerprint_batches(fingerprinter), schema))
 
 
 # -- against stored groups ---------------------------------------------------------------------
@@ -1420,12 +1487,14 @@ def _group_against(
         )
         return first.select("node", "h").unionByName(kept.select("node", "h"))
 
-    def verdicts(common: DataFrame, hashes: list[int], stage: str) -> _Verdicts:
-        pairs = _pairs(postings(common), max_posting, hubs).where(F.col("b") >= floor)
+    def verdicts(
+        common: DataFrame, hashes: list[int], stage: str, reach: int | None = None
+    ) -> _Verdicts:
+        pairs = _pairs(postings(common), max_posting, hubs, reach).where(F.col("b") >= floor)
         return _Verdicts(clock(stage, _verify(pairs, sketches, policy, hashes)))
 
     # 3. and 4. The first pass, with the stored common hashes; its refusals vote.
-    first = verdicts(known, list(stored.common), "pass1 verify")
+    first = verdicts(known, list(stored.common), "pass1 verify", VOTERS)
     comps = clock(
         "pass1 components", components(_guarded(spark, first.accepted, policy, floor)), False
     )
