@@ -1,11 +1,14 @@
 """nshash as a Spark job: group a stored corpus past one machine.
 
 The batch form of the online algorithm (:mod:`nshash.methods.nshash.assign`), with the whole
-corpus in view at once instead of one document at a time. Every stage is a Spark DataFrame (or RDD)
-operation; nothing that grows with the corpus is collected to the driver.
+corpus in view at once instead of one document at a time. Every stage is a Spark DataFrame
+operation (the Python ones through Arrow batches, ``mapInArrow``); nothing that grows with the
+corpus is collected to the driver (the common hashes, a set the size of the boilerplate, are
+broadcast to the verifying tasks).
 
 1. **Fingerprints** on the executors, with the library's own :class:`~nshash.Fingerprinter`
-   (the same text path, so the same keys as :class:`~nshash.NSHash`): anchor candidates
+   (the same text path, so the same keys as :class:`~nshash.NSHash`; the compiled text kernel
+   where it is built, fed Arrow batches): anchor candidates
    (:attr:`DocPrint.sentences <nshash.DocPrint.sentences>`), sketch, limit and the exact
    fingerprint of every document.
 2. **Identical texts** (same exact fingerprint) collapse into one node named by their smallest
@@ -13,15 +16,21 @@ operation; nothing that grows with the corpus is collected to the driver.
 3. **Candidate pairs** from shared anchors (the first ``n`` of each document): every pair of an
    anchor's posting list up to ``max_posting`` documents, and past that each document paired
    with the ``hubs`` smallest ones only (a giant posting list is mostly boilerplate; a real hot
-   story still links through its hubs). Each pair is verified by the sketch check of the
-   online path (:func:`nshash.methods.nshash.assign.judged`: shared values over the smaller
-   sketch, both cut at the smaller limit, ``theta`` and ``min_overlap``).
+   story still links through its hubs). In the first pass, which only learns what is common,
+   a long list pairs its hubs with its :data:`VOTERS` smallest documents only, so the pass
+   grows with the documents and not with the size of the footers' postings. Each pair is
+   verified by the online path's own guard and judge
+   (:func:`~nshash.methods.nshash.assign.sketch_guard`, compiled where it is built, then
+   :func:`~nshash.methods.nshash.assign.judged`: shared values over the smaller sketch, both
+   cut at the smaller limit and without the common hashes, ``theta`` and ``min_overlap``), in
+   Arrow batches on the executors; a change to the judge changes this engine with the others.
 4. **Boilerplate from corpus-wide evidence**: the verified pairs make a first graph, and every
    refused pair votes, on each anchor that hit and each sketch value the pair shared, for the
-   first-graph components of its two documents. A hash is common once it has votes from
-   ``votes`` distinct components (the online rule, with every vote there at once). A hot story
-   whose 60 copies share an anchor is one component, so its anchors stay; a site footer on
-   thousands of unrelated articles is in thousands.
+   first-graph components of its two documents (each document's votes are written once, so
+   the count grows with the documents, not with the refused pairs). A hash is common once it
+   has votes from ``votes`` distinct components (the online rule, with every vote there at
+   once). A hot story whose 60 copies share an anchor is one component, so its anchors stay;
+   a site footer on thousands of unrelated articles is in thousands.
 5. **Second pass** without the common hashes: each document's anchors are its first ``n``
    candidates that are not common (the online selection), its sketch leaves out common values,
    and the pairs are found and verified again.
