@@ -1,11 +1,14 @@
 """nshash as a Spark job: group a stored corpus past one machine.
 
 The batch form of the online algorithm (:mod:`nshash.methods.nshash.assign`), with the whole
-corpus in view at once instead of one document at a time. Every stage is a Spark DataFrame (or RDD)
-operation; nothing that grows with the corpus is collected to the driver.
+corpus in view at once instead of one document at a time. Every stage is a Spark DataFrame
+operation (the Python ones through Arrow batches, ``mapInArrow``); nothing that grows with the
+corpus is collected to the driver (the common hashes, a set the size of the boilerplate, are
+broadcast to the verifying tasks).
 
 1. **Fingerprints** on the executors, with the library's own :class:`~nshash.Fingerprinter`
-   (the same text path, so the same keys as :class:`~nshash.NSHash`): anchor candidates
+   (the same text path, so the same keys as :class:`~nshash.NSHash`; the compiled text kernel
+   where it is built, fed Arrow batches): anchor candidates
    (:attr:`DocPrint.sentences <nshash.DocPrint.sentences>`), sketch, limit and the exact
    fingerprint of every document.
 2. **Identical texts** (same exact fingerprint) collapse into one node named by their smallest
@@ -13,15 +16,21 @@ operation; nothing that grows with the corpus is collected to the driver.
 3. **Candidate pairs** from shared anchors (the first ``n`` of each document): every pair of an
    anchor's posting list up to ``max_posting`` documents, and past that each document paired
    with the ``hubs`` smallest ones only (a giant posting list is mostly boilerplate; a real hot
-   story still links through its hubs). Each pair is verified by the sketch check of the
-   online path (:func:`nshash.methods.nshash.assign.judged`: shared values over the smaller
-   sketch, both cut at the smaller limit, ``theta`` and ``min_overlap``).
+   story still links through its hubs). In the first pass, which only learns what is common,
+   a long list pairs its hubs with its :data:`VOTERS` smallest documents only, so the pass
+   grows with the documents and not with the size of the footers' postings. Each pair is
+   verified by the online path's own guard and judge
+   (:func:`~nshash.methods.nshash.assign.sketch_guard`, compiled where it is built, then
+   :func:`~nshash.methods.nshash.assign.judged`: shared values over the smaller sketch, both
+   cut at the smaller limit and without the common hashes, ``theta`` and ``min_overlap``), in
+   Arrow batches on the executors; a change to the judge changes this engine with the others.
 4. **Boilerplate from corpus-wide evidence**: the verified pairs make a first graph, and every
    refused pair votes, on each anchor that hit and each sketch value the pair shared, for the
-   first-graph components of its two documents. A hash is common once it has votes from
-   ``votes`` distinct components (the online rule, with every vote there at once). A hot story
-   whose 60 copies share an anchor is one component, so its anchors stay; a site footer on
-   thousands of unrelated articles is in thousands.
+   first-graph components of its two documents (each document's votes are written once, so
+   the count grows with the documents, not with the refused pairs). A hash is common once it
+   has votes from ``votes`` distinct components (the online rule, with every vote there at
+   once). A hot story whose 60 copies share an anchor is one component, so its anchors stay;
+   a site footer on thousands of unrelated articles is in thousands.
 5. **Second pass** without the common hashes: each document's anchors are its first ``n``
    candidates that are not common (the online selection), its sketch leaves out common values,
    and the pairs are found and verified again.
@@ -95,6 +104,13 @@ MAX_POSTING = 100
 #: Documents of a long posting list that every other one is compared with.
 HUBS = 8
 
+#: The first pass, which learns what is common (and the components that its votes count),
+#: pairs the hubs of a long posting list with its this many smallest documents only: a hash
+#: on thousands of unrelated pages has its votes many times over from these, and the pass
+#: then grows with the documents, not with the documents times the size of the site
+#: footers' postings. The second pass pairs every document of a list with its hubs.
+VOTERS = 1000
+
 T = TypeVar("T")
 
 
@@ -127,43 +143,55 @@ def _options(
 # -- stage functions (run on the executors) --------------------------------------------------
 
 
-def _fingerprint_rows(
+def _fingerprint_batches(
     fingerprinter: Fingerprinter,
-) -> Callable[[Iterable[Any]], Iterator[tuple[Any, ...]]]:
-    """A partition function: ``(id, text)`` rows to ``(id, ok, exact, anchors, sketch, limit)``.
+) -> Callable[[Iterable[Any]], Iterator[Any]]:
+    """A ``mapInArrow`` function: ``(key, text)`` batches to ``(key, ok, exact, anchors,
+    sketch, limit)`` batches, the key passed through as it is.
 
     A text the library refuses (not a string, no letters or digits, too long) comes out with
     ``ok`` false and no fingerprints: it gets no group.
     """
 
-    def run(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
+    def run(batches: Iterable[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
         prepare = fingerprinter.prepare
-        for doc_id, text in rows:
-            try:
-                doc = prepare(check_text(text))
-            except NSHashError:
-                yield doc_id, False, None, None, None, None
-                continue
-            yield (
-                doc_id,
-                True,
-                signed(doc.exact),
-                [signed(h) for h in doc.sentences],
-                list(doc.sketch),
-                doc.limit,
+        longs = pa.list_(pa.int64())
+        for batch in batches:
+            ok: list[bool] = []
+            exact: list[int | None] = []
+            anchors: list[list[int] | None] = []
+            sketch: list[list[int] | None] = []
+            limit: list[int | None] = []
+            for text in batch.column(1).to_pylist():
+                try:
+                    doc = prepare(check_text(text))
+                except NSHashError:
+                    ok.append(False)
+                    exact.append(None)
+                    anchors.append(None)
+                    sketch.append(None)
+                    limit.append(None)
+                    continue
+                ok.append(True)
+                exact.append(signed(doc.exact))
+                anchors.append([signed(h) for h in doc.sentences])
+                sketch.append(list(doc.sketch))
+                limit.append(doc.limit)
+            yield pa.RecordBatch.from_arrays(
+                [
+                    batch.column(0),
+                    pa.array(ok, pa.bool_()),
+                    pa.array(exact, pa.int64()),
+                    pa.array(anchors, longs),
+                    pa.array(sketch, longs),
+                    pa.array(limit, pa.int64()),
+                ],
+                names=["key", "ok", "exact", "anchors", "sketch", "limit"],
             )
 
     return run
-
-
-def _scorer(policy: MatchPolicy) -> Callable[[int, int, int], float]:
-    """The online path's score of a pair, from its counts
-    (:func:`nshash.methods.nshash.assign.judged`)."""
-
-    def score(shared: int, mine: int, theirs: int) -> float:
-        return judged(0, (), shared, mine, theirs, policy).score
-
-    return score
 
 
 def _agree(best: set[int], shared: set[int], size: int, guard: float) -> bool:
@@ -223,81 +251,294 @@ def _guard_rows(
 # -- DataFrame stages ------------------------------------------------------------------------
 
 
-def _pairs(post: DataFrame, max_posting: int, hubs: int) -> DataFrame:
-    """Candidate pairs ``(a, b, hits)``, ``a < b``, from anchor postings ``(node, h)``."""
-    sql = _pyspark()
-    F, Window = sql.functions, sql.Window
-    sized = post.withColumn("df", F.count("*").over(Window.partitionBy("h")))
-    small = sized.where(F.col("df") <= max_posting).select("node", "h")
-    left, right = small.alias("x"), small.alias("y")
-    every = left.join(right, "h").where(F.col("x.node") < F.col("y.node"))
-    every = every.select(F.col("x.node").alias("a"), F.col("y.node").alias("b"), "h")
-    big = sized.where(F.col("df") > max_posting).select("node", "h")
-    rank = F.row_number().over(Window.partitionBy("h").orderBy("node"))
-    hub = big.withColumn("r", rank).where(F.col("r") <= hubs).select("h", F.col("node").alias("k"))
-    star = big.join(hub, "h").where(F.col("node") != F.col("k"))
-    star = star.select(
-        F.least("node", "k").alias("a"), F.greatest("node", "k").alias("b"), F.col("h")
-    )
-    both = every.unionByName(star)
-    return both.groupBy("a", "b").agg(F.sort_array(F.collect_set("h")).alias("hits"))
+def _pairs(post: DataFrame, max_posting: int, hubs: int, reach: int | None = None) -> DataFrame:
+    """Candidate pairs ``(a, b, hits)``, ``a < b``, from anchor postings ``(node, h)``.
 
-
-def _verify(pairs: DataFrame, nodes: DataFrame, policy: MatchPolicy) -> DataFrame:
-    """Verdicts ``(a, b, score, accepted, hits, shared)`` of candidate *pairs*.
-
-    *nodes* is ``(node, sketch, limit, common)``, *common* being the node's sketch values
-    known to be common (null for none). As on the online path, both sketches leave out common
-    values and are cut at the smaller limit; *shared* holds what is left in common. The set
-    arithmetic runs in Spark; the score is :func:`nshash.methods.nshash.assign.judged`'s, which
-    is the compiled core's rule (``_assign.score``, the one ``fast_assign`` uses) where it is built.
+    Each anchor's posting list is gathered once (one shuffle) and sorted; a list of up to
+    *max_posting* nodes pairs all of them, a longer one pairs each node with the *hubs*
+    smallest (the pairs are made in the JVM, by Spark's array functions); the pairs are then
+    gathered with the anchors that made them (a second shuffle). With *reach*, a longer list
+    pairs only its *reach* smallest nodes with the hubs (the first pass, which only learns
+    what is common: see :data:`VOTERS`).
     """
     sql = _pyspark()
-    F, T = sql.functions, sql.types
+    F = sql.functions
+    lists = post.groupBy("h").agg(F.array_sort(F.collect_set("node")).alias("ns"))
+    lists = lists.where(F.size("ns") > 1)
+    size = F.size("ns")
+    small = size <= max_posting
+    heads = F.slice("ns", 1, F.when(small, size).otherwise(F.lit(hubs)))
+    tails = (
+        F.col("ns")
+        if reach is None
+        else F.when(small, F.col("ns")).otherwise(F.slice("ns", 1, max(reach, hubs)))
+    )
+    made = F.flatten(
+        F.transform(
+            heads,
+            lambda x, i: F.transform(
+                F.slice(tails, i + 2, size), lambda y: F.struct(x.alias("a"), y.alias("b"))
+            ),
+        )
+    )
+    every = lists.select("h", F.explode(made).alias("p")).select("p.a", "p.b", "h")
+    return every.groupBy("a", "b").agg(F.sort_array(F.collect_set("h")).alias("hits"))
+
+
+#: The kinds of rows :func:`_verify_batches` writes: an accepted pair, a vote (a node of a
+#: refused pair and a hash the pair shared), and the count of pairs a task verified.
+ACCEPTED, VOTE, COUNTED = 0, 1, 2
+
+#: Vote rows a verifying task holds before it writes them out (its memory bound): until then
+#: the repeats of a (node, hash) vote are written once.
+VOTES_HELD = 1 << 20
+
+
+def _verdict_schema() -> Any:
+    """The rows :func:`_verify_batches` writes (see :data:`ACCEPTED`)."""
+    T = _pyspark().types
+    return T.StructType(
+        [
+            T.StructField("kind", T.ByteType()),
+            T.StructField("a", T.LongType()),
+            T.StructField("b", T.LongType()),
+            T.StructField("score", T.DoubleType()),
+            T.StructField("shared", T.ArrayType(T.LongType())),
+            T.StructField("na", T.LongType()),
+            T.StructField("nb", T.LongType()),
+        ]
+    )
+
+
+def _verify_batches(policy: MatchPolicy, common: Any) -> Callable[[Iterable[Any]], Iterator[Any]]:
+    """A ``mapInArrow`` function: candidate pairs with both sketches to verdicts.
+
+    Input batches hold ``(a, b, hits, sa, la, sb, lb)``: a pair, the anchors that paired it,
+    and each node's sketch and limit. Each pair goes through the online path's guard
+    (:func:`~nshash.methods.nshash.assign.sketch_guard`, with the common hashes left out) and
+    judge (:func:`~nshash.methods.nshash.assign.judged`); the sketches reach the compiled
+    guard as Arrow's packed buffers, not as Python lists. Out come rows of
+    :func:`_verdict_schema`: every accepted pair with what it shares; for a refused pair, a
+    vote of each of its nodes on each hash the pair shared (its hits and its shared values),
+    each (node, hash) written once per task as far as :data:`VOTES_HELD` allows; and the
+    count of pairs verified.
+
+    *common* is a broadcast of the common hashes (or a list of them).
+    """
+
+    def run(batches: Iterable[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        from .methods.nshash.assign import NO_HASHES, sketch_guard
+        from .methods.nshash.compiled import compiled
+
+        known = set(getattr(common, "value", common))
+        packed = compiled("sketch_guard") is not None  # the compiled guard reads raw bytes
+        theta = policy.theta
+        schema = pa.schema(
+            [
+                ("kind", pa.int8()),
+                ("a", pa.int64()),
+                ("b", pa.int64()),
+                ("score", pa.float64()),
+                ("shared", pa.list_(pa.int64())),
+                ("na", pa.int64()),
+                ("nb", pa.int64()),
+            ]
+        )
+        votes: dict[int, set[int]] = {}
+        held = 0
+        counted = 0
+
+        def vote_batch() -> Any:
+            nodes = [n for n, hs in votes.items() for _ in hs]
+            hashes = [h for hs in votes.values() for h in hs]
+            size = len(nodes)
+            return pa.RecordBatch.from_arrays(
+                [
+                    pa.array([VOTE] * size, pa.int8()),
+                    pa.array(nodes, pa.int64()),
+                    pa.array(hashes, pa.int64()),
+                    pa.nulls(size, pa.float64()),
+                    pa.nulls(size, pa.list_(pa.int64())),
+                    pa.nulls(size, pa.int64()),
+                    pa.nulls(size, pa.int64()),
+                ],
+                schema=schema,
+            )
+
+        def sides(column: Any) -> tuple[list[int], memoryview]:
+            """A list column's offsets and its values as int64s (a view of Arrow's buffer)."""
+            values = column.values
+            raw = values.buffers()[1]
+            view = memoryview(raw if raw is not None else b"").cast("q")
+            start = values.offset
+            return [start + o for o in column.offsets.to_pylist()], view
+
+        for batch in batches:
+            a_ids = batch.column(0).to_pylist()
+            b_ids = batch.column(1).to_pylist()
+            hits = batch.column(2).to_pylist()
+            a_off, a_vals = sides(batch.column(3))
+            la = batch.column(4).to_pylist()
+            b_off, b_vals = sides(batch.column(5))
+            lb = batch.column(6).to_pylist()
+            b_bytes = b_vals.cast("B")
+            out_a: list[int] = []
+            out_b: list[int] = []
+            scores: list[float] = []
+            shares: list[list[int]] = []
+            mines: list[int] = []
+            theirs_: list[int] = []
+            counted += len(a_ids)
+            for i, (a, b) in enumerate(zip(a_ids, b_ids, strict=True)):
+                mine_values = a_vals[a_off[i] : a_off[i + 1]]
+                start, stop = b_off[i], b_off[i + 1]
+                their_values: Any = (
+                    b_bytes[start * 8 : stop * 8].tobytes() if packed else b_vals[start:stop]
+                )
+                shared, mine, theirs = sketch_guard(
+                    mine_values, la[i], their_values, lb[i], known, NO_HASHES
+                )
+                score = judged(0, (), len(shared), mine, theirs, policy).score
+                if score >= theta:
+                    out_a.append(a)
+                    out_b.append(b)
+                    scores.append(score)
+                    shares.append(sorted(shared))
+                    mines.append(mine)
+                    theirs_.append(theirs)
+                    continue
+                voted = set(shared)
+                voted.update(hits[i] or ())
+                for node in (a, b):
+                    have = votes.get(node)
+                    if have is None:
+                        votes[node] = have = set()
+                    before = len(have)
+                    have |= voted
+                    held += len(have) - before
+            if out_a:
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        pa.array([ACCEPTED] * len(out_a), pa.int8()),
+                        pa.array(out_a, pa.int64()),
+                        pa.array(out_b, pa.int64()),
+                        pa.array(scores, pa.float64()),
+                        pa.array(shares, pa.list_(pa.int64())),
+                        pa.array(mines, pa.int64()),
+                        pa.array(theirs_, pa.int64()),
+                    ],
+                    schema=schema,
+                )
+            if held >= VOTES_HELD:
+                yield vote_batch()
+                votes.clear()
+                held = 0
+        if votes:
+            yield vote_batch()
+        yield pa.RecordBatch.from_arrays(
+            [
+                pa.array([COUNTED], pa.int8()),
+                pa.array([counted], pa.int64()),
+                *(pa.nulls(1, f.type) for f in list(schema)[2:]),
+            ],
+            schema=schema,
+        )
+
+    return run
+
+
+class _Verdicts:
+    """What verifying a set of candidate pairs found (see :func:`_verify_batches`).
+
+    Attributes:
+        accepted: ``(a, b, score, shared, na, nb)``: the accepted pairs, what each shares
+            and each node's live sketch size.
+        votes: ``(node, h)``: a node of a refused pair, and a hash that pair shared.
+        rows: every row (to count the pairs verified, :meth:`pairs`).
+    """
+
+    def __init__(self, rows: DataFrame) -> None:
+        F = _pyspark().functions
+        self.rows = rows
+        self.accepted = rows.where(F.col("kind") == ACCEPTED).drop("kind")
+        self.votes = rows.where(F.col("kind") == VOTE).select(
+            F.col("a").alias("node"), F.col("b").alias("h")
+        )
+
+    def pairs(self) -> int:
+        """The candidate pairs verified."""
+        F = _pyspark().functions
+        row = self.rows.where(F.col("kind") == COUNTED).agg(F.sum("a")).first()
+        return int(row[0] or 0) if row is not None else 0
+
+
+def _verify(
+    pairs: DataFrame, nodes: DataFrame, policy: MatchPolicy, common: Sequence[int] = ()
+) -> DataFrame:
+    """Verdicts of candidate *pairs* ``(a, b, hits)``, as rows of :func:`_verdict_schema`
+    (wrap them in :class:`_Verdicts`).
+
+    *nodes* is ``(node, sketch, limit)``; *common*, the common hashes, which the guard leaves
+    out of both sketches as the online path does. Each pair is judged by the online path's
+    own guard and judge, in Arrow batches on the executors (:func:`_verify_batches`).
+    """
+    sql = _pyspark()
+    F = sql.functions
     side = {
         name: nodes.select(
             F.col("node").alias(name),
             F.col("sketch").alias(f"s{name}"),
             F.col("limit").alias(f"l{name}"),
-            F.coalesce("common", F.array().cast(T.ArrayType(T.LongType()))).alias(f"c{name}"),
         )
         for name in ("a", "b")
     }
     joined = pairs.join(side["a"], "a").join(side["b"], "b")
-    limit = F.least("la", "lb")
-    live = {
-        name: F.filter(F.array_except(f"s{name}", f"c{name}"), lambda v: v < limit)
-        for name in ("a", "b")
-    }
-    counted = joined.select(
-        "a", "b", "hits", live["a"].alias("mine"), live["b"].alias("theirs")
-    ).withColumn("shared", F.array_sort(F.array_intersect("mine", "theirs")))
-    scorer = _scorer(policy)
-    # A plain Python UDF (no Arrow, no pandas: pyspark alone runs it); the lambda has no type
-    # hints, from which pyspark would try to infer a pandas UDF.
-    score = F.udf(lambda s, m, t: scorer(s, m, t), T.DoubleType(), useArrow=False)(
-        F.size("shared"), F.size("mine"), F.size("theirs")
-    )
-    scored = counted.select(
-        "a",
-        "b",
-        score.alias("score"),
-        "hits",
-        "shared",
-        F.size("mine").alias("na"),
-        F.size("theirs").alias("nb"),
-    )
-    return scored.withColumn("accepted", F.col("score") >= policy.theta)
+    joined = joined.select("a", "b", "hits", "sa", "la", "sb", "lb")
+    shared: Any = pairs.sparkSession.sparkContext.broadcast(sorted(common)) if common else []
+    return joined.mapInArrow(_verify_batches(policy, shared), _verdict_schema())
+
+
+def _guard_batches(policy: MatchPolicy, floor: int = 0) -> Callable[[Iterable[Any]], Iterator[Any]]:
+    """A ``mapInArrow`` function: :func:`_guard_rows` over Arrow batches of ``(u, ms)``, *ms*
+    a node's matches as structs ``(v, score, shared, n)``; out come ``(u, v, pick)``."""
+    guard = _guard_rows(policy, floor)
+
+    def run(batches: Iterable[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        for batch in batches:
+            nodes = batch.column(0).to_pylist()
+            matches = batch.column(1).to_pylist()
+            rows = (
+                (u, [(m["v"], m["score"], m["shared"], m["n"]) for m in ms])
+                for u, ms in zip(nodes, matches, strict=True)
+            )
+            us: list[int] = []
+            vs: list[int] = []
+            picks: list[bool] = []
+            for u, v, pick in guard(rows):
+                us.append(u)
+                vs.append(v)
+                picks.append(pick)
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(us, pa.int64()), pa.array(vs, pa.int64()), pa.array(picks, pa.bool_())],
+                names=["u", "v", "pick"],
+            )
+
+    return run
 
 
 def _guarded(
     spark: SparkSession, verdicts: DataFrame, policy: MatchPolicy, floor: int = 0
 ) -> DataFrame:
     """The accepted edges ``(a, b)`` that both of their nodes keep under the merge guard
-    (nodes below *floor* are stored groups, see :func:`_guard_rows`)."""
+    (nodes below *floor* are stored groups, see :func:`_guard_rows`), from the accepted pairs
+    (*verdicts*: :attr:`_Verdicts.accepted`)."""
     sql = _pyspark()
     F, T = sql.functions, sql.types
-    ok = verdicts.where("accepted")
+    ok = verdicts
     sides = ok.select(
         F.col("a").alias("u"),
         F.struct(F.col("b").alias("v"), "score", "shared", F.col("nb").alias("n")).alias("m"),
@@ -315,13 +556,7 @@ def _guarded(
             T.StructField("pick", T.BooleanType()),
         ]
     )
-    kept = spark.createDataFrame(
-        grouped.rdd.map(lambda r: (r[0], [(m[0], m[1], m[2], m[3]) for m in r[1]])).mapPartitions(
-            _guard_rows(policy, floor)
-        ),
-        schema,
-        verifySchema=False,
-    )
+    kept = grouped.mapInArrow(_guard_batches(policy, floor), schema)
     undirected = kept.select(
         F.least("u", "v").alias("a"), F.greatest("u", "v").alias("b"), F.col("pick").cast("int")
     )
@@ -389,21 +624,19 @@ def components(edges: DataFrame) -> DataFrame:
     return e.select(F.col("x").alias("node"), F.col("y").alias("comp")).unionByName(roots)
 
 
-def _common(verdicts: DataFrame, comps: DataFrame, votes: int) -> DataFrame:
-    """Hashes (column ``h``) that refused pairs kept apart across *votes* components."""
+def _common(votes: DataFrame, comps: DataFrame, count: int) -> DataFrame:
+    """Hashes (column ``h``) that refused pairs kept apart across *count* components.
+
+    *votes* is ``(node, h)`` (:attr:`_Verdicts.votes`): a node of a refused pair and a hash
+    the pair shared. Each node votes for its first-pass component (itself when it has none),
+    so the work is one join of the votes, which :func:`_verify_batches` wrote once per node
+    and hash: it grows with the nodes, not with the refused pairs.
+    """
     sql = _pyspark()
     F = sql.functions
-    refused = verdicts.where(~F.col("accepted")).select(
-        "a", "b", F.explode(F.array_union("hits", "shared")).alias("h")
-    )
-    ca = comps.select(F.col("node").alias("a"), F.col("comp").alias("ca"))
-    cb = comps.select(F.col("node").alias("b"), F.col("comp").alias("cb"))
-    tagged = refused.join(ca, "a", "left").join(cb, "b", "left")
-    sides = tagged.select("h", F.coalesce("ca", "a").alias("c")).unionByName(
-        tagged.select("h", F.coalesce("cb", "b").alias("c"))
-    )
-    counted = sides.groupBy("h").agg(F.countDistinct("c").alias("n"))
-    return counted.where(F.col("n") >= votes).select("h")
+    tagged = votes.join(comps, "node", "left").select("h", F.coalesce("comp", "node").alias("c"))
+    counted = tagged.distinct().groupBy("h").count()
+    return counted.where(F.col("count") >= count).select("h")
 
 
 class _Clock:
@@ -433,6 +666,9 @@ class _Clock:
 #: Documents per shuffle partition: a small input runs in one partition (one task per stage),
 #: a large one in as many as its size asks for (see :func:`partitions_for`).
 DOCS_PER_PARTITION = 25_000
+
+#: The modules the workers import (nshash and what its Arrow stages need).
+WORKER_MODULES = ("nshash", "pyarrow", "pandas")
 
 #: The one line said when the workers cannot import nshash.
 WORKERS_HINT = (
@@ -532,7 +768,7 @@ def _worker_errors() -> Iterator[None]:
     except NSHashError:
         raise
     except Exception as exc:
-        if "No module named 'nshash'" in str(exc):
+        if any(f"No module named '{name}'" in str(exc) for name in WORKER_MODULES):
             raise ConfigError(WORKERS_HINT) from None
         raise
 
@@ -593,9 +829,8 @@ def _group(
     Returns ``(key, rep)`` for every row with ``ok``: *rep* is the smallest key of its group.
     """
     sql = _pyspark()
-    F, T = sql.functions, sql.types
+    F = sql.functions
     spark = prints.sparkSession
-    longs = T.ArrayType(T.LongType())
 
     # 2. One node per distinct text, numbered in key order (so node order is key order).
     reps = (
@@ -618,42 +853,40 @@ def _group(
     # 3. First pass: the first n anchor candidates, raw sketches.
     candidates = nodes.select("node", F.posexplode("anchors").alias("pos", "h"))
     first = candidates.where(F.col("pos") < policy.n).select("node", "h")
-    raw = nodes.select("node", "sketch", "limit", F.lit(None).cast(longs).alias("common"))
-    verdicts = clock("pass1 verify", _verify(_pairs(first, max_posting, hubs), raw, policy))
+    sketches = nodes.select("node", "sketch", "limit")
+    pairs = _pairs(first, max_posting, hubs, VOTERS)
+    verdicts = _Verdicts(clock("pass1 verify", _verify(pairs, sketches, policy)))
 
     # 4. Boilerplate: votes of refused pairs across first-pass components.
-    comps = clock("pass1 components", components(_guarded(spark, verdicts, policy)), False)
-    common = clock("common", _common(verdicts, comps, policy.votes))
+    comps = clock("pass1 components", components(_guarded(spark, verdicts.accepted, policy)), False)
+    common = clock("common", _common(verdicts.votes, comps, policy.votes))
     if extra is not None:
         extra["common"] = common
+    known = [int(r[0]) for r in common.collect()]
 
     # 5. Second pass without the common hashes.
     live = candidates.join(F.broadcast(common), "h", "left_anti")
     order = sql.Window.partitionBy("node").orderBy("pos")
     anchors = live.withColumn("r", F.row_number().over(order)).where(F.col("r") <= policy.n)
-    sampled = nodes.select("node", F.explode("sketch").alias("h"))
-    dropped = (
-        sampled.join(F.broadcast(common), "h")
-        .groupBy("node")
-        .agg(F.collect_list("h").alias("common"))
-    )
-    cleaned = nodes.join(dropped, "node", "left").select("node", "sketch", "limit", "common")
-    verdicts2 = clock(
-        "pass2 verify",
-        _verify(_pairs(anchors.select("node", "h"), max_posting, hubs), cleaned, policy),
-        stats is not None,
+    verdicts2 = _Verdicts(
+        clock(
+            "pass2 verify",
+            _verify(
+                _pairs(anchors.select("node", "h"), max_posting, hubs), sketches, policy, known
+            ),
+        )
     )
 
     # 6. The merge guard, then 7. components.
-    edges = clock("guard", _guarded(spark, verdicts2, policy), stats is not None)
+    edges = clock("guard", _guarded(spark, verdicts2.accepted, policy), stats is not None)
     groups = clock("components", components(edges), False)
 
     if stats is not None:
         stats.update(
             nodes=nodes.count(),
-            pairs_pass1=verdicts.count(),
-            common=common.count(),
-            pairs_pass2=verdicts2.count(),
+            pairs_pass1=verdicts.pairs(),
+            common=len(known),
+            pairs_pass2=verdicts2.pairs(),
             edges=edges.count(),
         )
 
@@ -790,8 +1023,10 @@ def _dedup(
     stats: dict[str, int] | None,
     options: dict[str, Any],
     extra: dict[str, Any] | None = None,
+    unique: bool = False,
 ) -> DataFrame:
-    """:func:`dedup`; *extra*: as for :func:`_group`."""
+    """:func:`dedup`; *extra*: as for :func:`_group`, and it gets ``partitions``, the shuffle
+    partitions the job ran with; *unique*: the ids are distinct longs (as for :func:`_group`)."""
     F = _pyspark().functions
     _check(max_posting, hubs, first_id)
     order_col = order_col or id_col
@@ -820,10 +1055,12 @@ def _dedup(
         if stats is not None:
             stats["documents"] = documents
         count = partitions_for(documents, spark.sparkContext.defaultParallelism)
+        if extra is not None:
+            extra["partitions"] = count
         with _shuffle_partitions(spark, count):
             if stored is None:
                 answers = _group(
-                    prints, key_type, policy, max_posting, hubs, clock, stats, extra=extra
+                    prints, key_type, policy, max_posting, hubs, clock, stats, unique, extra
                 )
                 numbered = clock("number", _numbered(answers, key_type, first_id))
             else:
@@ -860,10 +1097,8 @@ def _prints(
             T.StructField("limit", T.LongType()),
         ]
     )
-    rows = keyed.select("key", "text").rdd.mapPartitions(_fingerprint_rows(fingerprinter))
-    return clock(
-        "fingerprint", keyed.sparkSession.createDataFrame(rows, schema, verifySchema=False)
-    )
+    text = keyed.select("key", "text")
+    return clock("fingerprint", text.mapInArrow(_fingerprint_batches(fingerprinter), schema))
 
 
 # -- against stored groups ---------------------------------------------------------------------
@@ -1192,18 +1427,6 @@ def _narrowed(prints: DataFrame) -> DataFrame:
     return spark.createDataFrame(prints.rdd.mapPartitions(run), prints.schema, verifySchema=False)
 
 
-def _without(sketches: DataFrame, common: DataFrame) -> DataFrame:
-    """``(node, sketch, limit, common)``: each node's sketch values in *common* (``h``), null
-    for none."""
-    F = _pyspark().functions
-    sampled = sketches.select("node", F.explode("sketch").alias("h"))
-    dropped = (
-        sampled.join(F.broadcast(common), "h").groupBy("node").agg(F.collect_list("h").alias("c"))
-    )
-    joined = sketches.join(dropped, "node", "left")
-    return joined.select("node", "sketch", "limit", F.col("c").alias("common"))
-
-
 def _group_against(
     prints: DataFrame,
     key_type: Any,
@@ -1273,20 +1496,26 @@ def _group_against(
         )
         return first.select("node", "h").unionByName(kept.select("node", "h"))
 
-    def verdicts(common: DataFrame, stage: str) -> DataFrame:
-        pairs = _pairs(postings(common), max_posting, hubs).where(F.col("b") >= floor)
-        return clock(stage, _verify(pairs, _without(sketches, common), policy))
+    def verdicts(
+        common: DataFrame, hashes: list[int], stage: str, reach: int | None = None
+    ) -> _Verdicts:
+        pairs = _pairs(postings(common), max_posting, hubs, reach).where(F.col("b") >= floor)
+        return _Verdicts(clock(stage, _verify(pairs, sketches, policy, hashes)))
 
     # 3. and 4. The first pass, with the stored common hashes; its refusals vote.
-    first = verdicts(known, "pass1 verify")
-    comps = clock("pass1 components", components(_guarded(spark, first, policy, floor)), False)
-    common = clock("common", _common(first, comps, policy.votes).unionByName(known).distinct())
+    first = verdicts(known, list(stored.common), "pass1 verify", VOTERS)
+    comps = clock(
+        "pass1 components", components(_guarded(spark, first.accepted, policy, floor)), False
+    )
+    common = clock(
+        "common", _common(first.votes, comps, policy.votes).unionByName(known).distinct()
+    )
     if extra is not None:
         extra["common"] = common
 
     # 5. to 7. The second pass without every common hash, the guard, components.
-    second = verdicts(common, "pass2 verify")
-    edges = clock("guard", _guarded(spark, second, policy, floor), False)
+    second = verdicts(common, [int(r[0]) for r in common.collect()], "pass2 verify")
+    edges = clock("guard", _guarded(spark, second.accepted, policy, floor), False)
     found = clock("components", components(edges), False)
 
     named = nodes.select("node", "exact", "rep").join(found, "node", "left")
@@ -1478,10 +1707,11 @@ def dedup_file(
             stats=None,
             options=options,
             extra=extra,
+            unique=True,
         )
         result = result.orderBy("_nshash_pos").drop("_nshash_pos")
         clock.last = time.perf_counter()  # the stages so far are _dedup's, timed there
-        with _worker_errors():
+        with _worker_errors(), _shuffle_partitions(spark, extra["partitions"]):
             counts = _finish_parquet(result, output, parts, clock)
             if export_groups is not None:
                 counts["exported"] = _export_run(
