@@ -325,6 +325,17 @@ done:
     return rc;
 }
 
+/* Whether *common* is what the guard reads common hashes from (a set, or the memory store's
+ * AnchorMap); else 0 with a TypeError naming *who*. */
+static int common_ok(const char *who, PyObject *common)
+{
+    if (PySet_CheckExact(common) || Py_TYPE(common) == &AnchorMapType)
+        return 1;
+    PyErr_Format(PyExc_TypeError, "%s: common is a set or an AnchorMap, not %s", who,
+                 Py_TYPE(common)->tp_name);
+    return 0;
+}
+
 /* sketch_guard(sketch, doc_limit, values, group_limit, common, more): the guard's comparison
  * of a document's sketch (a sequence of ints) with a group's (a set, tuple or list), each
  * complete below its own limit, leaving out values at or past the smaller limit and values in
@@ -339,11 +350,8 @@ static PyObject *sketch_guard(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOOOOO!", &sketch, &doc_limit_o, &values, &group_limit_o,
                           &common, &PySet_Type, &more))
         return NULL;
-    if (!PySet_CheckExact(common) && Py_TYPE(common) != &AnchorMapType) {
-        PyErr_Format(PyExc_TypeError, "sketch_guard: common is a set or an AnchorMap, not %s",
-                     Py_TYPE(common)->tp_name);
+    if (!common_ok("sketch_guard", common))
         return NULL;
-    }
     uint64_t doc_limit, group_limit;
     int rc = sketch_value(doc_limit_o, &doc_limit);
     if (rc == 0)
@@ -470,11 +478,8 @@ static PyObject *set_aside(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOOOO!On", &sketch, &places, &limit_o, &common, &PySet_Type,
                           &more, &shared, &theirs))
         return NULL;
-    if (!PySet_CheckExact(common) && Py_TYPE(common) != &AnchorMapType) {
-        PyErr_Format(PyExc_TypeError, "set_aside: common is a set or an AnchorMap, not %s",
-                     Py_TYPE(common)->tp_name);
+    if (!common_ok("set_aside", common))
         return NULL;
-    }
     PyObject *fast = PySequence_Fast(sketch, "set_aside: the sketch must be a sequence");
     if (!fast)
         return NULL;
