@@ -442,14 +442,14 @@ static Py_ssize_t frame_in(const uint64_t *live, Py_ssize_t m, const uint32_t *o
     return frame_of(flags, n, theirs);
 }
 
-/* Whether the first and the last in page order (*pos*) of the values of *live* (ascending)
- * below *limit* are both among the *same* values at *shared*: what a frame needs first,
- * found with no sort. */
-static int edges_shared(const uint64_t *live, const uint32_t *pos, Py_ssize_t nlive,
-                        uint64_t limit, const uint64_t *shared, Py_ssize_t same)
+/* Whether the first and the last in page order (*pos*) of the first *m* values of *live*
+ * (ascending) are both among the *same* values at *shared*: what a frame needs first, found
+ * with no sort. */
+static int edges_shared(const uint64_t *live, const uint32_t *pos, Py_ssize_t m,
+                        const uint64_t *shared, Py_ssize_t same)
 {
     Py_ssize_t first = -1, last = -1;
-    for (Py_ssize_t i = 0; i < nlive && live[i] < limit; i++) {
+    for (Py_ssize_t i = 0; i < m; i++) {
         if (first < 0 || pos[i] < pos[first] || (pos[i] == pos[first] && i < first))
             first = i;
         if (last < 0 || pos[i] > pos[last] || (pos[i] == pos[last] && i > last))
@@ -3108,8 +3108,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
          * looked for where it can decide; the page order is made once, when first needed. */
         if (score >= theta && lpos && mine >= FRAME_LEAST && mine - same >= FRAME_GAP
             && (mine - same) * FRAME_SHARE >= mine /* room for a frame's unshared run */
-            && edges_shared(live, lpos, nlive, doc_limit < group_limit ? doc_limit : group_limit,
-                            shared[k], same)) {
+            && edges_shared(live, lpos, mine, shared[k], same)) {
             if (!order) {
                 if (!(okeys = PyMem_Malloc((size_t)nlive * sizeof *okeys))
                     || !(order = PyMem_Malloc((size_t)nlive * sizeof *order))
@@ -3119,16 +3118,9 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
                 }
                 page_order(lpos, nlive, okeys, order);
             }
-            uint64_t lim = doc_limit < group_limit ? doc_limit : group_limit;
-            Py_ssize_t m = 0, hi = nlive;
-            while (m < hi) { /* the live values below the limit: a prefix */
-                Py_ssize_t mid = m + (hi - m) / 2;
-                if (live[mid] < lim)
-                    m = mid + 1;
-                else
-                    hi = mid;
-            }
-            Py_ssize_t frame = frame_in(live, m, order, nlive, shared[k], same, theirs, flags);
+            /* mine: the guard's count of the document's values compared, the live ones below
+             * the smaller limit (a prefix of live) */
+            Py_ssize_t frame = frame_in(live, mine, order, nlive, shared[k], same, theirs, flags);
             if (frame)
                 score = judge_score(same - frame, mine - frame, theirs - frame, min_overlap);
         }
