@@ -56,6 +56,7 @@ __all__ = [
     "narrow",
     "narrow_pure",
     "places_of",
+    "read_places",
     "split_sentences",
 ]
 
@@ -306,10 +307,16 @@ def narrow_pure(doc: DocPrint) -> DocPrint:
 def places_of(doc: DocPrint) -> list[int]:
     """*doc*'s :attr:`~DocPrint.places` as ints, one for each sketch value (empty when it has
     none, or not one for each value)."""
+    return read_places(doc.places, len(doc.sketch))
+
+
+def read_places(places: bytes, count: int) -> list[int]:
+    """*places* (:attr:`DocPrint.places`' words) as ints when they are *count* of them, else
+    empty: places of the wrong length (a hand-made DocPrint) read as none."""
     at = array(PLACES)
-    if not doc.places or len(doc.places) != len(doc.sketch) * at.itemsize:
+    if not places or len(places) != count * at.itemsize:
         return []
-    at.frombytes(doc.places)
+    at.frombytes(places)
     return at.tolist()
 
 

@@ -60,14 +60,13 @@ story and half of another glue nothing together.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from ...errors import ConfigError
 from ...results import Assignment, Candidate, DocMeta, DocumentRecord, Explanation
-from ...text.fingerprint import NO_LIMIT, PLACES, DocPrint
+from ...text.fingerprint import NO_LIMIT, DocPrint, read_places
 from .compiled import compiled
 
 __all__ = [
@@ -351,10 +350,9 @@ def set_aside_pure(
     theirs: int,
 ) -> int:
     """:func:`set_aside` in Python: what the compiled one must equal."""
-    at = array(PLACES)
-    if not places or len(places) != len(sketch) * at.itemsize:
+    at = read_places(places, len(sketch))
+    if not at:
         return 0  # none, or not one a value: no frame is read
-    at.frombytes(places)
     held = set(shared)
     compared = sorted(
         (at[i], i, v in held)
