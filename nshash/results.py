@@ -57,7 +57,7 @@ class Candidate:
             ``"not best"`` (accepted, but too weak to merge) or ``"refused"`` (what the two
             share gets a vote as boilerplate when the document is added).
         frame: shared values set aside as the page's frame (a site's header and footer
-            around text the group does not hold, see
+            around text the group does not hold, or a shared end such as a bio after it, see
             :func:`nshash.methods.nshash.assign.frame_of`), already left out of the three
             counts above; looked for only where it can decide (a candidate that passes with
             it), else 0.

@@ -754,8 +754,9 @@ def _framed(frame: int) -> str:
     if not frame:
         return ""
     return (
-        f" {frame} passages it shares at its top and bottom, around text the story does not"
-        " hold, were set aside as its site's frame (header and footer), not its story."
+        f" {frame} passages it shares only at its edges (its top and bottom, or its end after"
+        " text of its own), around or after text the story does not hold, were set aside as"
+        " its site's frame (a header, a footer, a bio), not its story."
     )
 
 

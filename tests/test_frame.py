@@ -1,5 +1,6 @@
 """The page's frame is not its story: the guard sets aside shared text at both edges of a page
-around an unshared run (assign.frame_of, assign.set_aside), on every store.
+around an unshared run, or at its end after its own text (assign.frame_of, assign.set_aside),
+on every store.
 """
 
 from __future__ import annotations
@@ -33,11 +34,36 @@ class TestFrameOf:
         the trailing shared value is its site's footer, not a frame around another story."""
         assert assign.frame_of(flags("S" * 80 + "." * 44 + "S"), 200) == 0
 
-    def test_no_frame_without_shared_edges(self) -> None:
+    def test_no_frame_without_a_shared_end(self) -> None:
         assert assign.frame_of(flags("..." + "S" * 30 + "..."), 60) == 0  # a repost, rewrapped
-        assert assign.frame_of(flags("." * 20 + "S" * 20), 60) == 0  # a shared end only
         assert assign.frame_of(flags("S" * 20 + "." * 20), 60) == 0  # a shared start only
         assert assign.frame_of(flags("S" * 40), 60) == 0  # all of it
+
+    def test_a_shared_end_after_the_page_s_own_text_is_the_frame(self) -> None:
+        """A columnist's bio, a series blurb, a site's related block and footer after text
+        the group does not hold: set aside when that text is a third of the page or more."""
+        assert assign.frame_of(flags("." * 20 + "S" * 20), 60) == 20  # the group: 40 more
+        assert assign.frame_of(flags("." * 5 + "S" * 10), 60) == 10  # a third exactly
+
+    def test_a_group_that_is_the_shared_end_is_this_page_s_later_part(self) -> None:
+        """When the shared end is most of what the group holds, the group is this page's
+        second half or overlaps it (a fragment of the story that this whole copy bridges; a
+        copy that dropped the first sentence against one cut after the fourth), not a bio
+        under another story: kept."""
+        assert assign.frame_of(flags("." * 20 + "S" * 20), 39) == 0
+        assert assign.frame_of(flags("." * 20 + "S" * 20), 40) == 20
+
+    def test_a_copy_under_a_short_new_intro_keeps_its_match(self) -> None:
+        """ "Source: ...", a reporter's line, an editor's note: an unshared head under a third
+        of the page is an intro to the shared story, not the page's own story."""
+        assert assign.frame_of(flags("." * 4 + "S" * 10), 60) == 0
+        assert assign.frame_of(flags("." * 6 + "S" * 30), 60) == 0
+
+    def test_a_shared_end_needs_all_the_shared_text(self) -> None:
+        """Shared values before the end run: the page shares more than its end (a copy with
+        edits, a rewrapped repost), judged as it is."""
+        assert assign.frame_of(flags("..S" + "." * 17 + "S" * 20), 60) == 0
+        assert assign.frame_of(flags("." * 20 + "S" * 9 + "." + "S" * 10), 60) == 0
 
     def test_a_short_gap_is_an_edit_not_a_story(self) -> None:
         """Promotional lines between paragraphs: unshared runs under a quarter of the page."""
@@ -173,3 +199,31 @@ class TestOnEveryStore:
             again = nsh.add(page("Harbor Wire", story.replace("turtles", "sea turtles"), RELATED))
             assert repost.similar_id == again.similar_id == original.similar_id
             assert repost.duplicate and again.duplicate
+
+    def test_pages_that_share_only_a_columnist_s_bio_stay_apart(self, store_url: str) -> None:
+        """A short column whose bio is more than half of it, after a longer one with the
+        same bio: the bio ends the page, after text the other does not hold, and the other
+        holds more text of its own, so the bio is set aside and the second column is its own
+        story. A copy of the first under a one-line intro still joins it."""
+        bio = (
+            "About the author: Mara Quinlan has covered coastal towns, fisheries and the"
+            " weather that shapes them for two decades, first at a county weekly and later as"
+            " a correspondent for regional radio. She lives by the harbor with two dogs and a"
+            " boat that rarely starts, and writes this column every other Sunday. Her books"
+            " include a history of the lighthouse keepers of the northern cape and a guide to"
+            " the tide pools of the bay; readers can reach her through the letters page."
+        )
+        with NSHash.open(store_url) as nsh:
+            first = nsh.add(f"{EN_TURTLES}\n{EN_RAIL}\n\n{bio}", doc_id="c1")
+            other = f"{EN_BAKERY}\n\n{bio}"
+            why = nsh.explain(other)
+            second = nsh.add(other, doc_id="c2")
+            assert second.similar_id != first.similar_id and not second.duplicate
+            (cand,) = [c for c in why.candidates if c.similar_id == first.similar_id]
+            assert cand.verdict == "refused" and cand.frame > 0
+            whole = (cand.shared + cand.frame) / min(
+                cand.document_values + cand.frame, cand.group_values + cand.frame
+            )
+            assert whole >= nsh.policy.theta > cand.score
+            copy = nsh.add(f"Source: agencies.\n\n{EN_TURTLES}\n{EN_RAIL}\n\n{bio}", doc_id="c3")
+            assert copy.similar_id == first.similar_id

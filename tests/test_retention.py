@@ -342,7 +342,8 @@ def test_leveldb_gives_back_the_space_of_what_was_deleted(tmp_path: Path) -> Non
         kv.reclaim()
         kv._join_compactor()
         assert disk() < full / 3
-        assert sum(1 for _ in kv.items()) == 10_000
+        # (the flusher's small synced write adds its own key when a write took over a second)
+        assert sum(1 for k, _ in kv.items() if k.startswith(b"k")) == 10_000
     finally:
         kv.close()
 

@@ -27,7 +27,7 @@
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 17 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 18 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -376,13 +376,14 @@ static PyObject *sketch_guard(PyObject *self, PyObject *args)
 #define FRAME_LEAST 12 /* assign.FRAME_LEAST: fewer compared values, no frame */
 #define FRAME_GAP 3     /* assign.FRAME_GAP: the shortest unshared run a frame surrounds */
 #define FRAME_SHARE 4   /* assign.FRAME_SHARE: ... and at least 1 in this many values */
+#define END_SHARE 3     /* assign.END_SHARE: the unshared text before a shared end */
 
 /* frame_of: how many of a page's shared values are its frame, given *flags* (1 when shared)
  * for its *n* compared values in page order and the count of the group's values compared
  * (*theirs*). assign.frame_of is the reference. */
 static Py_ssize_t frame_of(const unsigned char *flags, Py_ssize_t n, Py_ssize_t theirs)
 {
-    if (n < FRAME_LEAST || !flags[0] || !flags[n - 1])
+    if (n < FRAME_LEAST || !flags[n - 1])
         return 0;
     Py_ssize_t lead = 0, trail = 0, gap = 0, run = 0, i;
     while (lead < n && flags[lead])
@@ -391,6 +392,13 @@ static Py_ssize_t frame_of(const unsigned char *flags, Py_ssize_t n, Py_ssize_t 
         return 0; /* all shared: the whole page is the match */
     while (flags[n - 1 - trail])
         trail++;
+    if (lead == 0) { /* the page's end alone: every shared value in it */
+        Py_ssize_t head = n - trail;
+        for (i = 0; i < head; i++)
+            if (flags[i])
+                return 0;
+        return head >= FRAME_GAP && head * END_SHARE >= n && trail * 2 <= theirs ? trail : 0;
+    }
     for (i = lead; i < n - trail; i++) {
         run = flags[i] ? 0 : run + 1;
         if (run > gap)
@@ -442,27 +450,22 @@ static Py_ssize_t frame_in(const uint64_t *live, Py_ssize_t m, const uint32_t *o
     return frame_of(flags, n, theirs);
 }
 
-/* Whether the first and the last in page order (*pos*) of the first *m* values of *live*
- * (ascending) are both among the *same* values at *shared*: what a frame needs first, found
- * with no sort. */
-static int edges_shared(const uint64_t *live, const uint32_t *pos, Py_ssize_t m,
-                        const uint64_t *shared, Py_ssize_t same)
+/* Whether the last in page order (*pos*) of the first *m* values of *live* (ascending) is
+ * among the *same* values at *shared*: what a frame needs first (a page's frame ends it),
+ * found with no sort. */
+static int end_shared(const uint64_t *live, const uint32_t *pos, Py_ssize_t m,
+                      const uint64_t *shared, Py_ssize_t same)
 {
-    Py_ssize_t first = -1, last = -1;
-    for (Py_ssize_t i = 0; i < m; i++) {
-        if (first < 0 || pos[i] < pos[first] || (pos[i] == pos[first] && i < first))
-            first = i;
+    Py_ssize_t last = -1;
+    for (Py_ssize_t i = 0; i < m; i++)
         if (last < 0 || pos[i] > pos[last] || (pos[i] == pos[last] && i > last))
             last = i;
-    }
-    if (first < 0)
+    if (last < 0)
         return 0;
-    int a = 0, b = 0;
-    for (Py_ssize_t i = 0; i < same && !(a && b); i++) {
-        a |= shared[i] == live[first];
-        b |= shared[i] == live[last];
-    }
-    return a && b;
+    for (Py_ssize_t i = 0; i < same; i++)
+        if (shared[i] == live[last])
+            return 1;
+    return 0;
 }
 
 /* set_aside(sketch, places, limit, common, more, shared, theirs): assign.set_aside: how many
@@ -3108,7 +3111,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
          * looked for where it can decide; the page order is made once, when first needed. */
         if (score >= theta && lpos && mine >= FRAME_LEAST && mine - same >= FRAME_GAP
             && (mine - same) * FRAME_SHARE >= mine /* room for a frame's unshared run */
-            && edges_shared(live, lpos, mine, shared[k], same)) {
+            && end_shared(live, lpos, mine, shared[k], same)) {
             if (!order) {
                 if (!(okeys = PyMem_Malloc((size_t)nlive * sizeof *okeys))
                     || !(order = PyMem_Malloc((size_t)nlive * sizeof *order))

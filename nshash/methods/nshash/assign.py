@@ -39,8 +39,11 @@ another story), that shared edge text is set aside before the score (:func:`fram
 repost with a new site's wrapper shares its middle, and a copy that shares its whole
 beginning keeps it, so neither loses anything; a new site's first pages stop gluing on its
 wrapper before any vote could say it is boilerplate, and a template's formula stops deciding
-between two stories of one site. What a refusal shares still gets its votes, frame included:
-the wrapper is learned as boilerplate sooner.
+between two stories of one site. A page that shares only its end, after a run of its own
+text at least a third of it long (a columnist's bio, a series blurb, a site's related block
+and footer under another story), has that end set aside too, where the group holds as
+much text of its own; a copy under a short new intro keeps its match. What a refusal shares
+still gets its votes, frame included: the wrapper is learned as boilerplate sooner.
 
 **Boilerplate is learned from evidence, never from one refusal.** A refusal is only a vote:
 each hash the refused pair shared (the anchors that hit and the sketch values in common)
@@ -303,6 +306,11 @@ FRAME_GAP = 3
 #: ... and at least one in this many of the values compared.
 FRAME_SHARE = 4
 
+#: A page that shares only its end with a group (its shared values all in one run that ends
+#: the page) has that end set aside when the unshared text before it is at least one in this
+#: many of the values compared (and at least :data:`FRAME_GAP` values).
+END_SHARE = 3
+
 
 def frame_of(shared: Sequence[bool], theirs: int) -> int:
     """How many of a page's shared values are its frame, given for each value it compared
@@ -320,17 +328,35 @@ def frame_of(shared: Sequence[bool], theirs: int) -> int:
     shared beginning; so does a copy whose figures or words were changed here and there, whose
     unshared runs are many and short.
 
+    The page's end alone is a frame too: when every shared value lies in one run that ends
+    the page, after an unshared run of at least :data:`FRAME_GAP` values and 1/:data:`END_SHARE`
+    of the values compared, and that run is at most half of the group's values, it is set
+    aside (a columnist's bio, a series blurb, a site's related block and footer, after the
+    page's own text, where the group has as much text of its own). A copy under a new intro
+    keeps its match as long as the intro is shorter than half of what it shares; where the
+    group is mostly that end, it is this page's later part or overlaps it (a fragment of the
+    story that this whole copy bridges to the first part; a copy that dropped the first
+    sentence, against one cut after the fourth), kept too; and a copy with its own site's
+    wrapper starts with shared text (its header) or ends with unshared text (its footer), so
+    the end rule does not see it.
+
     0 for anything else, and for a page of fewer than :data:`FRAME_LEAST` values. The compiled
-    core's ``frame_of`` (``_assign.c``) must equal this.
+    core's ``frame_of`` (``_assign.c``) and the Redis scripts' must equal this.
     """
     n = len(shared)
-    if n < FRAME_LEAST or not shared[0] or not shared[-1] or all(shared):
+    if n < FRAME_LEAST or not shared[-1] or all(shared):
         return 0
-    lead = trail = 0
-    while shared[lead]:
-        lead += 1
+    trail = 0
     while shared[n - 1 - trail]:
         trail += 1
+    if not shared[0]:  # the page's end alone
+        head = n - trail
+        if any(shared[:head]) or head < FRAME_GAP or head * END_SHARE < n:
+            return 0
+        return trail if trail * 2 <= theirs else 0
+    lead = 0
+    while shared[lead]:
+        lead += 1
     gap = run = 0
     for s in shared[lead : n - trail]:
         run = 0 if s else run + 1

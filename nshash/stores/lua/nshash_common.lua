@@ -412,13 +412,23 @@ end
 
 -- nshash.methods.nshash.assign.frame_of: how many of a page's shared values are its frame,
 -- given f[i] (1: shared) for its n compared values in page order and the group's count.
-local FRAME_LEAST, FRAME_GAP, FRAME_SHARE = 12, 3, 4
+local FRAME_LEAST, FRAME_GAP, FRAME_SHARE, END_SHARE = 12, 3, 4, 3
 local function frame_of(f, n, theirs)
-  if n < FRAME_LEAST or f[1] ~= 1 or f[n] ~= 1 then return 0 end
+  if n < FRAME_LEAST or f[n] ~= 1 then return 0 end
   local lead, trail, gap, run = 0, 0, 0, 0
   while lead < n and f[lead + 1] == 1 do lead = lead + 1 end
   if lead == n then return 0 end
   while f[n - trail] == 1 do trail = trail + 1 end
+  if lead == 0 then -- the page's end alone: every shared value in it
+    local head = n - trail
+    for i = 1, head do
+      if f[i] == 1 then return 0 end
+    end
+    if head >= FRAME_GAP and head * END_SHARE >= n and trail * 2 <= theirs then
+      return trail
+    end
+    return 0
+  end
   for i = lead + 1, n - trail do
     if f[i] == 1 then run = 0 else run = run + 1 end
     if run > gap then gap = run end
@@ -431,18 +441,17 @@ local function frame_of(f, n, theirs)
 end
 
 -- assign.set_aside for the compared values mine[1..n] (ascending), flags[i] 1 when shared:
--- read in page order (PLACES; ties by value) when the first and the last there are shared.
+-- read in page order (PLACES; ties by value) when the last there is shared.
 local function set_aside(mine, flags, theirs)
   local n = #mine
   if not PLACES or n < FRAME_LEAST then return 0 end
-  local first, last, pf, pl
+  local last, pl
   for i = 1, n do
     local p = PLACES[mine[i]]
     if not p then return 0 end
-    if not first or p < pf then first, pf = i, p end
     if not last or p >= pl then last, pl = i, p end
   end
-  if flags[first] ~= 1 or flags[last] ~= 1 then return 0 end
+  if flags[last] ~= 1 then return 0 end
   local order = {}
   for i = 1, n do order[i] = i end
   table.sort(order, function(a, b)
