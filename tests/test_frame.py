@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench import stress
 from nshash import NSHash
 from nshash.methods.nshash import assign
 from nshash.methods.nshash.compiled import compiled
@@ -227,3 +228,47 @@ class TestOnEveryStore:
             assert whole >= nsh.policy.theta > cand.score
             copy = nsh.add(f"Source: agencies.\n\n{EN_TURTLES}\n{EN_RAIL}\n\n{bio}", doc_id="c3")
             assert copy.similar_id == first.similar_id
+
+
+#: Stress scenarios whose pages the frame rule decides (a site's wrapper around short pages,
+#: bios after columns, a new site's briefs), built from a made-up corpus.
+FRAMED = [("big_short", "en"), ("bio", "zh"), ("briefs", "zh")]
+
+
+@pytest.fixture(scope="module")
+def framed_set() -> tuple[list[str], list[int]]:
+    """The scenarios' texts one after the other, and the groups ``memory://`` gives them."""
+    from tests.test_stress_sets import _source
+
+    sources = {lang: _source(lang) for _, lang in FRAMED}
+    texts = [
+        d.text
+        for scenario, lang in FRAMED
+        for d in stress.build(scenario, lang, source=sources[lang])
+    ]
+    with NSHash.open("memory://") as nsh:
+        ids = [nsh.add(t).similar_id for t in texts]
+        return texts, [nsh.resolve(g) for g in ids]
+
+
+def test_every_store_groups_the_framed_sets_alike(
+    store_url: str, framed_set: tuple[list[str], list[int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same pages, the same groups on every store (the compiled core, the Python
+    reference and the Redis scripts each judge frames), and frames were set aside on the
+    way."""
+    found: list[int] = []
+    real = assign.set_aside
+
+    def counting(*args: object) -> int:
+        frame = real(*args)  # type: ignore[arg-type]
+        found.append(frame)
+        return frame
+
+    monkeypatch.setattr(assign, "set_aside", counting)
+    texts, expected = framed_set
+    with NSHash.open(store_url) as nsh:
+        ids = [nsh.add(t).similar_id for t in texts]
+        assert [nsh.resolve(g) for g in ids] == expected
+    if store_url.startswith(("leveldb", "sqlite")):  # judged through the Python reference
+        assert sum(1 for f in found if f) >= 10
