@@ -172,6 +172,21 @@ def lead(text: str) -> str:
     return ". ".join(text.split(". ")[:2]) + "."
 
 
+def refused_on_its_frame(nsh: NSHash, text: str, first: int, doc_id: str) -> None:
+    """Adding *text* starts a story of its own, refused by group *first* only because of the
+    frame set aside: counted whole, what the two share would have passed."""
+    why = nsh.explain(text)
+    added = nsh.add(text, doc_id=doc_id)
+    assert added.similar_id != first and not added.duplicate
+    (cand,) = [c for c in why.candidates if c.similar_id == first]
+    assert cand.verdict == "refused" and cand.frame > 0
+    whole = (cand.shared + cand.frame) / min(
+        cand.document_values + cand.frame, cand.group_values + cand.frame
+    )
+    assert whole >= nsh.policy.theta > cand.score
+    assert why.to_dict()["candidates"][0]["frame"] >= 0
+
+
 class TestOnEveryStore:
     def test_a_new_site_s_briefs_do_not_glue_on_its_wrapper(self, store_url: str) -> None:
         """Two short pages of one new site share its header, related block and footer, more
@@ -179,17 +194,8 @@ class TestOnEveryStore:
         a story of its own, and the evidence says what was set aside."""
         with NSHash.open(store_url) as nsh:
             first = nsh.add(page("Harbor Wire", lead(EN_TURTLES), RELATED), doc_id="b1")
-            why = nsh.explain(page("Harbor Wire", lead(EN_BAKERY), RELATED))
-            second = nsh.add(page("Harbor Wire", lead(EN_BAKERY), RELATED), doc_id="b2")
-            assert second.similar_id != first.similar_id and not second.duplicate
-            (cand,) = [c for c in why.candidates if c.similar_id == first.similar_id]
-            assert cand.verdict == "refused" and cand.frame > 0
-            # What the page shares with it is mostly the frame: counted whole, it passed.
-            whole = (cand.shared + cand.frame) / min(
-                cand.document_values + cand.frame, cand.group_values + cand.frame
-            )
-            assert whole >= nsh.policy.theta > cand.score
-            assert why.to_dict()["candidates"][0]["frame"] >= 0
+            text = page("Harbor Wire", lead(EN_BAKERY), RELATED)
+            refused_on_its_frame(nsh, text, first.similar_id, "b2")
 
     def test_reposts_with_another_wrapper_still_join(self, store_url: str) -> None:
         """A full copy on another site, and one on the same site: both join the story."""
@@ -216,16 +222,7 @@ class TestOnEveryStore:
         )
         with NSHash.open(store_url) as nsh:
             first = nsh.add(f"{EN_TURTLES}\n{EN_RAIL}\n\n{bio}", doc_id="c1")
-            other = f"{EN_BAKERY}\n\n{bio}"
-            why = nsh.explain(other)
-            second = nsh.add(other, doc_id="c2")
-            assert second.similar_id != first.similar_id and not second.duplicate
-            (cand,) = [c for c in why.candidates if c.similar_id == first.similar_id]
-            assert cand.verdict == "refused" and cand.frame > 0
-            whole = (cand.shared + cand.frame) / min(
-                cand.document_values + cand.frame, cand.group_values + cand.frame
-            )
-            assert whole >= nsh.policy.theta > cand.score
+            refused_on_its_frame(nsh, f"{EN_BAKERY}\n\n{bio}", first.similar_id, "c2")
             copy = nsh.add(f"Source: agencies.\n\n{EN_TURTLES}\n{EN_RAIL}\n\n{bio}", doc_id="c3")
             assert copy.similar_id == first.similar_id
 
