@@ -188,8 +188,10 @@ def _adder(nsh: Method) -> Callable[[Prepared, DocMeta | None], AddResult]:
     """The add call of the method, fed what its preparer made (and, tracking, the record's
     :class:`~nshash.DocMeta`)."""
     if isinstance(nsh, NSHash):
-        plain = nsh
-        return lambda r, m: plain.add_prepared(doc_of(r), r[0], title=r[1], meta=m)
+        # The preparer checked the id and title as add_prepared does (check_doc_id and
+        # check_title, in the worker): the add goes straight to the checked arguments' call.
+        add = nsh._add
+        return lambda r, m: add(doc_of(r), r[0], r[1], m, False)
     from ..methods.keyed import KeyedDedup, KeyedDoc
     from ..methods.simhash import SimhashDoc
 
@@ -224,6 +226,7 @@ def _run(
     bar = _Progress(source, show_progress)
     add = _adder(nsh)
     nulls = (None,) if mode == "query" else (None, None)
+    sizes = tally.sizes
     try:
         for batch, results in workers.map(source.batches(BATCH_SIZE)):
             for item, result in zip(batch, results, strict=True):
@@ -263,7 +266,7 @@ def _run(
                     continue
                 answer = add(result, meta)
                 sid = answer.similar_id
-                tally.sizes[sid] += 1
+                sizes[sid] = sizes.get(sid, 0) + 1  # (Counter's += calls __missing__)
                 tally.duplicates += answer.duplicate
                 if sid not in tally.titles:
                     label = result[1] or result[0]

@@ -1063,17 +1063,25 @@ class JsonlWriter:
         self._keys = (*added, "error")
         keys = [json.dumps(k).encode("utf-8").replace(b"%", b"%%") + b": %s" for k in added]
         self._template = b"%s" + b", ".join(keys) + b"}\n"
-        self._buffer: list[bytes] = []
+        #: The added keys after a reused line's last field (the line is not copied).
+        self._tail = b", " + b", ".join(keys) + b"}\n"
+        self._buffer: list[bytes | memoryview] = []
 
     def write(self, item: Item, prepared: Prepared, values: Sequence[object]) -> None:
         """Write one record: the input line (or its rewrite) plus *values* for the keys."""
         head = prepared[5]
         if head is None:
-            if isinstance(item.payload, bytes):
-                head = item.payload.rstrip()[:-1] + b", "
-            else:  # a .txt file: the record is its id and title
-                record = {"id": prepared[0], "title": prepared[1]}
-                head = json.dumps(record, ensure_ascii=False).encode("utf-8")[:-1] + b", "
+            payload = item.payload
+            if isinstance(payload, bytes):
+                # The line parsed as an object, so only JSON white space follows its closing
+                # brace: the line up to that brace is kept as a view, the keys go after it.
+                buffer = self._buffer
+                buffer.append(memoryview(payload)[: payload.rfind(b"}")])
+                buffer.append(self._tail % tuple(map(_json_value, values)))
+                return
+            # a .txt file: the record is its id and title
+            record = {"id": prepared[0], "title": prepared[1]}
+            head = json.dumps(record, ensure_ascii=False).encode("utf-8")[:-1] + b", "
         self._buffer.append(self._template % (head, *map(_json_value, values)))
 
     def write_bad(self, item: Item, message: str, values: Sequence[object]) -> None:
