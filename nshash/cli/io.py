@@ -839,8 +839,8 @@ def _jsonl_items(raw: IO[bytes]) -> Iterator[Item]:
             continue
         if number == 1 and line.startswith(b"\xef\xbb\xbf"):
             line = line[3:]
-        if line.strip():  # blank lines (often the last one) are no records
-            yield Item(f"line {number}", line)
+        if line and not line.isspace():  # blank lines (often the last one) are no records
+            yield Item(f"line {number}", line)  # (isspace stops at the first other byte)
 
 
 def _transcoded_items(raw: IO[bytes], codec: str, display: str) -> Iterator[Item]:
