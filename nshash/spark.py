@@ -1569,8 +1569,8 @@ def _prepare_lines(
                 pos,
                 True,
                 signed(exact),
-                [signed(h) for h in got[2]],
-                list(got[3]),
+                [signed(h) for h in cast("tuple[int, ...]", got[2])],  # run() unpacked
+                list(cast("tuple[int, ...]", got[3])),
                 limit,
                 got[5],
                 None,

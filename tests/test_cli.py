@@ -18,8 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from nshash import NSHash
-from nshash.cli.io import Fields, Item, Preparer
+from nshash import DocPrint, NSHash
+from nshash.cli.io import BadRecord, Fields, Item, Preparer, doc_of
 from nshash.cli.workers import BATCH_SIZE, WorkerError, Workers, _mp_context
 from nshash.errors import install_hint
 from tests.conftest import Run
@@ -291,6 +291,22 @@ class TestJobs:
                 proc.join()
             with pytest.raises(WorkerError, match="exited unexpectedly"):
                 list(workers.map(iter([batch, batch])))
+
+    def test_workers_send_packed_words(self) -> None:
+        """Workers answer with each record's packed words (no ints), which read back as the
+        DocPrint the plain form gives; a bad record stays a BadRecord in its place."""
+        lines = [line.encode("utf-8") for line in article_lines()] + [b"not json"]
+        preparer = Preparer(Fields(), ("similar_id",))
+        plain = preparer.run(lines)
+        batch = [Item(f"line {i}", line) for i, line in enumerate(lines, 1)]
+        with Workers(2, preparer) as workers:
+            [(_, sent)] = list(workers.map(iter([batch])))
+        assert len(sent) == len(plain) and isinstance(sent[-1], BadRecord)
+        for got, want in zip(sent[:-1], plain[:-1], strict=True):
+            assert not isinstance(got, BadRecord) and not isinstance(want, BadRecord)
+            assert isinstance(got[2], bytes) and got[3] is None
+            assert got[:2] == want[:2] and got[4:] == want[4:]
+            assert doc_of(got) == doc_of(want) == DocPrint(want[2], want[3], *want[4])
 
     def test_jobs_must_not_be_negative(self, run: Run) -> None:
         """--jobs -1 is bad usage."""

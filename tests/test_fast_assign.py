@@ -387,6 +387,10 @@ JSON_VALUES = st.recursive(
         st.booleans(),
         st.integers(),
         st.sampled_from([(1 << 63) - 1, 1 << 63, (1 << 64) - 1, 1 << 64, -(1 << 63) - 1]),
+        # every length of digits, at its edges (the encoder writes eight digits a step)
+        st.sampled_from([10**k + d for k in range(1, 21) for d in (-1, 0, 1)]).map(
+            lambda v: v if v < 1 << 64 else (1 << 64) - 1
+        ),
         st.text(),
         st.floats(allow_nan=False),
     ),

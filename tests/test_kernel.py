@@ -220,6 +220,32 @@ class TestEquivalence:
         with pytest.raises(AttributeError):
             made.no_such_field  # type: ignore[attr-defined]  # noqa: B018
 
+    def test_packed_words_round_trip(self) -> None:
+        """packed_words gives the kernel's own words, or packs a DocPrint made by __init__
+        alike; from_packed makes back a DocPrint equal to the original that places alike."""
+        from nshash import DocPrint, NSHash
+        from nshash.text.fingerprint import from_packed, packed_words
+
+        fp = Fingerprinter()
+        text = "一段足够长的中文文字用来测试。第二句话在这里，还有一些别的文字。" * 4
+        made = fp.prepare(text)
+        words = packed_words(made)
+        assert words is object.__getattribute__(made, "_packed")
+        plain = DocPrint(made.sentences, made.sketch, made.exact, made.limit, made.places)
+        assert packed_words(plain) == words
+        back = from_packed(words, made.exact, made.limit, made.places)
+        assert back == plain and back.sketch == plain.sketch
+        assert pickle.loads(pickle.dumps(back)) == plain
+        answers = []
+        for doc in (plain, from_packed(words, made.exact, made.limit, made.places)):
+            nsh = NSHash.open("memory://")
+            first = nsh.add_prepared(doc, "a")
+            again = nsh.add_prepared(from_packed(words, made.exact, made.limit, made.places), "b")
+            answers.append(
+                (first.similar_id, first.fingerprints, again.similar_id, again.duplicate)
+            )
+        assert answers[0] == answers[1] and answers[0][3] is True
+
     def test_unknown_period_rule_falls_back(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """A period rule the kernel does not implement leaves the pure path running."""
         import re

@@ -10,7 +10,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 try:
     import fcntl
@@ -21,7 +21,6 @@ from ..errors import ConfigError, NSHashError, StateError
 from ..methods.nshash.core import NSHash
 from ..options import SETTINGS, blame, from_environ, from_text, settings_in_url
 from ..results import AddResult, DocMeta
-from ..text.fingerprint import DocPrint
 from .common import _STORE_HELP_SAVED, STORE_ENV, RecordError, UsageError, _store_url
 from .io import (
     FORMATS,
@@ -34,6 +33,7 @@ from .io import (
     Source,
     Tracker,
     detect_format,
+    doc_of,
     open_output,
     open_source,
 )
@@ -169,7 +169,7 @@ class _MethodPreparer(Preparer):
 
             self._simhash = prepare
 
-    def _slots(self, text: str, title: str | None) -> tuple[Any, Any, Any]:
+    def _slots(self, text: str, title: str | None, packed: bool = False) -> tuple[Any, Any, Any]:
         if self.method == "keyed":
             keyed = self._keymaker.prepare(text, title)
             return keyed.keys, keyed.vector, (0, 0)
@@ -180,22 +180,32 @@ class _MethodPreparer(Preparer):
         return (_MethodPreparer, (self.fields, self.added, self.encoding, self.method))
 
 
+#: A fingerprint slot of a Prepared record that is not packed.
+Slot = tuple[int, ...]
+
+
 def _adder(nsh: Method) -> Callable[[Prepared, DocMeta | None], AddResult]:
     """The add call of the method, fed what its preparer made (and, tracking, the record's
     :class:`~nshash.DocMeta`)."""
     if isinstance(nsh, NSHash):
-        plain = nsh
-        return lambda r, m: plain.add_prepared(
-            DocPrint(r[2], r[3], *r[4]), r[0], title=r[1], meta=m
-        )
+        # The preparer checked the id and title as add_prepared does (check_doc_id and
+        # check_title, in the worker): the add goes straight to the checked arguments' call.
+        add = nsh._add
+        return lambda r, m: add(doc_of(r), r[0], r[1], m, False)
     from ..methods.keyed import KeyedDedup, KeyedDoc
     from ..methods.simhash import SimhashDoc
 
+    # These methods' preparers never pack their slots (see Preparer.run).
     if isinstance(nsh, KeyedDedup):
         keyed = nsh
-        return lambda r, m: keyed.add_prepared(KeyedDoc(r[2], r[3]), r[0], title=r[1])
+        return lambda r, m: keyed.add_prepared(
+            KeyedDoc(cast(Slot, r[2]), cast(Slot, r[3])), r[0], title=r[1]
+        )
     sim = nsh
-    return lambda r, m: sim.add_prepared(SimhashDoc(r[3][0], r[2]), r[0], title=r[1])
+    return lambda r, m: sim.add_prepared(
+        SimhashDoc(cast(Slot, r[3])[0], cast(Slot, r[2])), r[0], title=r[1]
+    )
+
 
 
 def _run(
@@ -216,6 +226,7 @@ def _run(
     bar = _Progress(source, show_progress)
     add = _adder(nsh)
     nulls = (None,) if mode == "query" else (None, None)
+    sizes = tally.sizes
     try:
         for batch, results in workers.map(source.batches(BATCH_SIZE)):
             for item, result in zip(batch, results, strict=True):
@@ -243,7 +254,7 @@ def _run(
                 check.record(result[0], result[1])
                 if mode in ("query", "explain"):
                     assert isinstance(nsh, NSHash)  # only dedup has --method
-                    doc = DocPrint(result[2], result[3], *result[4])
+                    doc = doc_of(result)
                     if mode == "explain":
                         why = nsh.store.explain(doc, nsh.policy)
                         tally.matched += why.similar_id is not None
@@ -255,7 +266,7 @@ def _run(
                     continue
                 answer = add(result, meta)
                 sid = answer.similar_id
-                tally.sizes[sid] += 1
+                sizes[sid] = sizes.get(sid, 0) + 1  # (Counter's += calls __missing__)
                 tally.duplicates += answer.duplicate
                 if sid not in tally.titles:
                     label = result[1] or result[0]

@@ -48,7 +48,7 @@ from typing import IO, TYPE_CHECKING, Any, AnyStr, cast
 from ..errors import ConfigError, EmptyDocumentError, NSHashError
 from ..inputs import MAX_TEXT_CHARS, check_doc_id, check_text, check_title
 from ..results import DocMeta
-from ..text.fingerprint import Fingerprinter
+from ..text.fingerprint import DocPrint, Fingerprinter, from_packed, packed_words
 
 if TYPE_CHECKING:
     from ..methods.nshash.core import NSHash
@@ -303,19 +303,33 @@ class BadRecord:
 
 
 #: A fingerprinted record: doc id, title, the :class:`~nshash.DocPrint` fields (sentences,
-#: sketch, then exact, limit and places together), for JSONL the output line's head when the input
-#: line could not be reused as it is (None otherwise), and for a JSONL record read for
+#: sketch, then exact, limit and places together; or, prepared ``packed``, the packed words
+#: and None: see :meth:`Preparer.run`), for JSONL the output line's head when the input line
+#: could not be reused as it is (None otherwise), and for a JSONL record read for
 #: ``dedup --track`` its url, site and time fields as they are (None otherwise: a
 #: :class:`Tracker` reads rows itself). Plain tuples keep the trip between processes cheap.
 Prepared = tuple[
     str | None,
     str | None,
-    tuple[int, ...],
-    tuple[int, ...],
+    tuple[int, ...] | bytes,
+    tuple[int, ...] | None,
     tuple[int, int] | tuple[int, int, bytes],
     bytes | None,
     tuple[Any, Any, Any] | None,
 ]
+
+
+def doc_of(prepared: Prepared) -> DocPrint:
+    """The :class:`~nshash.DocPrint` of an nshash-method record, in either form
+    :meth:`Preparer.run` makes (a packed one stays packed: see
+    :func:`~nshash.text.fingerprint.from_packed`)."""
+    if prepared[3] is None:
+        words = prepared[2]
+        assert isinstance(words, bytes)
+        return from_packed(words, *prepared[4])
+    sentences = prepared[2]
+    assert not isinstance(sentences, bytes)
+    return DocPrint(sentences, prepared[3], *prepared[4])
 
 #: What the parent sends a worker per record: a JSONL line (bytes), a CSV row's
 #: ``("row", text, id, title)``, or a ``.txt`` file's ``("file", path, id, None)``.
@@ -392,17 +406,26 @@ class Preparer:
             (self.fields, self.added, self.fingerprint_options, self.encoding, self.track),
         )
 
-    def run(self, payloads: Sequence[Payload]) -> list[Prepared | BadRecord]:
-        """Prepare a batch of payloads, in order."""
+    def run(self, payloads: Sequence[Payload], packed: bool = False) -> list[Prepared | BadRecord]:
+        """Prepare a batch of payloads, in order.
+
+        With *packed*, the nshash method's anchors and sketch come as one bytes object of
+        packed words in the sentences slot, and None in the sketch slot (see
+        :func:`~nshash.text.fingerprint.packed_words`; :func:`doc_of` reads either form):
+        no int is made for a value, and the words cross a pipe as they are. Other methods'
+        slots are the same either way.
+        """
         out: list[Prepared | BadRecord] = []
         for payload in payloads:
             try:
                 if isinstance(payload, bytes):
-                    out.append(self._jsonl(payload))
+                    out.append(self._jsonl(payload, packed))
                 elif payload[0] == "file":
-                    out.append(self._txt(payload[1], payload[2]))
+                    out.append(self._txt(payload[1], payload[2], packed))
                 else:
-                    out.append(self._fingerprint(payload[1], payload[2], payload[3], None))
+                    out.append(
+                        self._fingerprint(payload[1], payload[2], payload[3], None, None, packed)
+                    )
             except _Bad as bad:
                 out.append(BadRecord(str(bad)))
         return out
@@ -414,26 +437,30 @@ class Preparer:
         title: str | None,
         head: bytes | None,
         tracked: tuple[Any, Any, Any] | None = None,
+        packed: bool = False,
     ) -> Prepared:
         try:
             check_doc_id(doc_id)
             check_text(text)  # the library's own check, as NSHash.add makes it
-            first, second, third = self._slots(text, title)
+            first, second, third = self._slots(text, title, packed)
         except EmptyDocumentError:
             raise _Bad("the text has no letters or digits") from None
         except NSHashError as exc:  # an id or title the stores refuse (nshash.inputs)
             raise _Bad(str(exc)) from None
         return (doc_id, title, first, second, third, head, tracked)
 
-    def _slots(self, text: str, title: str | None) -> tuple[Any, Any, Any]:
+    def _slots(self, text: str, title: str | None, packed: bool = False) -> tuple[Any, Any, Any]:
         """The fingerprint slots of a :data:`Prepared` tuple: the nshash method's sentences,
         sketch, and exact fingerprint with the sketch limit and places (a subclass fills them
-        with another method's)."""
+        with another method's); with *packed*, the packed words and None in place of the
+        sentences and sketch."""
         check_title(title)
         doc = self.fingerprinter.prepare(text)
+        if packed:
+            return packed_words(doc), None, (doc.exact, doc.limit, doc.places)
         return doc.sentences, doc.sketch, (doc.exact, doc.limit, doc.places)
 
-    def _jsonl(self, line: bytes) -> Prepared:
+    def _jsonl(self, line: bytes, packed: bool = False) -> Prepared:
         try:
             record = _loads(line, self.fields.id, self.added)
         except UnicodeDecodeError:
@@ -472,9 +499,9 @@ class Preparer:
         tracked = None
         if self.track:
             tracked = (record.get(fields.url), record.get(fields.site), record.get(fields.time))
-        return self._fingerprint(text, doc_id, title, head, tracked)
+        return self._fingerprint(text, doc_id, title, head, tracked, packed)
 
-    def _txt(self, path: str, doc_id: str | None) -> Prepared:
+    def _txt(self, path: str, doc_id: str | None, packed: bool = False) -> Prepared:
         try:
             with open(path, "rb") as f:
                 data = f.read(MAX_TXT_BYTES + 1)
@@ -492,7 +519,7 @@ class Preparer:
         title = next((line.strip() for line in text.splitlines() if line.strip()), None)
         if title is not None and len(title) > TXT_TITLE_MAX:
             title = title[: TXT_TITLE_MAX - 1] + "…"
-        return self._fingerprint(text, doc_id, title, None)
+        return self._fingerprint(text, doc_id, title, None, None, packed)
 
 
 def _loads(line: bytes, id_field: str, added: Sequence[str]) -> Any:
@@ -812,8 +839,8 @@ def _jsonl_items(raw: IO[bytes]) -> Iterator[Item]:
             continue
         if number == 1 and line.startswith(b"\xef\xbb\xbf"):
             line = line[3:]
-        if line.strip():  # blank lines (often the last one) are no records
-            yield Item(f"line {number}", line)
+        if line and not line.isspace():  # blank lines (often the last one) are no records
+            yield Item(f"line {number}", line)  # (isspace stops at the first other byte)
 
 
 def _transcoded_items(raw: IO[bytes], codec: str, display: str) -> Iterator[Item]:
@@ -1036,17 +1063,25 @@ class JsonlWriter:
         self._keys = (*added, "error")
         keys = [json.dumps(k).encode("utf-8").replace(b"%", b"%%") + b": %s" for k in added]
         self._template = b"%s" + b", ".join(keys) + b"}\n"
-        self._buffer: list[bytes] = []
+        #: The added keys after a reused line's last field (the line is not copied).
+        self._tail = b", " + b", ".join(keys) + b"}\n"
+        self._buffer: list[bytes | memoryview] = []
 
     def write(self, item: Item, prepared: Prepared, values: Sequence[object]) -> None:
         """Write one record: the input line (or its rewrite) plus *values* for the keys."""
         head = prepared[5]
         if head is None:
-            if isinstance(item.payload, bytes):
-                head = item.payload.rstrip()[:-1] + b", "
-            else:  # a .txt file: the record is its id and title
-                record = {"id": prepared[0], "title": prepared[1]}
-                head = json.dumps(record, ensure_ascii=False).encode("utf-8")[:-1] + b", "
+            payload = item.payload
+            if isinstance(payload, bytes):
+                # The line parsed as an object, so only JSON white space follows its closing
+                # brace: the line up to that brace is kept as a view, the keys go after it.
+                buffer = self._buffer
+                buffer.append(memoryview(payload)[: payload.rfind(b"}")])
+                buffer.append(self._tail % tuple(map(_json_value, values)))
+                return
+            # a .txt file: the record is its id and title
+            record = {"id": prepared[0], "title": prepared[1]}
+            head = json.dumps(record, ensure_ascii=False).encode("utf-8")[:-1] + b", "
         self._buffer.append(self._template % (head, *map(_json_value, values)))
 
     def write_bad(self, item: Item, message: str, values: Sequence[object]) -> None:

@@ -102,7 +102,7 @@ def _worker_main(inbox: Connection, outbox: Connection, preparer: Preparer, pare
     sender.start()
     while (data := batches.get()) is not None:
         try:
-            answer: tuple[bool, Any] = (True, _pack(preparer.run(pickle.loads(data))))
+            answer: tuple[bool, Any] = (True, _pack(preparer.run(pickle.loads(data), packed=True)))
         except Exception:
             answer = (False, traceback.format_exc())
         answers.put(pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
@@ -113,11 +113,12 @@ def _worker_main(inbox: Connection, outbox: Connection, preparer: Preparer, pare
 def _pack(results: list[Prepared | BadRecord]) -> tuple[Any, ...]:
     """Return a batch's results in a form that is quicker to pickle.
 
-    The fingerprints (64-bit unsigned ints, about 40 a document) go as one array of raw
-    bytes, which the worker pickles about twice as fast as tuples of large ints; each record
-    keeps its other fields and how many fingerprints are its own. Results whose fingerprints
-    do not fit (the keyed method's keys and vectors) go as they are. :func:`_unpack` reverses
-    it.
+    The nshash method's results come packed (:meth:`Preparer.run`): their words are one
+    bytes object a record already, and go as they are, into the parent's DocPrints. The
+    other methods' fingerprints (64-bit unsigned ints) go as one array of raw bytes, which
+    the worker pickles about twice as fast as tuples of large ints; each record keeps its
+    other fields and how many fingerprints are its own. Results whose fingerprints do not
+    fit (the keyed method's keys and vectors) go as they are. :func:`_unpack` reverses it.
     """
     flat = array.array("Q")
     meta: list[tuple[Any, ...] | BadRecord] = []
@@ -126,6 +127,8 @@ def _pack(results: list[Prepared | BadRecord]) -> tuple[Any, ...]:
             if isinstance(r, BadRecord):
                 meta.append(r)
                 continue
+            if r[3] is None:  # packed words: nothing to gain
+                return ("plain", results)
             flat.extend(r[2])
             flat.extend(r[3])
             meta.append((r[0], r[1], len(r[2]), len(r[3]), r[4], r[5], r[6]))
@@ -277,7 +280,7 @@ class Workers:
         """Yield each batch with its results, in input order."""
         if not self._procs:
             for batch in batches:
-                yield batch, self.preparer.run([item.payload for item in batch])
+                yield batch, self.preparer.run([item.payload for item in batch], packed=True)
             return
         n = len(self._procs)
         pending: deque[list[Item]] = deque()  # sent, not yet received, in input order

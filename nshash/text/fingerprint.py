@@ -263,6 +263,39 @@ class DocPrint(_Packed):
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
+def packed_words(doc: DocPrint) -> bytes:
+    """*doc*'s anchors and sketch as the text kernel packs them (see :class:`_Packed`): the
+    anchor count, the anchors and the sketch values, native 64-bit words.
+
+    The kernel's own words when it made *doc* (no int is read), else packed from the tuples.
+    :func:`from_packed` makes the DocPrint back; ``dedup --jobs N`` sends these words from
+    its workers, so the parent never makes the values into ints.
+
+    Raises:
+        OverflowError: a value does not fit in 64 bits (never one the pipeline made).
+    """
+    words: bytes | None = getattr(doc, "_packed", None)
+    if words is None:
+        words = array("Q", (len(doc.sentences), *doc.sentences, *doc.sketch)).tobytes()
+    return words
+
+
+_new_object = object.__new__
+_set_slot = object.__setattr__
+
+
+def from_packed(words: bytes, exact: int, limit: int = NO_LIMIT, places: bytes = b"") -> DocPrint:
+    """The DocPrint of *words* (from :func:`packed_words`), made as the kernel makes one: its
+    anchors and sketch stay packed until Python reads them, and the compiled assignment
+    reads the words themselves."""
+    doc: DocPrint = _new_object(DocPrint)
+    _set_slot(doc, "_packed", words)
+    _set_slot(doc, "exact", exact)
+    _set_slot(doc, "limit", limit)
+    _set_slot(doc, "places", places)
+    return doc
+
+
 #: The compiled narrow (the text kernel's), or None on the pure path.
 _NARROW = compiled_function("narrow")
 
