@@ -402,7 +402,7 @@ def _verify_batches(policy: MatchPolicy, common: Any) -> Callable[[Iterable[Any]
         for batch in batches:
             a_ids = batch.column(0).to_pylist()
             b_ids = batch.column(1).to_pylist()
-            hits = batch.column(2).to_pylist()
+            h_off, h_vals = sides(batch.column(2))  # read for the refused pairs only
             a_off, a_vals = sides(batch.column(3))
             la = batch.column(4).to_pylist()
             b_off, b_vals = sides(batch.column(5))
@@ -443,7 +443,7 @@ def _verify_batches(policy: MatchPolicy, common: Any) -> Callable[[Iterable[Any]
                     theirs_.append(theirs)
                     continue
                 voted = set(shared)
-                voted.update(hits[i] or ())
+                voted.update(h_vals[h_off[i] : h_off[i + 1]])
                 for node in (a, b):
                     have = votes.get(node)
                     if have is None:

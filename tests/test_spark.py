@@ -720,7 +720,7 @@ class TestFrame:
                 [
                     pa.array([0], pa.int64()),
                     pa.array([1], pa.int64()),
-                    pa.array([[]], longs),
+                    pa.array([[-7, 9]], longs),  # the anchors that paired them
                     pa.array([list(one.sketch)], longs),
                     pa.array([one.limit], pa.int64()),
                     pa.array([list(two.sketch)], longs),
@@ -734,7 +734,9 @@ class TestFrame:
 
         framed = verdicts(two.places)
         assert not [r for r in framed if r["kind"] == ACCEPTED]
-        assert {r["a"] for r in framed if r["kind"] == VOTE} == {0, 1}  # the refusal votes
+        votes = {(r["a"], r["b"]) for r in framed if r["kind"] == VOTE}  # the refusal's votes
+        assert {node for node, _ in votes} == {0, 1}
+        assert {(0, -7), (0, 9), (1, -7), (1, 9)} <= votes  # on its anchors too
         (whole,) = [r for r in verdicts(b"") if r["kind"] == ACCEPTED]
         assert len(whole["shared"]) == cand.shared + cand.frame
         assert whole["score"] == pytest.approx(
