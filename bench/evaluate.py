@@ -29,7 +29,10 @@ the garbage collector off for every system alike; ``--repeat K`` runs each set K
 interleaving the systems, and keeps each system's best docs/s.
 
 Systems are pluggable: :data:`SYSTEMS` maps a name to a factory returning an object with
-``add(text) -> label`` and ``finish(labels) -> labels`` (see :class:`System`).
+``add(text) -> label`` and ``finish(labels) -> labels`` (see :class:`System`). ``spark``
+(named only: ``--systems nshash,spark``; needs pyspark and Java) is the Spark job over the
+whole set in arrival order (:class:`SparkSystem`): its scores compare, its docs/s do not (its
+``add`` only keeps the text). ``bench/stress.py --systems nshash,spark`` runs it too.
 """
 
 from __future__ import annotations
@@ -136,15 +139,66 @@ class MethodSystem:
 NSHashSystem = partial(MethodSystem, "nshash")
 
 
+class SparkSystem:
+    """nshash's Spark job (:func:`nshash.spark.dedup`) as a system: :meth:`add` only keeps
+    the text, :meth:`finish` groups them all in one run in ``local[2]``, ordered by arrival
+    (a batch sees every document at once; the labels are its final groups). One session
+    serves every run of the process (it starts on the first, stops at exit).
+
+    Args:
+        **options: the :class:`~nshash.NSHash` options, as :func:`nshash.spark.dedup` takes them.
+    """
+
+    _session: Any = None
+
+    def __init__(self, **options: Any) -> None:
+        self.options = options
+        self.texts: list[str] = []
+
+    def add(self, text: str) -> Hashable:
+        """Keep *text*; its label comes from :meth:`finish`."""
+        self.texts.append(text)
+        return len(self.texts) - 1
+
+    @classmethod
+    def spark(cls) -> Any:
+        """The process's session (:func:`nshash.spark.session`, ``local[2]``)."""
+        if cls._session is None:
+            import atexit
+
+            from nshash.spark import session
+
+            cls._session = session("local[2]", app="nshash-evaluate")
+            atexit.register(cls._session.stop)
+        return cls._session
+
+    def finish(self, labels: list[Hashable]) -> list[Hashable]:
+        """Group the texts kept; a text with no group gets a label of its own."""
+        from nshash.spark import dedup
+
+        spark = self.spark()
+        rows = [(n, t) for n, t in enumerate(self.texts)]
+        df = spark.createDataFrame(rows, "pos long, text string")
+        found = {
+            r["pos"]: r["similar_id"] for r in dedup(df, id_col="pos", **self.options).collect()
+        }
+        return [found[n] if found[n] is not None else f"none:{n}" for n in labels]
+
+
 #: System name -> factory. Add a system by adding an entry.
 SYSTEMS: dict[str, Callable[[], System]] = {
     "nshash": NSHashSystem,
     "keyed": partial(MethodSystem, "keyed"),
     "simhash-method": partial(MethodSystem, "simhash"),
+    "spark": SparkSystem,
     "seed": SeedNSHash,
     "minhash": MinHashBaseline,
     "simhash": SimhashBaseline,
 }
+
+
+#: Systems run only when named (``spark`` starts a JVM).
+ASKED_FOR = ("spark",)
 
 
 # -- scoring -------------------------------------------------------------------------------
@@ -480,11 +534,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
+    default = ",".join(s for s in SYSTEMS if s not in ASKED_FOR)
     parser.add_argument(
         "--systems",
-        default=",".join(SYSTEMS),
+        default=default,
         type=lambda v: _names(v, SYSTEMS, "system"),
-        help=f"comma-separated systems (default: {','.join(SYSTEMS)})",
+        help=f"comma-separated systems (default: {default}; also: {','.join(ASKED_FOR)})",
     )
     parser.add_argument(
         "--hk-systems",

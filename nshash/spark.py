@@ -22,8 +22,12 @@ broadcast to the verifying tasks).
    verified by the online path's own guard and judge
    (:func:`~nshash.methods.nshash.assign.sketch_guard`, compiled where it is built, then
    :func:`~nshash.methods.nshash.assign.judged`: shared values over the smaller sketch, both
-   cut at the smaller limit and without the common hashes, ``theta`` and ``min_overlap``), in
-   Arrow batches on the executors; a change to the judge changes this engine with the others.
+   cut at the smaller limit and without the common hashes, ``theta`` and ``min_overlap``), and
+   the frame rule (:func:`~nshash.methods.nshash.assign.unframed`: what the later page of the
+   pair shares only at its top and bottom, around a run of its own text, is set aside, as the
+   online path sets aside the frame of the page that arrives; the places of each sketch value
+   travel with the fingerprints), in Arrow batches on the executors; a change to the judge
+   changes this engine with the others.
 4. **Boilerplate from corpus-wide evidence**: the verified pairs make a first graph, and every
    refused pair votes, on each anchor that hit and each sketch value the pair shared, for the
    first-graph components of its two documents (each document's votes are written once, so
@@ -147,7 +151,9 @@ def _fingerprint_batches(
     fingerprinter: Fingerprinter,
 ) -> Callable[[Iterable[Any]], Iterator[Any]]:
     """A ``mapInArrow`` function: ``(key, text)`` batches to ``(key, ok, exact, anchors,
-    sketch, limit)`` batches, the key passed through as it is.
+    sketch, limit, places)`` batches, the key passed through as it is (*places*: the sketch
+    values' places in the page, :attr:`DocPrint.places <nshash.DocPrint.places>`, for the
+    frame rule).
 
     A text the library refuses (not a string, no letters or digits, too long) comes out with
     ``ok`` false and no fingerprints: it gets no group.
@@ -164,6 +170,7 @@ def _fingerprint_batches(
             anchors: list[list[int] | None] = []
             sketch: list[list[int] | None] = []
             limit: list[int | None] = []
+            places: list[bytes | None] = []
             for text in batch.column(1).to_pylist():
                 try:
                     doc = prepare(check_text(text))
@@ -173,12 +180,14 @@ def _fingerprint_batches(
                     anchors.append(None)
                     sketch.append(None)
                     limit.append(None)
+                    places.append(None)
                     continue
                 ok.append(True)
                 exact.append(signed(doc.exact))
                 anchors.append([signed(h) for h in doc.sentences])
                 sketch.append(list(doc.sketch))
                 limit.append(doc.limit)
+                places.append(doc.places)
             yield pa.RecordBatch.from_arrays(
                 [
                     batch.column(0),
@@ -187,8 +196,9 @@ def _fingerprint_batches(
                     pa.array(anchors, longs),
                     pa.array(sketch, longs),
                     pa.array(limit, pa.int64()),
+                    pa.array(places, pa.binary()),
                 ],
-                names=["key", "ok", "exact", "anchors", "sketch", "limit"],
+                names=["key", "ok", "exact", "anchors", "sketch", "limit", "places"],
             )
 
     return run
@@ -313,11 +323,16 @@ def _verdict_schema() -> Any:
 def _verify_batches(policy: MatchPolicy, common: Any) -> Callable[[Iterable[Any]], Iterator[Any]]:
     """A ``mapInArrow`` function: candidate pairs with both sketches to verdicts.
 
-    Input batches hold ``(a, b, hits, sa, la, sb, lb)``: a pair, the anchors that paired it,
-    and each node's sketch and limit. Each pair goes through the online path's guard
-    (:func:`~nshash.methods.nshash.assign.sketch_guard`, with the common hashes left out) and
-    judge (:func:`~nshash.methods.nshash.assign.judged`); the sketches reach the compiled
-    guard as Arrow's packed buffers, not as Python lists. Out come rows of
+    Input batches hold ``(a, b, hits, sa, la, sb, lb, pb)``: a pair, the anchors that paired
+    it, each node's sketch and limit, and the places of *b*'s sketch values. Each pair goes
+    through the online path's guard (:func:`~nshash.methods.nshash.assign.sketch_guard`, with
+    the common hashes left out) and judge (:func:`~nshash.methods.nshash.assign.judged`,
+    then :func:`~nshash.methods.nshash.assign.unframed`: the frame rule); the sketches reach
+    the compiled guard as Arrow's packed buffers, not as Python lists.
+
+    The frame is read from *b*'s side, as the online path reads it from the document that
+    arrives: *b* is the later node (nodes are numbered in key order, and a stored group is
+    always below the new documents), *a* stands for the group it is compared with. Out come rows of
     :func:`_verdict_schema`: every accepted pair with what it shares; for a refused pair, a
     vote of each of its nodes on each hash the pair shared (its hits and its shared values),
     each (node, hash) written once per task as far as :data:`VOTES_HELD` allows; and the
@@ -329,7 +344,7 @@ def _verify_batches(policy: MatchPolicy, common: Any) -> Callable[[Iterable[Any]
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
-        from .methods.nshash.assign import NO_HASHES, sketch_guard
+        from .methods.nshash.assign import NO_HASHES, sketch_guard, unframed
         from .methods.nshash.compiled import compiled
 
         known = set(getattr(common, "value", common))
@@ -375,14 +390,24 @@ def _verify_batches(policy: MatchPolicy, common: Any) -> Callable[[Iterable[Any]
             start = values.offset
             return [start + o for o in column.offsets.to_pylist()], view
 
+        def blobs(column: Any) -> tuple[list[int], memoryview]:
+            """A binary column's offsets and its bytes (read only for the pairs that need
+            them)."""
+            _, offsets, raw = column.buffers()
+            if offsets is None or raw is None:  # an empty batch
+                return [0] * (len(column) + 1), memoryview(b"")
+            at = memoryview(offsets).cast("i")[column.offset : column.offset + len(column) + 1]
+            return at.tolist(), memoryview(raw)
+
         for batch in batches:
             a_ids = batch.column(0).to_pylist()
             b_ids = batch.column(1).to_pylist()
-            hits = batch.column(2).to_pylist()
+            h_off, h_vals = sides(batch.column(2))  # read for the refused pairs only
             a_off, a_vals = sides(batch.column(3))
             la = batch.column(4).to_pylist()
             b_off, b_vals = sides(batch.column(5))
             lb = batch.column(6).to_pylist()
+            p_off, p_raw = blobs(batch.column(7))
             b_bytes = b_vals.cast("B")
             out_a: list[int] = []
             out_b: list[int] = []
@@ -400,7 +425,15 @@ def _verify_batches(policy: MatchPolicy, common: Any) -> Callable[[Iterable[Any]
                 shared, mine, theirs = sketch_guard(
                     mine_values, la[i], their_values, lb[i], known, NO_HASHES
                 )
-                score = judged(0, (), len(shared), mine, theirs, policy).score
+                # b is the document, a the group (see above): b's frame is set aside.
+                found = judged(0, (), len(shared), theirs, mine, policy)
+                if found.score >= theta:
+                    places = p_raw[p_off[i] : p_off[i + 1]].tobytes()
+                    limit = min(la[i], lb[i])
+                    found = unframed(
+                        found, b_vals[start:stop], places, limit, known, NO_HASHES, shared, policy
+                    )
+                score = found.score
                 if score >= theta:
                     out_a.append(a)
                     out_b.append(b)
@@ -410,7 +443,7 @@ def _verify_batches(policy: MatchPolicy, common: Any) -> Callable[[Iterable[Any]
                     theirs_.append(theirs)
                     continue
                 voted = set(shared)
-                voted.update(hits[i] or ())
+                voted.update(h_vals[h_off[i] : h_off[i + 1]])
                 for node in (a, b):
                     have = votes.get(node)
                     if have is None:
@@ -480,9 +513,10 @@ def _verify(
     """Verdicts of candidate *pairs* ``(a, b, hits)``, as rows of :func:`_verdict_schema`
     (wrap them in :class:`_Verdicts`).
 
-    *nodes* is ``(node, sketch, limit)``; *common*, the common hashes, which the guard leaves
-    out of both sketches as the online path does. Each pair is judged by the online path's
-    own guard and judge, in Arrow batches on the executors (:func:`_verify_batches`).
+    *nodes* is ``(node, sketch, limit, places)``; *common*, the common hashes, which the
+    guard leaves out of both sketches as the online path does. Each pair is judged by the
+    online path's own guard and judge, in Arrow batches on the executors
+    (:func:`_verify_batches`), with the frame of *b* (the later node) set aside.
     """
     sql = _pyspark()
     F = sql.functions
@@ -491,11 +525,12 @@ def _verify(
             F.col("node").alias(name),
             F.col("sketch").alias(f"s{name}"),
             F.col("limit").alias(f"l{name}"),
+            *([F.col("places").alias("pb")] if name == "b" else []),
         )
         for name in ("a", "b")
     }
     joined = pairs.join(side["a"], "a").join(side["b"], "b")
-    joined = joined.select("a", "b", "hits", "sa", "la", "sb", "lb")
+    joined = joined.select("a", "b", "hits", "sa", "la", "sb", "lb", "pb")
     shared: Any = pairs.sparkSession.sparkContext.broadcast(sorted(common)) if common else []
     return joined.mapInArrow(_verify_batches(policy, shared), _verdict_schema())
 
@@ -622,6 +657,33 @@ def components(edges: DataFrame) -> DataFrame:
             break
     roots = e.select(F.col("y").alias("node"), F.col("y").alias("comp")).distinct()
     return e.select(F.col("x").alias("node"), F.col("y").alias("comp")).unionByName(roots)
+
+
+def _components(edges: DataFrame) -> DataFrame:
+    """:func:`components` of *edges*, on the driver when the job runs in one partition (a
+    small input, see :func:`partitions_for`: a few thousand edges at most): the edges are
+    collected and joined by union-find, one job where the star iterations run several each
+    round. The same ``(node, comp)`` either way."""
+    if not _one_partition(edges.sparkSession):
+        return components(edges)
+    parent: dict[int, int] = {}
+
+    def root(x: int) -> int:
+        while (up := parent.get(x, x)) != x:
+            parent[x] = parent.get(up, up)  # halve the path
+            x = up
+        return x
+
+    for a, b in edges.collect():
+        if a == b:
+            continue  # a self loop makes no component (as in components())
+        ra, rb = root(a), root(b)
+        if ra != rb:  # the smaller root stays: a root is its component's smallest node
+            parent[max(ra, rb)] = min(ra, rb)
+    rows = [(node, root(node)) for node in parent] + [
+        (r, r) for r in {root(node) for node in parent}
+    ]
+    return edges.sparkSession.createDataFrame(rows, "node long, comp long")
 
 
 def _common(votes: DataFrame, comps: DataFrame, count: int) -> DataFrame:
@@ -775,14 +837,26 @@ def _worker_errors() -> Iterator[None]:
 
 @contextmanager
 def _shuffle_partitions(spark: SparkSession, count: int) -> Iterator[None]:
-    """Run with ``spark.sql.shuffle.partitions`` at *count*, then put it back."""
-    key = "spark.sql.shuffle.partitions"
-    before = spark.conf.get(key) or "200"
-    spark.conf.set(key, str(count))
+    """Run with ``spark.sql.shuffle.partitions`` at *count*, then put it back.
+
+    One partition (a small input) also runs without adaptive execution: it has nothing to
+    coalesce, and it would run every shuffle of a query as a job of its own, each planned
+    again on the driver (with this and the components joined on the driver, a 30-document
+    run makes 17 jobs where it made 53)."""
+    settings = {"spark.sql.shuffle.partitions": str(count)}
+    if count == 1:
+        settings["spark.sql.adaptive.enabled"] = "false"
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        spark.conf.set(key, before)
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 # -- the job -----------------------------------------------------------------------------------
@@ -821,7 +895,7 @@ def _group(
     unique: bool = False,
     extra: dict[str, Any] | None = None,
 ) -> DataFrame:
-    """Steps 2 to 7 over fingerprints ``(key, ok, exact, anchors, sketch, limit)``.
+    """Steps 2 to 7 over fingerprints ``(key, ok, exact, anchors, sketch, limit, places)``.
 
     *unique*: the keys are distinct longs (file positions), so they serve as node numbers.
     *extra*, when given, gets ``common``: the common hashes (a DataFrame of ``h``).
@@ -841,6 +915,7 @@ def _group(
             F.first("anchors").alias("anchors"),
             F.first("sketch").alias("sketch"),
             F.first("limit").alias("limit"),
+            F.first("places").alias("places"),
         )
     )
     if unique:  # the keys are distinct numbers already: each names its text's node
@@ -853,12 +928,14 @@ def _group(
     # 3. First pass: the first n anchor candidates, raw sketches.
     candidates = nodes.select("node", F.posexplode("anchors").alias("pos", "h"))
     first = candidates.where(F.col("pos") < policy.n).select("node", "h")
-    sketches = nodes.select("node", "sketch", "limit")
+    sketches = nodes.select("node", "sketch", "limit", "places")
     pairs = _pairs(first, max_posting, hubs, VOTERS)
     verdicts = _Verdicts(clock("pass1 verify", _verify(pairs, sketches, policy)))
 
     # 4. Boilerplate: votes of refused pairs across first-pass components.
-    comps = clock("pass1 components", components(_guarded(spark, verdicts.accepted, policy)), False)
+    comps = clock(
+        "pass1 components", _components(_guarded(spark, verdicts.accepted, policy)), False
+    )
     common = clock("common", _common(verdicts.votes, comps, policy.votes))
     if extra is not None:
         extra["common"] = common
@@ -879,7 +956,7 @@ def _group(
 
     # 6. The merge guard, then 7. components.
     edges = clock("guard", _guarded(spark, verdicts2.accepted, policy), stats is not None)
-    groups = clock("components", components(edges), False)
+    groups = clock("components", _components(edges), False)
 
     if stats is not None:
         stats.update(
@@ -1083,7 +1160,8 @@ def _dedup(
 def _prints(
     keyed: DataFrame, key_type: Any, fingerprinter: Fingerprinter, clock: _Clock
 ) -> DataFrame:
-    """Step 1, on the executors: ``(key, text)`` to ``(key, ok, exact, anchors, sketch, limit)``."""
+    """Step 1, on the executors: ``(key, text)`` to ``(key, ok, exact, anchors, sketch, limit,
+    places)``."""
     sql = _pyspark()
     T = sql.types
     longs = T.ArrayType(T.LongType())
@@ -1095,6 +1173,7 @@ def _prints(
             T.StructField("anchors", longs),
             T.StructField("sketch", longs),
             T.StructField("limit", T.LongType()),
+            T.StructField("places", T.BinaryType()),
         ]
     )
     text = keyed.select("key", "text")
@@ -1411,17 +1490,17 @@ def _load_one(
 
 
 def _narrowed(prints: DataFrame) -> DataFrame:
-    """Fingerprints ``(key, ok, exact, anchors, sketch, limit, ...)`` with each sketch and
-    limit narrowed (:func:`~nshash.text.fingerprint.narrow`), to be compared with a store's
-    narrow sketches."""
+    """Fingerprints ``(key, ok, exact, anchors, sketch, limit, places, ...)`` with each
+    sketch, limit and places narrowed (:func:`~nshash.text.fingerprint.narrow`), to be
+    compared with a store's narrow sketches."""
 
     def run(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
         for row in rows:
             if row[4] is None:
                 yield tuple(row)
                 continue
-            doc = narrow(DocPrint((), tuple(row[4]), 0, row[5]))
-            yield (*row[:4], list(doc.sketch), doc.limit, *row[6:])
+            doc = narrow(DocPrint((), tuple(row[4]), 0, row[5], bytes(row[6] or b"")))
+            yield (*row[:4], list(doc.sketch), doc.limit, doc.places, *row[7:])
 
     spark = prints.sparkSession
     return spark.createDataFrame(prints.rdd.mapPartitions(run), prints.schema, verifySchema=False)
@@ -1470,6 +1549,7 @@ def _group_against(
             F.first("anchors").alias("anchors"),
             F.first("sketch").alias("sketch"),
             F.first("limit").alias("limit"),
+            F.first("places").alias("places"),
         )
         .join(exacts, "exact", "left")
     )
@@ -1478,8 +1558,14 @@ def _group_against(
     fresh = reps.where(F.col("gid").isNull()).drop("gid")
     numbering = _numbering(fresh, key_type, floor)
     nodes = clock("number nodes", fresh.join(numbering.drop("rep"), "exact"))
-    sketches = nodes.select("node", "sketch", "limit").unionByName(
-        groups.select(F.col("gid").alias("node"), "sketch", "limit")
+    # A stored group has no places: it is only ever the group side of a pair (below the floor).
+    sketches = nodes.select("node", "sketch", "limit", "places").unionByName(
+        groups.select(
+            F.col("gid").alias("node"),
+            "sketch",
+            "limit",
+            F.lit(None).cast("binary").alias("places"),
+        )
     )
     known = spark.createDataFrame([(h,) for h in stored.common], "h long")
 
@@ -1505,7 +1591,7 @@ def _group_against(
     # 3. and 4. The first pass, with the stored common hashes; its refusals vote.
     first = verdicts(known, list(stored.common), "pass1 verify", VOTERS)
     comps = clock(
-        "pass1 components", components(_guarded(spark, first.accepted, policy, floor)), False
+        "pass1 components", _components(_guarded(spark, first.accepted, policy, floor)), False
     )
     common = clock(
         "common", _common(first.votes, comps, policy.votes).unionByName(known).distinct()
@@ -1516,7 +1602,7 @@ def _group_against(
     # 5. to 7. The second pass without every common hash, the guard, components.
     second = verdicts(common, [int(r[0]) for r in common.collect()], "pass2 verify")
     edges = clock("guard", _guarded(spark, second.accepted, policy, floor), False)
-    found = clock("components", components(edges), False)
+    found = clock("components", _components(edges), False)
 
     named = nodes.select("node", "exact", "rep").join(found, "node", "left")
     named = named.select("exact", F.coalesce("comp", "node").alias("comp"))
@@ -1550,8 +1636,9 @@ def _prepare_lines(
     preparer: Preparer,
 ) -> Callable[[Iterable[tuple[Any, int]]], Iterator[tuple[Any, ...]]]:
     """A partition function: ``(line, position)`` of a JSONL file to fingerprints
-    ``(key, ok, exact, anchors, sketch, limit, head, error)``, parsed and checked by the local
-    engine's own :class:`~nshash.cli.io.Preparer` (the same fields, the same messages).
+    ``(key, ok, exact, anchors, sketch, limit, places, head, error)``, parsed and checked by
+    the local engine's own :class:`~nshash.cli.io.Preparer` (the same fields, the same
+    messages).
     Blank lines are no records, as for ``nshash dedup``."""
 
     def run(rows: Iterable[tuple[str, int]]) -> Iterator[tuple[Any, ...]]:
@@ -1562,9 +1649,10 @@ def _prepare_lines(
                 continue
             got = preparer.run([line.encode("utf-8")])[0]
             if isinstance(got, BadRecord):
-                yield pos, False, None, None, None, None, None, f"line {pos + 1}: {got.message}"
+                bad = f"line {pos + 1}: {got.message}"
+                yield pos, False, None, None, None, None, None, None, bad
                 continue
-            exact, limit = got[4][0], got[4][1]
+            exact, limit, places = got[4]
             yield (
                 pos,
                 True,
@@ -1572,6 +1660,7 @@ def _prepare_lines(
                 [signed(h) for h in cast("tuple[int, ...]", got[2])],  # run() unpacked
                 list(cast("tuple[int, ...]", got[3])),
                 limit,
+                places,
                 got[5],
                 None,
             )
@@ -1733,6 +1822,7 @@ def dedup_file(
             T.StructField("anchors", longs),
             T.StructField("sketch", longs),
             T.StructField("limit", T.LongType()),
+            T.StructField("places", T.BinaryType()),
             T.StructField("head", T.BinaryType()),
             T.StructField("error", T.StringType()),
         ]

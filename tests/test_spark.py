@@ -675,3 +675,101 @@ class TestFreshVenv:
         assert "cannot import nshash" in errors[0] and "PYSPARK_PYTHON" in errors[0]
         assert run.stderr.strip().splitlines()[-1] == errors[0]
         assert not (tmp_path / "out.jsonl").exists()
+
+
+def _frame_pages() -> dict[str, str]:
+    """tests/test_frame.py's pages: two briefs of one new site (its header, related block and
+    footer are most of each page), and a story with a repost on another site and a copy on
+    the same site."""
+    from tests.test_frame import RELATED, lead, page
+    from tests.test_store_contract import EN_BAKERY, EN_ORCHARD, EN_TURTLES
+
+    story = f"{EN_TURTLES}\n{EN_ORCHARD}"
+    return {
+        "b1": page("Harbor Wire", lead(EN_TURTLES), RELATED),
+        "b2": page("Harbor Wire", lead(EN_BAKERY), RELATED),
+        "s1": page("Harbor Wire", story, RELATED),
+        "s2": page("Valley Post", story, RELATED.upper()),
+        "s3": page("Harbor Wire", story.replace("turtles", "sea turtles"), RELATED),
+    }
+
+
+class TestFrame:
+    """The frame rule (assign.unframed / set_aside) in the Spark job's pair verification, on
+    tests/test_frame.py's example: the later page's frame is set aside, as the online path
+    sets aside the frame of the document that arrives."""
+
+    def test_a_pair_is_judged_as_the_online_path_judges_the_later_page(self) -> None:
+        """The two briefs through the verifying function, the earlier one as *a*: refused
+        with the later one's places (the online verdict), accepted without them with the
+        score the online path gives the pair counted whole."""
+        pa = pytest.importorskip("pyarrow")
+        from nshash.spark import ACCEPTED, VOTE, _options, _verify_batches
+
+        pages = _frame_pages()
+        fingerprinter, policy, _ = _options({})
+        one, two = fingerprinter.prepare(pages["b1"]), fingerprinter.prepare(pages["b2"])
+        with NSHash.open("memory://") as nsh:
+            nsh.add(pages["b1"], doc_id="b1")
+            (cand,) = nsh.explain(pages["b2"]).candidates
+        assert cand.frame > 0 and cand.score < policy.theta
+
+        def verdicts(places: bytes) -> list[dict[str, Any]]:
+            longs = pa.list_(pa.int64())
+            batch = pa.RecordBatch.from_arrays(
+                [
+                    pa.array([0], pa.int64()),
+                    pa.array([1], pa.int64()),
+                    pa.array([[-7, 9]], longs),  # the anchors that paired them
+                    pa.array([list(one.sketch)], longs),
+                    pa.array([one.limit], pa.int64()),
+                    pa.array([list(two.sketch)], longs),
+                    pa.array([two.limit], pa.int64()),
+                    pa.array([places], pa.binary()),
+                ],
+                names=["a", "b", "hits", "sa", "la", "sb", "lb", "pb"],
+            )
+            out = _verify_batches(policy, [])([batch])
+            return [r for b in out for r in b.to_pylist()]
+
+        framed = verdicts(two.places)
+        assert not [r for r in framed if r["kind"] == ACCEPTED]
+        votes = {(r["a"], r["b"]) for r in framed if r["kind"] == VOTE}  # the refusal's votes
+        assert {node for node, _ in votes} == {0, 1}
+        assert {(0, -7), (0, 9), (1, -7), (1, 9)} <= votes  # on its anchors too
+        (whole,) = [r for r in verdicts(b"") if r["kind"] == ACCEPTED]
+        assert len(whole["shared"]) == cand.shared + cand.frame
+        assert whole["score"] == pytest.approx(
+            (cand.shared + cand.frame)
+            / min(cand.document_values + cand.frame, cand.group_values + cand.frame)
+        )
+
+    def test_groups_are_the_online_path_s(self, spark: Any) -> None:
+        """tests/test_frame.py's two cases, each run alone as there: the new site's briefs stay
+        apart (one group each, as on the online path), and the story's full copies, on another
+        site and on the same one, join."""
+        from nshash.spark import dedup
+
+        pages = _frame_pages()
+        for case, groups in ((("b1", "b2"), 2), (("s1", "s2", "s3"), 1)):
+            rows = [(i, pages[i], n) for n, i in enumerate(case)]
+            df = spark.createDataFrame(rows, "id string, text string, pos long")
+            got = {r["id"]: r["similar_id"] for r in dedup(df, order_col="pos").collect()}
+            with NSHash.open("memory://") as nsh:
+                online = {i: nsh.add(pages[i], doc_id=i).similar_id for i in case}
+            assert len(set(got.values())) == len(set(online.values())) == groups
+            assert _pairs(got) == _pairs(online)
+
+
+def test_components_on_the_driver_equal_the_star_iterations(spark: Any) -> None:
+    """A one-partition job joins its components on the driver (union-find); the answer is
+    the star iterations' own: every node with the smallest node of its component."""
+    from nshash.spark import _components, _shuffle_partitions, components
+
+    rng = random.Random(3)
+    edges = [(rng.randrange(60), rng.randrange(60)) for _ in range(45)] + [(70, 70), (71, 72)]
+    df = spark.createDataFrame(edges, "a long, b long")
+    with _shuffle_partitions(spark, 1):
+        local = sorted(tuple(r) for r in _components(df).collect())
+    assert local == sorted(tuple(r) for r in components(df).collect())
+    assert (72, 71) in local and not [r for r in local if r[0] == 70]

@@ -86,6 +86,7 @@ __all__ = [
     "lookup",
     "resolve",
     "set_aside",
+    "unframed",
     "vote",
 ]
 
@@ -284,16 +285,39 @@ def _verify(
     common, more = tables.common_sets()
     shared, mine, theirs = sketch_guard(doc.sketch, doc.limit, values, group_limit, common, more)
     found = judged(gid, tuple(hits), len(shared), mine, theirs, policy)
-    # Setting a frame aside only lowers a score: it is looked for where it can decide, and
-    # where the values not shared leave room for the unshared run a frame surrounds.
-    unshared = mine - len(shared)
+    limit = min(doc.limit, group_limit)
+    return unframed(found, doc.sketch, doc.places, limit, common, more, shared, policy), shared
+
+
+def unframed(
+    found: Candidate,
+    sketch: Sequence[int],
+    places: bytes,
+    limit: int,
+    common: Collection[int],
+    more: Collection[int],
+    shared: Sequence[int],
+    policy: MatchPolicy,
+) -> Candidate:
+    """*found* (a document's candidate, judged on all it shares: :func:`judged` with the
+    counts of :func:`sketch_guard`) judged again with the document's frame set aside
+    (:func:`set_aside`, the document's *sketch* and *places* compared below *limit*, the
+    smaller of the two limits), or *found* itself when there is no frame to set aside.
+
+    Setting a frame aside only lowers a score: it is looked for where it can decide (a
+    candidate that passes), and where the values not shared leave room for the unshared run
+    a frame surrounds. The online placement and the Spark job's pairs judge through it."""
+    mine = found.document_values
+    unshared = mine - found.shared
     if found.score >= policy.theta and unshared >= FRAME_GAP and unshared * FRAME_SHARE >= mine:
-        limit = min(doc.limit, group_limit)
-        frame = set_aside(doc.sketch, doc.places, limit, common, more, shared, theirs)
+        theirs = found.group_values
+        frame = set_aside(sketch, places, limit, common, more, shared, theirs)
         if frame:
-            n = len(shared) - frame
-            found = judged(gid, tuple(hits), n, mine - frame, theirs - frame, policy, frame)
-    return found, shared
+            n = found.shared - frame
+            return judged(
+                found.similar_id, found.anchors, n, mine - frame, theirs - frame, policy, frame
+            )
+    return found
 
 
 #: The frame rule (:func:`frame_of`): a page compared on fewer values than this has no frame
