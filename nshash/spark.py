@@ -659,33 +659,6 @@ def components(edges: DataFrame) -> DataFrame:
     return e.select(F.col("x").alias("node"), F.col("y").alias("comp")).unionByName(roots)
 
 
-def _components(edges: DataFrame) -> DataFrame:
-    """:func:`components` of *edges*, on the driver when the job runs in one partition (a
-    small input, see :func:`partitions_for`: a few thousand edges at most): the edges are
-    collected and joined by union-find, one job where the star iterations run several each
-    round. The same ``(node, comp)`` either way."""
-    if not _one_partition(edges.sparkSession):
-        return components(edges)
-    parent: dict[int, int] = {}
-
-    def root(x: int) -> int:
-        while (up := parent.get(x, x)) != x:
-            parent[x] = parent.get(up, up)  # halve the path
-            x = up
-        return x
-
-    for a, b in edges.collect():
-        if a == b:
-            continue  # a self loop makes no component (as in components())
-        ra, rb = root(a), root(b)
-        if ra != rb:  # the smaller root stays: a root is its component's smallest node
-            parent[max(ra, rb)] = min(ra, rb)
-    rows = [(node, root(node)) for node in parent] + [
-        (r, r) for r in {root(node) for node in parent}
-    ]
-    return edges.sparkSession.createDataFrame(rows, "node long, comp long")
-
-
 def _common(votes: DataFrame, comps: DataFrame, count: int) -> DataFrame:
     """Hashes (column ``h``) that refused pairs kept apart across *count* components.
 
@@ -837,26 +810,14 @@ def _worker_errors() -> Iterator[None]:
 
 @contextmanager
 def _shuffle_partitions(spark: SparkSession, count: int) -> Iterator[None]:
-    """Run with ``spark.sql.shuffle.partitions`` at *count*, then put it back.
-
-    One partition (a small input) also runs without adaptive execution: it has nothing to
-    coalesce, and it would run every shuffle of a query as a job of its own, each planned
-    again on the driver (with this and the components joined on the driver, a 30-document
-    run makes 17 jobs where it made 53)."""
-    settings = {"spark.sql.shuffle.partitions": str(count)}
-    if count == 1:
-        settings["spark.sql.adaptive.enabled"] = "false"
-    before = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
+    """Run with ``spark.sql.shuffle.partitions`` at *count*, then put it back."""
+    key = "spark.sql.shuffle.partitions"
+    before = spark.conf.get(key) or "200"
+    spark.conf.set(key, str(count))
     try:
         yield
     finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
+        spark.conf.set(key, before)
 
 
 # -- the job -----------------------------------------------------------------------------------
@@ -933,9 +894,7 @@ def _group(
     verdicts = _Verdicts(clock("pass1 verify", _verify(pairs, sketches, policy)))
 
     # 4. Boilerplate: votes of refused pairs across first-pass components.
-    comps = clock(
-        "pass1 components", _components(_guarded(spark, verdicts.accepted, policy)), False
-    )
+    comps = clock("pass1 components", components(_guarded(spark, verdicts.accepted, policy)), False)
     common = clock("common", _common(verdicts.votes, comps, policy.votes))
     if extra is not None:
         extra["common"] = common
@@ -956,7 +915,7 @@ def _group(
 
     # 6. The merge guard, then 7. components.
     edges = clock("guard", _guarded(spark, verdicts2.accepted, policy), stats is not None)
-    groups = clock("components", _components(edges), False)
+    groups = clock("components", components(edges), False)
 
     if stats is not None:
         stats.update(
@@ -1591,7 +1550,7 @@ def _group_against(
     # 3. and 4. The first pass, with the stored common hashes; its refusals vote.
     first = verdicts(known, list(stored.common), "pass1 verify", VOTERS)
     comps = clock(
-        "pass1 components", _components(_guarded(spark, first.accepted, policy, floor)), False
+        "pass1 components", components(_guarded(spark, first.accepted, policy, floor)), False
     )
     common = clock(
         "common", _common(first.votes, comps, policy.votes).unionByName(known).distinct()
@@ -1602,7 +1561,7 @@ def _group_against(
     # 5. to 7. The second pass without every common hash, the guard, components.
     second = verdicts(common, [int(r[0]) for r in common.collect()], "pass2 verify")
     edges = clock("guard", _guarded(spark, second.accepted, policy, floor), False)
-    found = clock("components", _components(edges), False)
+    found = clock("components", components(edges), False)
 
     named = nodes.select("node", "exact", "rep").join(found, "node", "left")
     named = named.select("exact", F.coalesce("comp", "node").alias("comp"))

@@ -759,17 +759,3 @@ class TestFrame:
                 online = {i: nsh.add(pages[i], doc_id=i).similar_id for i in case}
             assert len(set(got.values())) == len(set(online.values())) == groups
             assert _pairs(got) == _pairs(online)
-
-
-def test_components_on_the_driver_equal_the_star_iterations(spark: Any) -> None:
-    """A one-partition job joins its components on the driver (union-find); the answer is
-    the star iterations' own: every node with the smallest node of its component."""
-    from nshash.spark import _components, _shuffle_partitions, components
-
-    rng = random.Random(3)
-    edges = [(rng.randrange(60), rng.randrange(60)) for _ in range(45)] + [(70, 70), (71, 72)]
-    df = spark.createDataFrame(edges, "a long, b long")
-    with _shuffle_partitions(spark, 1):
-        local = sorted(tuple(r) for r in _components(df).collect())
-    assert local == sorted(tuple(r) for r in components(df).collect())
-    assert (72, 71) in local and not [r for r in local if r[0] == 70]
