@@ -1611,7 +1611,7 @@ def _prepare_lines(
                 bad = f"line {pos + 1}: {got.message}"
                 yield pos, False, None, None, None, None, None, None, bad
                 continue
-            exact, limit, places = got[4]
+            exact, limit, places = cast("tuple[int, int, bytes]", got[4])  # nshash's three
             yield (
                 pos,
                 True,
