@@ -365,22 +365,23 @@ def _verify_batches(policy: MatchPolicy, common: Any) -> Callable[[Iterable[Any]
         held = 0
         counted = 0
 
+        def verdict_batch(kind: int, a: list[int], *rest: list[Any] | None) -> Any:
+            """Rows of *kind* for the nodes *a*, with the columns after it in schema order
+            (those not given, or None, are null)."""
+            size = len(a)
+            columns = [pa.array([kind] * size, pa.int8()), pa.array(a, pa.int64())]
+            fields = list(schema)[2:]
+            values = [*rest, *([None] * (len(fields) - len(rest)))]
+            for field, column in zip(fields, values, strict=True):
+                columns.append(
+                    pa.nulls(size, field.type) if column is None else pa.array(column, field.type)
+                )
+            return pa.RecordBatch.from_arrays(columns, schema=schema)
+
         def vote_batch() -> Any:
             nodes = [n for n, hs in votes.items() for _ in hs]
             hashes = [h for hs in votes.values() for h in hs]
-            size = len(nodes)
-            return pa.RecordBatch.from_arrays(
-                [
-                    pa.array([VOTE] * size, pa.int8()),
-                    pa.array(nodes, pa.int64()),
-                    pa.array(hashes, pa.int64()),
-                    pa.nulls(size, pa.float64()),
-                    pa.nulls(size, pa.list_(pa.int64())),
-                    pa.nulls(size, pa.int64()),
-                    pa.nulls(size, pa.int64()),
-                ],
-                schema=schema,
-            )
+            return verdict_batch(VOTE, nodes, hashes)
 
         def sides(column: Any) -> tuple[list[int], memoryview]:
             """A list column's offsets and its values as int64s (a view of Arrow's buffer)."""
@@ -452,32 +453,14 @@ def _verify_batches(policy: MatchPolicy, common: Any) -> Callable[[Iterable[Any]
                     have |= voted
                     held += len(have) - before
             if out_a:
-                yield pa.RecordBatch.from_arrays(
-                    [
-                        pa.array([ACCEPTED] * len(out_a), pa.int8()),
-                        pa.array(out_a, pa.int64()),
-                        pa.array(out_b, pa.int64()),
-                        pa.array(scores, pa.float64()),
-                        pa.array(shares, pa.list_(pa.int64())),
-                        pa.array(mines, pa.int64()),
-                        pa.array(theirs_, pa.int64()),
-                    ],
-                    schema=schema,
-                )
+                yield verdict_batch(ACCEPTED, out_a, out_b, scores, shares, mines, theirs_)
             if held >= VOTES_HELD:
                 yield vote_batch()
                 votes.clear()
                 held = 0
         if votes:
             yield vote_batch()
-        yield pa.RecordBatch.from_arrays(
-            [
-                pa.array([COUNTED], pa.int8()),
-                pa.array([counted], pa.int64()),
-                *(pa.nulls(1, f.type) for f in list(schema)[2:]),
-            ],
-            schema=schema,
-        )
+        yield verdict_batch(COUNTED, [counted])
 
     return run
 
