@@ -207,7 +207,6 @@ def _adder(nsh: Method) -> Callable[[Prepared, DocMeta | None], AddResult]:
     )
 
 
-
 def _run(
     source: Source,
     workers: Workers,

@@ -331,6 +331,7 @@ def doc_of(prepared: Prepared) -> DocPrint:
     assert not isinstance(sentences, bytes)
     return DocPrint(sentences, prepared[3], *prepared[4])
 
+
 #: What the parent sends a worker per record: a JSONL line (bytes), a CSV row's
 #: ``("row", text, id, title)``, or a ``.txt`` file's ``("file", path, id, None)``.
 Payload = bytes | tuple[str, str, str | None, str | None]
