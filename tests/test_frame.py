@@ -42,9 +42,10 @@ class TestFrameOf:
 
     def test_a_shared_end_after_the_page_s_own_text_is_the_frame(self) -> None:
         """A columnist's bio, a series blurb, a site's related block and footer after text
-        the group does not hold: set aside when that text is a third of the page or more."""
+        the group does not hold: set aside when that text is a quarter of the page or more."""
         assert assign.frame_of(flags("." * 20 + "S" * 20), 60) == 20  # the group: 40 more
-        assert assign.frame_of(flags("." * 5 + "S" * 10), 60) == 10  # a third exactly
+        assert assign.frame_of(flags("." * 4 + "S" * 12), 60) == 12  # a quarter exactly
+        assert assign.frame_of(flags("." * 3 + "S" * 3), 60) == 3  # the fewest values read
 
     def test_a_group_that_is_the_shared_end_is_this_page_s_later_part(self) -> None:
         """When the shared end is most of what the group holds, the group is this page's
@@ -55,9 +56,9 @@ class TestFrameOf:
         assert assign.frame_of(flags("." * 20 + "S" * 20), 40) == 20
 
     def test_a_copy_under_a_short_new_intro_keeps_its_match(self) -> None:
-        """ "Source: ...", a reporter's line, an editor's note: an unshared head under a third
-        of the page is an intro to the shared story, not the page's own story."""
-        assert assign.frame_of(flags("." * 4 + "S" * 10), 60) == 0
+        """ "Source: ...", a reporter's line, an editor's note: an unshared head under a
+        quarter of the page is an intro to the shared story, not the page's own story."""
+        assert assign.frame_of(flags("." * 4 + "S" * 13), 60) == 0
         assert assign.frame_of(flags("." * 6 + "S" * 30), 60) == 0
 
     def test_a_shared_end_needs_all_the_shared_text(self) -> None:

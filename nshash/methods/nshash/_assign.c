@@ -373,10 +373,10 @@ static PyObject *sketch_guard(PyObject *self, PyObject *args)
 
 /* -- the page's frame (assign.py's frame_of and set_aside) --------------------------------- */
 
-#define FRAME_LEAST 12 /* assign.FRAME_LEAST: fewer compared values, no frame */
+#define FRAME_LEAST 6  /* assign.FRAME_LEAST: fewer compared values, no frame */
 #define FRAME_GAP 3     /* assign.FRAME_GAP: the shortest unshared run a frame surrounds */
 #define FRAME_SHARE 4   /* assign.FRAME_SHARE: ... and at least 1 in this many values */
-#define END_SHARE 3     /* assign.END_SHARE: the unshared text before a shared end */
+#define END_SHARE 4     /* assign.END_SHARE: the unshared text before a shared end */
 
 /* frame_of: how many of a page's shared values are its frame, given *flags* (1 when shared)
  * for its *n* compared values in page order and the count of the group's values compared

@@ -40,7 +40,7 @@ repost with a new site's wrapper shares its middle, and a copy that shares its w
 beginning keeps it, so neither loses anything; a new site's first pages stop gluing on its
 wrapper before any vote could say it is boilerplate, and a template's formula stops deciding
 between two stories of one site. A page that shares only its end, after a run of its own
-text at least a third of it long (a columnist's bio, a series blurb, a site's related block
+text at least a quarter of it long (a columnist's bio, a series blurb, a site's related block
 and footer under another story), has that end set aside too, where the group holds as
 much text of its own; a copy under a short new intro keeps its match. What a refusal shares
 still gets its votes, frame included: the wrapper is learned as boilerplate sooner.
@@ -322,7 +322,7 @@ def unframed(
 
 #: The frame rule (:func:`frame_of`): a page compared on fewer values than this has no frame
 #: (a handful of values, cut short by a big group's limit, says too little of its layout).
-FRAME_LEAST = 12
+FRAME_LEAST = 6
 
 #: ... and the unshared run a frame surrounds is at least this many values ...
 FRAME_GAP = 3
@@ -333,7 +333,7 @@ FRAME_SHARE = 4
 #: A page that shares only its end with a group (its shared values all in one run that ends
 #: the page) has that end set aside when the unshared text before it is at least one in this
 #: many of the values compared (and at least :data:`FRAME_GAP` values).
-END_SHARE = 3
+END_SHARE = 4
 
 
 def frame_of(shared: Sequence[bool], theirs: int) -> int:

@@ -412,7 +412,7 @@ end
 
 -- nshash.methods.nshash.assign.frame_of: how many of a page's shared values are its frame,
 -- given f[i] (1: shared) for its n compared values in page order and the group's count.
-local FRAME_LEAST, FRAME_GAP, FRAME_SHARE, END_SHARE = 12, 3, 4, 3
+local FRAME_LEAST, FRAME_GAP, FRAME_SHARE, END_SHARE = 6, 3, 4, 4
 local function frame_of(f, n, theirs)
   if n < FRAME_LEAST or f[n] ~= 1 then return 0 end
   local lead, trail, gap, run = 0, 0, 0, 0
