@@ -82,6 +82,15 @@ class TestFrameOf:
         assert len(few) < assign.FRAME_LEAST
         assert assign.frame_of(flags(few), 60) == 0
         assert assign.frame_of(flags("S" + "." * (assign.FRAME_LEAST - 2) + "S"), 60) == 2
+        end = "." * (assign.END_LEAST - 2) + "SS"
+        assert len(end) == assign.END_LEAST
+        assert assign.frame_of(flags(end), 60) == 2
+        assert assign.frame_of(flags(end[1:]), 60) == 0
+
+    def test_a_short_text_reordered_keeps_its_match(self) -> None:
+        """Two sentences swapped: the second, the seam, the first (shared, unshared, shared)
+        on a few values is not a frame around another story."""
+        assert assign.frame_of(flags("SSS...SS"), 10) == 0
 
     def test_a_group_that_is_the_frame_is_a_short_copy(self) -> None:
         """When the edges are most of what the group holds, the group is an abridged copy of

@@ -373,7 +373,8 @@ static PyObject *sketch_guard(PyObject *self, PyObject *args)
 
 /* -- the page's frame (assign.py's frame_of and set_aside) --------------------------------- */
 
-#define FRAME_LEAST 6  /* assign.FRAME_LEAST: fewer compared values, no frame */
+#define END_LEAST 6     /* assign.END_LEAST: fewer compared values, no shared end */
+#define FRAME_LEAST 12  /* assign.FRAME_LEAST: fewer compared values, no two-edge frame */
 #define FRAME_GAP 3     /* assign.FRAME_GAP: the shortest unshared run a frame surrounds */
 #define FRAME_SHARE 4   /* assign.FRAME_SHARE: ... and at least 1 in this many values */
 #define END_SHARE 4     /* assign.END_SHARE: the unshared text before a shared end */
@@ -383,7 +384,7 @@ static PyObject *sketch_guard(PyObject *self, PyObject *args)
  * (*theirs*). assign.frame_of is the reference. */
 static Py_ssize_t frame_of(const unsigned char *flags, Py_ssize_t n, Py_ssize_t theirs)
 {
-    if (n < FRAME_LEAST || !flags[n - 1])
+    if (n < END_LEAST || !flags[n - 1])
         return 0;
     Py_ssize_t lead = 0, trail = 0, gap = 0, run = 0, i;
     while (lead < n && flags[lead])
@@ -399,6 +400,8 @@ static Py_ssize_t frame_of(const unsigned char *flags, Py_ssize_t n, Py_ssize_t 
                 return 0;
         return head >= FRAME_GAP && head * END_SHARE >= n && trail * 2 <= theirs ? trail : 0;
     }
+    if (n < FRAME_LEAST)
+        return 0;
     for (i = lead; i < n - trail; i++) {
         run = flags[i] ? 0 : run + 1;
         if (run > gap)
@@ -427,7 +430,7 @@ static Py_ssize_t frame_in(const uint64_t *live, Py_ssize_t m, const uint32_t *o
                            Py_ssize_t nlive, const uint64_t *shared, Py_ssize_t same,
                            Py_ssize_t theirs, unsigned char *flags)
 {
-    if (m < FRAME_LEAST || !same)
+    if (m < END_LEAST || !same)
         return 0;
     unsigned char *mark = flags + nlive; /* (room for 2 * nlive) */
     memset(mark, 0, (size_t)m);
@@ -3109,7 +3112,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         double score = judge_score(same, mine, theirs, min_overlap);
         /* The page's frame, set aside (assign._verify): it only lowers a score, so it is
          * looked for where it can decide; the page order is made once, when first needed. */
-        if (score >= theta && lpos && mine >= FRAME_LEAST && mine - same >= FRAME_GAP
+        if (score >= theta && lpos && mine >= END_LEAST && mine - same >= FRAME_GAP
             && (mine - same) * FRAME_SHARE >= mine /* room for a frame's unshared run */
             && end_shared(live, lpos, mine, shared[k], same)) {
             if (!order) {

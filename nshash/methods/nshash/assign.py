@@ -320,9 +320,13 @@ def unframed(
     return found
 
 
-#: The frame rule (:func:`frame_of`): a page compared on fewer values than this has no frame
-#: (a handful of values, cut short by a big group's limit, says too little of its layout).
-FRAME_LEAST = 6
+#: The frame rule (:func:`frame_of`): a page compared on fewer values than this has no shared
+#: end set aside (a handful of values, cut short by a big group's limit, says too little) ...
+END_LEAST = 6
+
+#: ... and a page compared on fewer than this has no frame of two edges (a short text whose
+#: sentences were reordered reads shared, unshared, shared too).
+FRAME_LEAST = 12
 
 #: ... and the unshared run a frame surrounds is at least this many values ...
 FRAME_GAP = 3
@@ -364,11 +368,12 @@ def frame_of(shared: Sequence[bool], theirs: int) -> int:
     wrapper starts with shared text (its header) or ends with unshared text (its footer), so
     the end rule does not see it.
 
-    0 for anything else, and for a page of fewer than :data:`FRAME_LEAST` values. The compiled
+    0 for anything else, for a page of fewer than :data:`END_LEAST` values, and for two edges
+    on fewer than :data:`FRAME_LEAST`. The compiled
     core's ``frame_of`` (``_assign.c``) and the Redis scripts' must equal this.
     """
     n = len(shared)
-    if n < FRAME_LEAST or not shared[-1] or all(shared):
+    if n < END_LEAST or not shared[-1] or all(shared):
         return 0
     trail = 0
     while shared[n - 1 - trail]:
@@ -378,6 +383,8 @@ def frame_of(shared: Sequence[bool], theirs: int) -> int:
         if any(shared[:head]) or head < FRAME_GAP or head * END_SHARE < n:
             return 0
         return trail if trail * 2 <= theirs else 0
+    if n < FRAME_LEAST:
+        return 0
     lead = 0
     while shared[lead]:
         lead += 1

@@ -412,9 +412,9 @@ end
 
 -- nshash.methods.nshash.assign.frame_of: how many of a page's shared values are its frame,
 -- given f[i] (1: shared) for its n compared values in page order and the group's count.
-local FRAME_LEAST, FRAME_GAP, FRAME_SHARE, END_SHARE = 6, 3, 4, 4
+local END_LEAST, FRAME_LEAST, FRAME_GAP, FRAME_SHARE, END_SHARE = 6, 12, 3, 4, 4
 local function frame_of(f, n, theirs)
-  if n < FRAME_LEAST or f[n] ~= 1 then return 0 end
+  if n < END_LEAST or f[n] ~= 1 then return 0 end
   local lead, trail, gap, run = 0, 0, 0, 0
   while lead < n and f[lead + 1] == 1 do lead = lead + 1 end
   if lead == n then return 0 end
@@ -429,6 +429,7 @@ local function frame_of(f, n, theirs)
     end
     return 0
   end
+  if n < FRAME_LEAST then return 0 end
   for i = lead + 1, n - trail do
     if f[i] == 1 then run = 0 else run = run + 1 end
     if run > gap then gap = run end
@@ -444,7 +445,7 @@ end
 -- read in page order (PLACES; ties by value) when the last there is shared.
 local function set_aside(mine, flags, theirs)
   local n = #mine
-  if not PLACES or n < FRAME_LEAST then return 0 end
+  if not PLACES or n < END_LEAST then return 0 end
   local last, pl
   for i = 1, n do
     local p = PLACES[mine[i]]
