@@ -235,7 +235,11 @@ def _guard_rows(
 
     A node below *floor* is a stored group (a run against stored groups): it agrees to every
     match and picks none, so each document chooses, as the online path lets a document choose
-    among the groups it matches.
+    among the groups it matches. A document reads a stored group's agreement on the smaller of
+    the two sketches, the group's and its reference match's, as the online guard's kinship
+    does: a stored sketch is the union of its pages' (cut at the cap), so it is wider than any
+    page, and new copies that share more with each other than with it would otherwise leave
+    their stored story for a new group of their own.
     """
 
     def run(rows: Iterable[Any]) -> Iterator[tuple[int, int, bool]]:
@@ -251,6 +255,11 @@ def _guard_rows(
             best = set(ref[2])
             any_strong = max(m[1] for m in matches) >= strong
             for other, score, shared, size in matches:
+                if other < floor:
+                    # A stored group's sketch is the union of its pages' (up to the cap), not
+                    # one page's: it agrees on the smaller of the two sketches, as the online
+                    # guard's kinship reads two groups.
+                    size = min(size, ref[3])
                 if other != ref[0] and not _agree(best, set(shared), size, guard):
                     continue
                 yield node, other, score >= strong if any_strong else other == ref[0]

@@ -333,6 +333,38 @@ class TestAgainst:
         fresh = sorted({r["similar_id"] for r in second if r["similar_id"] > top})
         assert fresh == list(range(top + 1, top + 1 + len(fresh)))
 
+    def test_new_copies_join_a_wide_stored_group_before_each_other(self, spark: Any) -> None:
+        """Two new copies of a stored story join its group, though they share more with each
+        other than with the group's sketch (the union of many edited copies, cut at its cap),
+        as one run over all of them puts them together."""
+        from nshash.spark import dedup
+
+        rng = random.Random(3)
+        words = [
+            "".join(rng.choice("bcdfghklmnprstvz") for _ in range(rng.randint(4, 8)))
+            for _ in range(3000)
+        ]
+        body = _story(rng, words, 10)
+        stored = []
+        for i in range(10):  # each copy drops a sentence and adds five of its own
+            copy = list(body)
+            del copy[rng.randrange(len(copy))]
+            stored.append((f"old-{i}", "\n".join(copy + _story(rng, words, 5))))
+        update = _story(rng, words, 3)
+        new = [(f"new-{i}", "\n".join(body[i:] + update)) for i in range(2)]
+        schema = "id string, text string"
+        one = {
+            r["id"]: r["similar_id"]
+            for r in dedup(spark.createDataFrame(stored + new, schema)).collect()
+        }
+        assert len(set(one.values())) == 1
+        first = dedup(spark.createDataFrame(stored, schema)).cache()
+        gid = {r["similar_id"] for r in first.collect()}
+        got = dedup(spark.createDataFrame(new, schema), against=first).collect()
+        first.unpersist()
+        assert len(gid) == 1
+        assert {r["similar_id"] for r in got} == gid
+
 
 def _halves(corpus: Any, tmp_path: Path) -> tuple[Path, Path, Path]:
     """The corpus shuffled (so that stories span the halves) as all, first and second
