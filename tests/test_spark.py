@@ -6,6 +6,7 @@ installs both and a skip would hide a broken job.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
@@ -281,6 +282,80 @@ class TestSmallInput:
         assert not nspark.is_small(str(tmp_path / "missing.jsonl"))
         assert not nspark.is_small("hdfs://namenode/crawl.jsonl")
 
+    def test_small_session_settings(self) -> None:
+        """A small input's session runs without adaptive execution or generated code."""
+        from nshash import spark as nspark
+
+        assert nspark.SMALL_SQL["spark.sql.adaptive.enabled"] == "false"
+        assert nspark.SMALL_SQL["spark.sql.codegen.factoryMode"] == "NO_CODEGEN"
+
+
+class TestClassArchive:
+    """The small driver's class archive in the cache folder (no JVM is started here)."""
+
+    @pytest.fixture
+    def folder(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+        _need(importlib.util.find_spec("pyspark") is not None, "pyspark is not installed")
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+        return tmp_path / "nshash"
+
+    def _stem(self, folder: Path) -> Path:
+        from nshash import spark as nspark
+
+        return folder / f"spark-{nspark._archive_key(nspark.SMALL_JVM, {})}"
+
+    def test_none_yet_this_run_writes_it(self, folder: Path) -> None:
+        """With no archive, the JVM is told to write one to a file of this process's own."""
+        from nshash import spark as nspark
+
+        options, writer = nspark._class_archive(nspark.SMALL_JVM, {})
+        writing = f"{self._stem(folder)}.{os.getpid()}.tmp"
+        assert f"-XX:ArchiveClassesAtExit={writing}" in options
+        assert writer == writing + ".pid"
+
+    def test_a_whole_archive_is_named_then_mapped(self, folder: Path) -> None:
+        """An archive whose JVM has exited and that is whole is named with its size and
+        mapped; one of another size than its name is removed."""
+        from nshash import spark as nspark
+
+        nspark._class_archive(nspark.SMALL_JVM, {})  # makes the folder
+        stem = self._stem(folder)
+        Path(f"{stem}.1.tmp").write_bytes(nspark._ARCHIVE_MAGIC + b"x" * 96)
+        Path(f"{stem}.1.tmp.pid").write_text(str(_dead_pid()))
+        options, writer = nspark._class_archive(nspark.SMALL_JVM, {})
+        assert options.startswith(f"-XX:SharedArchiveFile={stem}-100.jsa ") and not writer
+        assert sorted(p.name for p in folder.iterdir()) == [f"{stem.name}-100.jsa"]
+        assert nspark._class_archive(nspark.SMALL_JVM, {})[0] == options
+        Path(f"{stem}-100.jsa").write_bytes(b"cut")
+        options, writer = nspark._class_archive(nspark.SMALL_JVM, {})
+        assert "ArchiveClassesAtExit" in options and writer
+        assert not list(folder.glob("*.jsa"))
+
+    def test_a_cut_archive_is_dropped_and_a_busy_one_waited_for(self, folder: Path) -> None:
+        """An archive cut short (its JVM killed as it wrote) is removed; while a JVM writes
+        one, a run goes without and writes none."""
+        from nshash import spark as nspark
+
+        nspark._class_archive(nspark.SMALL_JVM, {})
+        stem = self._stem(folder)
+        Path(f"{stem}.1.tmp").write_bytes(b"\0" * 100)
+        Path(f"{stem}.1.tmp.pid").write_text(str(_dead_pid()))
+        options, writer = nspark._class_archive(nspark.SMALL_JVM, {})
+        assert "ArchiveClassesAtExit" in options and writer
+        assert not Path(f"{stem}.1.tmp").exists()
+        Path(f"{stem}.2.tmp.pid").write_text(str(os.getpid()))
+        assert nspark._class_archive(nspark.SMALL_JVM, {}) == ("", "")
+
+
+def _dead_pid() -> int:
+    """The id of a process that has exited."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
 
 def _parquet(src: Path, tmp_path: Path) -> str:
     """Write *src*'s records as ``in.parquet`` beside it."""
@@ -332,6 +407,38 @@ class TestAgainst:
         assert {r["similar_id"] for r in joined} <= set(stored.values())
         fresh = sorted({r["similar_id"] for r in second if r["similar_id"] > top})
         assert fresh == list(range(top + 1, top + 1 + len(fresh)))
+
+    def test_new_copies_join_a_wide_stored_group_before_each_other(self, spark: Any) -> None:
+        """Two new copies of a stored story join its group, though they share more with each
+        other than with the group's sketch (the union of many edited copies, cut at its cap),
+        as one run over all of them puts them together."""
+        from nshash.spark import dedup
+
+        rng = random.Random(3)
+        words = [
+            "".join(rng.choice("bcdfghklmnprstvz") for _ in range(rng.randint(4, 8)))
+            for _ in range(3000)
+        ]
+        body = _story(rng, words, 10)
+        stored = []
+        for i in range(10):  # each copy drops a sentence and adds five of its own
+            copy = list(body)
+            del copy[rng.randrange(len(copy))]
+            stored.append((f"old-{i}", "\n".join(copy + _story(rng, words, 5))))
+        update = _story(rng, words, 3)
+        new = [(f"new-{i}", "\n".join(body[i:] + update)) for i in range(2)]
+        schema = "id string, text string"
+        one = {
+            r["id"]: r["similar_id"]
+            for r in dedup(spark.createDataFrame(stored + new, schema)).collect()
+        }
+        assert len(set(one.values())) == 1
+        first = dedup(spark.createDataFrame(stored, schema)).cache()
+        gid = {r["similar_id"] for r in first.collect()}
+        got = dedup(spark.createDataFrame(new, schema), against=first).collect()
+        first.unpersist()
+        assert len(gid) == 1
+        assert {r["similar_id"] for r in got} == gid
 
 
 def _halves(corpus: Any, tmp_path: Path) -> tuple[Path, Path, Path]:
