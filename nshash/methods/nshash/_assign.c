@@ -8,8 +8,8 @@
  *     for the others, which the Python assign then takes (tests/test_fast_assign.py runs
  *     both on the same streams, journal lines included);
  *   - make_record: a result of every add made without its frozen dataclass's __init__;
- *   - journal_line: a whole journal line (the bytes json.dumps makes of its ops, their CRC32,
- *     the line break);
+ *   - journal_line: a whole journal line (the bytes json.dumps makes of its ops, packed
+ *     values as the str of their base64, their CRC32, the line break);
  *   - AnchorMap and VoteMap: the memory store's anchor, exact-text, common and vote tables,
  *     12 and 20 bytes an entry; GroupTable: its tables keyed by group id, a slot of 8 bytes an id;
  *     DocTable: its doc id -> record table, 16 bytes a slot and each record in a raw block;
@@ -27,7 +27,7 @@
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 18 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 19 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -2419,9 +2419,9 @@ static PyObject *ONE;
  *
  * A journaled store (memory.py's _Tables inside JournaledFile.change) keeps two lists while a
  * document is placed: ``log``, the ops the journal line will hold, each what the Python method
- * of the write appends (["f", h, gid], ["n", gid, values, limit], ...: replay feeds them back
- * through those methods), as a tuple (a tuple's JSON is the list's, and it is made whole in
- * one allocation), and ``undo``, how to take each write back if the journal
+ * of the write appends (["x", h, gid], ["n", gid, packed values, limit], ["F", gid, packed
+ * anchors], ...: replay feeds them back through those methods), as a tuple (a tuple's JSON is
+ * the list's, and it is made whole in one allocation), and ``undo``, how to take each write back if the journal
  * refuses the line: table, key, old value for an entry, three items in a row (old: the tables'
  * MISSING when there was none; table t: an attribute), as _Tables.rollback reads them. fast_assign appends what the
  * Python methods append, in their order, so a journal reads the same whichever path wrote it. */
@@ -2431,7 +2431,7 @@ typedef struct {
 
 /* The names of the most frequent ops, interned at import (Py_BuildValue would parse a format
  * and make the name each time: most of an op's cost). */
-enum { OP_F, OP_X, OP_V, OP_M, OP_NAMES };
+enum { OP_FP, OP_X, OP_V, OP_M, OP_N, OP_S, OP_NAMES };
 static PyObject *op_names[OP_NAMES];
 
 /* A new op (name, a) (b NULL) or (name, a, b), of borrowed items: a new tuple, or NULL. */
@@ -2478,7 +2478,7 @@ static int undo_entry(const Ops *o, PyObject *table, PyObject *key)
     return rc;
 }
 
-/* A new list of the *n* values at *v*, as ints (a journal op's). */
+/* A new list of the *n* values at *v*, as ints. */
 static PyObject *u64_list(const uint64_t *v, Py_ssize_t n)
 {
     PyObject *out = PyList_New(n);
@@ -2492,65 +2492,20 @@ static PyObject *u64_list(const uint64_t *v, Py_ssize_t n)
     return out;
 }
 
-/* Values: the sketch values of a journal op ("n", "s"), kept as uint64s: the line is written
- * from them directly, and no int is made of each one (the Python methods log a list of
- * ints; the JSON is the same). A read-only sequence of ints; tolist() gives the list, which
- * json.dumps writes when the compiled journal_line leaves a line to it (durable.py). */
-typedef struct {
-    PyObject_VAR_HEAD
-    uint64_t v[1];
-} Values;
-
-static PyTypeObject ValuesType;
-
-/* A new Values of the *n* values at *v*, or NULL. */
-static PyObject *values_of(const uint64_t *v, Py_ssize_t n)
+/* A new bytes object of the *n* values at *v*, *width* bytes each, little-endian (the
+ * packed form of a sketch, pack_sketch's, or of anchors: width 8), or NULL. A journal op
+ * holds runs of values so (journal_line writes them in base64, json.dumps through
+ * durable.py's default: see memory.py's _Tables.apply). */
+static PyObject *packed_of(const uint64_t *v, Py_ssize_t n, int width)
 {
-    Values *o = PyObject_NewVar(Values, &ValuesType, n);
-    if (o && n)
-        memcpy(o->v, v, (size_t)n * sizeof *v);
-    return (PyObject *)o;
-}
-
-static void Values_dealloc(PyObject *self)
-{
-    PyObject_Free(self);
-}
-
-static Py_ssize_t Values_len(PyObject *self)
-{
-    return Py_SIZE(self);
-}
-
-static PyObject *Values_item(PyObject *self, Py_ssize_t i)
-{
-    if (i < 0 || i >= Py_SIZE(self)) {
-        PyErr_SetString(PyExc_IndexError, "Values index out of range");
-        return NULL;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, width * n);
+    if (out) {
+        unsigned char *p = (unsigned char *)PyBytes_AS_STRING(out);
+        for (Py_ssize_t i = 0; i < n; i++)
+            store_le(p + width * i, v[i], width);
     }
-    return PyLong_FromUnsignedLongLong(((Values *)self)->v[i]);
+    return out;
 }
-
-static PyObject *Values_tolist(PyObject *self, PyObject *unused)
-{
-    return u64_list(((Values *)self)->v, Py_SIZE(self));
-}
-
-static PySequenceMethods Values_sequence = {.sq_length = Values_len, .sq_item = Values_item};
-
-static PyMethodDef Values_methods[] = {
-    {"tolist", Values_tolist, METH_NOARGS, "tolist() -> the values as a list of ints."},
-    {NULL, NULL, 0, NULL}};
-
-static PyTypeObject ValuesType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "nshash.methods.nshash._assign.Values",
-    .tp_doc = "The sketch values of a journal op, as a read-only sequence of ints (tolist() "
-              "gives the list the Python methods log).",
-    .tp_basicsize = offsetof(Values, v), .tp_itemsize = sizeof(uint64_t),
-    .tp_flags = Py_TPFLAGS_DEFAULT, .tp_dealloc = Values_dealloc,
-    .tp_as_sequence = &Values_sequence, .tp_methods = Values_methods,
-    .tp_hash = PyObject_HashNotImplemented,
-};
 
 /* *o* + 1 into attribute or dict entry: helpers of fast_assign's counters. */
 static int bump_attr(PyObject *t, int which)
@@ -2846,7 +2801,8 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     PyObject *sketch_seq = NULL; /* the packed sketch as ints, if the general guard needs it */
     PyObject *vals = NULL; /* the sketch of the candidate compared, then of the one joined */
     PyObject *known[FAST_ANCHORS] = {NULL}, *picked[FAST_ANCHORS], *hit = NULL;
-    /* Each anchor's value and the candidate it hits (-1: none). */
+    /* Each anchor's value (as a uint64: a hash not one goes the Python way) and the
+     * candidate it hits (-1: none). */
     uint64_t pv[FAST_ANCHORS];
     int hit_of[FAST_ANCHORS];
     /* The candidates: canonical id (and as a uint32), the values shared, accepted. */
@@ -2936,6 +2892,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
                 goto done;
             PyTuple_SET_ITEM(anchors, i, picked[i]);
         }
+        memcpy(pv, sv, (size_t)np * sizeof *pv);
     } else {
         Py_ssize_t ns = PyTuple_GET_SIZE(sentences);
         if (((AnchorMap *)common)->n) {
@@ -2952,8 +2909,11 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
                 picked[np++] = PyTuple_GET_ITEM(sentences, i);
         if (!(anchors = PyTuple_New(np)))
             goto done;
-        for (i = 0; i < np; i++)
+        for (i = 0; i < np; i++) {
             PyTuple_SET_ITEM(anchors, i, Py_NewRef(picked[i]));
+            if ((rc = u64_value(picked[i], &pv[i])) != 0)
+                goto fail_or_fallback; /* not a hash the tables hold: the Python way */
+        }
     }
     for (i = 0; i < np; i++) {
         known[i] = table_get(fp, picked[i]);
@@ -3017,8 +2977,6 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         hit_of[i] = -1;
         if (!known[i])
             continue;
-        if ((rc = u64_value(picked[i], &pv[i])) != 0)
-            goto fail_or_fallback; /* not a hash a vote table holds: the Python way */
         PyObject *r = resolve_in(parent, known[i]);
         if (!r)
             goto done;
@@ -3241,14 +3199,15 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     } else if (table_discard(limits, root) < 0) {
         goto done;
     }
-    if (ops.log) { /* new_group's op, or extend_sketch's */
-        PyObject *op;
+    if (ops.log) { /* new_group's op (the sketch as stored), or extend_sketch's */
+        PyObject *op = NULL;
         if (fresh) {
-            PyObject *kept = values_of(dv, nd > cap ? cap : nd);
-            op = kept ? Py_BuildValue("(sONO)", "n", root, kept, bound) : NULL;
+            op = PyTuple_Pack(4, op_names[OP_N], root, values, bound);
         } else {
-            PyObject *all = values_of(dv, nd);
-            op = all ? Py_BuildValue("(sONOO)", "s", root, all, dlim, args[8]) : NULL;
+            PyObject *all = packed_of(dv, nd, width);
+            if (all)
+                op = PyTuple_Pack(5, op_names[OP_S], root, all, dlim, args[8]);
+            Py_XDECREF(all);
         }
         if (op_log(&ops, op) < 0)
             goto done;
@@ -3291,14 +3250,25 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (ops.log && op_log(&ops, op_of(OP_X, exact_h, root)) < 0)
         goto done;
 write:
-    for (i = 0; i < np; i++) {
-        if (known[i])
-            continue;
-        PyObject *h = PyTuple_GET_ITEM(anchors, i);
-        if (undo_push(&ops, fp, h, NULL) < 0 || table_set(fp, h, root) < 0) /* absent: known */
-            goto done;
-        if (ops.log && op_log(&ops, op_of(OP_F, h, root)) < 0)
-            goto done;
+    {
+        /* set_fp of each anchor not stored yet, logged as one op of them packed. */
+        uint64_t fresh_v[FAST_ANCHORS];
+        Py_ssize_t nf = 0;
+        for (i = 0; i < np; i++) {
+            if (known[i])
+                continue;
+            PyObject *h = PyTuple_GET_ITEM(anchors, i);
+            if (undo_push(&ops, fp, h, NULL) < 0 || table_set(fp, h, root) < 0) /* absent: known */
+                goto done;
+            fresh_v[nf++] = pv[i];
+        }
+        if (nf && ops.log) {
+            PyObject *hs_packed = packed_of(fresh_v, nf, 8);
+            PyObject *op = hs_packed ? op_of(OP_FP, root, hs_packed) : NULL;
+            Py_XDECREF(hs_packed);
+            if (op_log(&ops, op) < 0)
+                goto done;
+        }
     }
     /* add_member */
     if (ops.undo) {
@@ -3599,6 +3569,37 @@ static int out_decimal(Out *o, uint64_t u, int negative)
     return 0;
 }
 
+/* Append the JSON str of the base64 of the *n* bytes at *p* (base64.b64encode's: the
+ * standard alphabet, padded with '='). */
+static int out_base64(Out *o, const unsigned char *p, Py_ssize_t n)
+{
+    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    Py_ssize_t chars = (n + 2) / 3 * 4;
+    if (o->len + chars + 2 > o->cap && out_grow(o, chars + 2) < 0)
+        return -1;
+    char *q = o->buf + o->len;
+    *q++ = '"';
+    for (; n >= 3; n -= 3, p += 3) {
+        uint32_t w = (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
+        q[0] = abc[w >> 18];
+        q[1] = abc[(w >> 12) & 63];
+        q[2] = abc[(w >> 6) & 63];
+        q[3] = abc[w & 63];
+        q += 4;
+    }
+    if (n) {
+        uint32_t w = (uint32_t)p[0] << 16 | (n == 2 ? (uint32_t)p[1] << 8 : 0);
+        q[0] = abc[w >> 18];
+        q[1] = abc[(w >> 12) & 63];
+        q[2] = n == 2 ? abc[(w >> 6) & 63] : '=';
+        q[3] = '=';
+        q += 4;
+    }
+    *q++ = '"';
+    o->len = q - o->buf;
+    return 0;
+}
+
 /* An int of up to 64 bits either way (every hash, id and count) as its magnitude and sign,
  * its digits read directly: 1, or 0 for any other int (or where the digits cannot be read
  * so: the caller then converts it the general way). */
@@ -3689,20 +3690,11 @@ static int encode_value(Out *o, PyObject *v, PyObject *quote, int depth)
         Py_DECREF(text);
         return rc;
     }
-    if (Py_IS_TYPE(v, &ValuesType)) { /* a sketch's values: digits straight from them */
-        Py_ssize_t n = Py_SIZE(v);
-        const uint64_t *u = ((Values *)v)->v;
-        if (o->len + 21 * n + 2 > o->cap && out_grow(o, 21 * n + 2) < 0)
-            return -1;
-        o->buf[o->len++] = '[';
-        for (Py_ssize_t i = 0; i < n; i++) {
-            if (i)
-                o->buf[o->len++] = ',';
-            put_decimal(o, u[i], 0);
-        }
-        o->buf[o->len++] = ']';
-        return 0;
-    }
+    if (PyBytes_CheckExact(v)) /* packed values: a str of their base64 */
+        return out_base64(o, (const unsigned char *)PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v));
+    if (PyByteArray_CheckExact(v)) /* the same, as the Python methods gather them */
+        return out_base64(o, (const unsigned char *)PyByteArray_AS_STRING(v),
+                          PyByteArray_GET_SIZE(v));
     if ((PyList_CheckExact(v) || PyTuple_CheckExact(v)) && depth < 32) {
         if (out_put(o, "[", 1) < 0)
             return -1;
@@ -3836,12 +3828,11 @@ PyMODINIT_FUNC PyInit__assign(void)
 {
     if (PyType_Ready(&AnchorMapType) < 0
         || PyType_Ready(&VoteMapType) < 0 || PyType_Ready(&GroupTableType) < 0
-        || PyType_Ready(&DocTableType) < 0 || PyType_Ready(&KeyFilterType) < 0
-        || PyType_Ready(&ValuesType) < 0)
+        || PyType_Ready(&DocTableType) < 0 || PyType_Ready(&KeyFilterType) < 0)
         return NULL;
     if ((!ONE && !(ONE = PyLong_FromLong(1))) || intern_table_names() < 0)
         return NULL;
-    static const char *const op_strings[OP_NAMES] = {"f", "x", "v", "m"};
+    static const char *const op_strings[OP_NAMES] = {"F", "x", "v", "m", "n", "s"};
     for (int i = 0; i < OP_NAMES; i++)
         if (!op_names[i] && !(op_names[i] = PyUnicode_InternFromString(op_strings[i])))
             return NULL;
@@ -3855,8 +3846,7 @@ PyMODINIT_FUNC PyInit__assign(void)
         || PyModule_AddObjectRef(m, "VoteMap", (PyObject *)&VoteMapType) < 0
         || PyModule_AddObjectRef(m, "GroupTable", (PyObject *)&GroupTableType) < 0
         || PyModule_AddObjectRef(m, "DocTable", (PyObject *)&DocTableType) < 0
-        || PyModule_AddObjectRef(m, "KeyFilter", (PyObject *)&KeyFilterType) < 0
-        || PyModule_AddObjectRef(m, "Values", (PyObject *)&ValuesType) < 0) {
+        || PyModule_AddObjectRef(m, "KeyFilter", (PyObject *)&KeyFilterType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -43,6 +43,7 @@ open. A snapshot replaced while it is being read is detected and the read is ret
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import functools
 import heapq
@@ -151,6 +152,8 @@ _MISSING: Any = object()
 _U64 = 1 << 64
 #: One hash a group wrote: the table's code (``f``, ``x`` or ``v``), then the hash (9 bytes).
 _OWNED = struct.Struct("<cQ")
+#: A fingerprint packed as a journal op holds a run of them (``F``: 8 bytes, little-endian).
+_PACKED_FP = struct.Struct("<Q")
 
 
 def pack_sketch(values: Sequence[int], narrow: bool = False) -> bytes:
@@ -292,6 +295,20 @@ def _u64s(values: Any) -> list[int]:
     return [_u64(v) for v in values]
 
 
+def _unbase64(value: Any, width: int) -> bytes:
+    """The packed values a journal op holds as the str of their base64 (*width* bytes each),
+    else ValueError."""
+    if type(value) is not str:
+        raise ValueError(f"{value!r:.40} is not a list of packed values")
+    try:
+        packed = base64.b64decode(value, validate=True)
+    except ValueError as exc:  # binascii.Error is one
+        raise ValueError(f"{value!r:.40} is not base64 ({exc})") from None
+    if len(packed) % width:
+        raise ValueError(f"{len(packed)} bytes are not values of {width} bytes")
+    return packed
+
+
 def _text(value: Any, what: str, optional: bool = False) -> str | None:
     if value is None and optional:
         return None
@@ -380,8 +397,9 @@ class _Tables:
         #: is keyed by.
         self.corrections_version = 0
         #: Ops applied since the last journal write; None when nothing journals them. The
-        #: compiled assignment's are tuples, their sketch values an ``_assign.Values``
-        #: (written as the list of ints the Python methods log).
+        #: compiled assignment's are tuples. Runs of values (a sketch's, a document's new
+        #: anchors) are packed (bytes, a bytearray while set_fp gathers them), written as the
+        #: str of their base64 (see apply).
         self.log: list[Any] | None = None
         #: While a change is in progress, how to take back each of its writes; see rollback.
         #: A step is a callable, or (table, key, old value) for a dict entry to put back
@@ -479,8 +497,16 @@ class _Tables:
         fp[h] = gid
         if self.window is not None:
             self._own(gid, b"f", h)
-        if self.log is not None:
-            self.log.append(["f", h, gid])
+        log = self.log
+        if log is not None:
+            # One op for a run of them to one group (a document's new anchors), the hashes
+            # packed: ["F", gid, packed], as the compiled assignment logs it (older journals
+            # hold ["f", h, gid] for each; both replay).
+            last = log[-1] if log else None
+            if last is not None and last[0] == "F" and last[1] == gid:
+                last[2] += _PACKED_FP.pack(h)
+            else:
+                log.append(["F", gid, bytearray(_PACKED_FP.pack(h))])
 
     def set_exact(self, h: int, gid: int) -> None:
         if self.undo is not None:
@@ -529,9 +555,9 @@ class _Tables:
         if self.log is not None:
             self.log.append(["v", h, list(gids)])
 
-    def _set_sketch(self, gid: int, sketch: Collection[int], limit: int) -> None:
+    def _set_sketch(self, gid: int, sketch: Collection[int], limit: int) -> bytes:
         """Replace a group's sketch (kept packed) and limit (old values restorable on
-        rollback)."""
+        rollback); returns the sketch packed."""
         if isinstance(sketch, bytes):
             packed = sketch
         else:  # a tuple comes ascending (from the text pipeline or unpack_sketch)
@@ -545,6 +571,7 @@ class _Tables:
             self.limit[gid] = limit
         else:
             self.limit.pop(gid, None)
+        return packed
 
     def new_group(self, sketch: Iterable[int], limit: int) -> int:
         gid = self.counter = self.counter + 1
@@ -552,18 +579,18 @@ class _Tables:
             self.undo.append((self, "counter", gid - 1))
             self.undo.append((self.size, gid, _MISSING))
         values = sketch if type(sketch) is tuple else tuple(sorted(set(sketch)))
-        self._set_sketch(gid, values, limit)
+        packed = self._set_sketch(gid, values, limit)
         self.size[gid] = 0
-        if self.log is not None:
-            self.log.append(["n", gid, list(values), limit])
+        if self.log is not None:  # the values packed (see apply)
+            self.log.append(["n", gid, packed, limit])
         return gid
 
     def extend_sketch(self, gid: int, hs: Iterable[int], limit: int, cap: int) -> None:
         hs = list(hs)
         old, old_limit = self.group_sketch(gid)
         self._set_sketch(gid, *combine_sketch(old, old_limit, hs, limit, cap))
-        if self.log is not None:
-            self.log.append(["s", gid, hs, limit, cap])
+        if self.log is not None:  # the values packed (see apply)
+            self.log.append(["s", gid, pack_sketch(hs, self.narrow), limit, cap])
 
     def merge_into(self, root: int, gid: int, cap: int) -> None:
         if self.undo is not None:
@@ -933,7 +960,13 @@ class _Tables:
         if not isinstance(op, list) or not op:
             raise ValueError(f"{op!r:.60} is not a journal operation")
         kind, args = op[0], op[1:]
-        if kind in ("f", "x") and len(args) == 2:
+        if kind == "F" and len(args) == 2:
+            gid = _gid(args[0])
+            if gid > self.counter:
+                raise ValueError(f"group {gid} was never handed out")
+            for (h,) in _PACKED_FP.iter_unpack(_unbase64(args[1], _PACKED_FP.size)):
+                self.set_fp(h, gid)
+        elif kind in ("f", "x") and len(args) == 2:
             h, gid = _u64(args[0]), _gid(args[1])
             if gid > self.counter:
                 raise ValueError(f"group {gid} was never handed out")
@@ -1018,8 +1051,14 @@ class _Tables:
             raise ValueError(f"unknown journal operation {op!r:.60}")
 
     def _sketch_values(self, values: Any) -> list[int]:
-        """*values* if they are sketch values of this store's width, else ValueError."""
-        hs = _u64s(values)
+        """*values* if they are sketch values of this store's width, else ValueError: a list
+        of ints, or (journals since 2026-12) the str of their base64, packed as the store
+        keeps a sketch (:func:`pack_sketch`)."""
+        if type(values) is str:
+            width = 4 if self.narrow else 8
+            hs = list(unpack_sketch(_unbase64(values, width), self.narrow))
+        else:
+            hs = _u64s(values)
         if self.narrow and not _ints_within(hs, 0, 1 << NARROW_BITS):
             raise ValueError(f"a sketch value is wider than {NARROW_BITS} bits")
         return hs
