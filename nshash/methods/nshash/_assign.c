@@ -27,7 +27,7 @@
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 19 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 20 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -2361,10 +2361,10 @@ static int table_discard(PyObject *table, PyObject *key)
 /* The names of the _Tables attributes fast_assign reads, interned once (a lookup by a C
  * string would make a str each time). */
 enum { T_DOCS, T_FP, T_EXACT, T_COMMON, T_PARENT, T_SKETCH, T_LIMIT, T_SIZE, T_VOTES, T_MEMBERS,
-       T_LOG, T_UNDO, T_COUNTER, T_DOCUMENTS, T_NARROW, T_MISSING, T_NAMES };
+       T_LOG, T_UNDO, T_COUNTER, T_DOCUMENTS, T_NARROW, T_MISSING, T_MISSING_EACH, T_NAMES };
 static const char *const table_names[T_NAMES] = {
     "docs", "fp", "exact", "common", "parent", "sketch", "limit", "size", "votes", "members",
-    "log", "undo", "counter", "documents", "narrow", "MISSING"};
+    "log", "undo", "counter", "documents", "narrow", "MISSING", "MISSING_EACH"};
 static PyObject *table_keys[T_NAMES];
 
 static int intern_table_names(void)
@@ -2426,7 +2426,8 @@ static PyObject *ONE;
  * MISSING when there was none; table t: an attribute), as _Tables.rollback reads them. fast_assign appends what the
  * Python methods append, in their order, so a journal reads the same whichever path wrote it. */
 typedef struct {
-    PyObject *log, *undo, *missing; /* log and undo NULL when off; missing borrowed */
+    PyObject *log, *undo, *missing, *missing_each; /* log and undo NULL when off; the rest
+                                                    * borrowed */
 } Ops;
 
 /* The names of the most frequent ops, interned at import (Py_BuildValue would parse a format
@@ -2797,7 +2798,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     PyObject *result = NULL, *anchors = NULL, *root = NULL, *values = NULL, *bound = NULL;
     PyObject *fp = NULL, *exact = NULL, *common = NULL, *parent = NULL, *sketches = NULL;
     PyObject *limits = NULL, *size = NULL, *docs = NULL, *log = NULL, *undo = NULL;
-    PyObject *vote_table = NULL, *empty = NULL, *missing = NULL;
+    PyObject *vote_table = NULL, *empty = NULL, *missing = NULL, *missing_each = NULL;
     PyObject *sketch_seq = NULL; /* the packed sketch as ints, if the general guard needs it */
     PyObject *vals = NULL; /* the sketch of the candidate compared, then of the one joined */
     PyObject *known[FAST_ANCHORS] = {NULL}, *picked[FAST_ANCHORS], *hit = NULL;
@@ -2838,9 +2839,11 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         goto done;
     if ((log != Py_None && !PyList_CheckExact(log)) || (undo != Py_None && !PyList_CheckExact(undo)))
         goto fallback;
-    if (undo != Py_None && !(missing = PyObject_GetAttr(t, table_keys[T_MISSING])))
+    if (undo != Py_None && (!(missing = PyObject_GetAttr(t, table_keys[T_MISSING]))
+                            || !(missing_each = PyObject_GetAttr(t, table_keys[T_MISSING_EACH]))))
         goto done;
-    const Ops ops = {log == Py_None ? NULL : log, undo == Py_None ? NULL : undo, missing};
+    const Ops ops = {log == Py_None ? NULL : log, undo == Py_None ? NULL : undo, missing,
+                     missing_each};
     /* Sketch values are packed 8 bytes each, or 4 in a store of narrow sketches. */
     {
         PyObject *nw = PyObject_GetAttr(t, table_keys[T_NARROW]);
@@ -3251,17 +3254,30 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         goto done;
 write:
     {
-        /* set_fp of each anchor not stored yet, logged as one op of them packed. */
+        /* set_fp of each anchor not stored yet (absent: known), logged as one op of them
+         * packed; one undo step takes them all back (key: a tuple of them, the anchors' own
+         * when none was stored, old: MISSING_EACH). */
         uint64_t fresh_v[FAST_ANCHORS];
+        PyObject *fresh_h[FAST_ANCHORS];
         Py_ssize_t nf = 0;
-        for (i = 0; i < np; i++) {
-            if (known[i])
-                continue;
-            PyObject *h = PyTuple_GET_ITEM(anchors, i);
-            if (undo_push(&ops, fp, h, NULL) < 0 || table_set(fp, h, root) < 0) /* absent: known */
+        for (i = 0; i < np; i++)
+            if (!known[i]) {
+                fresh_h[nf] = PyTuple_GET_ITEM(anchors, i);
+                fresh_v[nf++] = pv[i];
+            }
+        if (nf && ops.undo) {
+            PyObject *keys = nf == np ? Py_NewRef(anchors) : PyTuple_New(nf);
+            if (keys && nf < np)
+                for (i = 0; i < nf; i++)
+                    PyTuple_SET_ITEM(keys, i, Py_NewRef(fresh_h[i]));
+            rc = keys ? undo_push(&ops, fp, keys, ops.missing_each) : -1;
+            Py_XDECREF(keys);
+            if (rc < 0)
                 goto done;
-            fresh_v[nf++] = pv[i];
         }
+        for (i = 0; i < nf; i++)
+            if (table_set(fp, fresh_h[i], root) < 0)
+                goto done;
         if (nf && ops.log) {
             PyObject *hs_packed = packed_of(fresh_v, nf, 8);
             PyObject *op = hs_packed ? op_of(OP_FP, root, hs_packed) : NULL;
@@ -3433,6 +3449,7 @@ done:
     Py_XDECREF(vote_table);
     Py_XDECREF(empty);
     Py_XDECREF(missing);
+    Py_XDECREF(missing_each);
     Py_XDECREF(vals);
     return result;
 }

@@ -149,6 +149,7 @@ _NARROW_FORMATS = (3, 4, 5)
 #: The groups of one part of a format-5 snapshot (~30 MB of copies on the scale corpus).
 _PART_GROUPS = 32768
 _MISSING: Any = object()
+_MISSING_EACH: Any = object()
 _U64 = 1 << 64
 #: One hash a group wrote: the table's code (``f``, ``x`` or ``v``), then the hash (9 bytes).
 _OWNED = struct.Struct("<cQ")
@@ -344,6 +345,8 @@ class _Tables:
     #: What an undo step holds for an entry that was absent (the compiled assignment reads it
     #: here to note its own undo steps as :meth:`rollback` reads them).
     MISSING: Any = _MISSING
+    #: What an undo step holds for a tuple of keys that were each absent.
+    MISSING_EACH: Any = _MISSING_EACH
 
     def __init__(self) -> None:
         self.fp = anchor_table()
@@ -403,8 +406,9 @@ class _Tables:
         self.log: list[Any] | None = None
         #: While a change is in progress, how to take back each of its writes; see rollback.
         #: A step is a callable, or (table, key, old value) for a dict entry to put back
-        #: (table ``self``: an attribute): a tuple, or its three items in a row (what the
-        #: compiled assignment notes: no tuple made for a step that is almost never taken).
+        #: (table ``self``: an attribute; old MISSING: none, MISSING_EACH: key is a tuple of
+        #: keys, none there): a tuple, or its three items in a row (what the compiled
+        #: assignment notes: no tuple made for a step that is almost never taken).
         self.undo: list[Any] | None = None
 
     def rollback(self) -> None:
@@ -430,6 +434,9 @@ class _Tables:
                 setattr(self, key, old)
             elif old is _MISSING:
                 table.pop(key, None)
+            elif old is _MISSING_EACH:  # a tuple of keys (the compiled set_fp of a document's)
+                for k in key:
+                    table.pop(k, None)
             else:
                 table[key] = old
         if self.log is not None:
