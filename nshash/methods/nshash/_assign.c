@@ -3586,11 +3586,23 @@ static int out_decimal(Out *o, uint64_t u, int negative)
     return 0;
 }
 
-/* Append the JSON str of the base64 of the *n* bytes at *p* (base64.b64encode's: the
- * standard alphabet, padded with '='). */
+/* base64's alphabet (base64.b64encode's: the standard one), and each of the 4096 runs of 12
+ * bits as its two letters (filled at import). */
+static const char BASE64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static char base64_pairs[4096][2];
+
+static void base64_init(void)
+{
+    for (int i = 0; i < 4096; i++) {
+        base64_pairs[i][0] = BASE64[i >> 6];
+        base64_pairs[i][1] = BASE64[i & 63];
+    }
+}
+
+/* Append the JSON str of the base64 of the *n* bytes at *p* (base64.b64encode's, padded with
+ * '='): three bytes a step, two letters at a time. */
 static int out_base64(Out *o, const unsigned char *p, Py_ssize_t n)
 {
-    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     Py_ssize_t chars = (n + 2) / 3 * 4;
     if (o->len + chars + 2 > o->cap && out_grow(o, chars + 2) < 0)
         return -1;
@@ -3598,17 +3610,14 @@ static int out_base64(Out *o, const unsigned char *p, Py_ssize_t n)
     *q++ = '"';
     for (; n >= 3; n -= 3, p += 3) {
         uint32_t w = (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
-        q[0] = abc[w >> 18];
-        q[1] = abc[(w >> 12) & 63];
-        q[2] = abc[(w >> 6) & 63];
-        q[3] = abc[w & 63];
+        memcpy(q, base64_pairs[w >> 12], 2);
+        memcpy(q + 2, base64_pairs[w & 0xfff], 2);
         q += 4;
     }
     if (n) {
         uint32_t w = (uint32_t)p[0] << 16 | (n == 2 ? (uint32_t)p[1] << 8 : 0);
-        q[0] = abc[w >> 18];
-        q[1] = abc[(w >> 12) & 63];
-        q[2] = n == 2 ? abc[(w >> 6) & 63] : '=';
+        memcpy(q, base64_pairs[w >> 12], 2);
+        q[2] = n == 2 ? BASE64[(w >> 6) & 63] : '=';
         q[3] = '=';
         q += 4;
     }
@@ -3782,11 +3791,21 @@ static uint32_t crc32_of(const unsigned char *p, size_t n)
  * it. One call an add: no JSON bytes object, no concatenation. */
 static PyObject *journal_line(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    /* The buffer of the last line, kept for the next (no allocation a line), unless a
+     * call is already using it (quote, a Python callable, could start another). */
+    static Out kept = {NULL, 0, 0};
+    static int kept_busy = 0;
     if (nargs != 3 || !PyCallable_Check(args[0]) || !PyLong_CheckExact(args[1])) {
         PyErr_SetString(PyExc_TypeError, "journal_line(quote, seq, ops) takes 3 arguments");
         return NULL;
     }
+    int mine = !kept_busy;
     Out o = {NULL, 0, 0};
+    if (mine) {
+        o = kept;
+        o.len = 0;
+        kept_busy = 1;
+    }
     int rc = out_put(&o, "[", 1);
     if (rc == 0)
         rc = encode_value(&o, args[1], args[0], 1);
@@ -3810,6 +3829,15 @@ static PyObject *journal_line(PyObject *self, PyObject *const *args, Py_ssize_t 
         result = PyBytes_FromStringAndSize(o.buf, o.len + 10);
     } else if (rc > 0) {
         result = Py_NewRef(Py_None);
+    }
+    if (mine && o.cap <= 1 << 16) { /* kept, but not the room of an unusually long line */
+        kept = o;
+        kept_busy = 0;
+        return result;
+    }
+    if (mine) {
+        kept = (Out){NULL, 0, 0};
+        kept_busy = 0;
     }
     PyMem_Free(o.buf);
     return result;
@@ -3854,6 +3882,7 @@ PyMODINIT_FUNC PyInit__assign(void)
         if (!op_names[i] && !(op_names[i] = PyUnicode_InternFromString(op_strings[i])))
             return NULL;
     crc_init();
+    base64_init();
     PyObject *m = PyModule_Create(&assign_module);
     if (!m)
         return NULL;
