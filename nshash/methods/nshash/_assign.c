@@ -3591,6 +3591,21 @@ static int out_decimal(Out *o, uint64_t u, int negative)
 static const char BASE64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 static char base64_pairs[4096][2];
 
+/* The eight bytes at *p* as a big-endian number. */
+static inline uint64_t load_be64(const unsigned char *p)
+{
+#if (defined(__GNUC__) || defined(__clang__)) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t w;
+    memcpy(&w, p, sizeof w);
+    return __builtin_bswap64(w);
+#else
+    uint64_t w = 0;
+    for (int i = 0; i < 8; i++)
+        w = w << 8 | p[i];
+    return w;
+#endif
+}
+
 static void base64_init(void)
 {
     for (int i = 0; i < 4096; i++) {
@@ -3600,7 +3615,8 @@ static void base64_init(void)
 }
 
 /* Append the JSON str of the base64 of the *n* bytes at *p* (base64.b64encode's, padded with
- * '='): three bytes a step, two letters at a time. */
+ * '='): six bytes a step while eight can be read (one load), then three; two letters at a
+ * time. */
 static int out_base64(Out *o, const unsigned char *p, Py_ssize_t n)
 {
     Py_ssize_t chars = (n + 2) / 3 * 4;
@@ -3608,6 +3624,14 @@ static int out_base64(Out *o, const unsigned char *p, Py_ssize_t n)
         return -1;
     char *q = o->buf + o->len;
     *q++ = '"';
+    for (; n >= 8; n -= 6, p += 6) {
+        uint64_t w = load_be64(p); /* the first 48 bits: four runs of 12 */
+        memcpy(q, base64_pairs[w >> 52], 2);
+        memcpy(q + 2, base64_pairs[(w >> 40) & 0xfff], 2);
+        memcpy(q + 4, base64_pairs[(w >> 28) & 0xfff], 2);
+        memcpy(q + 6, base64_pairs[(w >> 16) & 0xfff], 2);
+        q += 8;
+    }
     for (; n >= 3; n -= 3, p += 3) {
         uint32_t w = (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
         memcpy(q, base64_pairs[w >> 12], 2);
