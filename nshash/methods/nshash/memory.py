@@ -8,10 +8,15 @@ journaled before the call that made it returns, so a killed process loses nothin
 acknowledged:
 
 * ``PATH.journal`` gets one JSON line per document: a sequence number and the table changes
-  it made. JSON cannot run code when read back. The ``fsync`` policy decides when the line
-  reaches the disk itself: ``always`` (before returning), ``everysec`` (a background flush
-  about once a second, the default) or ``no`` (when the OS decides). Every policy survives a
-  killed process, since each line is handed to the OS before the call returns.
+  it made. JSON cannot run code when read back. Runs of values are packed as the tables keep
+  them and written as the str of their base64: a new group's sketch (``["n", gid, packed,
+  limit]``; ``s`` likewise) and a document's new anchors, 8 bytes each (``["F", gid,
+  packed]``). Journals written before that (lists of ints, an ``["f", h, gid]`` op an anchor)
+  replay alike; versions before it cannot read the packed ops. The ``fsync`` policy decides
+  when the line reaches the disk itself: ``always`` (before returning), ``everysec`` (a
+  background flush about once a second, the default) or ``no`` (when the OS decides). Every
+  policy survives a killed process, since each line is handed to the OS before the call
+  returns.
 * ``PATH`` is a snapshot of all tables, written on :meth:`MemoryStore.save`, when a write
   finds the journal grown past :data:`~nshash.stores.durable.JOURNAL_SHARE` times the
   snapshot (and :data:`~nshash.stores.durable.JOURNAL_MIN_BYTES`), and when a close that
