@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from nshash import ConfigError, EmptyDocumentError, NSHash
+from nshash import ConfigError, EmptyDocumentError, NSHash, open_store
 
 STORY = (
     "The city council approved a new budget for public libraries on Tuesday evening.\n"
@@ -45,6 +47,38 @@ class TestNSHash:
         with NSHash.open("memory://") as nsh:
             sid = nsh.get_similar(STORY)
             assert type(sid) is int and sid == 1
+
+    def test_get_similar_is_add_of_the_text(self) -> None:
+        """get_similar places a text as add does (the same groups; tracked, the same time),
+        refuses what add refuses, and goes through a subclass's own add."""
+
+        def clock() -> float:
+            return 1_700_000_000.0
+
+        with (
+            NSHash(store=open_store("memory://"), track=True, clock=clock) as nsh,
+            NSHash(store=open_store("memory://"), track=True, clock=clock) as ref,
+        ):
+            for text in (STORY, REPOST, OTHER, STORY):
+                assert nsh.get_similar(text) == ref.add(text).similar_id
+            assert nsh.stats() == ref.stats()
+            assert nsh.groups(min_size=1) == ref.groups(min_size=1)
+            hot = nsh.hot(now=clock())
+            assert hot == ref.hot(now=clock()) and hot[0].recent == 3
+            with pytest.raises(EmptyDocumentError):
+                nsh.get_similar(" ，。！ \n\t")
+            with pytest.raises(ConfigError, match="text must be a str"):
+                nsh.get_similar(b"bytes")  # type: ignore[arg-type]
+
+        class Counting(NSHash):
+            added = 0
+
+            def add(self, text: str, *args: Any, **kwargs: Any) -> Any:
+                self.added += 1
+                return super().add(text, *args, **kwargs)
+
+        with Counting(store=open_store("memory://")) as nsh:
+            assert nsh.get_similar(STORY) == 1 and nsh.added == 1
 
     def test_empty_document(self) -> None:
         """A text with no letters or digits raises EmptyDocumentError."""

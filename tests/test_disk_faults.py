@@ -23,6 +23,7 @@ import subprocess
 import textwrap
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -537,6 +538,17 @@ BAD_LINES = {
     "not-utf8": b"[9,[\xff]]",
 }
 
+#: Ops of packed values (the str of their base64) that a store never writes, in lines with a
+#: good checksum (so the op itself is refused): the reason each gives.
+BAD_PACKED_OPS = {
+    "anchors-not-base64": (b'["F",1,"not base64!"]', "is not base64"),
+    "anchors-cut-short": (b'["F",1,"AQIDBAUGBw=="]', "7 bytes are not values of 8 bytes"),
+    "anchors-not-str": (b'["F",1,7]', "is not a list of packed values"),
+    "anchors-unknown-group": (b'["F",999,"AQIDBAUGBwg="]', "group 999 was never handed out"),
+    "sketch-cut-short": (b'["n",5,"AQID",9007199254740992]', "3 bytes are not values of 4"),
+    "sketch-wider-than-narrow": (b'["s",1,"/////w==",9007199254740992,256]', "wider than"),
+}
+
 
 def journal_with(tmp_path: Path, bad: bytes, *, at: int) -> Path:
     """A crash image of a store with three documents, *bad* inserted as journal line *at*."""
@@ -565,6 +577,19 @@ class TestDamagedJournal:
         with pytest.raises(StoreCorruptError, match=r"j\.pkl\.journal' line 3") as info:
             MemoryStore(image)
         assert "nshash repair" in str(info.value)
+
+    @pytest.mark.parametrize("name", sorted(BAD_PACKED_OPS))
+    def test_bad_packed_op_is_store_corrupt_error(self, tmp_path: Path, name: str) -> None:
+        """An op of packed values that no store writes, in a line whose checksum holds, gives
+        StoreCorruptError with the reason."""
+        from nshash import StoreCorruptError
+
+        op, why = BAD_PACKED_OPS[name]
+        line = b"[9,[" + op + b"]]"
+        image = journal_with(tmp_path, line + b"\t%08x" % zlib.crc32(line), at=5)
+        with pytest.raises(StoreCorruptError, match=r"j\.pkl\.journal' line 5") as info:
+            MemoryStore(image)
+        assert why in str(info.value)
 
     def test_damaged_last_whole_line_is_not_a_torn_line(self, tmp_path: Path) -> None:
         """A complete last line (it ends in a newline) that is damaged is damage, not a crash."""

@@ -9,9 +9,11 @@ keeps a one-document group's sketch as the document's tuple, as the Python one d
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import os
+import struct
 import tempfile
 import zlib
 from pathlib import Path
@@ -24,7 +26,7 @@ from hypothesis import strategies as st
 from nshash import EmptyDocumentError, NSHash, StoreError
 from nshash.methods.nshash import memory
 from nshash.methods.nshash.compiled import assign_info
-from nshash.stores.durable import _listed, journal_line
+from nshash.stores.durable import _base64, journal_line
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("NSHASH_DATA_DIR", ROOT.parent / "shared" / "data"))
@@ -97,7 +99,7 @@ def run_both(
             write = file._write_journal
 
             def logged(file: Any = file, write: Any = write, journal: list[str] = journal) -> None:
-                journal.append(json.dumps(file.state.log, default=_listed))
+                journal.append(json.dumps(file.state.log, default=_base64))
                 write()
 
             monkeypatch.setattr(file, "_write_journal", logged)
@@ -393,6 +395,9 @@ JSON_VALUES = st.recursive(
         ),
         st.text(),
         st.floats(allow_nan=False),
+        # packed values (a sketch's, anchors'): written as the str of their base64
+        st.binary(max_size=40),
+        st.binary(max_size=40).map(bytearray),
     ),
     lambda inner: st.one_of(
         st.lists(inner, max_size=6),
@@ -406,45 +411,107 @@ JSON_VALUES = st.recursive(
 @settings(max_examples=500, deadline=None)
 @given(value=JSON_VALUES)
 def test_journal_lines_encode_as_json_dumps(value: Any) -> None:
-    """The compiled journal-line encoder makes the line json.dumps makes (any str, any int;
-    its checksum and line break too), and hands anything else (a float, a dict) back to
-    json.dumps."""
+    """The compiled journal-line encoder makes the line json.dumps makes (any str, any int,
+    packed values as base64; its checksum and line break too), and hands anything else (a
+    float, a dict) back to json.dumps."""
     assert memory._encode_line is not None
     found = memory._encode_line(7, [value])
     assert (found is not None) == _plain(value)
     if found is not None:
         assert found == journal_line(7, [value])
-        body = json.dumps([7, [value]], separators=(",", ":")).encode()
+        body = json.dumps([7, [value]], separators=(",", ":"), default=_base64).encode()
         assert found == body + b"\t%08x\n" % zlib.crc32(body)
 
 
 def _plain(value: Any) -> bool:
-    """Whether *value* holds only lists, tuples, ints, str, bools and None."""
-    if value is None or type(value) in (bool, int, str):
+    """Whether *value* holds only lists, tuples, ints, str, bytes, bools and None."""
+    if value is None or type(value) in (bool, int, str, bytes, bytearray):
         return True
     return type(value) in (list, tuple) and all(_plain(v) for v in value)
 
 
-def test_journal_values_write_as_their_list() -> None:
-    """An op's sketch values kept by the compiled assignment (``_assign.Values``) read as a
-    sequence of ints and make the same journal line on both encoders."""
+def test_journal_packs_a_new_groups_values() -> None:
+    """A new group's sketch and anchors go to the journal packed (bytes, as the tables keep
+    them): one ``n`` op and one ``F`` op, the same line on both encoders, each run of values
+    the str of its base64, which replays to the same tables."""
     placed: list[Any] = []
-    with tempfile.TemporaryDirectory() as tmp, NSHash.open(f"memory://{tmp}/v.pkl") as nsh:
-        file = nsh.store._file  # type: ignore[attr-defined]
-        write = file._write_journal
+    text = "江城地铁5号线今天上午正式开通运营，全长二十八公里。首班列车早上六点从南湖站发车。"
+    with tempfile.TemporaryDirectory() as tmp:
+        with NSHash.open(f"memory://{tmp}/v.pkl") as nsh:
+            file = nsh.store._file  # type: ignore[attr-defined]
+            write = file._write_journal
 
-        def logged() -> None:
-            placed.extend(file.state.log)
-            write()
+            def logged() -> None:
+                placed.extend(file.state.log)
+                write()
 
-        file._write_journal = logged
-        nsh.add("江城地铁5号线今天上午正式开通运营，全长二十八公里。首班列车早上六点从南湖站发车。")
-    values = [v for op in placed for v in op if type(v).__name__ == "Values"]
-    assert len(values) == 1
-    ints = values[0].tolist()
-    assert list(values[0]) == ints and len(values[0]) == len(ints) > 0
-    assert all(type(v) is int for v in ints) and values[0][-1] == ints[-1]
-    assert memory._encode_line is not None
-    assert memory._encode_line(3, placed) == journal_line(3, placed)
+            file._write_journal = logged
+            sid = nsh.add(text).similar_id
+            t = nsh.store._t  # type: ignore[attr-defined]
+            sketch, anchors = t.sketch[sid], [h for h in t.fp if t.fp[h] == sid]
+            line = Path(f"{tmp}/v.pkl.journal").read_bytes().splitlines()[-1]
+        ops = {op[0]: op for op in placed}
+        assert ops["n"][2] == sketch and type(ops["n"][2]) is bytes
+        assert sorted(struct.unpack(f"<{len(anchors)}Q", ops["F"][2])) == sorted(anchors)
+        assert [op[0] for op in placed].count("F") == 1
+        assert memory._encode_line is not None
+        assert memory._encode_line(3, placed) == journal_line(3, placed)
+        assert base64.b64encode(sketch) in line and b'"f"' not in line
+        with NSHash.open(f"memory://{tmp}/v.pkl") as again:  # replayed (or snapshotted)
+            assert again.query(text) == sid
+            mine = again.store._t  # type: ignore[attr-defined]
+            assert mine.sketch[sid] == sketch
+            assert sorted(h for h in mine.fp if mine.fp[h] == sid) == sorted(anchors)
     with pytest.raises(TypeError, match="not JSON serializable"):
         journal_line(3, [{1, 2}])
+
+
+def _unpacked(op: list[Any], narrow: bool) -> list[list[Any]]:
+    """*op* as versions before packed values wrote it: ``F`` as one ``f`` op an anchor, the
+    values of ``n`` and ``s`` as lists of ints."""
+    if op[0] == "F":
+        packed = base64.b64decode(op[2])
+        return [["f", h, op[1]] for (h,) in struct.iter_unpack("<Q", packed)]
+    if op[0] in ("n", "s"):
+        values = memory.unpack_sketch(base64.b64decode(op[2]), narrow)
+        return [[op[0], op[1], list(values), *op[3:]]]
+    return [op]
+
+
+@pytest.mark.parametrize("narrowed", [True, False], ids=["narrow", "wide"])
+def test_journal_of_unpacked_values_replays_alike(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, narrowed: bool
+) -> None:
+    """A journal written before values were packed (an ``f`` op an anchor, sketches as lists
+    of ints) replays to the same tables as the same changes packed, in a store of narrow
+    sketches and in a wide one (begun before them)."""
+    texts = _texts("zh_hot_dev.jsonl.gz", 300) + _texts("en_hot_dev.jsonl.gz", 200)
+    packed_dir, unpacked_dir = tmp_path / "packed", tmp_path / "unpacked"
+    packed_dir.mkdir()
+    unpacked_dir.mkdir()
+    url = f"memory://{packed_dir}/s.pkl?retention=30d"
+    if not narrowed:  # a store as versions before narrow sketches began it
+        monkeypatch.setattr(memory, "_narrowing", lambda t: t.narrow)
+    with NSHash.open(url) as nsh:
+        for i, text in enumerate(texts):
+            try:
+                nsh.add(text, doc_id=f"d{i}" if i % 2 else None)
+            except EmptyDocumentError:
+                pass
+        narrow = nsh.store._t.narrow  # type: ignore[attr-defined]
+        journal = (packed_dir / "s.pkl.journal").read_bytes()
+    monkeypatch.undo()
+    assert narrow is narrowed
+    lines = []
+    for line in journal.splitlines():
+        seq, ops = json.loads(line[: line.rindex(b"\t")])
+        old = json.dumps([seq, [u for op in ops for u in _unpacked(op, narrow)]])
+        lines.append(old.encode())  # unchecked: as lines were before checksums, too
+    kinds = {op[0] for line in lines for op in json.loads(line)[1]}
+    assert {"f", "n", "s"} <= kinds and "F" not in kinds
+    (packed_dir / "s.pkl").unlink(missing_ok=True)
+    (unpacked_dir / "s.pkl.journal").write_bytes(b"\n".join(lines) + b"\n")
+    (packed_dir / "s.pkl.journal").write_bytes(journal)
+    with NSHash.open(url) as a, NSHash.open(f"memory://{unpacked_dir}/s.pkl?retention=30d") as b:
+        assert snapshot(a) == snapshot(b)
+        assert a.store._t.sketch == b.store._t.sketch  # type: ignore[attr-defined]

@@ -4,6 +4,7 @@ method)."""
 
 from __future__ import annotations
 
+import binascii
 import ctypes
 import errno
 import fcntl
@@ -557,17 +558,17 @@ def journal_line(seq: int, ops: list[Any]) -> bytes:
     A :data:`LineEncoder` (the compiled ``journal_line``) must make these same bytes; it
     returns None for what it leaves to this (see :meth:`JournaledFile._write_journal`).
     """
-    body = json.dumps([seq, ops], separators=(",", ":"), default=_listed).encode()
+    body = json.dumps([seq, ops], separators=(",", ":"), default=_base64).encode()
     return body + _LINE_CRC % zlib.crc32(body) + b"\n"
 
 
-def _listed(value: Any) -> Any:
-    """What json.dumps writes of a value it does not know: an op's run of values kept by the
-    compiled assignment (``_assign.Values``, a sequence with ``tolist``) as its list."""
-    tolist = getattr(value, "tolist", None)
-    if tolist is None:
+def _base64(value: Any) -> Any:
+    """What json.dumps writes of a value it does not know: packed values (bytes, as an op
+    holds a run of sketch values or anchors) as the str of their base64, as the compiled
+    ``journal_line`` writes them."""
+    if not isinstance(value, (bytes, bytearray)):
         raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-    return tolist()
+    return binascii.b2a_base64(value, newline=False).decode("ascii")
 
 
 def parse_line(line: bytes, unchecked: bool = True) -> tuple[int, list[Any], bool]:

@@ -8,8 +8,8 @@
  *     for the others, which the Python assign then takes (tests/test_fast_assign.py runs
  *     both on the same streams, journal lines included);
  *   - make_record: a result of every add made without its frozen dataclass's __init__;
- *   - journal_line: a whole journal line (the bytes json.dumps makes of its ops, their CRC32,
- *     the line break);
+ *   - journal_line: a whole journal line (the bytes json.dumps makes of its ops, packed
+ *     values as the str of their base64, their CRC32, the line break);
  *   - AnchorMap and VoteMap: the memory store's anchor, exact-text, common and vote tables,
  *     12 and 20 bytes an entry; GroupTable: its tables keyed by group id, a slot of 8 bytes an id;
  *     DocTable: its doc id -> record table, 16 bytes a slot and each record in a raw block;
@@ -27,7 +27,7 @@
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 18 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 20 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -2364,10 +2364,10 @@ static int table_discard(PyObject *table, PyObject *key)
 /* The names of the _Tables attributes fast_assign reads, interned once (a lookup by a C
  * string would make a str each time). */
 enum { T_DOCS, T_FP, T_EXACT, T_COMMON, T_PARENT, T_SKETCH, T_LIMIT, T_SIZE, T_VOTES, T_MEMBERS,
-       T_LOG, T_UNDO, T_COUNTER, T_DOCUMENTS, T_NARROW, T_MISSING, T_NAMES };
+       T_LOG, T_UNDO, T_COUNTER, T_DOCUMENTS, T_NARROW, T_MISSING, T_MISSING_EACH, T_NAMES };
 static const char *const table_names[T_NAMES] = {
     "docs", "fp", "exact", "common", "parent", "sketch", "limit", "size", "votes", "members",
-    "log", "undo", "counter", "documents", "narrow", "MISSING"};
+    "log", "undo", "counter", "documents", "narrow", "MISSING", "MISSING_EACH"};
 static PyObject *table_keys[T_NAMES];
 
 static int intern_table_names(void)
@@ -2422,19 +2422,20 @@ static PyObject *ONE;
  *
  * A journaled store (memory.py's _Tables inside JournaledFile.change) keeps two lists while a
  * document is placed: ``log``, the ops the journal line will hold, each what the Python method
- * of the write appends (["f", h, gid], ["n", gid, values, limit], ...: replay feeds them back
- * through those methods), as a tuple (a tuple's JSON is the list's, and it is made whole in
- * one allocation), and ``undo``, how to take each write back if the journal
+ * of the write appends (["x", h, gid], ["n", gid, packed values, limit], ["F", gid, packed
+ * anchors], ...: replay feeds them back through those methods), as a tuple (a tuple's JSON is
+ * the list's, and it is made whole in one allocation), and ``undo``, how to take each write back if the journal
  * refuses the line: table, key, old value for an entry, three items in a row (old: the tables'
  * MISSING when there was none; table t: an attribute), as _Tables.rollback reads them. fast_assign appends what the
  * Python methods append, in their order, so a journal reads the same whichever path wrote it. */
 typedef struct {
-    PyObject *log, *undo, *missing; /* log and undo NULL when off; missing borrowed */
+    PyObject *log, *undo, *missing, *missing_each; /* log and undo NULL when off; the rest
+                                                    * borrowed */
 } Ops;
 
 /* The names of the most frequent ops, interned at import (Py_BuildValue would parse a format
  * and make the name each time: most of an op's cost). */
-enum { OP_F, OP_X, OP_V, OP_M, OP_NAMES };
+enum { OP_FP, OP_X, OP_V, OP_M, OP_N, OP_S, OP_NAMES };
 static PyObject *op_names[OP_NAMES];
 
 /* A new op (name, a) (b NULL) or (name, a, b), of borrowed items: a new tuple, or NULL. */
@@ -2481,7 +2482,7 @@ static int undo_entry(const Ops *o, PyObject *table, PyObject *key)
     return rc;
 }
 
-/* A new list of the *n* values at *v*, as ints (a journal op's). */
+/* A new list of the *n* values at *v*, as ints. */
 static PyObject *u64_list(const uint64_t *v, Py_ssize_t n)
 {
     PyObject *out = PyList_New(n);
@@ -2495,65 +2496,20 @@ static PyObject *u64_list(const uint64_t *v, Py_ssize_t n)
     return out;
 }
 
-/* Values: the sketch values of a journal op ("n", "s"), kept as uint64s: the line is written
- * from them directly, and no int is made of each one (the Python methods log a list of
- * ints; the JSON is the same). A read-only sequence of ints; tolist() gives the list, which
- * json.dumps writes when the compiled journal_line leaves a line to it (durable.py). */
-typedef struct {
-    PyObject_VAR_HEAD
-    uint64_t v[1];
-} Values;
-
-static PyTypeObject ValuesType;
-
-/* A new Values of the *n* values at *v*, or NULL. */
-static PyObject *values_of(const uint64_t *v, Py_ssize_t n)
+/* A new bytes object of the *n* values at *v*, *width* bytes each, little-endian (the
+ * packed form of a sketch, pack_sketch's, or of anchors: width 8), or NULL. A journal op
+ * holds runs of values so (journal_line writes them in base64, json.dumps through
+ * durable.py's default: see memory.py's _Tables.apply). */
+static PyObject *packed_of(const uint64_t *v, Py_ssize_t n, int width)
 {
-    Values *o = PyObject_NewVar(Values, &ValuesType, n);
-    if (o && n)
-        memcpy(o->v, v, (size_t)n * sizeof *v);
-    return (PyObject *)o;
-}
-
-static void Values_dealloc(PyObject *self)
-{
-    PyObject_Free(self);
-}
-
-static Py_ssize_t Values_len(PyObject *self)
-{
-    return Py_SIZE(self);
-}
-
-static PyObject *Values_item(PyObject *self, Py_ssize_t i)
-{
-    if (i < 0 || i >= Py_SIZE(self)) {
-        PyErr_SetString(PyExc_IndexError, "Values index out of range");
-        return NULL;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, width * n);
+    if (out) {
+        unsigned char *p = (unsigned char *)PyBytes_AS_STRING(out);
+        for (Py_ssize_t i = 0; i < n; i++)
+            store_le(p + width * i, v[i], width);
     }
-    return PyLong_FromUnsignedLongLong(((Values *)self)->v[i]);
+    return out;
 }
-
-static PyObject *Values_tolist(PyObject *self, PyObject *unused)
-{
-    return u64_list(((Values *)self)->v, Py_SIZE(self));
-}
-
-static PySequenceMethods Values_sequence = {.sq_length = Values_len, .sq_item = Values_item};
-
-static PyMethodDef Values_methods[] = {
-    {"tolist", Values_tolist, METH_NOARGS, "tolist() -> the values as a list of ints."},
-    {NULL, NULL, 0, NULL}};
-
-static PyTypeObject ValuesType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "nshash.methods.nshash._assign.Values",
-    .tp_doc = "The sketch values of a journal op, as a read-only sequence of ints (tolist() "
-              "gives the list the Python methods log).",
-    .tp_basicsize = offsetof(Values, v), .tp_itemsize = sizeof(uint64_t),
-    .tp_flags = Py_TPFLAGS_DEFAULT, .tp_dealloc = Values_dealloc,
-    .tp_as_sequence = &Values_sequence, .tp_methods = Values_methods,
-    .tp_hash = PyObject_HashNotImplemented,
-};
 
 /* *o* + 1 into attribute or dict entry: helpers of fast_assign's counters. */
 static int bump_attr(PyObject *t, int which)
@@ -2845,11 +2801,12 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     PyObject *result = NULL, *anchors = NULL, *root = NULL, *values = NULL, *bound = NULL;
     PyObject *fp = NULL, *exact = NULL, *common = NULL, *parent = NULL, *sketches = NULL;
     PyObject *limits = NULL, *size = NULL, *docs = NULL, *log = NULL, *undo = NULL;
-    PyObject *vote_table = NULL, *empty = NULL, *missing = NULL;
+    PyObject *vote_table = NULL, *empty = NULL, *missing = NULL, *missing_each = NULL;
     PyObject *sketch_seq = NULL; /* the packed sketch as ints, if the general guard needs it */
     PyObject *vals = NULL; /* the sketch of the candidate compared, then of the one joined */
     PyObject *known[FAST_ANCHORS] = {NULL}, *picked[FAST_ANCHORS], *hit = NULL;
-    /* Each anchor's value and the candidate it hits (-1: none). */
+    /* Each anchor's value (as a uint64: a hash not one goes the Python way) and the
+     * candidate it hits (-1: none). */
     uint64_t pv[FAST_ANCHORS];
     int hit_of[FAST_ANCHORS];
     /* The candidates: canonical id (and as a uint32), the values shared, accepted. */
@@ -2885,9 +2842,11 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         goto done;
     if ((log != Py_None && !PyList_CheckExact(log)) || (undo != Py_None && !PyList_CheckExact(undo)))
         goto fallback;
-    if (undo != Py_None && !(missing = PyObject_GetAttr(t, table_keys[T_MISSING])))
+    if (undo != Py_None && (!(missing = PyObject_GetAttr(t, table_keys[T_MISSING]))
+                            || !(missing_each = PyObject_GetAttr(t, table_keys[T_MISSING_EACH]))))
         goto done;
-    const Ops ops = {log == Py_None ? NULL : log, undo == Py_None ? NULL : undo, missing};
+    const Ops ops = {log == Py_None ? NULL : log, undo == Py_None ? NULL : undo, missing,
+                     missing_each};
     /* Sketch values are packed 8 bytes each, or 4 in a store of narrow sketches. */
     {
         PyObject *nw = PyObject_GetAttr(t, table_keys[T_NARROW]);
@@ -2939,6 +2898,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
                 goto done;
             PyTuple_SET_ITEM(anchors, i, picked[i]);
         }
+        memcpy(pv, sv, (size_t)np * sizeof *pv);
     } else {
         Py_ssize_t ns = PyTuple_GET_SIZE(sentences);
         if (((AnchorMap *)common)->n) {
@@ -2955,8 +2915,11 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
                 picked[np++] = PyTuple_GET_ITEM(sentences, i);
         if (!(anchors = PyTuple_New(np)))
             goto done;
-        for (i = 0; i < np; i++)
+        for (i = 0; i < np; i++) {
             PyTuple_SET_ITEM(anchors, i, Py_NewRef(picked[i]));
+            if ((rc = u64_value(picked[i], &pv[i])) != 0)
+                goto fail_or_fallback; /* not a hash the tables hold: the Python way */
+        }
     }
     for (i = 0; i < np; i++) {
         known[i] = table_get(fp, picked[i]);
@@ -3020,8 +2983,6 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         hit_of[i] = -1;
         if (!known[i])
             continue;
-        if ((rc = u64_value(picked[i], &pv[i])) != 0)
-            goto fail_or_fallback; /* not a hash a vote table holds: the Python way */
         PyObject *r = resolve_in(parent, known[i]);
         if (!r)
             goto done;
@@ -3244,14 +3205,15 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     } else if (table_discard(limits, root) < 0) {
         goto done;
     }
-    if (ops.log) { /* new_group's op, or extend_sketch's */
-        PyObject *op;
+    if (ops.log) { /* new_group's op (the sketch as stored), or extend_sketch's */
+        PyObject *op = NULL;
         if (fresh) {
-            PyObject *kept = values_of(dv, nd > cap ? cap : nd);
-            op = kept ? Py_BuildValue("(sONO)", "n", root, kept, bound) : NULL;
+            op = PyTuple_Pack(4, op_names[OP_N], root, values, bound);
         } else {
-            PyObject *all = values_of(dv, nd);
-            op = all ? Py_BuildValue("(sONOO)", "s", root, all, dlim, args[8]) : NULL;
+            PyObject *all = packed_of(dv, nd, width);
+            if (all)
+                op = PyTuple_Pack(5, op_names[OP_S], root, all, dlim, args[8]);
+            Py_XDECREF(all);
         }
         if (op_log(&ops, op) < 0)
             goto done;
@@ -3294,14 +3256,38 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (ops.log && op_log(&ops, op_of(OP_X, exact_h, root)) < 0)
         goto done;
 write:
-    for (i = 0; i < np; i++) {
-        if (known[i])
-            continue;
-        PyObject *h = PyTuple_GET_ITEM(anchors, i);
-        if (undo_push(&ops, fp, h, NULL) < 0 || table_set(fp, h, root) < 0) /* absent: known */
-            goto done;
-        if (ops.log && op_log(&ops, op_of(OP_F, h, root)) < 0)
-            goto done;
+    {
+        /* set_fp of each anchor not stored yet (absent: known), logged as one op of them
+         * packed; one undo step takes them all back (key: a tuple of them, the anchors' own
+         * when none was stored, old: MISSING_EACH). */
+        uint64_t fresh_v[FAST_ANCHORS];
+        PyObject *fresh_h[FAST_ANCHORS];
+        Py_ssize_t nf = 0;
+        for (i = 0; i < np; i++)
+            if (!known[i]) {
+                fresh_h[nf] = PyTuple_GET_ITEM(anchors, i);
+                fresh_v[nf++] = pv[i];
+            }
+        if (nf && ops.undo) {
+            PyObject *keys = nf == np ? Py_NewRef(anchors) : PyTuple_New(nf);
+            if (keys && nf < np)
+                for (i = 0; i < nf; i++)
+                    PyTuple_SET_ITEM(keys, i, Py_NewRef(fresh_h[i]));
+            rc = keys ? undo_push(&ops, fp, keys, ops.missing_each) : -1;
+            Py_XDECREF(keys);
+            if (rc < 0)
+                goto done;
+        }
+        for (i = 0; i < nf; i++)
+            if (table_set(fp, fresh_h[i], root) < 0)
+                goto done;
+        if (nf && ops.log) {
+            PyObject *hs_packed = packed_of(fresh_v, nf, 8);
+            PyObject *op = hs_packed ? op_of(OP_FP, root, hs_packed) : NULL;
+            Py_XDECREF(hs_packed);
+            if (op_log(&ops, op) < 0)
+                goto done;
+        }
     }
     /* add_member */
     if (ops.undo) {
@@ -3466,6 +3452,7 @@ done:
     Py_XDECREF(vote_table);
     Py_XDECREF(empty);
     Py_XDECREF(missing);
+    Py_XDECREF(missing_each);
     Py_XDECREF(vals);
     return result;
 }
@@ -3602,6 +3589,70 @@ static int out_decimal(Out *o, uint64_t u, int negative)
     return 0;
 }
 
+/* base64's alphabet (base64.b64encode's: the standard one), and each of the 4096 runs of 12
+ * bits as its two letters (filled at import). */
+static const char BASE64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static char base64_pairs[4096][2];
+
+/* The eight bytes at *p* as a big-endian number. */
+static inline uint64_t load_be64(const unsigned char *p)
+{
+#if (defined(__GNUC__) || defined(__clang__)) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t w;
+    memcpy(&w, p, sizeof w);
+    return __builtin_bswap64(w);
+#else
+    uint64_t w = 0;
+    for (int i = 0; i < 8; i++)
+        w = w << 8 | p[i];
+    return w;
+#endif
+}
+
+static void base64_init(void)
+{
+    for (int i = 0; i < 4096; i++) {
+        base64_pairs[i][0] = BASE64[i >> 6];
+        base64_pairs[i][1] = BASE64[i & 63];
+    }
+}
+
+/* Append the JSON str of the base64 of the *n* bytes at *p* (base64.b64encode's, padded with
+ * '='): six bytes a step while eight can be read (one load), then three; two letters at a
+ * time. */
+static int out_base64(Out *o, const unsigned char *p, Py_ssize_t n)
+{
+    Py_ssize_t chars = (n + 2) / 3 * 4;
+    if (o->len + chars + 2 > o->cap && out_grow(o, chars + 2) < 0)
+        return -1;
+    char *q = o->buf + o->len;
+    *q++ = '"';
+    for (; n >= 8; n -= 6, p += 6) {
+        uint64_t w = load_be64(p); /* the first 48 bits: four runs of 12 */
+        memcpy(q, base64_pairs[w >> 52], 2);
+        memcpy(q + 2, base64_pairs[(w >> 40) & 0xfff], 2);
+        memcpy(q + 4, base64_pairs[(w >> 28) & 0xfff], 2);
+        memcpy(q + 6, base64_pairs[(w >> 16) & 0xfff], 2);
+        q += 8;
+    }
+    for (; n >= 3; n -= 3, p += 3) {
+        uint32_t w = (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
+        memcpy(q, base64_pairs[w >> 12], 2);
+        memcpy(q + 2, base64_pairs[w & 0xfff], 2);
+        q += 4;
+    }
+    if (n) {
+        uint32_t w = (uint32_t)p[0] << 16 | (n == 2 ? (uint32_t)p[1] << 8 : 0);
+        memcpy(q, base64_pairs[w >> 12], 2);
+        q[2] = n == 2 ? BASE64[(w >> 6) & 63] : '=';
+        q[3] = '=';
+        q += 4;
+    }
+    *q++ = '"';
+    o->len = q - o->buf;
+    return 0;
+}
+
 /* An int of up to 64 bits either way (every hash, id and count) as its magnitude and sign,
  * its digits read directly: 1, or 0 for any other int (or where the digits cannot be read
  * so: the caller then converts it the general way). */
@@ -3692,20 +3743,11 @@ static int encode_value(Out *o, PyObject *v, PyObject *quote, int depth)
         Py_DECREF(text);
         return rc;
     }
-    if (Py_IS_TYPE(v, &ValuesType)) { /* a sketch's values: digits straight from them */
-        Py_ssize_t n = Py_SIZE(v);
-        const uint64_t *u = ((Values *)v)->v;
-        if (o->len + 21 * n + 2 > o->cap && out_grow(o, 21 * n + 2) < 0)
-            return -1;
-        o->buf[o->len++] = '[';
-        for (Py_ssize_t i = 0; i < n; i++) {
-            if (i)
-                o->buf[o->len++] = ',';
-            put_decimal(o, u[i], 0);
-        }
-        o->buf[o->len++] = ']';
-        return 0;
-    }
+    if (PyBytes_CheckExact(v)) /* packed values: a str of their base64 */
+        return out_base64(o, (const unsigned char *)PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v));
+    if (PyByteArray_CheckExact(v)) /* the same, as the Python methods gather them */
+        return out_base64(o, (const unsigned char *)PyByteArray_AS_STRING(v),
+                          PyByteArray_GET_SIZE(v));
     if ((PyList_CheckExact(v) || PyTuple_CheckExact(v)) && depth < 32) {
         if (out_put(o, "[", 1) < 0)
             return -1;
@@ -3776,11 +3818,21 @@ static uint32_t crc32_of(const unsigned char *p, size_t n)
  * it. One call an add: no JSON bytes object, no concatenation. */
 static PyObject *journal_line(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    /* The buffer of the last line, kept for the next (no allocation a line), unless a
+     * call is already using it (quote, a Python callable, could start another). */
+    static Out kept = {NULL, 0, 0};
+    static int kept_busy = 0;
     if (nargs != 3 || !PyCallable_Check(args[0]) || !PyLong_CheckExact(args[1])) {
         PyErr_SetString(PyExc_TypeError, "journal_line(quote, seq, ops) takes 3 arguments");
         return NULL;
     }
+    int mine = !kept_busy;
     Out o = {NULL, 0, 0};
+    if (mine) {
+        o = kept;
+        o.len = 0;
+        kept_busy = 1;
+    }
     int rc = out_put(&o, "[", 1);
     if (rc == 0)
         rc = encode_value(&o, args[1], args[0], 1);
@@ -3804,6 +3856,15 @@ static PyObject *journal_line(PyObject *self, PyObject *const *args, Py_ssize_t 
         result = PyBytes_FromStringAndSize(o.buf, o.len + 10);
     } else if (rc > 0) {
         result = Py_NewRef(Py_None);
+    }
+    if (mine && o.cap <= 1 << 16) { /* kept, but not the room of an unusually long line */
+        kept = o;
+        kept_busy = 0;
+        return result;
+    }
+    if (mine) {
+        kept = (Out){NULL, 0, 0};
+        kept_busy = 0;
     }
     PyMem_Free(o.buf);
     return result;
@@ -3839,16 +3900,16 @@ PyMODINIT_FUNC PyInit__assign(void)
 {
     if (PyType_Ready(&AnchorMapType) < 0
         || PyType_Ready(&VoteMapType) < 0 || PyType_Ready(&GroupTableType) < 0
-        || PyType_Ready(&DocTableType) < 0 || PyType_Ready(&KeyFilterType) < 0
-        || PyType_Ready(&ValuesType) < 0)
+        || PyType_Ready(&DocTableType) < 0 || PyType_Ready(&KeyFilterType) < 0)
         return NULL;
     if ((!ONE && !(ONE = PyLong_FromLong(1))) || intern_table_names() < 0)
         return NULL;
-    static const char *const op_strings[OP_NAMES] = {"f", "x", "v", "m"};
+    static const char *const op_strings[OP_NAMES] = {"F", "x", "v", "m", "n", "s"};
     for (int i = 0; i < OP_NAMES; i++)
         if (!op_names[i] && !(op_names[i] = PyUnicode_InternFromString(op_strings[i])))
             return NULL;
     crc_init();
+    base64_init();
     PyObject *m = PyModule_Create(&assign_module);
     if (!m)
         return NULL;
@@ -3858,8 +3919,7 @@ PyMODINIT_FUNC PyInit__assign(void)
         || PyModule_AddObjectRef(m, "VoteMap", (PyObject *)&VoteMapType) < 0
         || PyModule_AddObjectRef(m, "GroupTable", (PyObject *)&GroupTableType) < 0
         || PyModule_AddObjectRef(m, "DocTable", (PyObject *)&DocTableType) < 0
-        || PyModule_AddObjectRef(m, "KeyFilter", (PyObject *)&KeyFilterType) < 0
-        || PyModule_AddObjectRef(m, "Values", (PyObject *)&ValuesType) < 0) {
+        || PyModule_AddObjectRef(m, "KeyFilter", (PyObject *)&KeyFilterType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

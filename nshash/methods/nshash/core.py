@@ -365,6 +365,16 @@ class NSHash(Method):
         meta = self.meta(url, site, published_at)
         return self._add(self.fingerprinter.prepare(check_text(text)), doc_id, title, meta, explain)
 
+    def get_similar(self, text: str) -> int:
+        """Add *text* and return its ``similar_id`` (the original release's call): :meth:`add`
+        of the text alone, without the checks of the arguments it is not given (unless a
+        subclass has its own ``add``, which it then calls)."""
+        if type(self).add is not NSHash.add:
+            return super().get_similar(text)
+        meta = self.meta() if self.track else None
+        doc = self.fingerprinter.prepare(check_text(text))
+        return self._add(doc, None, None, meta, False).similar_id
+
     def meta(
         self, url: str | None = None, site: str | None = None, published_at: Moment | None = None
     ) -> DocMeta | None:

@@ -8,10 +8,15 @@ journaled before the call that made it returns, so a killed process loses nothin
 acknowledged:
 
 * ``PATH.journal`` gets one JSON line per document: a sequence number and the table changes
-  it made. JSON cannot run code when read back. The ``fsync`` policy decides when the line
-  reaches the disk itself: ``always`` (before returning), ``everysec`` (a background flush
-  about once a second, the default) or ``no`` (when the OS decides). Every policy survives a
-  killed process, since each line is handed to the OS before the call returns.
+  it made. JSON cannot run code when read back. Runs of values are packed as the tables keep
+  them and written as the str of their base64: a new group's sketch (``["n", gid, packed,
+  limit]``; ``s`` likewise) and a document's new anchors, 8 bytes each (``["F", gid,
+  packed]``). Journals written before that (lists of ints, an ``["f", h, gid]`` op an anchor)
+  replay alike; versions before it cannot read the packed ops. The ``fsync`` policy decides
+  when the line reaches the disk itself: ``always`` (before returning), ``everysec`` (a
+  background flush about once a second, the default) or ``no`` (when the OS decides). Every
+  policy survives a killed process, since each line is handed to the OS before the call
+  returns.
 * ``PATH`` is a snapshot of all tables, written on :meth:`MemoryStore.save`, when a write
   finds the journal grown past :data:`~nshash.stores.durable.JOURNAL_SHARE` times the
   snapshot (and :data:`~nshash.stores.durable.JOURNAL_MIN_BYTES`), and when a close that
@@ -43,6 +48,7 @@ open. A snapshot replaced while it is being read is detected and the read is ret
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import functools
 import heapq
@@ -148,9 +154,12 @@ _NARROW_FORMATS = (3, 4, 5)
 #: The groups of one part of a format-5 snapshot (~30 MB of copies on the scale corpus).
 _PART_GROUPS = 32768
 _MISSING: Any = object()
+_MISSING_EACH: Any = object()
 _U64 = 1 << 64
 #: One hash a group wrote: the table's code (``f``, ``x`` or ``v``), then the hash (9 bytes).
 _OWNED = struct.Struct("<cQ")
+#: A fingerprint packed as a journal op holds a run of them (``F``: 8 bytes, little-endian).
+_PACKED_FP = struct.Struct("<Q")
 
 
 def pack_sketch(values: Sequence[int], narrow: bool = False) -> bytes:
@@ -292,6 +301,20 @@ def _u64s(values: Any) -> list[int]:
     return [_u64(v) for v in values]
 
 
+def _unbase64(value: Any, width: int) -> bytes:
+    """The packed values a journal op holds as the str of their base64 (*width* bytes each),
+    else ValueError."""
+    if type(value) is not str:
+        raise ValueError(f"{value!r:.40} is not a list of packed values")
+    try:
+        packed = base64.b64decode(value, validate=True)
+    except ValueError as exc:  # binascii.Error is one
+        raise ValueError(f"{value!r:.40} is not base64 ({exc})") from None
+    if len(packed) % width:
+        raise ValueError(f"{len(packed)} bytes are not values of {width} bytes")
+    return packed
+
+
 def _text(value: Any, what: str, optional: bool = False) -> str | None:
     if value is None and optional:
         return None
@@ -327,6 +350,8 @@ class _Tables:
     #: What an undo step holds for an entry that was absent (the compiled assignment reads it
     #: here to note its own undo steps as :meth:`rollback` reads them).
     MISSING: Any = _MISSING
+    #: What an undo step holds for a tuple of keys that were each absent.
+    MISSING_EACH: Any = _MISSING_EACH
 
     def __init__(self) -> None:
         self.fp = anchor_table()
@@ -380,13 +405,15 @@ class _Tables:
         #: is keyed by.
         self.corrections_version = 0
         #: Ops applied since the last journal write; None when nothing journals them. The
-        #: compiled assignment's are tuples, their sketch values an ``_assign.Values``
-        #: (written as the list of ints the Python methods log).
+        #: compiled assignment's are tuples. Runs of values (a sketch's, a document's new
+        #: anchors) are packed (bytes, a bytearray while set_fp gathers them), written as the
+        #: str of their base64 (see apply).
         self.log: list[Any] | None = None
         #: While a change is in progress, how to take back each of its writes; see rollback.
         #: A step is a callable, or (table, key, old value) for a dict entry to put back
-        #: (table ``self``: an attribute): a tuple, or its three items in a row (what the
-        #: compiled assignment notes: no tuple made for a step that is almost never taken).
+        #: (table ``self``: an attribute; old MISSING: none, MISSING_EACH: key is a tuple of
+        #: keys, none there): a tuple, or its three items in a row (what the compiled
+        #: assignment notes: no tuple made for a step that is almost never taken).
         self.undo: list[Any] | None = None
 
     def rollback(self) -> None:
@@ -412,6 +439,9 @@ class _Tables:
                 setattr(self, key, old)
             elif old is _MISSING:
                 table.pop(key, None)
+            elif old is _MISSING_EACH:  # a tuple of keys (the compiled set_fp of a document's)
+                for k in key:
+                    table.pop(k, None)
             else:
                 table[key] = old
         if self.log is not None:
@@ -479,8 +509,16 @@ class _Tables:
         fp[h] = gid
         if self.window is not None:
             self._own(gid, b"f", h)
-        if self.log is not None:
-            self.log.append(["f", h, gid])
+        log = self.log
+        if log is not None:
+            # One op for a run of them to one group (a document's new anchors), the hashes
+            # packed: ["F", gid, packed], as the compiled assignment logs it (older journals
+            # hold ["f", h, gid] for each; both replay).
+            last = log[-1] if log else None
+            if last is not None and last[0] == "F" and last[1] == gid:
+                last[2] += _PACKED_FP.pack(h)
+            else:
+                log.append(["F", gid, bytearray(_PACKED_FP.pack(h))])
 
     def set_exact(self, h: int, gid: int) -> None:
         if self.undo is not None:
@@ -529,9 +567,9 @@ class _Tables:
         if self.log is not None:
             self.log.append(["v", h, list(gids)])
 
-    def _set_sketch(self, gid: int, sketch: Collection[int], limit: int) -> None:
+    def _set_sketch(self, gid: int, sketch: Collection[int], limit: int) -> bytes:
         """Replace a group's sketch (kept packed) and limit (old values restorable on
-        rollback)."""
+        rollback); returns the sketch packed."""
         if isinstance(sketch, bytes):
             packed = sketch
         else:  # a tuple comes ascending (from the text pipeline or unpack_sketch)
@@ -545,6 +583,7 @@ class _Tables:
             self.limit[gid] = limit
         else:
             self.limit.pop(gid, None)
+        return packed
 
     def new_group(self, sketch: Iterable[int], limit: int) -> int:
         gid = self.counter = self.counter + 1
@@ -552,18 +591,18 @@ class _Tables:
             self.undo.append((self, "counter", gid - 1))
             self.undo.append((self.size, gid, _MISSING))
         values = sketch if type(sketch) is tuple else tuple(sorted(set(sketch)))
-        self._set_sketch(gid, values, limit)
+        packed = self._set_sketch(gid, values, limit)
         self.size[gid] = 0
-        if self.log is not None:
-            self.log.append(["n", gid, list(values), limit])
+        if self.log is not None:  # the values packed (see apply)
+            self.log.append(["n", gid, packed, limit])
         return gid
 
     def extend_sketch(self, gid: int, hs: Iterable[int], limit: int, cap: int) -> None:
         hs = list(hs)
         old, old_limit = self.group_sketch(gid)
         self._set_sketch(gid, *combine_sketch(old, old_limit, hs, limit, cap))
-        if self.log is not None:
-            self.log.append(["s", gid, hs, limit, cap])
+        if self.log is not None:  # the values packed (see apply)
+            self.log.append(["s", gid, pack_sketch(hs, self.narrow), limit, cap])
 
     def merge_into(self, root: int, gid: int, cap: int) -> None:
         if self.undo is not None:
@@ -933,7 +972,13 @@ class _Tables:
         if not isinstance(op, list) or not op:
             raise ValueError(f"{op!r:.60} is not a journal operation")
         kind, args = op[0], op[1:]
-        if kind in ("f", "x") and len(args) == 2:
+        if kind == "F" and len(args) == 2:
+            gid = _gid(args[0])
+            if gid > self.counter:
+                raise ValueError(f"group {gid} was never handed out")
+            for (h,) in _PACKED_FP.iter_unpack(_unbase64(args[1], _PACKED_FP.size)):
+                self.set_fp(h, gid)
+        elif kind in ("f", "x") and len(args) == 2:
             h, gid = _u64(args[0]), _gid(args[1])
             if gid > self.counter:
                 raise ValueError(f"group {gid} was never handed out")
@@ -1018,8 +1063,14 @@ class _Tables:
             raise ValueError(f"unknown journal operation {op!r:.60}")
 
     def _sketch_values(self, values: Any) -> list[int]:
-        """*values* if they are sketch values of this store's width, else ValueError."""
-        hs = _u64s(values)
+        """*values* if they are sketch values of this store's width, else ValueError: a list
+        of ints, or (journals since 2026-12) the str of their base64, packed as the store
+        keeps a sketch (:func:`pack_sketch`)."""
+        if type(values) is str:
+            width = 4 if self.narrow else 8
+            hs = list(unpack_sketch(_unbase64(values, width), self.narrow))
+        else:
+            hs = _u64s(values)
         if self.narrow and not _ints_within(hs, 0, 1 << NARROW_BITS):
             raise ValueError(f"a sketch value is wider than {NARROW_BITS} bits")
         return hs
