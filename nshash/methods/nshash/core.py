@@ -65,7 +65,7 @@ _HASHDBS = {"memory": ("memory", ".hashdb.pkl"), "leveldb": ("leveldb", ".hashdb
 #: Options of :class:`~nshash.Fingerprinter` and :class:`~nshash.MatchPolicy` that NSHash
 #: passes through (besides ``n``, ``min_length``, ``hashfunc`` and ``delimiters``); every one
 #: is a setting of :data:`nshash.options.SETTINGS` (a test holds the two equal).
-_TEXT_OPTIONS = ("max_sentences", "shingle", "sketch_rate", "sketch_size", "html")
+_TEXT_OPTIONS = ("max_sentences", "shingle", "letter_units", "sketch_rate", "sketch_size", "html")
 _POLICY_OPTIONS = ("theta", "min_overlap", "sketch_cap", "merge_theta", "merge_guard", "votes")
 #: NSHash's own keywords that are not tuning settings.
 _OWN_OPTIONS = ("delimiters", "track", "clock")
