@@ -35,6 +35,10 @@ group's last new document, the hashes it wrote and the ids merged into it are ke
 ``owned``, ``absorbed``, ``forgotten``); the compiled assignment is not used then (its tables
 know no dates), so a windowed store places documents at the pure-Python path's speed.
 
+The ``letter_units`` the store's fingerprints are made with (see
+:meth:`~nshash.Store.letter_units`) is journaled with the first group, in the same line (a
+``u`` op), and kept in the snapshot as ``letter_units``; a store begun before it has neither.
+
 **Read-only opens** (``readonly=True``) take no lock and create, write or truncate nothing:
 they load the snapshot and every complete journal line, so they work while a writer holds
 the store (a crawl can be watched) and see every write the writer acknowledged before the
