@@ -819,5 +819,5 @@ class NSHash(Method):
         self.store.close()
 
     def __repr__(self) -> str:
-        hashfunc = self.fingerprinter.hashfunc
+        hashfunc = self._fingerprinter.hashfunc  # (asks the store nothing)
         return f"NSHash({self.store!r}, n={self.policy.n}, hashfunc={hashfunc!r})"
