@@ -223,6 +223,31 @@ class TestStores:
         NSHash("news").close()  # the refused open released the files
 
 
+class TestService:
+    def test_service_adopts_an_old_stores_value_and_refuses_another(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, old_writer: None
+    ) -> None:
+        """The service opens an old store with its letter_units=1 when NSHASH_LETTER_UNITS
+        is unset, and refuses to start on it with NSHASH_LETTER_UNITS=2."""
+        from fastapi.testclient import TestClient
+
+        from service import Settings, create_app
+
+        url = f"memory://{tmp_path}/old.pkl"
+        with NSHash.open(url, letter_units=1) as nsh:
+            first = nsh.add(EN_RAIL).similar_id
+        monkeypatch.undo()
+        monkeypatch.delenv("NSHASH_LETTER_UNITS", raising=False)
+        with TestClient(create_app(Settings(store_url=url))) as client:
+            found = client.post("/v1/query", json={"text": EN_RAIL_REPOST})
+            assert found.status_code == 200 and found.json()["similar_id"] == first
+        monkeypatch.setenv("NSHASH_LETTER_UNITS", "2")
+        with pytest.raises(ConfigError) as info, TestClient(create_app(Settings(store_url=url))):
+            pass
+        assert ADVICE in str(info.value)
+        assert "(from the environment variable NSHASH_LETTER_UNITS)" in str(info.value)
+
+
 class TestCommandLine:
     def test_jobs_fingerprint_with_an_old_stores_value(
         self, tmp_path: Path, run: Run, old_writer: None, monkeypatch: pytest.MonkeyPatch
