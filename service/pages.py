@@ -665,7 +665,7 @@ def highlight(
             keys.append("")
     stream = "".join(keys)
     marks = [""] * len(sentences)
-    found = shingle_hashes(stream, fp.shingle) if stream else None
+    found = shingle_hashes(stream, fp.shingle, fp.letter_units) if stream else None
     if found is not None and (hits or boilerplate):
         hash_ = HASHFUNCS[fp.hashfunc]
         owner = []

@@ -646,15 +646,17 @@ class TestDamagedJournal:
         assert main(["stats", "--store", url]) == 0
 
 
-def tampered_snapshot(tmp_path: Path, change: Any) -> Path:
+def tampered_snapshot(tmp_path: Path, change: Any, settings: str = "") -> Path:
     """A real snapshot of two documents, passed through *change* (which edits the dict: its
-    parts merged in, as a reader sees it) and written back whole."""
+    parts merged in, as a reader sees it) and written back whole. *settings*: the store URL's
+    query the documents are added with (``?letter_units=1``, as versions before the setting
+    fingerprinted)."""
     import pickle
 
     from nshash.stores import durable
 
     path = tmp_path / "snap.pkl"
-    with NSHash.open(f"memory://{path}") as nsh:
+    with NSHash.open(f"memory://{path}{settings}") as nsh:
         nsh.add(doc(0), doc_id="d0")
         nsh.add(doc(3), doc_id="d3")
         nsh.store.save()  # type: ignore[attr-defined]  # close() leaves a small journal
@@ -753,9 +755,10 @@ class TestDamagedSnapshot:
                 data["sketch"][gid] = set(struct.unpack(f"<{len(packed) // 8}Q", packed))
             del data["narrow"]
 
-        # Written as a version before narrow sketches wrote it, then opened by this one.
-        monkeypatch.setattr(memory, "_narrowing", lambda t: t.narrow)
-        path = tampered_snapshot(tmp_path, as_sets)
+        # Written as a version before narrow sketches (and letter_units) wrote it, then
+        # opened by this one.
+        monkeypatch.setattr(memory, "_narrowing", lambda t, letters: t.narrow)
+        path = tampered_snapshot(tmp_path, as_sets, "?letter_units=1")
         monkeypatch.undo()
         with NSHash.open(f"memory://{path}") as nsh:
             assert all(type(v) is bytes for v in nsh.store._t.sketch.values())  # type: ignore[attr-defined]

@@ -305,7 +305,7 @@ def test_random_streams_alike(docs: list[tuple[list[int], int | None, int]]) -> 
     for wide in (False, True):
         with pytest.MonkeyPatch.context() as monkeypatch:
             if wide:  # a store begun before narrow sketches: 53-bit values, 8 bytes each
-                monkeypatch.setattr(memory, "_narrowing", lambda t: t.narrow)
+                monkeypatch.setattr(memory, "_narrowing", lambda t, letters: t.narrow)
             run_both(monkeypatch, stream, votes=2, min_overlap=1, n=4)
             if not wide:
                 with tempfile.TemporaryDirectory() as tmp:

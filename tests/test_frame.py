@@ -229,6 +229,10 @@ class TestOnEveryStore:
             " boat that rarely starts, and writes this column every other Sunday. Her books"
             " include a history of the lighthouse keepers of the northern cape and a guide to"
             " the tide pools of the bay; readers can reach her through the letters page."
+            # (one sentence more since letters weigh 2 units: the bio as it was made just
+            # under half of the second column's sketch, refused then without the frame)
+            " She once rowed across the bay in a storm to deliver the weekly paper, and the"
+            " story is told in every pub along the coast."
         )
         with NSHash.open(store_url) as nsh:
             first = nsh.add(f"{EN_TURTLES}\n{EN_RAIL}\n\n{bio}", doc_id="c1")

@@ -36,6 +36,9 @@ CONFIGS = [
     {"hashfunc": "md5"},
     {"delimiters": "，,、:：\n", "html": False},
     {"delimiters": "。．a", "html": True},
+    {"letter_units": 1},
+    {"letter_units": 3, "shingle": 7},
+    {"letter_units": 5, "shingle": 2, "sketch_rate": 1},
 ]
 
 #: Characters that exercise every branch: sentence ends and the period rule, closing quotes,
@@ -174,6 +177,15 @@ class TestEquivalence:
         for text in _texts(name, 200):
             compiled_answer, pure_answer = _both(fp, text)
             assert compiled_answer == pure_answer, text[:200]
+
+    @pytest.mark.parametrize("units", [1, 3])
+    def test_real_articles_with_other_letter_units(self, units: int) -> None:
+        """Letters of another weight (1: the stores begun before 2) agree on both paths."""
+        fp = Fingerprinter(letter_units=units)
+        for name in ("en_reposts_dev.jsonl.gz", "zh_hk_news.jsonl.gz"):
+            for text in _texts(name, 60):
+                compiled_answer, pure_answer = _both(fp, text)
+                assert compiled_answer == pure_answer, text[:200]
 
     def test_same_decisions(self) -> None:
         """The same documents get the same groups whichever path fingerprints them."""

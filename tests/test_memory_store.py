@@ -990,8 +990,8 @@ def test_new_stores_keep_narrow_sketches_and_older_ones_stay_wide(
     for wide in (False, True):
         path = tmp_path / f"{wide}.pkl"
         with pytest.MonkeyPatch.context() as old:
-            if wide:  # written as a version before narrow sketches wrote it
-                old.setattr(memory, "_narrowing", lambda t: t.narrow)
+            if wide:  # written as a version before narrow sketches (and letter_units) wrote it
+                old.setattr(memory, "_narrowing", lambda t, letters: t.narrow)
             with NSHash.open(f"memory://{path}") as nsh:
                 first = nsh.add(ZH_WATER, doc_id="w")
                 if save:

@@ -379,6 +379,7 @@ class TestKeyLayout:
         expected = {
             "split": "hash", "common": "set", "sizes": "zset",
             "docs": "hash", "counter": "string", "documents": "string", "layout": "string",
+            "letters": "string",
         }  # fmt: skip
         for name, kind in expected.items():
             assert types.pop(f"{{{prefix}}}:{name}") == kind, name

@@ -371,9 +371,10 @@ def _records_run(
         )
     except ConfigError as exc:
         raise blame(exc, {**dict.fromkeys(in_url, "the store URL"), **origins}) from None
+    # The store opens before the workers start: they fingerprint with the letter_units it
+    # was begun with (NSHash adopts it when no flag, variable or URL gives one).
     with (
         _open_input(args.input, fmt, preparer.fields, args.encoding) as source,
-        Workers(args.jobs, preparer) as workers,
         NSHash.open(
             store_url,
             readonly=mode == "query",
@@ -383,6 +384,7 @@ def _records_run(
         )
         if method == "nshash"
         else _open_method(store_url, method) as nsh,
+        Workers(args.jobs, _store_preparer(preparer, nsh)) as workers,
     ):
         _check_output(args.output, source.format)
         out, must_close = open_output(args.output)
@@ -429,6 +431,18 @@ def _records_run(
         elapsed = time.perf_counter() - started
         _print_summary(name, tally, elapsed, store_url, source, args.on_error)
     return 0
+
+
+def _store_preparer(preparer: Preparer, nsh: Method) -> Preparer:
+    """*preparer*, fingerprinting as *nsh* does: with the ``letter_units`` its store was
+    begun with (NSHash adopted it, see :meth:`nshash.Store.letter_units`)."""
+    if not isinstance(nsh, NSHash) or type(preparer) is not Preparer:
+        return preparer
+    units = nsh.fingerprinter.letter_units
+    if preparer.fingerprinter.letter_units == units:
+        return preparer
+    options = {**preparer.fingerprint_options, "letter_units": units}
+    return Preparer(preparer.fields, preparer.added, options, preparer.encoding, preparer.track)
 
 
 def _open_input(name: str, fmt: str, fields: Fields, encoding: str) -> Source:

@@ -23,7 +23,7 @@
 #include "_u64sort.h"
 
 #define BMP 0x10000
-#define KERNEL_ABI 9 /* bump with every change of Kernel's arguments or tables */
+#define KERNEL_ABI 10 /* bump with every change of Kernel's arguments or tables */
 
 /* default_process of every BMP code point (0: dropped), and what folding a kept character
  * needs: 0 nothing, 1 full-width digit or letter (its NFKC form is c - 0xFEE0), 2 the pure
@@ -76,7 +76,7 @@ typedef struct {
      * slow pass must run. Built from the tables and brk when the Kernel is made. */
     uint32_t *fast;
     uint32_t *fast_u8; /* the UTF-8 form (utf8_form) of each character's fast entry; 0 for none */
-    Py_ssize_t shingle, wide_units, max_sentences, sketch_size;
+    Py_ssize_t shingle, wide_units, narrow_units, max_sentences, sketch_size;
     uint32_t wide;
     uint64_t mask, base, base_inv, salt, no_limit;
     int shift, hash_bytes;
@@ -673,7 +673,7 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     }
     const uint64_t B = k->base, BI = k->base_inv, salt = k->salt, mask = k->mask;
     const uint32_t wide = k->wide;
-    const Py_ssize_t wu = k->wide_units;
+    const Py_ssize_t wu = k->wide_units, nu = k->narrow_units;
     const int shift = k->shift;
     /* The window's hash before the salt and the mix: sum of code * B**(j - i) for j in
      * [i, e), mod 2**64, rolled: a code enters at e times B**(e - i) (pw), and the one at i
@@ -699,7 +699,7 @@ shingle_pass:
             if (e == len) /* what is left from i weighs less than a shingle: no more starts */
                 goto shingled;
             uint32_t c = buf[e++];
-            acc += c >= wide ? wu : 1;
+            acc += c >= wide ? wu : nu;
             hw += (uint64_t)c * pw;
             pw *= B;
         }
@@ -725,7 +725,7 @@ shingle_pass:
             }
         }
         uint32_t c = buf[i];
-        acc -= c >= wide ? wu : 1;
+        acc -= c >= wide ? wu : nu;
         hw = (hw - c) * BI;
         pw *= BI;
     }
@@ -881,24 +881,25 @@ done:
 
 static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"ends", "shingle", "wide", "wide_units", "max_sentences",
-                             "sketch_rate", "sketch_size", "sketch_bits", "base", "salt",
-                             "hashfunc", "fold", "default_process", "docprint", "hash_bytes",
-                             "fingerprint64", NULL};
+    static char *kwlist[] = {"ends", "shingle", "wide", "wide_units", "narrow_units",
+                             "max_sentences", "sketch_rate", "sketch_size", "sketch_bits",
+                             "base", "salt", "hashfunc", "fold", "default_process", "docprint",
+                             "hash_bytes", "fingerprint64", NULL};
     PyObject *ends, *hashfunc, *fold, *dproc, *docprint;
-    Py_ssize_t shingle, wide_units, max_sentences, sketch_rate, sketch_size, sketch_bits;
+    Py_ssize_t shingle, wide_units, narrow_units, max_sentences, sketch_rate, sketch_size,
+        sketch_bits;
     unsigned long wide;
     unsigned long long base, salt;
     int hash_bytes = 0;
     unsigned long long fp64 = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "UnknnnnnKKOOOO|pK", kwlist, &ends, &shingle,
-                                     &wide, &wide_units, &max_sentences, &sketch_rate,
-                                     &sketch_size, &sketch_bits, &base, &salt, &hashfunc, &fold,
-                                     &dproc, &docprint, &hash_bytes, &fp64))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "UnknnnnnnKKOOOO|pK", kwlist, &ends, &shingle,
+                                     &wide, &wide_units, &narrow_units, &max_sentences,
+                                     &sketch_rate, &sketch_size, &sketch_bits, &base, &salt,
+                                     &hashfunc, &fold, &dproc, &docprint, &hash_bytes, &fp64))
         return -1;
-    if (shingle < 1 || wide_units < 1 || max_sentences < 1 || sketch_size < 1
-        || sketch_rate < 1 || (sketch_rate & (sketch_rate - 1)) || sketch_bits < 1
-        || sketch_bits > 63 || !(base & 1)) {
+    if (shingle < 1 || wide_units < 1 || narrow_units < 1 || max_sentences < 1
+        || sketch_size < 1 || sketch_rate < 1 || (sketch_rate & (sketch_rate - 1))
+        || sketch_bits < 1 || sketch_bits > 63 || !(base & 1)) {
         PyErr_SetString(PyExc_ValueError, "nshash.text._kernel: parameter out of range");
         return -1;
     }
@@ -948,6 +949,7 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds)
     k->shingle = shingle;
     k->wide = (uint32_t)wide;
     k->wide_units = wide_units;
+    k->narrow_units = narrow_units;
     k->max_sentences = max_sentences;
     k->sketch_size = sketch_size;
     k->mask = (uint64_t)sketch_rate - 1;

@@ -7,10 +7,11 @@ never change a hash. The keys joined end to end are the document's *stream*: whe
 break (a repost re-wrapped at another width) no longer matters either.
 
 A *shingle* is a short window of the stream, starting at every character, just long enough to
-weigh ``shingle`` units (a CJK character weighs 3, any other letter or digit 1: about 8 Chinese
-characters or 4 to 5 English words). Every shingle gets a 64-bit rolling hash. Two samples of
-those hashes describe the document, and both are *consistent*: the same text yields the same
-picks in any document that holds it, whatever surrounds it.
+weigh ``shingle`` units (a CJK character weighs 3, any other letter or digit ``letter_units``,
+2 by default: about 8 Chinese characters or 12 English letters, 2 to 3 words). Every shingle
+gets a 64-bit rolling hash. Two samples of those hashes describe the document, and both are
+*consistent*: the same text yields the same picks in any document that holds it, whatever
+surrounds it.
 
 * The **anchors** are the shingles of the smallest hashes (a bottom-k sample). A copy that keeps
   only a third of the text, re-wrapped, with promotional lines between its paragraphs, still has
@@ -50,6 +51,7 @@ __all__ = [
     "DocPrint",
     "Fingerprinter",
     "HASHFUNCS",
+    "LETTER_UNITS",
     "NARROW_BITS",
     "PLACES",
     "SKETCH_BITS",
@@ -122,9 +124,16 @@ _MIX1, _MIX2 = 0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53
 _SALT = 0x9E3779B97F4A7C15
 _S_SKETCH = 64 - SKETCH_BITS
 
-#: Code points from here up weigh 3 units in a shingle (CJK, kana, Hangul).
+#: Code points from here up weigh 3 units in a shingle (CJK, kana, Hangul); every other code
+#: point weighs the Fingerprinter's ``letter_units`` (:data:`LETTER_UNITS` by default).
 _WIDE = 0x2E80
 _WIDE_UNITS = 3
+
+#: The units a letter or digit below the wide range weighs in a shingle by default: 12 English
+#: letters to a shingle of 24 units, so a copy with a typo every 25 letters still keeps about
+#: 60% of its shingles (at 1 unit, 24 letters, only 37%). Stores begun before this setting
+#: existed hold fingerprints made with 1 (see :meth:`nshash.Store.letter_units`).
+LETTER_UNITS = 2
 
 
 class _Powers:
@@ -152,22 +161,25 @@ class _Powers:
 _POWERS = _Powers()
 
 
-def shingle_hashes(stream: str, width: int) -> tuple[np.ndarray, np.ndarray] | None:
+def shingle_hashes(
+    stream: str, width: int, letter_units: int = LETTER_UNITS
+) -> tuple[np.ndarray, np.ndarray] | None:
     """The 64-bit hash and the end of every shingle of *stream*, in order of their starts.
 
-    A shingle starts at every character and ends as soon as it weighs *width* units; starts too
-    close to the end for a whole shingle give none. Returns None when the whole stream weighs
-    less than one shingle.
+    A shingle starts at every character and ends as soon as it weighs *width* units (a wide
+    character 3, any other *letter_units*); starts too close to the end for a whole shingle
+    give none. Returns None when the whole stream weighs less than one shingle.
     """
     import numpy as np
 
     mix1, mix2, salt, s33 = np.uint64(_MIX1), np.uint64(_MIX2), np.uint64(_SALT), np.uint64(33)
     codes = np.frombuffer(stream.encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
-    weight = np.cumsum(np.where(codes >= _WIDE, _WIDE_UNITS, 1))
+    units = np.where(codes >= _WIDE, _WIDE_UNITS, letter_units)
+    weight = np.cumsum(units)
     total = int(weight[-1])
     if total < width:
         return None
-    before = weight - np.where(codes >= _WIDE, _WIDE_UNITS, 1)  # units before each start
+    before = weight - units  # units before each start
     starts = int(np.searchsorted(before, total - width, side="right"))
     ends = np.searchsorted(weight, before[:starts] + width, side="left") + 1
     up, down = _POWERS.get(len(codes))
@@ -367,7 +379,12 @@ class Fingerprinter:
         max_sentences: how many anchor candidates a document offers (default ``n + 8``:
             spares for shingles the store knows to be boilerplate).
         shingle: a shingle's weight in units (a CJK character weighs 3, other letters and
-            digits 1). Shorter shingles survive denser edits; longer ones are rarer by chance.
+            digits ``letter_units``). Shorter shingles survive denser edits; longer ones are
+            rarer by chance.
+        letter_units: the units a letter or digit below the CJK range weighs in a shingle
+            (default :data:`LETTER_UNITS`, 2: an English shingle is 12 letters). Fingerprints
+            made with different values never match: a store keeps the value it was begun
+            with (see :meth:`nshash.Store.letter_units`).
         sketch_rate: one shingle hash in this many (a power of two) enters the sketch.
         sketch_size: the sketch keeps at most this many values (the smallest).
         html: reduce HTML to text first: ``True``, ``False``, or ``"auto"`` (the default:
@@ -389,11 +406,13 @@ class Fingerprinter:
         sketch_rate: int = 8,
         sketch_size: int = 256,
         html: bool | str = "auto",
+        letter_units: int = LETTER_UNITS,
     ) -> None:
         for name, value in (
             ("n", n),
             ("min_length", min_length),
             ("shingle", shingle),
+            ("letter_units", letter_units),
             ("sketch_rate", sketch_rate),
             ("sketch_size", sketch_size),
         ):
@@ -417,6 +436,7 @@ class Fingerprinter:
         self.delimiters = delimiters
         self.max_sentences = max_sentences
         self.shingle = shingle
+        self.letter_units = letter_units
         self.sketch_rate = sketch_rate
         self.sketch_size = sketch_size
         self.html = html
@@ -431,6 +451,7 @@ class Fingerprinter:
             shingle=self.shingle,
             wide=_WIDE,
             wide_units=_WIDE_UNITS,
+            narrow_units=self.letter_units,
             max_sentences=self.max_sentences,
             sketch_rate=self.sketch_rate,
             sketch_size=self.sketch_size,
@@ -535,7 +556,7 @@ class Fingerprinter:
         stream = "".join(self._sentence_keys(text))
         h = self._hash
         exact = h(stream)
-        found = shingle_hashes(stream, self.shingle)
+        found = shingle_hashes(stream, self.shingle, self.letter_units)
         if found is None:
             # Shorter than one shingle: the whole text is the one anchor, so short texts match
             # only when equal after normalization.

@@ -67,7 +67,7 @@ _FULLWIDTH_KEPT = (*range(0xFF10, 0xFF1A), *range(0xFF41, 0xFF5B))
 _BMP = 0x10000
 
 #: The interface version of the extension this module drives (``KERNEL_ABI`` in _kernel.c).
-ABI = 9
+ABI = 10
 
 
 def load_extension(module: str, abi: int, what: str) -> tuple[Any, str]:
@@ -152,6 +152,7 @@ def compile_kernel(
     shingle: int,
     wide: int,
     wide_units: int,
+    narrow_units: int,
     max_sentences: int,
     sketch_rate: int,
     sketch_size: int,
@@ -182,6 +183,7 @@ def compile_kernel(
         shingle,
         wide,
         wide_units,
+        narrow_units,
         max_sentences,
         sketch_rate,
         sketch_size,

@@ -24,10 +24,23 @@ from ...results import (
 from ...text.fingerprint import DocPrint
 from .assign import MatchPolicy
 
-__all__ = ["Store"]
+__all__ = ["OLD_LETTER_UNITS", "Store", "begun_with"]
 
 #: A :meth:`Store.hot` limit that cuts nothing.
 _EVERY = 1 << 62
+
+#: The ``letter_units`` of every store begun before the setting existed (and recorded):
+#: letters and digits then weighed 1 unit in a shingle.
+OLD_LETTER_UNITS = 1
+
+
+def begun_with(recorded: int | None, has_groups: bool) -> int | None:
+    """The ``letter_units`` a store's fingerprints were made with: the value it records,
+    else :data:`OLD_LETTER_UNITS` when it made groups before recording one (begun by an
+    earlier release), else None (a new store: the first writer's value will hold)."""
+    if recorded is not None:
+        return recorded
+    return OLD_LETTER_UNITS if has_groups else None
 
 
 class Store(ABC):
@@ -39,6 +52,10 @@ class Store(ABC):
 
     #: The URL the store was opened from, with any password masked.
     url: str = ""
+
+    #: Whether opening the store sends nothing (a server store connects on its first call):
+    #: NSHash then reads the store's :meth:`letter_units` on first use, not when it opens.
+    connects_lazily: bool = False
 
     @abstractmethod
     def assign(
@@ -127,6 +144,20 @@ class Store(ABC):
         """Whether the store's sketches are narrow
         (:func:`~nshash.text.fingerprint.narrow`): a document is compared with them only
         after it is narrowed too."""
+
+    # -- the fingerprints' settings a store keeps ------------------------------------------
+    @abstractmethod
+    def letter_units(self) -> int | None:
+        """The ``letter_units`` (see :class:`~nshash.Fingerprinter`) the store's fingerprints
+        were made with: the value recorded by its first writer, :data:`OLD_LETTER_UNITS` for
+        a store that made groups before it recorded one (begun before the setting existed),
+        None for a store that has made no group and records none (see :func:`begun_with`)."""
+
+    @abstractmethod
+    def record_letter_units(self, units: int) -> int:
+        """Record *units* as the store's ``letter_units`` unless it records one already, and
+        return the value recorded (another writer's, when one was first). NSHash calls it
+        before its first write to a store that records none."""
 
     @abstractmethod
     def common(self) -> set[int]:

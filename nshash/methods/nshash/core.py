@@ -65,7 +65,7 @@ _HASHDBS = {"memory": ("memory", ".hashdb.pkl"), "leveldb": ("leveldb", ".hashdb
 #: Options of :class:`~nshash.Fingerprinter` and :class:`~nshash.MatchPolicy` that NSHash
 #: passes through (besides ``n``, ``min_length``, ``hashfunc`` and ``delimiters``); every one
 #: is a setting of :data:`nshash.options.SETTINGS` (a test holds the two equal).
-_TEXT_OPTIONS = ("max_sentences", "shingle", "sketch_rate", "sketch_size", "html")
+_TEXT_OPTIONS = ("max_sentences", "shingle", "letter_units", "sketch_rate", "sketch_size", "html")
 _POLICY_OPTIONS = ("theta", "min_overlap", "sketch_cap", "merge_theta", "merge_guard", "votes")
 #: NSHash's own keywords that are not tuning settings.
 _OWN_OPTIONS = ("delimiters", "track", "clock")
@@ -134,6 +134,15 @@ def site_of(url: str | None) -> str | None:
     return host[4:] if host.startswith("www.") else host
 
 
+def _letters_refused(given: int, stored: int) -> str:
+    """The one line that refuses *given* letter_units on a store begun with *stored*."""
+    return (
+        f"letter_units={given} is not this store's: it was begun with letter_units={stored};"
+        f" open it with letter_units={stored} (URL ?letter_units={stored}, --letter-units"
+        f" {stored}, NSHASH_LETTER_UNITS={stored}) or start a new store"
+    )
+
+
 #: What :meth:`NSHash.explain` with ``as_copy`` changes a text's exact fingerprint by (XOR):
 #: another text with that fingerprint is as unlikely as any fingerprint collision.
 COPY_SALT = 0x9E3779B97F4A7C15
@@ -166,12 +175,19 @@ class NSHash(Method):
         clock: the time of a document added without ``published_at`` (default
             :func:`time.time`; tests pass their own).
         **options: more tuning: ``delimiters``, ``max_sentences``, ``shingle``,
-            ``sketch_rate``, ``sketch_size``, ``html`` (see :class:`~nshash.Fingerprinter`);
+            ``letter_units``, ``sketch_rate``, ``sketch_size``, ``html`` (see
+            :class:`~nshash.Fingerprinter`);
             ``theta``, ``min_overlap``, ``sketch_cap``, ``merge_theta``, ``merge_guard``,
             ``votes`` (see :class:`~nshash.MatchPolicy`).
 
+    A store keeps the ``letter_units`` it was begun with (its fingerprints were made with
+    it): without ``letter_units=``, NSHash fingerprints with the store's value (1 for a store
+    begun before the setting existed), and the first write to a new store records this
+    NSHash's value (default 2).
+
     Raises:
-        ConfigError: an unknown ``hashdb``, ``hashfunc`` or option.
+        ConfigError: an unknown ``hashdb``, ``hashfunc`` or option, or a ``letter_units``
+            that is not the one the store was begun with.
 
     Example:
         >>> nsh = NSHash.open("memory://")
@@ -207,7 +223,7 @@ class NSHash(Method):
         policy_options = {k: options.pop(k) for k in _POLICY_OPTIONS if k in options}
         if options:
             raise ConfigError(f"Unknown option(s) {sorted(options)} for NSHash")
-        self.fingerprinter = Fingerprinter(
+        self._fingerprinter = Fingerprinter(
             n=n,
             min_length=min_length,
             hashfunc=hashfunc,
@@ -215,6 +231,15 @@ class NSHash(Method):
             **sketch_options,
         )
         self.policy = MatchPolicy(n=n, **policy_options)
+        #: The ``letter_units`` this NSHash was given (None: it adopts the store's).
+        self._letters_given: int | None = sketch_options.get("letter_units")
+        #: Whether the store's letter_units is still to be read (see _settle_letters), and
+        #: whether this NSHash has yet to write (the first write records its letter_units
+        #: in a store that records none).
+        self._letters_due = True
+        self._unrecorded = False
+        self._first_write = True
+        owned = store is None
         if store is None:
             if hashdb not in _HASHDBS:
                 raise ConfigError(f"Unknown hashdb {hashdb!r}; use 'memory' or 'leveldb'")
@@ -231,6 +256,72 @@ class NSHash(Method):
         #: The story cards :meth:`find` filters by (made by its first call; see
         #: :class:`~nshash.methods.nshash.find.StoryCards`).
         self.cards: StoryCards | None = None
+        if not store.connects_lazily:  # (a server store is asked on first use, see below)
+            try:
+                self._settle_letters()
+            except BaseException:
+                if owned:
+                    store.close()
+                raise
+
+    @property
+    def fingerprinter(self) -> Fingerprinter:
+        """What turns a text into its :class:`~nshash.DocPrint`: with the ``letter_units``
+        the store was begun with (read on first use from a store that connects lazily)."""
+        if self._letters_due:
+            self._settle_letters()
+        return self._fingerprinter
+
+    @fingerprinter.setter
+    def fingerprinter(self, fingerprinter: Fingerprinter) -> None:
+        self._fingerprinter = fingerprinter
+
+    def _settle_letters(self) -> None:
+        """Fingerprint with the ``letter_units`` the store was begun with (see
+        :meth:`Store.letter_units`): adopted when this NSHash was given none, refused when
+        it was given another. A store that records none (a new one) gets this NSHash's with
+        its first write.
+
+        Raises:
+            ConfigError: the value given is not the one the store was begun with.
+        """
+        store = self.store
+        stored = store.letter_units()
+        fp = self._fingerprinter
+        if stored is None:
+            self._unrecorded = not getattr(store, "readonly", False)
+        elif self._letters_given is not None and self._letters_given != stored:
+            raise ConfigError(_letters_refused(self._letters_given, stored))
+        elif stored != fp.letter_units:
+            # (the store's own value: a store begun before the setting has 1, not the default)
+            options = {k: getattr(fp, k) for k in _TEXT_OPTIONS}
+            options["letter_units"] = stored
+            self._fingerprinter = Fingerprinter(
+                n=fp.n,
+                min_length=fp.min_length,
+                hashfunc=fp.hashfunc,
+                delimiters=fp.delimiters,
+                **options,
+            )
+        self._letters_due = False
+
+    def _before_first_write(self) -> None:
+        """Record this NSHash's ``letter_units`` in a store that records none (see
+        :meth:`Store.record_letter_units`), once, before it writes.
+
+        Raises:
+            ConfigError: the store was begun with another value (by another writer, or
+                before this NSHash read it from a store that connects lazily).
+        """
+        if self._letters_due:
+            self._settle_letters()
+        if self._unrecorded:
+            units = self._fingerprinter.letter_units
+            recorded = self.store.record_letter_units(units)
+            if recorded != units:
+                raise ConfigError(_letters_refused(units, recorded))
+            self._unrecorded = False
+        self._first_write = False
 
     @classmethod
     def open(
@@ -417,6 +508,8 @@ class NSHash(Method):
         explain: bool,
     ) -> AddResult:
         """:meth:`add_prepared` for arguments already checked."""
+        if self._first_write:
+            self._before_first_write()
         why = self.store.explain(doc, self.policy) if explain else None
         answer, anchors = self.store.assign(doc, self.policy, doc_id, title, meta)
         if doc_id is not None and not answer.replayed:
@@ -463,6 +556,8 @@ class NSHash(Method):
                 results.append(None)
             except NSHashError as exc:
                 results.append(exc)
+        if self._first_write and batch:
+            self._before_first_write()
         outcomes = self.store.assign_many(batch, self.policy, metas if self.track else None)
         for slot, (_doc, doc_id, _title), outcome in zip(slots, batch, outcomes, strict=True):
             if isinstance(outcome, NSHashError):
@@ -734,5 +829,5 @@ class NSHash(Method):
         self.store.close()
 
     def __repr__(self) -> str:
-        hashfunc = self.fingerprinter.hashfunc
+        hashfunc = self._fingerprinter.hashfunc  # (asks the store nothing)
         return f"NSHash({self.store!r}, n={self.policy.n}, hashfunc={hashfunc!r})"

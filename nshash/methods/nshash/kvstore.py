@@ -24,7 +24,8 @@ numbers and the unsigned 64-bit fingerprints) are 8 bytes big-endian, converted 
 key                          value
 ===========================  ============================================================
 ``\\x00`` + name              a meta value (``format``, ``counter``, ``documents``,
-                             ``groups``, ``fingerprints``, ``common``, ``mseq``)
+                             ``groups``, ``fingerprints``, ``common``, ``mseq``; and
+                             ``letter_units`` once a writer recorded it)
 ``f`` + fingerprint          anchor fingerprint -> group id (never moved)
 ``x`` + fingerprint          whole-text fingerprint -> group id
 ``c`` + hash                 empty: the hash is common (boilerplate)
@@ -107,7 +108,7 @@ from ...stores.kv import OrderedKV, prefix_end
 from ...text.fingerprint import NO_LIMIT, DocPrint, narrow
 from . import corrections
 from .assign import MatchPolicy, assign, combine_sketch, explain, lookup, resolve, vote
-from .base import Store
+from .base import Store, begun_with
 from .records import pack_record, unpack_full
 from .retention import retained_assign, settle_window
 from .tables import anchor_table, key_filter
@@ -154,6 +155,10 @@ _COUNTERS = ("counter", "documents", "groups", "fingerprints", "common", "mseq")
 RECLAIM_AFTER = 4096
 #: Settings and counts of a retention window (0 when the store has none); not recounted.
 _RETENTION = ("retention", "forgotten")
+#: The ``letter_units`` the store's fingerprints are made with, as its first writer recorded
+#: it (0 when none did: a store begun before the setting, or with no writer yet; see
+#: :func:`~nshash.methods.nshash.base.begun_with`); not recounted.
+_SETTINGS = ("letter_units",)
 
 
 _ONE = struct.Struct(">Q").pack
@@ -769,6 +774,8 @@ class KVStore(Store):
         #: where another process writes, or on the pure path).
         keys = None if self.readonly else key_filter()
         self._held = _KeyFilter(keys) if keys is not None else None
+        #: The ``letter_units`` to record with the first group (see record_letter_units).
+        self._letters = 0
         #: The detaches that hold (None: not read yet); see settle.
         self._detaches: list[dict[str, Any]] | None = None
         try:
@@ -847,7 +854,7 @@ class KVStore(Store):
         # Ids are never reused: the counter only moves forward.
         counts["counter"] = max(last, meta["counter"])
         counts["mseq"] = max(counts["mseq"], meta["mseq"])
-        for name in (*_RETENTION, "format"):
+        for name in (*_RETENTION, *_SETTINGS, "format"):
             counts[name] = meta[name]
         fixed = {k: v for k, v in counts.items() if v != meta[k]}
         if fixed:
@@ -893,7 +900,7 @@ class KVStore(Store):
                     url=self.url,
                 )
             meta: dict[str, int] = {"format": _FORMAT if stored is None else _one(stored)}
-            for name in (*_COUNTERS, *_RETENTION):
+            for name in (*_COUNTERS, *_RETENTION, *_SETTINGS):
                 value = kv.get(_META + name.encode("ascii"))
                 meta[name] = 0 if value is None else _one(value)
             return meta
@@ -923,6 +930,10 @@ class KVStore(Store):
     # -- durability ----------------------------------------------------------------------
     def _commit(self, overlay: _Overlay) -> None:
         """Write one call's changes in one transactional batch; the caller holds the lock."""
+        if self._letters and not overlay.meta["letter_units"] and overlay.meta["counter"]:
+            # The first group's batch records the letter_units asked for (see
+            # record_letter_units), so a store never holds a group without it.
+            overlay.meta["letter_units"] = self._letters
         changed = {k: v for k, v in overlay.meta.items() if v != self._meta[k]}
         if not overlay.pending and not changed:
             return
@@ -1181,6 +1192,25 @@ class KVStore(Store):
     def narrow_sketches(self) -> bool:
         with self._open_db():
             return bool(self._meta["format"] >= _NARROW_FORMAT)
+
+    def letter_units(self) -> int | None:
+        with self._open_db():
+            m = self._meta
+            return begun_with(m["letter_units"] or None, m["counter"] > 0)
+
+    def record_letter_units(self, units: int) -> int:
+        with self._open_db():
+            if self.readonly:
+                raise StoreReadOnlyError(f"{self.url} is open read-only", url=self.url)
+            recorded = self._meta["letter_units"]
+            if recorded:
+                return int(recorded)
+            if self._meta["counter"]:  # (NSHash asks only a store that has made no group)
+                raise ConfigError(f"{self.url} has groups: its letter_units cannot be set now")
+            # Written with the first group (see _commit): no write of its own.
+            if not self._letters:
+                self._letters = units
+            return self._letters
 
     def common(self) -> set[int]:
         with self._open_db():

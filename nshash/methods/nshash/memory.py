@@ -40,6 +40,10 @@ group's last new document, the hashes it wrote and the ids merged into it are ke
 ``owned``, ``absorbed``, ``forgotten``); the compiled assignment is not used then (its tables
 know no dates), so a windowed store places documents at the pure-Python path's speed.
 
+The ``letter_units`` the store's fingerprints are made with (see
+:meth:`~nshash.Store.letter_units`) is journaled with the first group, in the same line (a
+``u`` op), and kept in the snapshot as ``letter_units``; a store begun before it has neither.
+
 **Read-only opens** (``readonly=True``) take no lock and create, write or truncate nothing:
 they load the snapshot and every complete journal line, so they work while a writer holds
 the store (a crawl can be watched) and see every write the writer acknowledged before the
@@ -90,7 +94,7 @@ from .assign import (
     resolve,
     vote,
 )
-from .base import Store
+from .base import Store, begun_with
 from .compiled import compiled
 from .records import (
     EVIDENCE,
@@ -323,11 +327,12 @@ def _text(value: Any, what: str, optional: bool = False) -> str | None:
     return str(value)
 
 
-def _compared(t: _Tables, doc: DocPrint) -> DocPrint:
+def _compared(t: _Tables, doc: DocPrint, letters: int | None) -> DocPrint:
     """*doc* as the tables *t* compare it, about to place it: with narrow sketches where *t*
     keeps them, which a store that has made no group yet begins to (journaled with the
-    document, so a write that fails leaves the store as it was)."""
-    return narrow(doc) if _narrowing(t) else doc
+    document, so a write that fails leaves the store as it was; *letters* likewise, see
+    :func:`_narrowing`)."""
+    return narrow(doc) if _narrowing(t, letters) else doc
 
 
 #: How far the compiled assignment shifts a document's sketch values for narrow tables
@@ -335,10 +340,15 @@ def _compared(t: _Tables, doc: DocPrint) -> DocPrint:
 _SHIFT = SKETCH_BITS - NARROW_BITS
 
 
-def _narrowing(t: _Tables) -> bool:
-    """Whether the tables *t* compare narrow sketches, as :func:`_compared` begins them."""
-    if not t.narrow and t.counter == 0:
-        t.set_narrow()
+def _narrowing(t: _Tables, letters: int | None) -> bool:
+    """Whether the tables *t* compare narrow sketches, as :func:`_compared` begins them.
+    Tables that have made no group also record *letters* (the ``letter_units`` the store
+    was asked to record, None when it was not) with the first one's ops."""
+    if t.counter == 0:
+        if not t.narrow:
+            t.set_narrow()
+        if letters is not None and t.letter_units is None:
+            t.set_letter_units(letters)
     return t.narrow
 
 
@@ -395,6 +405,11 @@ class _Tables:
         self.owned: dict[int, bytes] = {}
         self.absorbed: dict[int, tuple[int, ...]] = {}
         self.forgotten = 0
+        #: The ``letter_units`` the store's fingerprints are made with, as its first writer
+        #: recorded it (journaled as ``u``, in the snapshot as ``letter_units``); None in a
+        #: store begun before the setting existed, or that has no writer yet (see
+        #: :func:`~nshash.methods.nshash.base.begun_with`).
+        self.letter_units: int | None = None
         #: (time, group) for every touch, oldest first: what purge walks (rebuilt on load).
         self.order: deque[tuple[int, int]] = deque()
         #: Groups last seen before this are expired and match nothing (set by purge).
@@ -651,6 +666,16 @@ class _Tables:
         self.narrow = True
         if self.log is not None:
             self.log.append(["w", NARROW_BITS])
+
+    def set_letter_units(self, units: int) -> None:
+        """Record the ``letter_units`` the store's fingerprints are made with (once)."""
+        if self.letter_units is not None:
+            raise ValueError("the store records its letter_units already")
+        if self.undo is not None:
+            self.undo.append((self, "letter_units", self.letter_units))
+        self.letter_units = units
+        if self.log is not None:
+            self.log.append(["u", units])
 
     # -- retention (see nshash.methods.nshash.retention) --------------------------------
     def set_window(self, window: int) -> None:
@@ -1025,6 +1050,8 @@ class _Tables:
             self.add_member(gid, record)
         elif kind == "r" and len(args) == 1:
             self.set_window(_gid(args[0]))
+        elif kind == "u" and len(args) == 1:
+            self.set_letter_units(_gid(args[0]))
         elif kind == "k" and len(args) == 2:
             self.put_correction(_gid(args[0]), str(_text(args[1], "correction")))
         elif kind == "mv" and len(args) == 4:
@@ -1117,6 +1144,8 @@ class _Tables:
             "absorbed": self.absorbed,
             "forgotten": self.forgotten,
             **({"corrections": self.corrections_kept} if self.corrections_kept else {}),
+            # (absent, as in every snapshot before the setting: see begun_with)
+            **({"letter_units": self.letter_units} if self.letter_units is not None else {}),
         }
 
     def _parts(self) -> Iterator[dict[str, dict[Any, Any]]]:
@@ -1204,6 +1233,12 @@ class _Tables:
             raise StoreCorruptError("The snapshot is damaged: its corrections are not id -> text")
         self.corrections_kept = kept
         self.corrections_version += 1
+        units = data.get("letter_units")
+        if units is not None and (type(units) is not int or units < 1):
+            raise StoreCorruptError(
+                f"The snapshot is damaged: letter_units is {units!r:.40}, not a positive int"
+            )
+        self.letter_units = units
         # Every table is checked. Each plain one is now converted and dropped, the largest
         # first, so that its memory is free before the next is built: a reopen then holds
         # little more than the store it makes (data keeps no table for the caller).
@@ -1523,6 +1558,8 @@ class MemoryStore(Store):
                 encode=_encode_line,
             )
         self._clock = clock
+        #: The ``letter_units`` to record with the first group (see record_letter_units).
+        self._letters: int | None = None
         t = self._t
         window = settle_window(t.window, retention, t.counter == 0, self.url)
         if window != t.window:
@@ -1578,7 +1615,7 @@ class MemoryStore(Store):
                 now = int(self._clock())
                 if self._file is None:
                     mine = self._t
-                    doc = _compared(mine, doc)
+                    doc = _compared(mine, doc, self._letters)
                     faster = None
                     if _FAST is not None:
                         faster = functools.partial(
@@ -1589,13 +1626,13 @@ class MemoryStore(Store):
                     )
                 with self._file.change() as t:
                     assert isinstance(t, _Tables)
-                    doc = _compared(t, doc)
+                    doc = _compared(t, doc, self._letters)
                     return retained_assign(t, doc, policy, doc_id, title, meta, window, now)
             # The compiled assignment narrows the document itself (no narrowed DocPrint is
             # made); the Python one gets it narrowed (_compared).
             if self._file is None:
                 t = self._t
-                shift = _SHIFT if _narrowing(t) else 0
+                shift = _SHIFT if _narrowing(t, self._letters) else 0
                 placed = self._fast(t, doc, policy, doc_id, title, meta, shift)
                 if placed is not None:
                     return placed
@@ -1608,7 +1645,7 @@ class MemoryStore(Store):
             t = file.begin()
             try:
                 assert isinstance(t, _Tables)
-                shift = _SHIFT if _narrowing(t) else 0
+                shift = _SHIFT if _narrowing(t, self._letters) else 0
                 placed = self._fast(t, doc, policy, doc_id, title, meta, shift)
                 if placed is None:
                     placed = assign(t, narrow(doc) if shift else doc, policy, doc_id, title, meta)
@@ -1773,6 +1810,26 @@ class MemoryStore(Store):
         with self._lock:
             self._check()
             return bool(self._t.narrow)
+
+    def letter_units(self) -> int | None:
+        with self._lock:
+            self._check()
+            t = self._t
+            return begun_with(t.letter_units, t.counter > 0)
+
+    def record_letter_units(self, units: int) -> int:
+        # Recorded with the first group's ops (see _narrowing): in the same journal line.
+        with self._lock:
+            self._check()
+            self._refuse_writes()
+            t = self._t
+            if t.letter_units is not None:
+                return t.letter_units
+            if t.counter:  # (NSHash asks only a store that has made no group)
+                raise ConfigError(f"{self.url} has groups: its letter_units cannot be set now")
+            if self._letters is None:
+                self._letters = units
+            return self._letters
 
     def common(self) -> set[int]:
         with self._lock:

@@ -71,6 +71,9 @@ key                type     holds
 ``{P}:forgotten``  string   with a window: how many groups were forgotten
 ``{P}:dropped``    string   with a window: how many documents went with those groups
 ``{P}:layout``     string   the layout the scripts wrote (see below)
+``{P}:letters``    string   the ``letter_units`` the prefix's fingerprints are made with, set
+                            by its first writer (absent in a prefix begun before the setting:
+                            see :func:`~nshash.methods.nshash.base.begun_with`)
 =================  =======  ==================================================================
 
 The anchor, exact-text and vote tables and the first members are split over small hashes by
@@ -150,7 +153,7 @@ from ...stores.url import mask_url, retention_option
 from ...text.fingerprint import NO_LIMIT, DocPrint, narrow, places_of
 from . import corrections
 from .assign import MatchPolicy, finish_explanation, judged
-from .base import Store
+from .base import Store, begun_with
 from .records import VERDICTS
 from .retention import clock_option
 
@@ -425,6 +428,7 @@ class RedisStore(Store):
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.prefix = check_prefix(prefix)
+        self.connects_lazily = True
         self._retention = b"" if retention is None else b" %d" % retention
         self._clock = clock
         if client.get_encoder().decode_responses:
@@ -509,6 +513,16 @@ class RedisStore(Store):
                 except MovedError as exc:
                     self._redirect(exc)
             return self._read_script(keys=self._keys, args=[self._base, *args])
+
+    def _command(self, call: Callable[[Any], Any]) -> Any:
+        """*call* on the client, following Redis Cluster MOVED as :meth:`_read` does."""
+        with self._errors():
+            for _ in range(_MAX_REDIRECTS):
+                try:
+                    return call(self._client)
+                except MovedError as exc:
+                    self._redirect(exc)
+            return call(self._client)
 
     def _redirect(self, moved: MovedError) -> None:
         """Follow a Redis Cluster MOVED: use the node that now owns the namespace's slot.
@@ -881,6 +895,16 @@ class RedisStore(Store):
         if self._narrow is None:
             self._narrow = self._read(b"width") == 1
         return self._narrow
+
+    def letter_units(self) -> int | None:
+        key = self._base + b"letters"
+        units, counter = self._command(lambda c: c.mget(key, self._base + b"counter"))
+        return begun_with(None if units is None else int(units), bool(counter and int(counter)))
+
+    def record_letter_units(self, units: int) -> int:
+        key = self._base + b"letters"
+        self._command(lambda c: c.set(key, units, nx=True))
+        return int(self._command(lambda c: c.get(key)) or 0)
 
     def common(self) -> set[int]:
         with self._errors():

@@ -114,6 +114,7 @@ class ReadOnlyStore(Store):
         self.inner = inner
         self.url = inner.url
         self.readonly = True
+        self.connects_lazily = inner.connects_lazily
 
     def assign(
         self,
@@ -135,6 +136,12 @@ class ReadOnlyStore(Store):
 
     def lookup(self, doc: DocPrint, policy: MatchPolicy) -> int | None:
         return self.inner.lookup(doc, policy)
+
+    def letter_units(self) -> int | None:
+        return self.inner.letter_units()
+
+    def record_letter_units(self, units: int) -> int:
+        raise StoreReadOnlyError(f"{self.url} is open read-only", url=self.url)
 
     def explain(self, doc: DocPrint, policy: MatchPolicy) -> Explanation:
         return self.inner.explain(doc, policy)
