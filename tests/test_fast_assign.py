@@ -491,7 +491,7 @@ def test_journal_of_unpacked_values_replays_alike(
     unpacked_dir.mkdir()
     url = f"memory://{packed_dir}/s.pkl?retention=30d"
     if not narrowed:  # a store as versions before narrow sketches began it
-        monkeypatch.setattr(memory, "_narrowing", lambda t: t.narrow)
+        monkeypatch.setattr(memory, "_narrowing", lambda t, letters: t.narrow)
     with NSHash.open(url) as nsh:
         for i, text in enumerate(texts):
             try:
