@@ -10,7 +10,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from types import TracebackType
 
-from ...errors import NSHashError, StoreClosedError
+from ...errors import ConfigError, NSHashError, StoreClosedError
 from ...results import (
     Activity,
     Assignment,
@@ -24,7 +24,7 @@ from ...results import (
 from ...text.fingerprint import DocPrint
 from .assign import MatchPolicy
 
-__all__ = ["OLD_LETTER_UNITS", "Store", "begun_with"]
+__all__ = ["OLD_LETTER_UNITS", "Store", "begun_with", "letters_to_record"]
 
 #: A :meth:`Store.hot` limit that cuts nothing.
 _EVERY = 1 << 62
@@ -41,6 +41,24 @@ def begun_with(recorded: int | None, has_groups: bool) -> int | None:
     if recorded is not None:
         return recorded
     return OLD_LETTER_UNITS if has_groups else None
+
+
+def letters_to_record(
+    url: str, recorded: int | None, has_groups: bool, pending: int | None, units: int
+) -> int:
+    """What :meth:`Store.record_letter_units` answers for a store that writes the value with
+    its first group: the value it records, else the one already asked for (*pending*), else
+    *units*.
+
+    Raises:
+        ConfigError: the store has groups and records none (NSHash asks only a store that
+            has made no group).
+    """
+    if recorded is not None:
+        return recorded
+    if has_groups:
+        raise ConfigError(f"{url} has groups: its letter_units cannot be set now")
+    return units if pending is None else pending
 
 
 class Store(ABC):

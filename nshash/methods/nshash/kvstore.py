@@ -108,7 +108,7 @@ from ...stores.kv import OrderedKV, prefix_end
 from ...text.fingerprint import NO_LIMIT, DocPrint, narrow
 from . import corrections
 from .assign import MatchPolicy, assign, combine_sketch, explain, lookup, resolve, vote
-from .base import Store, begun_with
+from .base import Store, begun_with, letters_to_record
 from .records import pack_record, unpack_full
 from .retention import retained_assign, settle_window
 from .tables import anchor_table, key_filter
@@ -1202,15 +1202,14 @@ class KVStore(Store):
         with self._open_db():
             if self.readonly:
                 raise StoreReadOnlyError(f"{self.url} is open read-only", url=self.url)
-            recorded = self._meta["letter_units"]
-            if recorded:
-                return int(recorded)
-            if self._meta["counter"]:  # (NSHash asks only a store that has made no group)
-                raise ConfigError(f"{self.url} has groups: its letter_units cannot be set now")
-            # Written with the first group (see _commit): no write of its own.
-            if not self._letters:
-                self._letters = units
-            return self._letters
+            m = self._meta
+            recorded = int(m["letter_units"]) or None
+            answer = letters_to_record(
+                self.url, recorded, m["counter"] > 0, self._letters or None, units
+            )
+            if recorded is None:  # written with the first group (see _commit), not now
+                self._letters = answer
+            return answer
 
     def common(self) -> set[int]:
         with self._open_db():

@@ -94,7 +94,7 @@ from .assign import (
     resolve,
     vote,
 )
-from .base import Store, begun_with
+from .base import Store, begun_with, letters_to_record
 from .compiled import compiled
 from .records import (
     EVIDENCE,
@@ -1823,13 +1823,12 @@ class MemoryStore(Store):
             self._check()
             self._refuse_writes()
             t = self._t
-            if t.letter_units is not None:
-                return t.letter_units
-            if t.counter:  # (NSHash asks only a store that has made no group)
-                raise ConfigError(f"{self.url} has groups: its letter_units cannot be set now")
-            if self._letters is None:
-                self._letters = units
-            return self._letters
+            answer = letters_to_record(
+                self.url, t.letter_units, t.counter > 0, self._letters, units
+            )
+            if t.letter_units is None:
+                self._letters = answer
+            return answer
 
     def common(self) -> set[int]:
         with self._lock:
