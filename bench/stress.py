@@ -130,6 +130,7 @@ _LEAD = re.compile(
 )  # CCTV's "**央视网消息**（…）："
 _HK_FOOT = re.compile(r"\n-{3,}\n.*\Z", re.S)  # the subscription footer and blog bio of zh_hk_news
 _MARKUP = re.compile(r"\*\*|#{1,4} |\{\{\}\}")
+_NOT_WORD = re.compile(r"[\W_]+")
 
 
 @dataclass
@@ -187,12 +188,19 @@ def load_source(lang: str, seed: int, data_dir: Path = DATA_DIR) -> Source:
     """Read language *lang*'s corpus and shuffle it with *seed*."""
     file_name, key, chinese = LANGS[lang]
     articles = []
+    seen: set[str] = set()
     with gzip.open(data_dir / file_name, "rt", encoding="utf-8") as f:
         for line in f:
             row = json.loads(line)
             text = _LEAD.sub("", row[key]).strip()
             if lang == "hk":
                 text = _HK_FOOT.sub("", text)
+            # A corpus holds some articles twice (en_news 53 times): one is kept, or two
+            # stories of a scenario could be one article and their pages right to group.
+            same = _NOT_WORD.sub("", text).casefold()
+            if same in seen:
+                continue
+            seen.add(same)
             paragraphs = _split(text, chinese)
             if paragraphs:
                 articles.append(Article(str(row.get("title") or ""), paragraphs))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -124,3 +125,22 @@ def test_hk_labels_are_consistent() -> None:
     assert scores["recall"] == 1.0
     assert round(scores["precision"], 2) == 0.56
     assert sum(g["verdict"] == "mixed" for g in groups) == 11
+
+
+def test_source_keeps_one_of_an_article_the_corpus_holds_twice(tmp_path: Path) -> None:
+    """An article the raw corpus holds twice (punctuation and case aside) is read once: two
+    stories of a scenario are never one article, so grouping their pages is never scored
+    as wrong."""
+    import gzip
+    import json
+
+    body = "The council met on Monday. It voted to close the old bridge for repairs."
+    rows = [
+        {"title": "Bridge", "content": body},
+        {"title": "Bridge again", "content": body.upper().replace(".", "!")},
+        {"title": "Storm", "content": "A storm hit the coast. Trains stopped for a day."},
+    ]
+    with gzip.open(tmp_path / "en_news.jsonl.gz", "wt", encoding="utf-8") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    src = stress.load_source("en", 0, tmp_path)
+    assert sorted(a.title for a in src.articles) == ["Bridge", "Storm"]
