@@ -165,6 +165,11 @@ class Source:
                 out.append(a)
         raise ValueError(f"{self.lang}: the corpus ran out of articles for the scenarios")
 
+    def claim(self, articles: Sequence[Article]) -> None:
+        """Mark *articles* (found with :meth:`take_where`) handed out: :meth:`take` skips them."""
+        wanted = {id(a) for a in articles}
+        self._used.update(i for i, a in enumerate(self.articles) if id(a) in wanted)
+
     def take_where(self, count: int, keep: Callable[[Article], bool]) -> list[Article]:
         """*count* articles (from all, not only those not handed out) for which *keep* holds."""
         found = [a for a in self.articles if keep(a)]
