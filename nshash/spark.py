@@ -44,7 +44,12 @@ broadcast to the verifying tasks).
    both of its documents keep it. A digest page quoting two whole stories matches both, but
    on disjoint parts of itself, so it joins one and the stories stay apart.
 7. **Connected components** of the kept edges in Spark (the large-star/small-star iteration on
-   DataFrames), and the smallest document id of a component names it.
+   DataFrames), and the smallest document id of a component names it. The edges that are a
+   document's first choice (its best match) make the groups; an edge that is no document's
+   first choice merges two groups only when they are alike as a whole (the online merge
+   guard, :func:`~nshash.methods.nshash.assign.sketch_kinship` of the groups' combined
+   sketches, :func:`_grouped`): two stories of a series whose short pages are mostly its
+   formula stay apart, as on the online path.
 
 The result does not depend on the order of the input: every choice is made in id order.
 
