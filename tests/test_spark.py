@@ -903,6 +903,22 @@ def _template_pages() -> tuple[list[tuple[str, str]], dict[str, str]]:
 class TestMergeGuard:
     """The online merge guard in the Spark job: a merge joins two groups alike as a whole."""
 
+    def test_a_node_s_first_choice_is_its_best_scored_pick(self) -> None:
+        """Of the matches a node picks, the best scored (then the most shared) is its first
+        choice; its other picks are merges, and a stored group chooses nothing."""
+        from nshash.methods.nshash.assign import MatchPolicy
+        from nshash.spark import _guard_rows
+
+        shared = list(range(10))
+        rows = [
+            # node 5: a short page inside 6 (score 1.0), sharing most with 7 (0.8, its
+            # reference); 8 shares little of what 5 shares with 7, so 5 does not agree to it.
+            (5, [(6, 1.0, shared[:6], 6), (7, 0.8, shared, 12), (8, 0.7, [20, 21, 22], 4)]),
+            (1, [(5, 0.9, shared, 10)]),  # a stored group (below the floor)
+        ]
+        got = list(_guard_rows(MatchPolicy(), floor=2)(rows))
+        assert got == [(5, 6, True, True), (5, 7, True, False), (1, 5, False, False)]
+
     def test_short_pages_of_a_series_do_not_join_its_stories(self, spark: Any) -> None:
         """Two stories of a series stay apart though their short pages (the series' formula
         and one sentence) match each other strongly: each page joins its own story first, and
