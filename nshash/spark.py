@@ -44,7 +44,12 @@ broadcast to the verifying tasks).
    both of its documents keep it. A digest page quoting two whole stories matches both, but
    on disjoint parts of itself, so it joins one and the stories stay apart.
 7. **Connected components** of the kept edges in Spark (the large-star/small-star iteration on
-   DataFrames), and the smallest document id of a component names it.
+   DataFrames), and the smallest document id of a component names it. The edges that are a
+   document's first choice (its best match) make the groups; an edge that is no document's
+   first choice merges two groups only when they are alike as a whole (the online merge
+   guard, :func:`~nshash.methods.nshash.assign.sketch_kinship` of the groups' combined
+   sketches, :func:`_grouped`): two stories of a series whose short pages are mostly its
+   formula stay apart, as on the online path.
 
 The result does not depend on the order of the input: every choice is made in id order.
 
@@ -215,14 +220,17 @@ def _agree(best: set[int], shared: set[int], size: int, guard: float) -> bool:
 
 def _guard_rows(
     policy: MatchPolicy, floor: int = 0
-) -> Callable[[Iterable[Any]], Iterator[tuple[int, int, bool]]]:
+) -> Callable[[Iterable[Any]], Iterator[tuple[int, int, bool, bool]]]:
     """A partition function: a node and its verified matches to the matches it agrees to.
 
     The batch form of the online choice (:mod:`nshash.methods.nshash.assign`): a document joins
     its best match, and merges others into it only where they match strongly (``merge_theta``) and
     agree with the best one (``merge_guard``). Rows are ``(node, [(other, score, shared,
     size), ...])``, *size* being the other node's live sketch size; out come ``(node, other,
-    pick)`` for every match the node agrees to.
+    pick, first)`` for every match the node agrees to, *first* true for the node's first
+    choice: the match it picks with the best score (then the most shared, the smallest id),
+    the group the online path would place it in. Its other picks are merges, which
+    :func:`_grouped` makes only between groups alike as a whole.
 
     The node's reference match is the one it shares the most with (ties: the better score,
     the smaller id); another match agrees with it when what the node shares with both is at
@@ -242,18 +250,19 @@ def _guard_rows(
     their stored story for a new group of their own.
     """
 
-    def run(rows: Iterable[Any]) -> Iterator[tuple[int, int, bool]]:
+    def run(rows: Iterable[Any]) -> Iterator[tuple[int, int, bool, bool]]:
         guard, strong = policy.merge_guard, policy.merge_theta
         for node, matches in rows:
             if node < floor:
                 for match in matches:
-                    yield node, match[0], False
+                    yield node, match[0], False, False
                 continue
             # The reference is the match the node shares most with (then the best score, then
             # the smallest id): a contained short copy scores 1.0 but says little of the rest.
             ref = max(matches, key=lambda m: (len(m[2]), m[1], -m[0]))
             best = set(ref[2])
             any_strong = max(m[1] for m in matches) >= strong
+            kept: list[tuple[int, float, int, bool]] = []
             for other, score, shared, size in matches:
                 if other < floor:
                     # A stored group's sketch is the union of its pages' (up to the cap), not
@@ -262,7 +271,12 @@ def _guard_rows(
                     size = min(size, ref[3])
                 if other != ref[0] and not _agree(best, set(shared), size, guard):
                     continue
-                yield node, other, score >= strong if any_strong else other == ref[0]
+                pick = score >= strong if any_strong else other == ref[0]
+                kept.append((other, score, len(shared), pick))
+            picked = [(score, count, -other) for other, score, count, pick in kept if pick]
+            first = -max(picked)[2] if picked else None
+            for other, _, _, pick in kept:
+                yield node, other, pick, other == first
 
     return run
 
@@ -529,7 +543,7 @@ def _verify(
 
 def _guard_batches(policy: MatchPolicy, floor: int = 0) -> Callable[[Iterable[Any]], Iterator[Any]]:
     """A ``mapInArrow`` function: :func:`_guard_rows` over Arrow batches of ``(u, ms)``, *ms*
-    a node's matches as structs ``(v, score, shared, n)``; out come ``(u, v, pick)``."""
+    a node's matches as structs ``(v, score, shared, n)``; out come ``(u, v, pick, first)``."""
     guard = _guard_rows(policy, floor)
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
@@ -545,13 +559,20 @@ def _guard_batches(policy: MatchPolicy, floor: int = 0) -> Callable[[Iterable[An
             us: list[int] = []
             vs: list[int] = []
             picks: list[bool] = []
-            for u, v, pick in guard(rows):
+            firsts: list[bool] = []
+            for u, v, pick, first in guard(rows):
                 us.append(u)
                 vs.append(v)
                 picks.append(pick)
+                firsts.append(first)
             yield pa.RecordBatch.from_arrays(
-                [pa.array(us, pa.int64()), pa.array(vs, pa.int64()), pa.array(picks, pa.bool_())],
-                names=["u", "v", "pick"],
+                [
+                    pa.array(us, pa.int64()),
+                    pa.array(vs, pa.int64()),
+                    pa.array(picks, pa.bool_()),
+                    pa.array(firsts, pa.bool_()),
+                ],
+                names=["u", "v", "pick", "first"],
             )
 
     return run
@@ -560,9 +581,10 @@ def _guard_batches(policy: MatchPolicy, floor: int = 0) -> Callable[[Iterable[An
 def _guarded(
     spark: SparkSession, verdicts: DataFrame, policy: MatchPolicy, floor: int = 0
 ) -> DataFrame:
-    """The accepted edges ``(a, b)`` that both of their nodes keep under the merge guard
-    (nodes below *floor* are stored groups, see :func:`_guard_rows`), from the accepted pairs
-    (*verdicts*: :attr:`_Verdicts.accepted`)."""
+    """The accepted edges ``(a, b, first)`` that both of their nodes keep under the merge
+    guard (nodes below *floor* are stored groups, see :func:`_guard_rows`), from the accepted
+    pairs (*verdicts*: :attr:`_Verdicts.accepted`); *first*: the edge is the first choice of
+    one of its nodes (else it is a merge, see :func:`_grouped`)."""
     sql = _pyspark()
     F, T = sql.functions, sql.types
     ok = verdicts
@@ -581,16 +603,21 @@ def _guarded(
             T.StructField("u", T.LongType()),
             T.StructField("v", T.LongType()),
             T.StructField("pick", T.BooleanType()),
+            T.StructField("first", T.BooleanType()),
         ]
     )
     kept = grouped.mapInArrow(_guard_batches(policy, floor), schema)
     undirected = kept.select(
-        F.least("u", "v").alias("a"), F.greatest("u", "v").alias("b"), F.col("pick").cast("int")
+        F.least("u", "v").alias("a"),
+        F.greatest("u", "v").alias("b"),
+        F.col("pick").cast("int"),
+        F.col("first").cast("int"),
     )
     votes = undirected.groupBy("a", "b").agg(
-        F.count("*").alias("sides"), F.max("pick").alias("pick")
+        F.count("*").alias("sides"), F.max("pick").alias("pick"), F.max("first").alias("first")
     )
-    return votes.where((F.col("sides") == 2) & (F.col("pick") == 1)).select("a", "b")
+    kept_both = votes.where((F.col("sides") == 2) & (F.col("pick") == 1))
+    return kept_both.select("a", "b", (F.col("first") == 1).alias("first"))
 
 
 def _materialize(df: DataFrame) -> DataFrame:
@@ -649,6 +676,140 @@ def components(edges: DataFrame) -> DataFrame:
             break
     roots = e.select(F.col("y").alias("node"), F.col("y").alias("comp")).distinct()
     return e.select(F.col("x").alias("node"), F.col("y").alias("comp")).unionByName(roots)
+
+
+def _group_sketch_rows(
+    cap: int,
+) -> Callable[[Iterable[Any]], Iterator[tuple[int, tuple[Any, int]]]]:
+    """A partition function: rows ``(comp, sketch, limit)`` to ``(comp, (values, limit))``,
+    each sketch cut as a store cuts a new group's (:func:`combine_sketch`), to be combined."""
+
+    def run(rows: Iterable[Any]) -> Iterator[tuple[int, tuple[Any, int]]]:
+        for comp, sketch, limit in rows:
+            yield comp, combine_sketch((), NO_LIMIT, sketch or (), limit, cap)
+
+    return run
+
+
+def _group_sketch_merge(cap: int) -> Callable[[tuple[Any, int], tuple[Any, int]], tuple[Any, int]]:
+    """Two parts of a group's sketch as one, through :func:`combine_sketch`, as a store extends
+    a group's."""
+
+    def merge(a: tuple[Any, int], b: tuple[Any, int]) -> tuple[Any, int]:
+        return combine_sketch(a[0], a[1], b[0], b[1], cap)
+
+    return merge
+
+
+def _kin_batches(policy: MatchPolicy, common: Any) -> Callable[[Iterable[Any]], Iterator[Any]]:
+    """A ``mapInArrow`` function: ``(a, b, sa, la, sb, lb)``, two groups and their sketches,
+    to the ``(a, b)`` that are alike enough to merge: the online merge guard
+    (:func:`~nshash.methods.nshash.assign.sketch_kinship` at least ``merge_guard``, the
+    common hashes left out). *common*: a broadcast of the common hashes (or a list)."""
+
+    def run(batches: Iterable[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        from .methods.nshash.assign import sketch_kinship
+
+        known = set(getattr(common, "value", common))
+
+        def live(hs: Iterable[int]) -> set[int]:
+            return {h for h in hs if h not in known}
+
+        for batch in batches:
+            a_s, b_s = batch.column(0).to_pylist(), batch.column(1).to_pylist()
+            sa, la = batch.column(2).to_pylist(), batch.column(3).to_pylist()
+            sb, lb = batch.column(4).to_pylist(), batch.column(5).to_pylist()
+            out_a: list[int] = []
+            out_b: list[int] = []
+            for i, (a, b) in enumerate(zip(a_s, b_s, strict=True)):
+                kin = sketch_kinship(sa[i] or (), la[i], sb[i] or (), lb[i], live)
+                if kin >= policy.merge_guard:
+                    out_a.append(a)
+                    out_b.append(b)
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(out_a, pa.int64()), pa.array(out_b, pa.int64())], names=["a", "b"]
+            )
+
+    return run
+
+
+def _grouped(
+    edges: DataFrame, sketches: DataFrame, policy: MatchPolicy, common: Sequence[int] = ()
+) -> DataFrame:
+    """The groups of the kept *edges* ``(a, b, first)`` (:func:`_guarded`), as ``(node,
+    comp)`` (:func:`components`), merged as the online path merges groups.
+
+    The online path places a document in its best group and merges another group into it
+    only when the two groups are alike as a whole (``merge_guard`` of the smaller group's
+    sketch, :func:`~nshash.methods.nshash.assign.kinship`), not merely the document and each
+    of them. So the edges that are a node's first choice make the groups, and an edge that is
+    no node's first choice (a merge) joins two of them only when their sketches (the nodes'
+    sketches combined as a store combines them, :func:`combine_sketch`, and *common* left
+    out) pass that guard. A short page of one story that shares a series' template with a
+    short page of another matches it strongly, and each page's story agrees with it, but the
+    two stories, each the sum of its pages, share only the template: they stay apart.
+
+    *sketches* is ``(node, sketch, limit)`` for every node.
+    """
+    sql = _pyspark()
+    F, T = sql.functions, sql.types
+    spark = edges.sparkSession
+    edges = _materialize(edges)
+    firsts = edges.where("first").select("a", "b")
+    made = _materialize(components(firsts))
+    comp_of = made.select(F.col("node").alias("n"), F.col("comp").alias("c"))
+    # Each merge as the two groups it joins (a node without a first choice is its own).
+    merges = edges.where(~F.col("first")).select("a", "b")
+    merges = merges.join(comp_of.withColumnRenamed("n", "a"), "a", "left").select(
+        F.coalesce("c", "a").alias("ca"), "b"
+    )
+    merges = merges.join(comp_of.withColumnRenamed("n", "b"), "b", "left").select(
+        "ca", F.coalesce("c", "b").alias("cb")
+    )
+    merges = merges.select(
+        F.least("ca", "cb").alias("a"), F.greatest("ca", "cb").alias("b")
+    ).where(F.col("a") != F.col("b"))
+    merges = _materialize(merges.distinct())
+    if merges.isEmpty():
+        return made
+    # The groups a merge would join, each with its nodes' sketches combined.
+    ends = merges.select(F.col("a").alias("c")).unionByName(merges.select(F.col("b").alias("c")))
+    ends = ends.distinct()
+    members = ends.join(comp_of, "c", "left").select("c", F.coalesce("n", "c").alias("node"))
+    members = members.unionByName(ends.select("c", F.col("c").alias("node"))).distinct()
+    rows = members.join(sketches.select("node", "sketch", "limit"), "node")
+    cap = policy.sketch_cap
+    combined = (
+        rows.select("c", "sketch", "limit")
+        .rdd.mapPartitions(_group_sketch_rows(cap))
+        .reduceByKey(_group_sketch_merge(cap))
+        .map(lambda kv: (kv[0], sorted(kv[1][0]), kv[1][1]))
+    )
+    longs = T.ArrayType(T.LongType())
+    schema = T.StructType(
+        [
+            T.StructField("c", T.LongType()),
+            T.StructField("sketch", longs),
+            T.StructField("limit", T.LongType()),
+        ]
+    )
+    group = spark.createDataFrame(combined, schema, verifySchema=False)
+    side = {
+        name: group.select(
+            F.col("c").alias(name),
+            F.col("sketch").alias(f"s{name}"),
+            F.col("limit").alias(f"l{name}"),
+        )
+        for name in ("a", "b")
+    }
+    joined = merges.join(side["a"], "a").join(side["b"], "b")
+    joined = joined.select("a", "b", "sa", "la", "sb", "lb")
+    shared: Any = spark.sparkContext.broadcast(sorted(common)) if common else []
+    kin = T.StructType([T.StructField("a", T.LongType()), T.StructField("b", T.LongType())])
+    alike = joined.mapInArrow(_kin_batches(policy, shared), kin)
+    return components(firsts.unionByName(alike))
 
 
 def _common(votes: DataFrame, comps: DataFrame, count: int) -> DataFrame:
@@ -1066,7 +1227,8 @@ def _group(
     verdicts = _Verdicts(clock("pass1 verify", _verify(pairs, sketches, policy)))
 
     # 4. Boilerplate: votes of refused pairs across first-pass components.
-    comps = clock("pass1 components", components(_guarded(spark, verdicts.accepted, policy)), False)
+    edges1 = _guarded(spark, verdicts.accepted, policy)
+    comps = clock("pass1 components", _grouped(edges1, sketches, policy), False)
     common = clock("common", _common(verdicts.votes, comps, policy.votes))
     if extra is not None:
         extra["common"] = common
@@ -1087,7 +1249,7 @@ def _group(
 
     # 6. The merge guard, then 7. components.
     edges = clock("guard", _guarded(spark, verdicts2.accepted, policy), stats is not None)
-    groups = clock("components", components(edges), False)
+    groups = clock("components", _grouped(edges, sketches, policy, known), False)
 
     if stats is not None:
         stats.update(
@@ -1721,8 +1883,9 @@ def _group_against(
 
     # 3. and 4. The first pass, with the stored common hashes; its refusals vote.
     first = verdicts(known, list(stored.common), "pass1 verify", VOTERS)
+    edges1 = _guarded(spark, first.accepted, policy, floor)
     comps = clock(
-        "pass1 components", components(_guarded(spark, first.accepted, policy, floor)), False
+        "pass1 components", _grouped(edges1, sketches, policy, list(stored.common)), False
     )
     common = clock(
         "common", _common(first.votes, comps, policy.votes).unionByName(known).distinct()
@@ -1731,9 +1894,10 @@ def _group_against(
         extra["common"] = common
 
     # 5. to 7. The second pass without every common hash, the guard, components.
-    second = verdicts(common, [int(r[0]) for r in common.collect()], "pass2 verify")
+    hashes = [int(r[0]) for r in common.collect()]
+    second = verdicts(common, hashes, "pass2 verify")
     edges = clock("guard", _guarded(spark, second.accepted, policy, floor), False)
-    found = clock("components", components(edges), False)
+    found = clock("components", _grouped(edges, sketches, policy, hashes), False)
 
     named = nodes.select("node", "exact", "rep").join(found, "node", "left")
     named = named.select("exact", F.coalesce("comp", "node").alias("comp"))

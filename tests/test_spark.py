@@ -873,3 +873,66 @@ class TestFrame:
                 online = {i: nsh.add(pages[i], doc_id=i).similar_id for i in case}
             assert len(set(got.values())) == len(set(online.values())) == groups
             assert _pairs(got) == _pairs(online)
+
+
+def _template_pages() -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """Two stories of one series, ``a`` and ``b``, each opening with the series' formula
+    (three sentences, most of a short page) and then twelve of its own: full copies, copies
+    cut after four sentences, and short pages of the formula and one sentence, each page
+    under a header of its own site. Pages in the order: ``a``'s, then ``b``'s longer ones,
+    then ``b``'s short ones (the online path then sees ``b``'s story before its short pages)."""
+    rng = random.Random(11)
+    words = [
+        "".join(rng.choice("bcdfghklmnprstvz") for _ in range(rng.randint(4, 8)))
+        for _ in range(3000)
+    ]
+    formula = _story(rng, words, 3)
+    docs: list[tuple[str, str]] = []
+    story: dict[str, str] = {}
+    for name in ("a", "b"):
+        body = formula + _story(rng, words, 12)
+        for kind, size, copies in (("full", len(body), 3), ("cut", 7, 2), ("short", 4, 3)):
+            for i in range(copies):
+                header = " ".join(rng.choice(words) for _ in range(8)).capitalize() + "."
+                doc_id = f"{name}-{kind}-{i}"
+                docs.append((doc_id, "\n".join([header, *body[:size]])))
+                story[doc_id] = name
+    return docs, story
+
+
+class TestMergeGuard:
+    """The online merge guard in the Spark job: a merge joins two groups alike as a whole."""
+
+    def test_a_node_s_first_choice_is_its_best_scored_pick(self) -> None:
+        """Of the matches a node picks, the best scored (then the most shared) is its first
+        choice; its other picks are merges, and a stored group chooses nothing."""
+        from nshash.methods.nshash.assign import MatchPolicy
+        from nshash.spark import _guard_rows
+
+        shared = list(range(10))
+        rows = [
+            # node 5: a short page inside 6 (score 1.0), sharing most with 7 (0.8, its
+            # reference); 8 shares little of what 5 shares with 7, so 5 does not agree to it.
+            (5, [(6, 1.0, shared[:6], 6), (7, 0.8, shared, 12), (8, 0.7, [20, 21, 22], 4)]),
+            (1, [(5, 0.9, shared, 10)]),  # a stored group (below the floor)
+        ]
+        got = list(_guard_rows(MatchPolicy(), floor=2)(rows))
+        assert got == [(5, 6, True, True), (5, 7, True, False), (1, 5, False, False)]
+
+    def test_short_pages_of_a_series_do_not_join_its_stories(self, spark: Any) -> None:
+        """Two stories of a series stay apart though their short pages (the series' formula
+        and one sentence) match each other strongly: each page joins its own story first, and
+        the two stories share only the formula, as on the online path."""
+        from nshash.spark import dedup
+
+        docs, story = _template_pages()
+        rows = [(i, t, n) for n, (i, t) in enumerate(docs)]
+        df = spark.createDataFrame(rows, "id string, text string, pos long")
+        got = {r["id"]: r["similar_id"] for r in dedup(df, order_col="pos").collect()}
+        with NSHash.open("memory://") as nsh:
+            online = {i: nsh.add(t, doc_id=i).similar_id for i, t in docs}
+        for engine, labels in (("online", online), ("spark", got)):
+            by_story = {name: {labels[i] for i in story if story[i] == name} for name in "ab"}
+            assert by_story["a"].isdisjoint(by_story["b"]), (engine, by_story)
+        assert len({got[i] for i in story if story[i] == "a"}) == 1
+        assert len({got[i] for i in story if story[i] == "b"}) == 1

@@ -63,7 +63,7 @@ story and half of another glue nothing together.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -86,6 +86,7 @@ __all__ = [
     "lookup",
     "resolve",
     "set_aside",
+    "sketch_kinship",
     "unframed",
     "vote",
 ]
@@ -530,12 +531,26 @@ def judged(
 
 def kinship(tables: Tables, a: int, b: int) -> float:
     """How much of the smaller of two groups' sketches the other holds (common values and
-    values past either limit left out)."""
+    values past either limit left out): :func:`sketch_kinship` of their sketches."""
     values_a, limit_a = tables.group_sketch(a)
     values_b, limit_b = tables.group_sketch(b)
+    return sketch_kinship(values_a, limit_a, values_b, limit_b, tables.live_set)
+
+
+def sketch_kinship(
+    values_a: Iterable[int],
+    limit_a: int,
+    values_b: Iterable[int],
+    limit_b: int,
+    live: Callable[[Iterable[int]], set[int]],
+) -> float:
+    """How much of the smaller of two group sketches (values and limit each) the other holds:
+    only values below the smaller limit are compared, and *live* leaves the common ones out.
+    The merge guard of :func:`kinship`, which the Spark job applies to the groups its edges
+    would merge."""
     limit = min(limit_a, limit_b)
-    mine = tables.live_set(v for v in values_a if v < limit)
-    theirs = tables.live_set(v for v in values_b if v < limit)
+    mine = live(v for v in values_a if v < limit)
+    theirs = live(v for v in values_b if v < limit)
     smaller = min(len(mine), len(theirs))
     return len(mine & theirs) / smaller if smaller else 0.0
 
