@@ -85,7 +85,14 @@ typedef struct {
     uint64_t (*fp64)(const char *, size_t);
     PyObject *hashfunc, *fold, *dproc, *docprint;
     PyObject *n_sentences, *n_sketch, *n_exact, *n_limit, *n_packed, *n_places;
+    /* Where a docprint keeps each of those (slot_offsets, in that order), found for its
+     * class at dp_version; dp_slots 0: set them by PyObject_GenericSetAttr. */
+    Py_ssize_t dp_off[6];
+    unsigned int dp_version;
+    int dp_slots;
 } Kernel;
+
+enum { S_SENTENCES, S_SKETCH, S_EXACT, S_LIMIT, S_PACKED, S_PLACES, S_NAMES };
 
 static inline int is_brk(const Kernel *k, Py_UCS4 c)
 {
@@ -539,22 +546,47 @@ static int hash_key(Kernel *k, const uint32_t *s, const char *u8, const Py_ssize
 }
 
 
-static PyObject *make_docprint(Kernel *k, PyObject *anchors, PyObject *sketch, PyObject *exact,
-                               PyObject *limit, PyObject *places)
+/* Whether k->dp_off holds where a new docprint keeps its fields now (read again if its class
+ * has changed since). */
+static int docprint_slots(Kernel *k)
+{
+    PyTypeObject *tp = (PyTypeObject *)k->docprint;
+    if (k->dp_slots && slots_valid(tp, k->dp_version))
+        return 1;
+    PyObject *names[S_NAMES] = {k->n_sentences, k->n_sketch, k->n_exact,
+                                k->n_limit,     k->n_packed, k->n_places};
+    k->dp_slots = slot_offsets(tp, names, S_NAMES, k->dp_off, &k->dp_version);
+    return k->dp_slots;
+}
+
+/* A new docprint with *n* of its fields set: names[i] (an S_ index) to values[i]. */
+static PyObject *new_docprint(Kernel *k, const int *names, PyObject *const *values, int n)
 {
     PyTypeObject *tp = (PyTypeObject *)k->docprint;
     PyObject *obj = tp->tp_alloc(tp, 0);
     if (!obj)
         return NULL;
-    if (PyObject_GenericSetAttr(obj, k->n_sentences, anchors) < 0
-        || PyObject_GenericSetAttr(obj, k->n_sketch, sketch) < 0
-        || PyObject_GenericSetAttr(obj, k->n_exact, exact) < 0
-        || PyObject_GenericSetAttr(obj, k->n_limit, limit) < 0
-        || PyObject_GenericSetAttr(obj, k->n_places, places) < 0) {
-        Py_DECREF(obj);
-        return NULL;
+    if (docprint_slots(k)) {
+        for (int i = 0; i < n; i++)
+            slot_set_new(obj, k->dp_off[names[i]], values[i]);
+        return obj;
     }
+    PyObject *const all[S_NAMES] = {k->n_sentences, k->n_sketch, k->n_exact,
+                                    k->n_limit,     k->n_packed, k->n_places};
+    for (int i = 0; i < n; i++)
+        if (PyObject_GenericSetAttr(obj, all[names[i]], values[i]) < 0) {
+            Py_DECREF(obj);
+            return NULL;
+        }
     return obj;
+}
+
+static PyObject *make_docprint(Kernel *k, PyObject *anchors, PyObject *sketch, PyObject *exact,
+                               PyObject *limit, PyObject *places)
+{
+    static const int names[] = {S_SENTENCES, S_SKETCH, S_EXACT, S_LIMIT, S_PLACES};
+    PyObject *const values[] = {anchors, sketch, exact, limit, places};
+    return new_docprint(k, names, values, 5);
 }
 
 /* A DocPrint whose anchors and sketch stay packed: its _packed slot holds their count, the
@@ -574,13 +606,9 @@ static PyObject *make_packed(Kernel *k, const uint64_t *anchors, Py_ssize_t na,
     memcpy(p, &count, sizeof count);
     memcpy(p + sizeof count, anchors, (size_t)na * sizeof *anchors);
     memcpy(p + (1 + na) * sizeof count, sketch, (size_t)u * sizeof *sketch);
-    PyTypeObject *tp = (PyTypeObject *)k->docprint;
-    PyObject *obj = tp->tp_alloc(tp, 0);
-    if (!obj || PyObject_GenericSetAttr(obj, k->n_packed, packed) < 0
-        || PyObject_GenericSetAttr(obj, k->n_exact, exact) < 0
-        || PyObject_GenericSetAttr(obj, k->n_limit, limit) < 0
-        || PyObject_GenericSetAttr(obj, k->n_places, places) < 0)
-        Py_CLEAR(obj);
+    static const int names[] = {S_PACKED, S_EXACT, S_LIMIT, S_PLACES};
+    PyObject *const values[] = {packed, exact, limit, places};
+    PyObject *obj = new_docprint(k, names, values, 4);
     Py_DECREF(packed);
     return obj;
 }
@@ -974,6 +1002,7 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds)
     if (!k->n_sentences || !k->n_sketch || !k->n_exact || !k->n_limit || !k->n_packed
         || !k->n_places)
         return -1;
+    k->dp_slots = 0; /* found on first use (docprint_slots) */
     return 0;
 }
 

@@ -3461,6 +3461,42 @@ done:
  * *names* (a tuple of str) set to the value in the same place, without calling its __init__:
  * what a frozen dataclass's generated __init__ does for a class without defaults to fill or a
  * __post_init__, at a fraction of the cost (the results of every add are made this way). */
+
+/* The slots of the last few (class, names) make_record was given (see slot_offsets): the
+ * two of every add. An entry holds its class and names; ok 0: they are not all slots. */
+#define RECORD_CACHE 4
+#define RECORD_MOST 16
+static struct {
+    PyObject *cls, *names;
+    unsigned int version;
+    int ok;
+    Py_ssize_t off[RECORD_MOST];
+} record_slots[RECORD_CACHE];
+
+/* Where make_record stores each of *names* in a *tp*, or NULL: by PyObject_GenericSetAttr. */
+static const Py_ssize_t *record_offsets(PyTypeObject *tp, PyObject *names)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(names);
+    int i;
+    if (n > RECORD_MOST)
+        return NULL;
+    for (i = 0; i < RECORD_CACHE && record_slots[i].cls; i++)
+        if (record_slots[i].cls == (PyObject *)tp && record_slots[i].names == names)
+            break;
+    if (i == RECORD_CACHE)
+        return NULL;
+    if (record_slots[i].cls && slots_valid(tp, record_slots[i].version))
+        return record_slots[i].ok ? record_slots[i].off : NULL;
+    /* a new entry, or one the class has changed since: (re)read */
+    record_slots[i].ok = slot_offsets(tp, ((PyTupleObject *)names)->ob_item, n,
+                                      record_slots[i].off, &record_slots[i].version);
+    if (!record_slots[i].cls) {
+        record_slots[i].cls = Py_NewRef((PyObject *)tp);
+        record_slots[i].names = Py_NewRef(names);
+    }
+    return record_slots[i].ok ? record_slots[i].off : NULL;
+}
+
 static PyObject *make_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs < 2 || !PyType_Check(args[0]) || !PyTuple_CheckExact(args[1])
@@ -3469,9 +3505,16 @@ static PyObject *make_record(PyObject *self, PyObject *const *args, Py_ssize_t n
         return NULL;
     }
     PyTypeObject *tp = (PyTypeObject *)args[0];
+    const Py_ssize_t *off = record_offsets(tp, args[1]);
+    unsigned int version = tp->tp_version_tag;
     PyObject *obj = tp->tp_alloc(tp, 0);
     if (!obj)
         return NULL;
+    if (off && slots_valid(tp, version)) { /* (a collection in tp_alloc changed nothing) */
+        for (Py_ssize_t i = 2; i < nargs; i++)
+            slot_set_new(obj, off[i - 2], args[i]);
+        return obj;
+    }
     for (Py_ssize_t i = 2; i < nargs; i++)
         if (PyObject_GenericSetAttr(obj, PyTuple_GET_ITEM(args[1], i - 2), args[i]) < 0) {
             Py_DECREF(obj);
