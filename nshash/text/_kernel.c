@@ -161,9 +161,10 @@ static inline int line_needs_fold(uint32_t m)
  * -2 - m when the folded keys need room for m code points. With u8 (room for 4n + 4 bytes)
  * and off (n + 1), a text of one or two bytes a character that takes the optimistic pass
  * also gets the stream's UTF-8 and offsets there (as utf8_offsets makes them), and *encoded
- * is set; else the caller encodes the stream. */
+ * is set; else the caller encodes the stream. *narrow is set when the stream is known to
+ * hold no wide character (0: it may). */
 static Py_ssize_t key_stream(Kernel *k, PyObject *text, uint32_t *buf, Py_ssize_t cap,
-                             char *u8, Py_ssize_t *off, int *encoded)
+                             char *u8, Py_ssize_t *off, int *encoded, int *narrow)
 {
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
@@ -174,6 +175,7 @@ static Py_ssize_t key_stream(Kernel *k, PyObject *text, uint32_t *buf, Py_ssize_
      * lookup a character; a loop for each width of str). */
     const uint32_t *fast = k->fast, *fu8 = k->fast_u8;
     *encoded = 0;
+    *narrow = 0;
     if (u8 && kind != PyUnicode_4BYTE_KIND) {
         /* Branch-free: every character is stored, and counts only if kept (m != 0; its form
          * then is its UTF-8, else 0 bytes); a FAST_SLOW (the only value with the top bit)
@@ -201,6 +203,7 @@ static Py_ssize_t key_stream(Kernel *k, PyObject *text, uint32_t *buf, Py_ssize_
         if (!(all & 0x80000000u)) {
             off[len] = (Py_ssize_t)(o - (unsigned char *)u8);
             *encoded = 1;
+            *narrow = all < k->wide; /* each character kept is at most all */
             return len;
         }
         slow = 1;
@@ -635,6 +638,7 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     char *u8 = NULL;      /* the stream's UTF-8, when keys are hashed as bytes */
     Py_ssize_t *off = NULL; /* where each code point's bytes start in u8 */
     int encoded = 0;        /* whether key_stream wrote them */
+    int narrow = 0;         /* whether it found no wide character */
 
     if (k->hash_bytes) {
         u8 = PyMem_Malloc((size_t)n * 4 + 4);
@@ -650,7 +654,7 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
             PyErr_NoMemory();
             goto done;
         }
-        len = key_stream(k, text, buf, cap, u8, off, &encoded);
+        len = key_stream(k, text, buf, cap, u8, off, &encoded, &narrow);
         if (len >= -1)
             break;
         PyMem_Free(buf);
@@ -717,39 +721,79 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     if (len - width + 1 > 2 * m)
         bound = UINT64_MAX / (uint64_t)(len - width + 1) * (uint64_t)(2 * m);
     Pick thr;
+    /* The run of characters of one weight that ends at e - 1 starts at run (wd: whether they
+     * are wide), and goes on to stop at least (where a character of the other weight or the
+     * end of the stream was seen). */
+    Py_ssize_t run, stop;
+    int wd;
+    /* Each start's shingle: its hash mixed, sampled for the sketch, kept among the picks. */
+#define SHINGLE_AT(I, E)                                                                      \
+    do {                                                                                      \
+        uint64_t h = hw ^ salt;                                                               \
+        h ^= h >> 33;                                                                         \
+        h *= MIX1;                                                                            \
+        h ^= h >> 33;                                                                         \
+        h *= MIX2;                                                                            \
+        h ^= h >> 33;                                                                         \
+        if ((h & mask) == 0) {                                                                \
+            spos[ns] = (uint32_t)(I);                                                         \
+            svals[ns++] = h >> shift;                                                         \
+        }                                                                                     \
+        if (h <= thr.h) {                                                                     \
+            Pick p = {h, (I), (E)};                                                           \
+            if (pick_less(&p, &thr)) {                                                        \
+                picks[size++] = p;                                                            \
+                if (size == 3 * m) {                                                          \
+                    select_picks(picks, size, m);                                             \
+                    size = m;                                                                 \
+                    thr = picks[m - 1];                                                       \
+                }                                                                             \
+            }                                                                                 \
+        }                                                                                     \
+    } while (0)
 shingle_pass:
     hw = 0;
     pw = 1;
     e = acc = ns = size = 0;
     thr = (Pick){bound, PY_SSIZE_T_MAX, 0};
+    run = 0;
+    wd = -1;
+    stop = narrow ? len : 0; /* a stream of narrow characters only: one run */
     for (i = 0;; i++) {
         while (acc < width) {
             if (e == len) /* what is left from i weighs less than a shingle: no more starts */
                 goto shingled;
-            uint32_t c = buf[e++];
-            acc += c >= wide ? wu : nu;
+            uint32_t c = buf[e];
+            int w = c >= wide;
+            if (w != wd) {
+                wd = w;
+                run = e;
+            }
+            e++;
+            acc += w ? wu : nu;
             hw += (uint64_t)c * pw;
             pw *= B;
         }
-        uint64_t h = hw ^ salt;
-        h ^= h >> 33;
-        h *= MIX1;
-        h ^= h >> 33;
-        h *= MIX2;
-        h ^= h >> 33;
-        if ((h & mask) == 0) {
-            spos[ns] = (uint32_t)i;
-            svals[ns++] = h >> shift;
-        }
-        if (h <= thr.h) {
-            Pick p = {h, i, e};
-            if (pick_less(&p, &thr)) {
-                picks[size++] = p;
-                if (size == 3 * m) {
-                    select_picks(picks, size, m);
-                    size = m;
-                    thr = picks[m - 1];
+        SHINGLE_AT(i, e);
+        if (run <= i) {
+            /* The shingle is all of one weight: so is each next one, one character on, until
+             * a character of the other weight would enter (it weighs what this one does, and
+             * keeps its length L): the hash rolls without weighing anything. */
+            if (stop <= e) {
+                for (stop = e; stop < len && (buf[stop] >= wide) == wd; stop++)
+                    ;
+            }
+            const Py_ssize_t L = e - i;
+            if (stop - L > i) {
+                const uint64_t pw1 = pw * BI; /* B**(L - 1) */
+                const uint32_t *q = buf + i, *last = buf + (stop - L);
+                while (q < last) {
+                    hw = (hw - q[0]) * BI + (uint64_t)q[L] * pw1;
+                    q++;
+                    SHINGLE_AT(q - buf, q - buf + L);
                 }
+                i = q - buf;
+                e = i + L;
             }
         }
         uint32_t c = buf[i];
@@ -757,6 +801,7 @@ shingle_pass:
         hw = (hw - c) * BI;
         pw *= BI;
     }
+#undef SHINGLE_AT
 shingled:
     if (size < m && size < i && bound != UINT64_MAX) { /* i: the number of starts */
         bound = UINT64_MAX;
