@@ -659,23 +659,38 @@ static inline Py_ssize_t am_next(Py_ssize_t i, Py_ssize_t cap) { return i + 1 ==
 
 static inline int am_live_slot(uint32_t first) { return first != 0 && first != TOMB; }
 
-/* The shard of *k* and, through *slot*, its slot there, or -1. */
-static Shard *am_find(AnchorMap *m, uint64_t k, Py_ssize_t *slot)
+/* The shard of *k* and, through *slot*, its slot there, or -1; and through *free* (when not
+ * NULL) the first slot of its probe that is not live, where it would be put (-1: none yet). */
+static inline Shard *am_probe(AnchorMap *m, uint64_t k, Py_ssize_t *slot, Py_ssize_t *free)
 {
     uint64_t h = am_mix(k);
     Shard *s = &m->sh[h >> 56];
     *slot = -1;
+    if (free)
+        *free = -1;
     if (!s->cap)
         return s;
     for (Py_ssize_t i = am_home(h, s->cap);; i = am_next(i, s->cap)) {
         uint32_t v = s->vals[i * m->w];
-        if (v == 0)
+        if (v == 0) {
+            if (free && *free < 0)
+                *free = i;
             return s;
-        if (v != TOMB && s->keys[i] == k) {
+        }
+        if (v == TOMB) {
+            if (free && *free < 0)
+                *free = i;
+        } else if (s->keys[i] == k) {
             *slot = i;
             return s;
         }
     }
+}
+
+/* The shard of *k* and, through *slot*, its slot there, or -1. */
+static Shard *am_find(AnchorMap *m, uint64_t k, Py_ssize_t *slot)
+{
+    return am_probe(m, k, slot, NULL);
 }
 
 /* The filter's word (through *word*) and its two bits for key *k*. */
@@ -806,14 +821,20 @@ static int am_widen(AnchorMap *m, Py_ssize_t w)
 /* Set *k* to the *len* ids at *ids* (len from 1 to m->w). */
 static int am_put(AnchorMap *m, uint64_t k, const uint32_t *ids, Py_ssize_t len)
 {
-    Py_ssize_t at, w = m->w;
-    Shard *s = am_find(m, k, &at);
+    Py_ssize_t at, free, w = m->w;
+    Shard *s = am_probe(m, k, &at, &free);
     if (at < 0) {
-        if ((s->used + 1) * 4 > s->cap * 3 && am_resize(m, s, am_live(m, s) + 1) < 0)
-            return -1;
-        at = am_home(am_mix(k), s->cap);
-        while (am_live_slot(s->vals[at * w]))
-            at = am_next(at, s->cap);
+        if ((s->used + 1) * 4 > s->cap * 3) {
+            if (am_resize(m, s, am_live(m, s) + 1) < 0)
+                return -1;
+            free = -1;
+        }
+        at = free; /* the first slot not live from its home: found by the probe */
+        if (at < 0) {
+            at = am_home(am_mix(k), s->cap);
+            while (am_live_slot(s->vals[at * w]))
+                at = am_next(at, s->cap);
+        }
         if (s->vals[at * w] == 0)
             s->used++;
         s->keys[at] = k;
@@ -2922,7 +2943,13 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         }
     }
     for (i = 0; i < np; i++) {
-        known[i] = table_get(fp, picked[i]);
+        if (Py_IS_TYPE(fp, &AnchorMapType)) { /* by the value read above: table_get's own */
+            Py_ssize_t at;
+            Shard *sh = am_find((AnchorMap *)fp, pv[i], &at);
+            known[i] = at < 0 ? NULL : am_value_at((AnchorMap *)fp, sh, at);
+        } else {
+            known[i] = table_get(fp, picked[i]);
+        }
         if (!known[i] && PyErr_Occurred())
             goto done;
     }
@@ -3278,9 +3305,18 @@ write:
             if (rc < 0)
                 goto done;
         }
-        for (i = 0; i < nf; i++)
-            if (table_set(fp, fresh_h[i], root) < 0)
+        if (nf && Py_IS_TYPE(fp, &AnchorMapType)) { /* table_set's own steps, the id read once */
+            uint32_t id;
+            if (am_id(root, &id) < 0)
                 goto done;
+            for (i = 0; i < nf; i++)
+                if (am_put((AnchorMap *)fp, fresh_v[i], &id, 1) < 0)
+                    goto done;
+        } else {
+            for (i = 0; i < nf; i++)
+                if (table_set(fp, fresh_h[i], root) < 0)
+                    goto done;
+        }
         if (nf && ops.log) {
             PyObject *hs_packed = packed_of(fresh_v, nf, 8);
             PyObject *op = hs_packed ? op_of(OP_FP, root, hs_packed) : NULL;
