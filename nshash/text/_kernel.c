@@ -90,7 +90,72 @@ typedef struct {
     Py_ssize_t dp_off[6];
     unsigned int dp_version;
     int dp_slots;
+    /* The working memory of prepare, kept from one call to the next (see Arena); busy while
+     * a call uses it (a call that Python code in fold or hashfunc makes meanwhile, on this
+     * thread or another, gets its own). */
+    char *scratch;
+    size_t scratch_cap;
+    int scratch_busy;
 } Kernel;
+
+/* prepare's arrays, taken one after another from the Kernel's scratch block (no call to an
+ * allocator for most texts: a text used to make ten), or each from PyMem_Malloc where the
+ * block is busy or too small; all given back at once (arena_release). */
+#define ARENA_EXTRA 16
+#define SCRATCH_MOST ((size_t)1 << 22) /* the most a Kernel keeps between calls: 4 MiB */
+typedef struct {
+    char *base;
+    size_t cap, used;
+    void *extra[ARENA_EXTRA];
+    int nextra, owns_scratch;
+} Arena;
+
+/* An arena for a text of *n* code points: the Kernel's scratch block, grown to *want* bytes,
+ * when it is free and that is not too much. */
+static void arena_open(Kernel *k, Arena *a, size_t want)
+{
+    memset(a, 0, sizeof *a);
+    if (k->scratch_busy || want > SCRATCH_MOST)
+        return;
+    if (k->scratch_cap < want) {
+        char *more = PyMem_Realloc(k->scratch, want);
+        if (!more)
+            return; /* each array then on its own */
+        k->scratch = more;
+        k->scratch_cap = want;
+    }
+    k->scratch_busy = 1;
+    a->owns_scratch = 1;
+    a->base = k->scratch;
+    a->cap = k->scratch_cap;
+}
+
+/* *bytes* of the arena (aligned for any of prepare's arrays), or NULL with MemoryError. */
+static void *arena_take(Arena *a, size_t bytes)
+{
+    size_t at = (a->used + 15) & ~(size_t)15;
+    if (a->base && at <= a->cap && bytes <= a->cap - at) {
+        a->used = at + bytes;
+        return a->base + at;
+    }
+    if (a->nextra == ARENA_EXTRA) {
+        PyErr_SetString(PyExc_SystemError, "nshash.text._kernel: too many arrays for one text");
+        return NULL;
+    }
+    void *p = PyMem_Malloc(bytes ? bytes : 1);
+    if (!p)
+        return PyErr_NoMemory();
+    a->extra[a->nextra++] = p;
+    return p;
+}
+
+static void arena_release(Kernel *k, Arena *a)
+{
+    for (int i = 0; i < a->nextra; i++)
+        PyMem_Free(a->extra[i]);
+    if (a->owns_scratch)
+        k->scratch_busy = 0;
+}
 
 enum { S_SENTENCES, S_SKETCH, S_EXACT, S_LIMIT, S_PACKED, S_PLACES, S_NAMES };
 
@@ -639,26 +704,28 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     Py_ssize_t *off = NULL; /* where each code point's bytes start in u8 */
     int encoded = 0;        /* whether key_stream wrote them */
     int narrow = 0;         /* whether it found no wide character */
+    Arena arena;
 
+    /* What a text of n code points whose stream is no longer takes (see the arrays below),
+     * with room for each array's alignment. */
+    Py_ssize_t m = k->max_sentences;
+    size_t per = 4 + sizeof *off + sizeof *buf + 2 * sizeof *svals + sizeof *spos;
+    arena_open(k, &arena, ((size_t)n + 1) * per + 4 + (size_t)m * (3 * sizeof *picks + 16)
+                              + (size_t)(4 * k->sketch_size + 16) * sizeof *slots + 16 * 12);
     if (k->hash_bytes) {
-        u8 = PyMem_Malloc((size_t)n * 4 + 4);
-        off = PyMem_Malloc(((size_t)n + 1) * sizeof *off);
-        if (!u8 || !off) {
-            PyErr_NoMemory();
+        u8 = arena_take(&arena, (size_t)n * 4 + 4);
+        off = u8 ? arena_take(&arena, ((size_t)n + 1) * sizeof *off) : NULL;
+        if (!u8 || !off)
             goto done;
-        }
     }
     for (;;) {
-        buf = PyMem_Malloc((size_t)cap * sizeof *buf);
-        if (!buf) {
-            PyErr_NoMemory();
+        buf = arena_take(&arena, (size_t)cap * sizeof *buf);
+        if (!buf)
             goto done;
-        }
         len = key_stream(k, text, buf, cap, u8, off, &encoded, &narrow);
         if (len >= -1)
             break;
-        PyMem_Free(buf);
-        buf = NULL;
+        buf = NULL; /* (given back with the arena) */
         cap = -2 - len; /* the folded keys are longer than the text: make room */
     }
     if (len < 0)
@@ -669,19 +736,13 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     }
     if (k->hash_bytes && !encoded) {
         if (len > n) { /* folding lengthened the stream */
-            PyMem_Free(u8);
-            PyMem_Free(off);
-            u8 = PyMem_Malloc((size_t)len * 4 + 4);
-            off = PyMem_Malloc(((size_t)len + 1) * sizeof *off);
-            if (!u8 || !off) {
-                PyErr_NoMemory();
+            u8 = arena_take(&arena, (size_t)len * 4 + 4);
+            off = u8 ? arena_take(&arena, ((size_t)len + 1) * sizeof *off) : NULL;
+            if (!u8 || !off)
                 goto done;
-            }
         }
-        if (utf8_offsets(buf, len, u8, off) < 0) { /* a surrogate: hashed as a str, which */
-            PyMem_Free(u8);                          /* raises as the pure path does */
-            u8 = NULL;
-        }
+        if (utf8_offsets(buf, len, u8, off) < 0) /* a surrogate: hashed as a str, which */
+            u8 = NULL;                            /* raises as the pure path does */
     }
     uint64_t exact_v;
     if (hash_key(k, buf, u8, off, 0, len, &exact_v, &exact) < 0)
@@ -692,17 +753,14 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     /* Shingles: a window from every start to the first end that weighs `shingle` units. */
     const Py_ssize_t width = k->shingle;
     Py_ssize_t i;
-    Py_ssize_t m = k->max_sentences, size = 0, ns = 0;
-    picks = PyMem_Malloc((size_t)m * 3 * sizeof *picks); /* the picks kept: m, and 2m more */
-    svals = PyMem_Malloc((size_t)len * sizeof *svals);
-    kept = PyMem_Malloc((size_t)len * sizeof *kept);
-    spos = PyMem_Malloc((size_t)len * sizeof *spos);
-    fps = PyMem_Malloc((size_t)m * sizeof *fps);
-    objs = PyMem_Malloc((size_t)m * sizeof *objs);
-    if (!picks || !svals || !kept || !spos || !fps || !objs) {
-        PyErr_NoMemory();
+    Py_ssize_t size = 0, ns = 0;
+    if (!(picks = arena_take(&arena, (size_t)m * 3 * sizeof *picks)) /* m, and 2m more */
+        || !(svals = arena_take(&arena, (size_t)len * sizeof *svals))
+        || !(kept = arena_take(&arena, (size_t)len * sizeof *kept))
+        || !(spos = arena_take(&arena, (size_t)len * sizeof *spos))
+        || !(fps = arena_take(&arena, (size_t)m * sizeof *fps))
+        || !(objs = arena_take(&arena, (size_t)m * sizeof *objs)))
         goto done;
-    }
     const uint64_t B = k->base, BI = k->base_inv, salt = k->salt, mask = k->mask;
     const uint32_t wide = k->wide;
     const Py_ssize_t wu = k->wide_units, nu = k->narrow_units;
@@ -889,10 +947,8 @@ shingled:
         Py_ssize_t cap2 = 16;
         while (cap2 < 2 * u)
             cap2 <<= 1;
-        if (!(slots = PyMem_Malloc((size_t)cap2 * sizeof *slots))) {
-            PyErr_NoMemory();
+        if (!(slots = arena_take(&arena, (size_t)cap2 * sizeof *slots)))
             goto done;
-        }
         const uint64_t smask = (uint64_t)cap2 - 1;
         memset(slots, 0xFF, (size_t)cap2 * sizeof *slots); /* -1: empty */
         memset(pl, 0xFF, (size_t)u * sizeof *pl);          /* UINT32_MAX: not seen yet */
@@ -939,16 +995,7 @@ done:
     Py_XDECREF(sketch);
     Py_XDECREF(limit);
     Py_XDECREF(places);
-    PyMem_Free(buf);
-    PyMem_Free(u8);
-    PyMem_Free(off);
-    PyMem_Free(picks);
-    PyMem_Free(svals);
-    PyMem_Free(kept);
-    PyMem_Free(spos);
-    PyMem_Free(slots);
-    PyMem_Free(fps);
-    PyMem_Free(objs);
+    arena_release(k, &arena);
     return result;
 }
 
@@ -1081,6 +1128,7 @@ static void Kernel_dealloc(Kernel *k)
     Kernel_clear(k);
     PyMem_Free(k->fast);
     PyMem_Free(k->fast_u8);
+    PyMem_Free(k->scratch);
     Py_TYPE(k)->tp_free((PyObject *)k);
 }
 
