@@ -85,7 +85,79 @@ typedef struct {
     uint64_t (*fp64)(const char *, size_t);
     PyObject *hashfunc, *fold, *dproc, *docprint;
     PyObject *n_sentences, *n_sketch, *n_exact, *n_limit, *n_packed, *n_places;
+    /* Where a docprint keeps each of those (slot_offsets, in that order), found for its
+     * class at dp_version; dp_slots 0: set them by PyObject_GenericSetAttr. */
+    Py_ssize_t dp_off[6];
+    unsigned int dp_version;
+    int dp_slots;
+    /* The working memory of prepare, kept from one call to the next (see Arena); busy while
+     * a call uses it (a call that Python code in fold or hashfunc makes meanwhile, on this
+     * thread or another, gets its own). */
+    char *scratch;
+    size_t scratch_cap;
+    int scratch_busy;
 } Kernel;
+
+/* prepare's arrays, taken one after another from the Kernel's scratch block (no call to an
+ * allocator for most texts: a text used to make ten), or each from PyMem_Malloc where the
+ * block is busy or too small; all given back at once (arena_release). */
+#define ARENA_EXTRA 16
+#define SCRATCH_MOST ((size_t)1 << 22) /* the most a Kernel keeps between calls: 4 MiB */
+typedef struct {
+    char *base;
+    size_t cap, used;
+    void *extra[ARENA_EXTRA];
+    int nextra, owns_scratch;
+} Arena;
+
+/* An arena for a text of *n* code points: the Kernel's scratch block, grown to *want* bytes,
+ * when it is free and that is not too much. */
+static void arena_open(Kernel *k, Arena *a, size_t want)
+{
+    memset(a, 0, sizeof *a);
+    if (k->scratch_busy || want > SCRATCH_MOST)
+        return;
+    if (k->scratch_cap < want) {
+        char *more = PyMem_Realloc(k->scratch, want);
+        if (!more)
+            return; /* each array then on its own */
+        k->scratch = more;
+        k->scratch_cap = want;
+    }
+    k->scratch_busy = 1;
+    a->owns_scratch = 1;
+    a->base = k->scratch;
+    a->cap = k->scratch_cap;
+}
+
+/* *bytes* of the arena (aligned for any of prepare's arrays), or NULL with MemoryError. */
+static void *arena_take(Arena *a, size_t bytes)
+{
+    size_t at = (a->used + 15) & ~(size_t)15;
+    if (a->base && at <= a->cap && bytes <= a->cap - at) {
+        a->used = at + bytes;
+        return a->base + at;
+    }
+    if (a->nextra == ARENA_EXTRA) {
+        PyErr_SetString(PyExc_SystemError, "nshash.text._kernel: too many arrays for one text");
+        return NULL;
+    }
+    void *p = PyMem_Malloc(bytes ? bytes : 1);
+    if (!p)
+        return PyErr_NoMemory();
+    a->extra[a->nextra++] = p;
+    return p;
+}
+
+static void arena_release(Kernel *k, Arena *a)
+{
+    for (int i = 0; i < a->nextra; i++)
+        PyMem_Free(a->extra[i]);
+    if (a->owns_scratch)
+        k->scratch_busy = 0;
+}
+
+enum { S_SENTENCES, S_SKETCH, S_EXACT, S_LIMIT, S_PACKED, S_PLACES, S_NAMES };
 
 static inline int is_brk(const Kernel *k, Py_UCS4 c)
 {
@@ -154,9 +226,10 @@ static inline int line_needs_fold(uint32_t m)
  * -2 - m when the folded keys need room for m code points. With u8 (room for 4n + 4 bytes)
  * and off (n + 1), a text of one or two bytes a character that takes the optimistic pass
  * also gets the stream's UTF-8 and offsets there (as utf8_offsets makes them), and *encoded
- * is set; else the caller encodes the stream. */
+ * is set; else the caller encodes the stream. *narrow is set when the stream is known to
+ * hold no wide character (0: it may). */
 static Py_ssize_t key_stream(Kernel *k, PyObject *text, uint32_t *buf, Py_ssize_t cap,
-                             char *u8, Py_ssize_t *off, int *encoded)
+                             char *u8, Py_ssize_t *off, int *encoded, int *narrow)
 {
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
@@ -167,6 +240,7 @@ static Py_ssize_t key_stream(Kernel *k, PyObject *text, uint32_t *buf, Py_ssize_
      * lookup a character; a loop for each width of str). */
     const uint32_t *fast = k->fast, *fu8 = k->fast_u8;
     *encoded = 0;
+    *narrow = 0;
     if (u8 && kind != PyUnicode_4BYTE_KIND) {
         /* Branch-free: every character is stored, and counts only if kept (m != 0; its form
          * then is its UTF-8, else 0 bytes); a FAST_SLOW (the only value with the top bit)
@@ -194,6 +268,7 @@ static Py_ssize_t key_stream(Kernel *k, PyObject *text, uint32_t *buf, Py_ssize_
         if (!(all & 0x80000000u)) {
             off[len] = (Py_ssize_t)(o - (unsigned char *)u8);
             *encoded = 1;
+            *narrow = all < k->wide; /* each character kept is at most all */
             return len;
         }
         slow = 1;
@@ -539,22 +614,47 @@ static int hash_key(Kernel *k, const uint32_t *s, const char *u8, const Py_ssize
 }
 
 
-static PyObject *make_docprint(Kernel *k, PyObject *anchors, PyObject *sketch, PyObject *exact,
-                               PyObject *limit, PyObject *places)
+/* Whether k->dp_off holds where a new docprint keeps its fields now (read again if its class
+ * has changed since). */
+static int docprint_slots(Kernel *k)
+{
+    PyTypeObject *tp = (PyTypeObject *)k->docprint;
+    if (k->dp_slots && slots_valid(tp, k->dp_version))
+        return 1;
+    PyObject *names[S_NAMES] = {k->n_sentences, k->n_sketch, k->n_exact,
+                                k->n_limit,     k->n_packed, k->n_places};
+    k->dp_slots = slot_offsets(tp, names, S_NAMES, k->dp_off, &k->dp_version);
+    return k->dp_slots;
+}
+
+/* A new docprint with *n* of its fields set: names[i] (an S_ index) to values[i]. */
+static PyObject *new_docprint(Kernel *k, const int *names, PyObject *const *values, int n)
 {
     PyTypeObject *tp = (PyTypeObject *)k->docprint;
     PyObject *obj = tp->tp_alloc(tp, 0);
     if (!obj)
         return NULL;
-    if (PyObject_GenericSetAttr(obj, k->n_sentences, anchors) < 0
-        || PyObject_GenericSetAttr(obj, k->n_sketch, sketch) < 0
-        || PyObject_GenericSetAttr(obj, k->n_exact, exact) < 0
-        || PyObject_GenericSetAttr(obj, k->n_limit, limit) < 0
-        || PyObject_GenericSetAttr(obj, k->n_places, places) < 0) {
-        Py_DECREF(obj);
-        return NULL;
+    if (docprint_slots(k)) {
+        for (int i = 0; i < n; i++)
+            slot_set_new(obj, k->dp_off[names[i]], values[i]);
+        return obj;
     }
+    PyObject *const all[S_NAMES] = {k->n_sentences, k->n_sketch, k->n_exact,
+                                    k->n_limit,     k->n_packed, k->n_places};
+    for (int i = 0; i < n; i++)
+        if (PyObject_GenericSetAttr(obj, all[names[i]], values[i]) < 0) {
+            Py_DECREF(obj);
+            return NULL;
+        }
     return obj;
+}
+
+static PyObject *make_docprint(Kernel *k, PyObject *anchors, PyObject *sketch, PyObject *exact,
+                               PyObject *limit, PyObject *places)
+{
+    static const int names[] = {S_SENTENCES, S_SKETCH, S_EXACT, S_LIMIT, S_PLACES};
+    PyObject *const values[] = {anchors, sketch, exact, limit, places};
+    return new_docprint(k, names, values, 5);
 }
 
 /* A DocPrint whose anchors and sketch stay packed: its _packed slot holds their count, the
@@ -574,13 +674,9 @@ static PyObject *make_packed(Kernel *k, const uint64_t *anchors, Py_ssize_t na,
     memcpy(p, &count, sizeof count);
     memcpy(p + sizeof count, anchors, (size_t)na * sizeof *anchors);
     memcpy(p + (1 + na) * sizeof count, sketch, (size_t)u * sizeof *sketch);
-    PyTypeObject *tp = (PyTypeObject *)k->docprint;
-    PyObject *obj = tp->tp_alloc(tp, 0);
-    if (!obj || PyObject_GenericSetAttr(obj, k->n_packed, packed) < 0
-        || PyObject_GenericSetAttr(obj, k->n_exact, exact) < 0
-        || PyObject_GenericSetAttr(obj, k->n_limit, limit) < 0
-        || PyObject_GenericSetAttr(obj, k->n_places, places) < 0)
-        Py_CLEAR(obj);
+    static const int names[] = {S_PACKED, S_EXACT, S_LIMIT, S_PLACES};
+    PyObject *const values[] = {packed, exact, limit, places};
+    PyObject *obj = new_docprint(k, names, values, 4);
     Py_DECREF(packed);
     return obj;
 }
@@ -607,26 +703,29 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     char *u8 = NULL;      /* the stream's UTF-8, when keys are hashed as bytes */
     Py_ssize_t *off = NULL; /* where each code point's bytes start in u8 */
     int encoded = 0;        /* whether key_stream wrote them */
+    int narrow = 0;         /* whether it found no wide character */
+    Arena arena;
 
+    /* What a text of n code points whose stream is no longer takes (see the arrays below),
+     * with room for each array's alignment. */
+    Py_ssize_t m = k->max_sentences;
+    size_t per = 4 + sizeof *off + sizeof *buf + 2 * sizeof *svals + sizeof *spos;
+    arena_open(k, &arena, ((size_t)n + 1) * per + 4 + (size_t)m * (3 * sizeof *picks + 16)
+                              + (size_t)(4 * k->sketch_size + 16) * sizeof *slots + 16 * 12);
     if (k->hash_bytes) {
-        u8 = PyMem_Malloc((size_t)n * 4 + 4);
-        off = PyMem_Malloc(((size_t)n + 1) * sizeof *off);
-        if (!u8 || !off) {
-            PyErr_NoMemory();
+        u8 = arena_take(&arena, (size_t)n * 4 + 4);
+        off = u8 ? arena_take(&arena, ((size_t)n + 1) * sizeof *off) : NULL;
+        if (!u8 || !off)
             goto done;
-        }
     }
     for (;;) {
-        buf = PyMem_Malloc((size_t)cap * sizeof *buf);
-        if (!buf) {
-            PyErr_NoMemory();
+        buf = arena_take(&arena, (size_t)cap * sizeof *buf);
+        if (!buf)
             goto done;
-        }
-        len = key_stream(k, text, buf, cap, u8, off, &encoded);
+        len = key_stream(k, text, buf, cap, u8, off, &encoded, &narrow);
         if (len >= -1)
             break;
-        PyMem_Free(buf);
-        buf = NULL;
+        buf = NULL; /* (given back with the arena) */
         cap = -2 - len; /* the folded keys are longer than the text: make room */
     }
     if (len < 0)
@@ -637,19 +736,13 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     }
     if (k->hash_bytes && !encoded) {
         if (len > n) { /* folding lengthened the stream */
-            PyMem_Free(u8);
-            PyMem_Free(off);
-            u8 = PyMem_Malloc((size_t)len * 4 + 4);
-            off = PyMem_Malloc(((size_t)len + 1) * sizeof *off);
-            if (!u8 || !off) {
-                PyErr_NoMemory();
+            u8 = arena_take(&arena, (size_t)len * 4 + 4);
+            off = u8 ? arena_take(&arena, ((size_t)len + 1) * sizeof *off) : NULL;
+            if (!u8 || !off)
                 goto done;
-            }
         }
-        if (utf8_offsets(buf, len, u8, off) < 0) { /* a surrogate: hashed as a str, which */
-            PyMem_Free(u8);                          /* raises as the pure path does */
-            u8 = NULL;
-        }
+        if (utf8_offsets(buf, len, u8, off) < 0) /* a surrogate: hashed as a str, which */
+            u8 = NULL;                            /* raises as the pure path does */
     }
     uint64_t exact_v;
     if (hash_key(k, buf, u8, off, 0, len, &exact_v, &exact) < 0)
@@ -660,17 +753,14 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     /* Shingles: a window from every start to the first end that weighs `shingle` units. */
     const Py_ssize_t width = k->shingle;
     Py_ssize_t i;
-    Py_ssize_t m = k->max_sentences, size = 0, ns = 0;
-    picks = PyMem_Malloc((size_t)m * 3 * sizeof *picks); /* the picks kept: m, and 2m more */
-    svals = PyMem_Malloc((size_t)len * sizeof *svals);
-    kept = PyMem_Malloc((size_t)len * sizeof *kept);
-    spos = PyMem_Malloc((size_t)len * sizeof *spos);
-    fps = PyMem_Malloc((size_t)m * sizeof *fps);
-    objs = PyMem_Malloc((size_t)m * sizeof *objs);
-    if (!picks || !svals || !kept || !spos || !fps || !objs) {
-        PyErr_NoMemory();
+    Py_ssize_t size = 0, ns = 0;
+    if (!(picks = arena_take(&arena, (size_t)m * 3 * sizeof *picks)) /* m, and 2m more */
+        || !(svals = arena_take(&arena, (size_t)len * sizeof *svals))
+        || !(kept = arena_take(&arena, (size_t)len * sizeof *kept))
+        || !(spos = arena_take(&arena, (size_t)len * sizeof *spos))
+        || !(fps = arena_take(&arena, (size_t)m * sizeof *fps))
+        || !(objs = arena_take(&arena, (size_t)m * sizeof *objs)))
         goto done;
-    }
     const uint64_t B = k->base, BI = k->base_inv, salt = k->salt, mask = k->mask;
     const uint32_t wide = k->wide;
     const Py_ssize_t wu = k->wide_units, nu = k->narrow_units;
@@ -689,39 +779,79 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     if (len - width + 1 > 2 * m)
         bound = UINT64_MAX / (uint64_t)(len - width + 1) * (uint64_t)(2 * m);
     Pick thr;
+    /* The run of characters of one weight that ends at e - 1 starts at run (wd: whether they
+     * are wide), and goes on to stop at least (where a character of the other weight or the
+     * end of the stream was seen). */
+    Py_ssize_t run, stop;
+    int wd;
+    /* Each start's shingle: its hash mixed, sampled for the sketch, kept among the picks. */
+#define SHINGLE_AT(I, E)                                                                      \
+    do {                                                                                      \
+        uint64_t h = hw ^ salt;                                                               \
+        h ^= h >> 33;                                                                         \
+        h *= MIX1;                                                                            \
+        h ^= h >> 33;                                                                         \
+        h *= MIX2;                                                                            \
+        h ^= h >> 33;                                                                         \
+        if ((h & mask) == 0) {                                                                \
+            spos[ns] = (uint32_t)(I);                                                         \
+            svals[ns++] = h >> shift;                                                         \
+        }                                                                                     \
+        if (h <= thr.h) {                                                                     \
+            Pick p = {h, (I), (E)};                                                           \
+            if (pick_less(&p, &thr)) {                                                        \
+                picks[size++] = p;                                                            \
+                if (size == 3 * m) {                                                          \
+                    select_picks(picks, size, m);                                             \
+                    size = m;                                                                 \
+                    thr = picks[m - 1];                                                       \
+                }                                                                             \
+            }                                                                                 \
+        }                                                                                     \
+    } while (0)
 shingle_pass:
     hw = 0;
     pw = 1;
     e = acc = ns = size = 0;
     thr = (Pick){bound, PY_SSIZE_T_MAX, 0};
+    run = 0;
+    wd = -1;
+    stop = narrow ? len : 0; /* a stream of narrow characters only: one run */
     for (i = 0;; i++) {
         while (acc < width) {
             if (e == len) /* what is left from i weighs less than a shingle: no more starts */
                 goto shingled;
-            uint32_t c = buf[e++];
-            acc += c >= wide ? wu : nu;
+            uint32_t c = buf[e];
+            int w = c >= wide;
+            if (w != wd) {
+                wd = w;
+                run = e;
+            }
+            e++;
+            acc += w ? wu : nu;
             hw += (uint64_t)c * pw;
             pw *= B;
         }
-        uint64_t h = hw ^ salt;
-        h ^= h >> 33;
-        h *= MIX1;
-        h ^= h >> 33;
-        h *= MIX2;
-        h ^= h >> 33;
-        if ((h & mask) == 0) {
-            spos[ns] = (uint32_t)i;
-            svals[ns++] = h >> shift;
-        }
-        if (h <= thr.h) {
-            Pick p = {h, i, e};
-            if (pick_less(&p, &thr)) {
-                picks[size++] = p;
-                if (size == 3 * m) {
-                    select_picks(picks, size, m);
-                    size = m;
-                    thr = picks[m - 1];
+        SHINGLE_AT(i, e);
+        if (run <= i) {
+            /* The shingle is all of one weight: so is each next one, one character on, until
+             * a character of the other weight would enter (it weighs what this one does, and
+             * keeps its length L): the hash rolls without weighing anything. */
+            if (stop <= e) {
+                for (stop = e; stop < len && (buf[stop] >= wide) == wd; stop++)
+                    ;
+            }
+            const Py_ssize_t L = e - i;
+            if (stop - L > i) {
+                const uint64_t pw1 = pw * BI; /* B**(L - 1) */
+                const uint32_t *q = buf + i, *last = buf + (stop - L);
+                while (q < last) {
+                    hw = (hw - q[0]) * BI + (uint64_t)q[L] * pw1;
+                    q++;
+                    SHINGLE_AT(q - buf, q - buf + L);
                 }
+                i = q - buf;
+                e = i + L;
             }
         }
         uint32_t c = buf[i];
@@ -729,6 +859,7 @@ shingle_pass:
         hw = (hw - c) * BI;
         pw *= BI;
     }
+#undef SHINGLE_AT
 shingled:
     if (size < m && size < i && bound != UINT64_MAX) { /* i: the number of starts */
         bound = UINT64_MAX;
@@ -816,10 +947,8 @@ shingled:
         Py_ssize_t cap2 = 16;
         while (cap2 < 2 * u)
             cap2 <<= 1;
-        if (!(slots = PyMem_Malloc((size_t)cap2 * sizeof *slots))) {
-            PyErr_NoMemory();
+        if (!(slots = arena_take(&arena, (size_t)cap2 * sizeof *slots)))
             goto done;
-        }
         const uint64_t smask = (uint64_t)cap2 - 1;
         memset(slots, 0xFF, (size_t)cap2 * sizeof *slots); /* -1: empty */
         memset(pl, 0xFF, (size_t)u * sizeof *pl);          /* UINT32_MAX: not seen yet */
@@ -866,16 +995,7 @@ done:
     Py_XDECREF(sketch);
     Py_XDECREF(limit);
     Py_XDECREF(places);
-    PyMem_Free(buf);
-    PyMem_Free(u8);
-    PyMem_Free(off);
-    PyMem_Free(picks);
-    PyMem_Free(svals);
-    PyMem_Free(kept);
-    PyMem_Free(spos);
-    PyMem_Free(slots);
-    PyMem_Free(fps);
-    PyMem_Free(objs);
+    arena_release(k, &arena);
     return result;
 }
 
@@ -974,6 +1094,7 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds)
     if (!k->n_sentences || !k->n_sketch || !k->n_exact || !k->n_limit || !k->n_packed
         || !k->n_places)
         return -1;
+    k->dp_slots = 0; /* found on first use (docprint_slots) */
     return 0;
 }
 
@@ -1007,6 +1128,7 @@ static void Kernel_dealloc(Kernel *k)
     Kernel_clear(k);
     PyMem_Free(k->fast);
     PyMem_Free(k->fast_u8);
+    PyMem_Free(k->scratch);
     Py_TYPE(k)->tp_free((PyObject *)k);
 }
 

@@ -1,11 +1,56 @@
 /* The 64-bit helpers shared by the two extensions of nshash (nshash/text/_kernel.c and
  * nshash/methods/nshash/_assign.c), each of which includes it once after Python.h:
  * sort_u64, small_u64 (an int's value read straight from its digits) and narrow_values (the
- * narrow sketch's rule). */
+ * narrow sketch's rule); and slot_offsets, with which both fill the slots of the records they
+ * make (a DocPrint, an Assignment, an AddResult) as PyObject_GenericSetAttr would, without
+ * its lookup of each name. */
 #ifndef NSHASH_U64SORT_H
 #define NSHASH_U64SORT_H
 
 #include <stdint.h>
+#include <structmember.h>
+
+/* Where each of the *n* attributes *names* of *tp* is stored, into off (1), when each is a
+ * plain writable object slot of the class (a member descriptor of type T_OBJECT_EX, as
+ * __slots__ makes them): what PyObject_GenericSetAttr writes for it then is that one pointer.
+ * 0 when one is not (the caller then sets them by PyObject_GenericSetAttr). The answer holds
+ * while tp_version_tag is unchanged: see slots_valid. */
+static int slot_offsets(PyTypeObject *tp, PyObject *const *names, Py_ssize_t n, Py_ssize_t *off,
+                        unsigned int *version)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyUnicode_CheckExact(names[i]))
+            return 0;
+        PyObject *d = _PyType_Lookup(tp, names[i]); /* borrowed; no error set */
+        if (!d || !Py_IS_TYPE(d, &PyMemberDescr_Type))
+            return 0;
+        PyMemberDescrObject *md = (PyMemberDescrObject *)d;
+        if (md->d_member->type != T_OBJECT_EX || (md->d_member->flags & READONLY)
+            || !PyType_IsSubtype(tp, PyDescr_TYPE(md)))
+            return 0;
+        off[i] = md->d_member->offset;
+    }
+    /* (read after the lookups, which give the type its tag; they run no Python code) */
+    *version = tp->tp_version_tag;
+    return PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG) && *version != 0;
+}
+
+/* Whether offsets that slot_offsets found for *tp* at *version* still hold (nothing was set
+ * on the class or its bases since). */
+static inline int slots_valid(PyTypeObject *tp, unsigned int version)
+{
+    return PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG) && tp->tp_version_tag == version;
+}
+
+/* Set slot *off* of a new object *obj* (every slot still NULL) to *value*, as
+ * PyObject_GenericSetAttr sets a member slot. */
+static inline void slot_set_new(PyObject *obj, Py_ssize_t off, PyObject *value)
+{
+    PyObject **at = (PyObject **)((char *)obj + off);
+    PyObject *old = *at;
+    *at = Py_XNewRef(value);
+    Py_XDECREF(old);
+}
 
 /* Read the exact int *o* straight from its digits when it has at most 2 (60 bits: every
  * sketch value): 1 when *v is set, 0 when the caller must convert it another way. The

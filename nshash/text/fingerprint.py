@@ -538,7 +538,9 @@ class Fingerprinter:
             EmptyDocumentError: *text* holds no letter or digit.
             ConfigError: *text* is not a str.
         """
-        text = self._plain(text)
+        html = self.html  # (_plain is called only where it may change or refuse the text)
+        if html is True or not isinstance(text, str) or (html == "auto" and "<" in text):
+            text = self._plain(text)
         if self._kernel is not None:
             found: DocPrint | None = self._kernel.prepare(text)
             if found is not None:

@@ -659,23 +659,38 @@ static inline Py_ssize_t am_next(Py_ssize_t i, Py_ssize_t cap) { return i + 1 ==
 
 static inline int am_live_slot(uint32_t first) { return first != 0 && first != TOMB; }
 
-/* The shard of *k* and, through *slot*, its slot there, or -1. */
-static Shard *am_find(AnchorMap *m, uint64_t k, Py_ssize_t *slot)
+/* The shard of *k* and, through *slot*, its slot there, or -1; and through *free* (when not
+ * NULL) the first slot of its probe that is not live, where it would be put (-1: none yet). */
+static inline Shard *am_probe(AnchorMap *m, uint64_t k, Py_ssize_t *slot, Py_ssize_t *free)
 {
     uint64_t h = am_mix(k);
     Shard *s = &m->sh[h >> 56];
     *slot = -1;
+    if (free)
+        *free = -1;
     if (!s->cap)
         return s;
     for (Py_ssize_t i = am_home(h, s->cap);; i = am_next(i, s->cap)) {
         uint32_t v = s->vals[i * m->w];
-        if (v == 0)
+        if (v == 0) {
+            if (free && *free < 0)
+                *free = i;
             return s;
-        if (v != TOMB && s->keys[i] == k) {
+        }
+        if (v == TOMB) {
+            if (free && *free < 0)
+                *free = i;
+        } else if (s->keys[i] == k) {
             *slot = i;
             return s;
         }
     }
+}
+
+/* The shard of *k* and, through *slot*, its slot there, or -1. */
+static Shard *am_find(AnchorMap *m, uint64_t k, Py_ssize_t *slot)
+{
+    return am_probe(m, k, slot, NULL);
 }
 
 /* The filter's word (through *word*) and its two bits for key *k*. */
@@ -806,14 +821,20 @@ static int am_widen(AnchorMap *m, Py_ssize_t w)
 /* Set *k* to the *len* ids at *ids* (len from 1 to m->w). */
 static int am_put(AnchorMap *m, uint64_t k, const uint32_t *ids, Py_ssize_t len)
 {
-    Py_ssize_t at, w = m->w;
-    Shard *s = am_find(m, k, &at);
+    Py_ssize_t at, free, w = m->w;
+    Shard *s = am_probe(m, k, &at, &free);
     if (at < 0) {
-        if ((s->used + 1) * 4 > s->cap * 3 && am_resize(m, s, am_live(m, s) + 1) < 0)
-            return -1;
-        at = am_home(am_mix(k), s->cap);
-        while (am_live_slot(s->vals[at * w]))
-            at = am_next(at, s->cap);
+        if ((s->used + 1) * 4 > s->cap * 3) {
+            if (am_resize(m, s, am_live(m, s) + 1) < 0)
+                return -1;
+            free = -1;
+        }
+        at = free; /* the first slot not live from its home: found by the probe */
+        if (at < 0) {
+            at = am_home(am_mix(k), s->cap);
+            while (am_live_slot(s->vals[at * w]))
+                at = am_next(at, s->cap);
+        }
         if (s->vals[at * w] == 0)
             s->used++;
         s->keys[at] = k;
@@ -2922,7 +2943,13 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         }
     }
     for (i = 0; i < np; i++) {
-        known[i] = table_get(fp, picked[i]);
+        if (Py_IS_TYPE(fp, &AnchorMapType)) { /* by the value read above: table_get's own */
+            Py_ssize_t at;
+            Shard *sh = am_find((AnchorMap *)fp, pv[i], &at);
+            known[i] = at < 0 ? NULL : am_value_at((AnchorMap *)fp, sh, at);
+        } else {
+            known[i] = table_get(fp, picked[i]);
+        }
         if (!known[i] && PyErr_Occurred())
             goto done;
     }
@@ -3278,9 +3305,18 @@ write:
             if (rc < 0)
                 goto done;
         }
-        for (i = 0; i < nf; i++)
-            if (table_set(fp, fresh_h[i], root) < 0)
+        if (nf && Py_IS_TYPE(fp, &AnchorMapType)) { /* table_set's own steps, the id read once */
+            uint32_t id;
+            if (am_id(root, &id) < 0)
                 goto done;
+            for (i = 0; i < nf; i++)
+                if (am_put((AnchorMap *)fp, fresh_v[i], &id, 1) < 0)
+                    goto done;
+        } else {
+            for (i = 0; i < nf; i++)
+                if (table_set(fp, fresh_h[i], root) < 0)
+                    goto done;
+        }
         if (nf && ops.log) {
             PyObject *hs_packed = packed_of(fresh_v, nf, 8);
             PyObject *op = hs_packed ? op_of(OP_FP, root, hs_packed) : NULL;
@@ -3461,6 +3497,42 @@ done:
  * *names* (a tuple of str) set to the value in the same place, without calling its __init__:
  * what a frozen dataclass's generated __init__ does for a class without defaults to fill or a
  * __post_init__, at a fraction of the cost (the results of every add are made this way). */
+
+/* The slots of the last few (class, names) make_record was given (see slot_offsets): the
+ * two of every add. An entry holds its class and names; ok 0: they are not all slots. */
+#define RECORD_CACHE 4
+#define RECORD_MOST 16
+static struct {
+    PyObject *cls, *names;
+    unsigned int version;
+    int ok;
+    Py_ssize_t off[RECORD_MOST];
+} record_slots[RECORD_CACHE];
+
+/* Where make_record stores each of *names* in a *tp*, or NULL: by PyObject_GenericSetAttr. */
+static const Py_ssize_t *record_offsets(PyTypeObject *tp, PyObject *names)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(names);
+    int i;
+    if (n > RECORD_MOST)
+        return NULL;
+    for (i = 0; i < RECORD_CACHE && record_slots[i].cls; i++)
+        if (record_slots[i].cls == (PyObject *)tp && record_slots[i].names == names)
+            break;
+    if (i == RECORD_CACHE)
+        return NULL;
+    if (record_slots[i].cls && slots_valid(tp, record_slots[i].version))
+        return record_slots[i].ok ? record_slots[i].off : NULL;
+    /* a new entry, or one the class has changed since: (re)read */
+    record_slots[i].ok = slot_offsets(tp, ((PyTupleObject *)names)->ob_item, n,
+                                      record_slots[i].off, &record_slots[i].version);
+    if (!record_slots[i].cls) {
+        record_slots[i].cls = Py_NewRef((PyObject *)tp);
+        record_slots[i].names = Py_NewRef(names);
+    }
+    return record_slots[i].ok ? record_slots[i].off : NULL;
+}
+
 static PyObject *make_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs < 2 || !PyType_Check(args[0]) || !PyTuple_CheckExact(args[1])
@@ -3469,9 +3541,16 @@ static PyObject *make_record(PyObject *self, PyObject *const *args, Py_ssize_t n
         return NULL;
     }
     PyTypeObject *tp = (PyTypeObject *)args[0];
+    const Py_ssize_t *off = record_offsets(tp, args[1]);
+    unsigned int version = tp->tp_version_tag;
     PyObject *obj = tp->tp_alloc(tp, 0);
     if (!obj)
         return NULL;
+    if (off && slots_valid(tp, version)) { /* (a collection in tp_alloc changed nothing) */
+        for (Py_ssize_t i = 2; i < nargs; i++)
+            slot_set_new(obj, off[i - 2], args[i]);
+        return obj;
+    }
     for (Py_ssize_t i = 2; i < nargs; i++)
         if (PyObject_GenericSetAttr(obj, PyTuple_GET_ITEM(args[1], i - 2), args[i]) < 0) {
             Py_DECREF(obj);

@@ -451,10 +451,14 @@ class NSHash(Method):
             EmptyDocumentError: *text* has no letters or digits.
             StoreError: the store failed; nothing was written.
         """
-        doc_id = _check_doc_id(either_id(doc_id, id))
-        title = check_title(title)
-        meta = self.meta(url, site, published_at)
-        return self._add(self.fingerprinter.prepare(check_text(text)), doc_id, title, meta, explain)
+        # (each check called only for what was given: this runs once a document)
+        if doc_id is not None or id is not None:
+            doc_id = _check_doc_id(either_id(doc_id, id))
+        if title is not None:
+            title = check_title(title)
+        meta = self.meta(url, site, published_at) if self.track else None
+        fp = self.fingerprinter if self._letters_due else self._fingerprinter
+        return self._add(fp.prepare(check_text(text)), doc_id, title, meta, explain)
 
     def get_similar(self, text: str) -> int:
         """Add *text* and return its ``similar_id`` (the original release's call): :meth:`add`
@@ -463,8 +467,8 @@ class NSHash(Method):
         if type(self).add is not NSHash.add:
             return super().get_similar(text)
         meta = self.meta() if self.track else None
-        doc = self.fingerprinter.prepare(check_text(text))
-        return self._add(doc, None, None, meta, False).similar_id
+        fp = self.fingerprinter if self._letters_due else self._fingerprinter
+        return self._add(fp.prepare(check_text(text)), None, None, meta, False).similar_id
 
     def meta(
         self, url: str | None = None, site: str | None = None, published_at: Moment | None = None

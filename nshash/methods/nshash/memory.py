@@ -1608,9 +1608,13 @@ class MemoryStore(Store):
         meta: DocMeta | None = None,
     ) -> tuple[Assignment, tuple[int, ...]]:
         with self._lock:
-            self._check()
-            self._refuse_writes()
-            window = self._t.window
+            if self._closed or self.readonly:
+                self._check()
+                self._refuse_writes()
+            file = self._file
+            mine = self._tables if file is None else file.state
+            assert isinstance(mine, _Tables)
+            window = mine.window
             if window is not None:
                 now = int(self._clock())
                 if self._file is None:
@@ -1630,9 +1634,11 @@ class MemoryStore(Store):
                     return retained_assign(t, doc, policy, doc_id, title, meta, window, now)
             # The compiled assignment narrows the document itself (no narrowed DocPrint is
             # made); the Python one gets it narrowed (_compared).
-            if self._file is None:
-                t = self._t
-                shift = _SHIFT if _narrowing(t, self._letters) else 0
+            if file is None:
+                t = mine
+                # (_narrowing without a call once a group is made: it then only reads narrow)
+                narrowed = t.narrow if t.counter else _narrowing(t, self._letters)
+                shift = _SHIFT if narrowed else 0
                 placed = self._fast(t, doc, policy, doc_id, title, meta, shift)
                 if placed is not None:
                     return placed
@@ -1641,7 +1647,6 @@ class MemoryStore(Store):
             # line is written; if that fails, every change is taken back: no trace is left.
             # The compiled assignment logs the same ops and notes the same undo steps.
             # (JournaledFile.change() without its generator: this runs once an add.)
-            file = self._file
             t = file.begin()
             try:
                 assert isinstance(t, _Tables)
