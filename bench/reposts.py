@@ -46,14 +46,13 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 _ROOT = Path(__file__).resolve().parents[1]
 if str(_ROOT) not in sys.path:  # run as a script: make `bench` and `nshash` importable
     sys.path.insert(0, str(_ROOT))
 
 from bench import stress  # noqa: E402
-from bench.evaluate import SYSTEMS, pairwise_scores, run_in_order, shuffled  # noqa: E402
+from bench.evaluate import SYSTEMS  # noqa: E402
 
 __all__ = ["KINDS", "Kind", "build", "dev_articles_left_out", "main"]
 
@@ -342,18 +341,6 @@ def build(
     return [d for _, d in slots]
 
 
-def score(system: str, docs: Sequence[stress.Doc], orders: int) -> list[dict[str, Any]]:
-    """*system*'s pairwise scores on *docs* in each arrival order (0: as built)."""
-    truth = [d.story for d in docs]
-    texts = [d.text for d in docs]
-    rows = []
-    for order in range(orders):
-        labels = run_in_order(SYSTEMS[system], texts, shuffled(len(docs), order))
-        s = pairwise_scores(labels, truth)
-        rows.append({"order": order, "precision": s.precision, "recall": s.recall, "f1": s.f1})
-    return rows
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Build the sets, score the systems, print a row per kind, language and system."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
@@ -405,7 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             stories = len({d.story for d in docs})
             for system in systems:
-                rows = score(system, docs, args.orders)
+                rows = stress.score(system, docs, args.orders)
                 mean = {
                     k: sum(r[k] for r in rows) / len(rows) for k in ("precision", "recall", "f1")
                 }

@@ -524,21 +524,27 @@ def _verify(
     online path's own guard and judge, in Arrow batches on the executors
     (:func:`_verify_batches`), with the frame of *b* (the later node) set aside.
     """
-    sql = _pyspark()
-    F = sql.functions
-    side = {
-        name: nodes.select(
-            F.col("node").alias(name),
-            F.col("sketch").alias(f"s{name}"),
-            F.col("limit").alias(f"l{name}"),
-            *([F.col("places").alias("pb")] if name == "b" else []),
-        )
-        for name in ("a", "b")
-    }
-    joined = pairs.join(side["a"], "a").join(side["b"], "b")
+    joined = _with_sides(pairs, nodes, "node", places=True)
     joined = joined.select("a", "b", "hits", "sa", "la", "sb", "lb", "pb")
     shared: Any = pairs.sparkSession.sparkContext.broadcast(sorted(common)) if common else []
     return joined.mapInArrow(_verify_batches(policy, shared), _verdict_schema())
+
+
+def _with_sides(pairs: DataFrame, sketches: DataFrame, key: str, places: bool = False) -> DataFrame:
+    """*pairs* ``(a, b, ...)`` joined with the sketch and limit of each side from *sketches*
+    (keyed by column *key*): columns ``sa, la, sb, lb``, and ``pb``, *b*'s places, when
+    *places*."""
+    F = _pyspark().functions
+    side = {
+        name: sketches.select(
+            F.col(key).alias(name),
+            F.col("sketch").alias(f"s{name}"),
+            F.col("limit").alias(f"l{name}"),
+            *([F.col("places").alias("pb")] if places and name == "b" else []),
+        )
+        for name in ("a", "b")
+    }
+    return pairs.join(side["a"], "a").join(side["b"], "b")
 
 
 def _guard_batches(policy: MatchPolicy, floor: int = 0) -> Callable[[Iterable[Any]], Iterator[Any]]:
@@ -768,9 +774,9 @@ def _grouped(
     merges = merges.join(comp_of.withColumnRenamed("n", "b"), "b", "left").select(
         "ca", F.coalesce("c", "b").alias("cb")
     )
-    merges = merges.select(
-        F.least("ca", "cb").alias("a"), F.greatest("ca", "cb").alias("b")
-    ).where(F.col("a") != F.col("b"))
+    merges = merges.select(F.least("ca", "cb").alias("a"), F.greatest("ca", "cb").alias("b")).where(
+        F.col("a") != F.col("b")
+    )
     merges = _materialize(merges.distinct())
     if merges.isEmpty():
         return made
@@ -796,16 +802,7 @@ def _grouped(
         ]
     )
     group = spark.createDataFrame(combined, schema, verifySchema=False)
-    side = {
-        name: group.select(
-            F.col("c").alias(name),
-            F.col("sketch").alias(f"s{name}"),
-            F.col("limit").alias(f"l{name}"),
-        )
-        for name in ("a", "b")
-    }
-    joined = merges.join(side["a"], "a").join(side["b"], "b")
-    joined = joined.select("a", "b", "sa", "la", "sb", "lb")
+    joined = _with_sides(merges, group, "c").select("a", "b", "sa", "la", "sb", "lb")
     shared: Any = spark.sparkContext.broadcast(sorted(common)) if common else []
     kin = T.StructType([T.StructField("a", T.LongType()), T.StructField("b", T.LongType())])
     alike = joined.mapInArrow(_kin_batches(policy, shared), kin)

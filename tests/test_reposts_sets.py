@@ -74,11 +74,3 @@ def test_bad_arguments_exit_with_one_error_line(capsys: pytest.CaptureFixture[st
     assert reposts.main(["--langs", "fr"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all(line.startswith("Error: ") for line in err)
-
-
-def test_scores_are_pairwise() -> None:
-    """score() feeds the documents to the system and scores its groups against the stories."""
-    docs = reposts.build("reposts", "en", 0, source=_source("en", 1200))[:80]
-    rows = reposts.score("nshash", docs, 2)
-    assert [r["order"] for r in rows] == [0, 1]
-    assert all(0.0 <= r[k] <= 1.0 for r in rows for k in ("precision", "recall", "f1"))
