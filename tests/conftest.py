@@ -39,6 +39,16 @@ _URLS: dict[str, tuple[str, str | None]] = {
 BACKENDS = [*_URLS, "redis"]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _own_cache_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The user's cache folder is the session's own (``XDG_CACHE_HOME`` in a temp dir, for
+    this process and the ones it starts): the Spark job's class archive, which nshash.spark
+    writes there, never lands in the real ``~/.cache``."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+        yield
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--redis-url",
