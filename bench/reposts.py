@@ -62,14 +62,9 @@ DEV_SETS = {
     "en": ("en_reposts_dev.jsonl.gz", "en_hot_dev.jsonl.gz"),
 }
 
-_NOT_WORD = re.compile(r"[\W_]+")
 _FIGURE = re.compile(r"\d+(?:\.\d+)?")
 _NAMES_ZH = "王李张刘陈杨赵黄周吴徐孙马朱胡郭何林罗高"
 _NAMES_EN = ["Alice Moore", "James Reid", "Priya Shah", "Tom Walsh", "Maria Costa", "Ben Ford"]
-
-
-def _key(text: str) -> str:
-    return _NOT_WORD.sub("", text).casefold()
 
 
 def dev_articles_left_out(
@@ -83,13 +78,13 @@ def dev_articles_left_out(
         path = data_dir / name
         if path.exists():
             with gzip.open(path, "rt", encoding="utf-8") as f:
-                held.extend(_key(json.loads(line)["text"]) for line in f)
+                held.extend(stress.text_key(json.loads(line)["text"]) for line in f)
     if not held:
         return src, 0
     everything = "\n".join(held)
     kept = []
     for a in src.articles:
-        longest = _key(max(a.sentences, key=len))[:40]
+        longest = stress.text_key(max(a.sentences, key=len))[:40]
         if not longest or longest not in everything:
             kept.append(a)
     return stress.Source(src.lang, src.chinese, kept), len(src.articles) - len(kept)
@@ -239,11 +234,11 @@ def _stories(
     return picked + src.take(count - len(picked), least, 6000)
 
 
-def _reposts(count: int, src: stress.Source, rng: random.Random) -> list[int]:
+def _reposts(count: int, rng: random.Random) -> list[int]:
     return [0 if rng.random() < 0.5 else rng.randint(1, 8) for _ in range(count)]
 
 
-def _hot(count: int, src: stress.Source, rng: random.Random) -> list[int]:
+def _hot(count: int, rng: random.Random) -> list[int]:
     out = []
     for _ in range(count):
         r = rng.random()
@@ -258,7 +253,7 @@ class Kind:
     #: Stories per language.
     stories: dict[str, int]
     #: Each story's number of copies besides its original.
-    copies: Callable[[int, stress.Source, random.Random], list[int]]
+    copies: Callable[[int, random.Random], list[int]]
     #: Whether copies get the heavier edits too (60 % of them).
     heavy: bool
     #: The shortest story in characters (a hot story is a full report: its copies are cut
@@ -302,41 +297,23 @@ def build(
     prose = 3 if heavy_sites else 0
     sites = [stress.make_site(rng, src, prose) for _ in range(40 if src.chinese else 20)]
     slots: list[tuple[float, stress.Doc]] = []
+
+    def page(at: float, doc_id: str, story: str, body: str, site: stress.Site) -> None:
+        text = stress.wrap(site, body, src.chinese, related=heavy_sites)
+        slots.append((at, stress.Doc(doc_id, story, text, site.name)))
+
     for n, (article, copies) in enumerate(
-        zip(stories, spec.copies(len(stories), src, rng), strict=True)
+        zip(stories, spec.copies(len(stories), rng), strict=True)
     ):
         story = f"{kind}-{lang}-s{n + 1}"
         start = rng.random()
-        site = rng.choice(sites)
-        body = article.text(src.joiner)
-        slots.append(
-            (
-                start,
-                stress.Doc(
-                    f"{story}-d0",
-                    story,
-                    stress.wrap(site, body, src.chinese, related=heavy_sites),
-                    site.name,
-                ),
-            )
-        )
+        page(start, f"{story}-d0", story, article.text(src.joiner), rng.choice(sites))
         for c in range(copies):
             site = rng.choice(sites)
             text = light_copy(article, site, rng, src.chinese)
             if spec.heavy and rng.random() < 0.6:
                 text = heavy(text, site, lead_pool, rng, src.chinese)
-            at = start + rng.random() * (1 - start)
-            slots.append(
-                (
-                    at,
-                    stress.Doc(
-                        f"{story}-d{c + 1}",
-                        story,
-                        stress.wrap(site, text, src.chinese, related=heavy_sites),
-                        site.name,
-                    ),
-                )
-            )
+            page(start + rng.random() * (1 - start), f"{story}-d{c + 1}", story, text, site)
     slots.sort(key=lambda s: s[0])
     return [d for _, d in slots]
 

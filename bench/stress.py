@@ -87,6 +87,7 @@ __all__ = [
     "Source",
     "build",
     "load_source",
+    "text_key",
     "main",
 ]
 
@@ -189,6 +190,12 @@ def _split(text: str, chinese: bool) -> tuple[tuple[str, ...], ...]:
     return tuple(paragraphs)
 
 
+def text_key(text: str) -> str:
+    """*text*'s letters and digits, casefolded: two texts with one key are one text (what
+    :func:`load_source` reads once, and what :mod:`bench.reposts` looks for in the dev sets)."""
+    return _NOT_WORD.sub("", text).casefold()
+
+
 def load_source(lang: str, seed: int, data_dir: Path = DATA_DIR) -> Source:
     """Read language *lang*'s corpus and shuffle it with *seed*."""
     file_name, key, chinese = LANGS[lang]
@@ -202,7 +209,7 @@ def load_source(lang: str, seed: int, data_dir: Path = DATA_DIR) -> Source:
                 text = _HK_FOOT.sub("", text)
             # A corpus holds some articles twice (en_news 53 times): one is kept, or two
             # stories of a scenario could be one article and their pages right to group.
-            same = _NOT_WORD.sub("", text).casefold()
+            same = text_key(text)
             if same in seen:
                 continue
             seen.add(same)
