@@ -88,6 +88,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from importlib.resources import files
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .cli.io import BadRecord, Fields, Item, JsonlWriter, Preparer
@@ -971,8 +972,10 @@ def _class_archive(java_options: str, conf: dict[str, str]) -> tuple[str, str]:
     exits (``-XX:ArchiveClassesAtExit``, to a file of its own, after the command is done), and
     a later run names it once that JVM has exited and the file is whole (it starts with
     :data:`_ARCHIVE_MAGIC`): a run never maps a partial archive (a cut one can crash the JVM),
-    and an archive of another size than its name says is removed. While a JVM writes one, the
-    runs go without. The JVM checks an archive against its own runtime and class path and
+    and an archive of another size than its name says is removed; so is one of a run whose
+    job failed (:func:`spoil_class_archive`: it may have stopped before most of Spark's
+    classes were loaded, and would be kept in place of a whole one). While a JVM writes one,
+    the runs go without. The JVM checks an archive against its own runtime and class path and
     starts without it when they differ, so a stale one costs only the speed-up. Nothing
     without a cache folder to write.
     """
@@ -980,8 +983,8 @@ def _class_archive(java_options: str, conf: dict[str, str]) -> tuple[str, str]:
     if folder is None:
         return "", ""
     stem = os.path.join(folder, f"spark-{_archive_key(java_options, conf)}")
-    if any(c.isspace() or c in "\"'" for c in stem):
-        return "", ""  # Spark splits the JVM's options on spaces
+    if _splits(stem):
+        return "", ""
     try:
         names = sorted(os.listdir(folder))
     except OSError:
@@ -998,13 +1001,14 @@ def _class_archive(java_options: str, conf: dict[str, str]) -> tuple[str, str]:
                 os.remove(path)  # not the size it was written with
             elif name.startswith(base + ".") and name.endswith(".tmp.pid"):
                 with open(path, encoding="ascii") as f:
-                    writer = int(f.read().strip() or 0)
+                    words = f.read().split()
+                writer = int(words[0]) if words else 0
                 if writer and _alive(writer):  # its JVM runs, or writes the archive
                     busy = True
                     continue
                 written = path.removesuffix(".pid")
                 whole = False
-                if os.path.exists(written):
+                if os.path.exists(written) and _SPOILED not in words:
                     with open(written, "rb") as f:
                         whole = f.read(len(_ARCHIVE_MAGIC)) == _ARCHIVE_MAGIC
                 if whole:
@@ -1016,7 +1020,7 @@ def _class_archive(java_options: str, conf: dict[str, str]) -> tuple[str, str]:
                     os.remove(path)
                     return f"-XX:SharedArchiveFile={kept} {_QUIET_CDS}", ""
                 if os.path.exists(written):
-                    os.remove(written)  # cut short: its JVM was killed as it wrote
+                    os.remove(written)  # cut short (its JVM killed as it wrote), or spoiled
                 os.remove(path)
         except (OSError, ValueError):
             pass
@@ -1029,6 +1033,82 @@ def _class_archive(java_options: str, conf: dict[str, str]) -> tuple[str, str]:
         return "", ""
     writing = f"{stem}.{os.getpid()}.tmp"
     return f"-XX:ArchiveClassesAtExit={writing} {_QUIET_CDS}", writing + ".pid"
+
+
+#: The word a run adds to its archive's process-id file when its job failed.
+_SPOILED = "spoiled"
+
+#: The process-id file of the class archive this process's JVM writes as it exits ("" when
+#: it writes none): see :func:`spoil_class_archive`.
+_archive_writer = ""
+
+
+def _claim_archive(writer: str, pid: int) -> None:
+    """Write the process id of the JVM that writes a class archive to its *writer* file,
+    which this process then names to :func:`spoil_class_archive`."""
+    global _archive_writer
+    try:
+        with open(writer, "w", encoding="ascii") as f:
+            f.write(str(pid))
+    except OSError:
+        return
+    _archive_writer = writer
+
+
+def _splits(path: str) -> bool:
+    """Whether Spark would split *path*, given in a JVM option, into more than one option
+    (it splits them on blanks and reads quotes)."""
+    return any(c.isspace() or c in "\"'" for c in path)
+
+
+def spoil_class_archive() -> None:
+    """Say that this process's Spark job failed: the class archive its JVM writes as it
+    exits (see :func:`session`'s *small*) is then removed, not kept, by the next run. A job
+    that stopped early loaded only some of Spark's classes, and its archive would take the
+    place of a whole one for good. Nothing when this process writes no archive."""
+    global _archive_writer
+    if _archive_writer:
+        try:
+            with open(_archive_writer, "a", encoding="ascii") as f:
+                f.write(f" {_SPOILED}")
+        except OSError:
+            pass
+        _archive_writer = ""
+
+
+def failure_reason(exc: BaseException) -> str:
+    """Why a Spark call failed, in one line: the root cause of a Java exception (the class
+    and message of the error that started it, say ``java.io.EOFException: Unexpected end of
+    input stream`` for a cut ``.gz`` file) rather than Py4J's "An error occurred while
+    calling o68.localCheckpoint"; else the exception's first line. Call it while the session
+    runs (the cause is read from its JVM)."""
+    root = getattr(exc, "java_exception", None)
+    if root is not None:
+        try:
+            for _ in range(32):  # a cause chain is short; a cycle is not followed for ever
+                cause = root.getCause()
+                if cause is None:
+                    break
+                root = cause
+            lines = str(root.toString()).strip().splitlines()
+            if lines:
+                return lines[0]
+        except Exception:  # the JVM is gone: say what Python has
+            pass
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def check_outputs(output: str, export_groups: str | None = None) -> None:
+    """Refuse an *output* (or *export_groups*) file that exists, before any work is done.
+
+    Raises:
+        ConfigError: one of them exists.
+    """
+    if os.path.exists(output):
+        raise ConfigError(f"{output!r} exists; remove it or choose another -o")
+    if export_groups is not None and os.path.exists(export_groups):
+        raise ConfigError(f"{export_groups!r} exists; remove it or choose another export file")
 
 
 def partitions_for(documents: int, parallelism: int) -> int:
@@ -1053,7 +1133,12 @@ def session(
     ``PYSPARK_PYTHON`` is set, so a virtual environment works without activating it. On a
     cluster the workers' Python is the cluster's to choose; when it cannot import nshash,
     :func:`dedup` says so in one line. Adaptive execution is on; the UI and the console
-    progress bar are off unless *conf* turns them on.
+    progress bar are off unless *conf* turns them on. A local driver binds to the loopback
+    address (``SPARK_LOCAL_IP=127.0.0.1`` unless set) and logs errors only, without Spark's
+    start-up notices (nshash's ``spark-log4j2.properties``), unless Spark has a log4j2
+    configuration of yours or *conf* or ``spark-submit`` sets
+    ``spark.driver.extraJavaOptions``; what stays is the JVM's own line about its incubator
+    modules.
 
     With *small* (a short job on a small input: ``nshash dedup --engine spark`` on a file
     under :data:`SMALL_INPUT` bytes) a local driver's JVM compiles with its quick compiler
@@ -1094,12 +1179,19 @@ def session(
     archive = writer = ""
     if small and local:
         settings.update(SMALL_SQL)
-        if "spark.driver.extraJavaOptions" not in conf and not SparkConf().contains(
-            "spark.driver.extraJavaOptions"
-        ):
+    own = "spark.driver.extraJavaOptions" in conf or SparkConf().contains(
+        "spark.driver.extraJavaOptions"
+    )
+    if local and not own:
+        options = [_quiet_logging()]
+        if small:
             if sql.SparkSession.getActiveSession() is None and not _jvm_running():
                 archive, writer = _class_archive(SMALL_JVM, conf)
-            settings["spark.driver.extraJavaOptions"] = f"{SMALL_JVM} {archive}".strip()
+            options += [SMALL_JVM, archive]
+        if any(options):
+            settings["spark.driver.extraJavaOptions"] = " ".join(o for o in options if o)
+        if not _jvm_running():
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the driver on loopback
     settings.update(conf)
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -1109,13 +1201,27 @@ def session(
         raise ConfigError(f"Spark did not start: {str(exc).strip().splitlines()[0]}") from None
     proc = getattr(spark.sparkContext._gateway, "proc", None)
     if writer and proc is not None:  # this JVM writes the class archive as it exits
-        try:
-            with open(writer, "w", encoding="ascii") as f:
-                f.write(str(proc.pid))  # spark-submit runs the JVM in its own process
-        except OSError:
-            pass
+        _claim_archive(writer, proc.pid)  # spark-submit runs the JVM in its own process
     spark.sparkContext.setLogLevel("ERROR")
     return cast("SparkSession", spark)
+
+
+def _quiet_logging() -> str:
+    """The JVM option that points a local driver's logging at nshash's
+    ``spark-log4j2.properties`` (errors only, and none of the start-up notices), or "" when
+    Spark has a log4j2 configuration of the user's (in ``SPARK_CONF_DIR`` or
+    ``$SPARK_HOME/conf``), or the file is not a plain file whose path has no blank (Spark
+    splits the options on blanks)."""
+    home = os.environ.get("SPARK_HOME")
+    folder = os.environ.get("SPARK_CONF_DIR") or (os.path.join(home, "conf") if home else "")
+    if folder and any(
+        os.path.exists(os.path.join(folder, n)) for n in ("log4j2.properties", "log4j2.xml")
+    ):
+        return ""
+    path = str(files(__package__) / "spark-log4j2.properties")
+    if not os.path.isfile(path) or _splits(path):
+        return ""
+    return f"-Dlog4j2.configurationFile={path}"
 
 
 def _jvm_running() -> bool:
@@ -2059,10 +2165,7 @@ def dedup_file(
     F, T = sql.functions, sql.types
     fmt = fmt or _format_of(path)
     fields = fields or Fields()
-    if os.path.exists(output):
-        raise ConfigError(f"{output!r} exists; remove it or choose another -o")
-    if export_groups is not None and os.path.exists(export_groups):
-        raise ConfigError(f"{export_groups!r} exists; remove it or choose another export file")
+    check_outputs(output, export_groups)
     fingerprinter, policy, text_options = _options(options)
     _check(MAX_POSTING, HUBS, first_id)
     clock = _Clock(timings)

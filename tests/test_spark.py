@@ -6,11 +6,14 @@ installs both and a skip would hide a broken job.
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import json
 import os
 import random
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -258,6 +261,44 @@ class TestCli:
         (tmp_path / "a.csv").write_text("id,text\n1,x\n", "utf-8")
         code = main(["dedup", str(tmp_path / "a.csv"), "--engine", "spark", "-o", "x"])
         assert code == 2
+        capsys.readouterr()
+        # A .gz file cut short: the Java error that stopped the job, not Py4J's wrapper.
+        whole = gzip.compress(
+            "".join(
+                json.dumps({"id": i, "text": f"story {i} " * 400}) + "\n" for i in range(40)
+            ).encode("utf-8")
+        )
+        (tmp_path / "cut.jsonl.gz").write_bytes(whole[: len(whole) // 2])
+        out = tmp_path / "cut-out.jsonl"
+        code = main(["dedup", str(tmp_path / "cut.jsonl.gz"), "--engine", "spark", "-o", str(out)])
+        assert code == 1 and not out.exists()
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [
+            "Error: the Spark job failed: java.io.EOFException: Unexpected end of input stream"
+        ]
+
+    def test_an_existing_output_is_refused_before_spark_starts(self, tmp_path: Path) -> None:
+        """An -o that exists is one Error line at once: no JVM starts (none writes a class
+        archive into the cache folder, none prints to stderr)."""
+        _need(importlib.util.find_spec("pyspark") is not None, "pyspark is not installed")
+        src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+        src.write_text(json.dumps({"id": 1, "text": "Hello there, world."}) + "\n", "utf-8")
+        out.write_text("kept\n", "utf-8")
+        cache = tmp_path / "cache"
+        command = ["dedup", str(src), "--engine", "spark", "-o", str(out)]
+        done = subprocess.run(
+            [sys.executable, "-m", "nshash", *command],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "XDG_CACHE_HOME": str(cache)},
+        )
+        assert done.returncode == 1
+        assert done.stderr.splitlines() == [
+            f"Error: {str(out)!r} exists; remove it or choose another -o"
+        ]
+        assert out.read_text("utf-8") == "kept\n"
+        assert not (cache / "nshash").exists() or not list((cache / "nshash").iterdir())
 
 
 class TestSmallInput:
@@ -346,12 +387,32 @@ class TestClassArchive:
         Path(f"{stem}.2.tmp.pid").write_text(str(os.getpid()))
         assert nspark._class_archive(nspark.SMALL_JVM, {}) == ("", "")
 
+    def test_a_failed_run_archive_is_dropped(
+        self, folder: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The archive of a run whose job failed (spoil_class_archive) is removed, whole as
+        it is, and the next run writes one again."""
+        from nshash import spark as nspark
+
+        nspark._class_archive(nspark.SMALL_JVM, {})
+        stem = self._stem(folder)
+        writer = Path(f"{stem}.1.tmp.pid")
+        Path(f"{stem}.1.tmp").write_bytes(nspark._ARCHIVE_MAGIC + b"x" * 96)
+        writer.write_text(str(_dead_pid()))
+        monkeypatch.setattr(nspark, "_archive_writer", str(writer))
+        nspark.spoil_class_archive()
+        assert writer.read_text().split()[1:] == [nspark._SPOILED]
+        assert nspark._archive_writer == ""
+        nspark.spoil_class_archive()  # this process writes none now: nothing changes
+        assert writer.read_text().split()[1:] == [nspark._SPOILED]
+        options, new = nspark._class_archive(nspark.SMALL_JVM, {})
+        assert "ArchiveClassesAtExit" in options and new
+        assert not list(folder.glob("*.jsa")) and not Path(f"{stem}.1.tmp").exists()
+        assert not writer.exists()
+
 
 def _dead_pid() -> int:
     """The id of a process that has exited."""
-    import subprocess
-    import sys
-
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
     return proc.pid
@@ -738,6 +799,9 @@ class TestFreshVenv:
         )
         assert run.returncode == 0, run.stderr[-2000:]
         assert "dedup (spark): 6,695 documents" in run.stderr
+        # No Spark log lines: the summary, and the JVM's own line about incubator modules.
+        said = ("dedup (spark): ", "WARNING: Using incubator modules")
+        assert [line for line in run.stderr.splitlines() if not line.startswith(said)] == []
         local = tmp_path / "local.jsonl"
         code = subprocess.run(
             [sys.executable, "-m", "nshash", "dedup", str(data), "-o", str(local), "-q"],

@@ -489,7 +489,16 @@ def _dedup_spark(args: argparse.Namespace) -> int:
     a driver tuned for a short job (:func:`nshash.spark.session`'s *small*). The output is one
     file, or with ``--spark-parts`` a folder of part files.
     """
-    from ..spark import SPARK_FORMATS, _format_of, dedup_file, is_small, session
+    from ..spark import (
+        SPARK_FORMATS,
+        _format_of,
+        check_outputs,
+        dedup_file,
+        failure_reason,
+        is_small,
+        session,
+        spoil_class_archive,
+    )
 
     if args.method != "nshash":
         raise UsageError("--engine spark runs the nshash method only")
@@ -510,12 +519,14 @@ def _dedup_spark(args: argparse.Namespace) -> int:
     for state in args.against or ():
         if "://" not in state and not os.path.exists(state):
             raise StateError(f"No such file: {state!r} (--against)")
+    check_outputs(args.output, args.export_groups)  # before a JVM starts
     started = time.perf_counter()
     from pyspark.sql import SparkSession
 
     had_session = SparkSession.getActiveSession() is not None
     spark = session(cores=args.jobs, app="nshash dedup", small=is_small(args.input))
     spark.sparkContext.setLogLevel("FATAL")  # a failure is told in one Error line below
+    done = False
     try:
         counts = dedup_file(
             spark,
@@ -528,11 +539,14 @@ def _dedup_spark(args: argparse.Namespace) -> int:
             export_groups=args.export_groups,
             **_settings(args, {})[0],
         )
+        done = True
     except NSHashError:
         raise
     except Exception as exc:  # Spark's own errors (a file it cannot read)
-        raise ConfigError(f"the Spark job failed: {str(exc).strip().splitlines()[0]}") from None
+        raise ConfigError(f"the Spark job failed: {failure_reason(exc)}") from None
     finally:
+        if not done:
+            spoil_class_archive()
         if not had_session:
             spark.stop()
     if not args.quiet:
