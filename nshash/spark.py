@@ -1195,15 +1195,35 @@ def session(
     settings.update(conf)
     for key, value in settings.items():
         builder = builder.config(key, value)
+    if not _jvm_running() and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        missing = _no_java()  # pyspark is about to start a JVM: say so before it fails
+        if missing:
+            raise ConfigError(f"Spark needs a Java runtime (17 or newer): {missing}")
     try:
         spark = builder.getOrCreate()
-    except Exception as exc:  # no Java, or Spark would not start
-        raise ConfigError(f"Spark did not start: {str(exc).strip().splitlines()[0]}") from None
+    except Exception as exc:  # Spark would not start (a Java too old, say)
+        why = str(exc).strip().splitlines()[0]
+        if "JAVA_GATEWAY_EXITED" in why:
+            why += " (Spark needs Java 17 or newer: see JAVA_HOME)"
+        raise ConfigError(f"Spark did not start: {why}") from None
     proc = getattr(spark.sparkContext._gateway, "proc", None)
     if writer and proc is not None:  # this JVM writes the class archive as it exits
         _claim_archive(writer, proc.pid)  # spark-submit runs the JVM in its own process
     spark.sparkContext.setLogLevel("ERROR")
     return cast("SparkSession", spark)
+
+
+def _no_java() -> str:
+    """Why no Java runtime can be started here ("" when one can): a ``JAVA_HOME`` without
+    ``bin/java``, or none set and no ``java`` on the PATH (what Spark's launcher runs)."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        if not os.access(os.path.join(home, "bin", "java"), os.X_OK):
+            return f"JAVA_HOME is {home!r}, which has no bin/java"
+        return ""
+    if shutil.which("java") is None:
+        return "JAVA_HOME is not set and there is no java on the PATH"
+    return ""
 
 
 def _quiet_logging() -> str:

@@ -300,6 +300,39 @@ class TestCli:
         assert out.read_text("utf-8") == "kept\n"
         assert not (cache / "nshash").exists() or not list((cache / "nshash").iterdir())
 
+    def test_no_java_is_one_error_line(self, tmp_path: Path) -> None:
+        """Without a Java runtime (a JAVA_HOME that has none, or none set and none on the
+        PATH), the command says so in one Error line before pyspark tries to start one."""
+        _need(importlib.util.find_spec("pyspark") is not None, "pyspark is not installed")
+        src = tmp_path / "in.jsonl"
+        src.write_text(json.dumps({"id": 1, "text": "Hello there, world."}) + "\n", "utf-8")
+        command = ["dedup", str(src), "--engine", "spark", "-o", str(tmp_path / "out.jsonl")]
+        bare = tmp_path / "bin"  # a PATH with this Python and the shell, and no java
+        bare.mkdir()
+        for tool in ("bash", "sh", "env", "uname", "dirname", "ps"):
+            found = shutil.which(tool)
+            if found:
+                (bare / tool).symlink_to(found)
+        cases = [
+            ({"JAVA_HOME": str(tmp_path / "nojava")}, "which has no bin/java"),
+            ({"PATH": str(bare)}, "no java on the PATH"),
+        ]
+        for change, says in cases:
+            env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+            env.update(change)
+            done = subprocess.run(
+                [sys.executable, "-m", "nshash", *command],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env=env,
+            )
+            assert done.returncode == 1
+            lines = done.stderr.splitlines()
+            assert len(lines) == 1 and lines[0].startswith("Error: Spark needs a Java runtime")
+            assert says in lines[0]
+            assert not (tmp_path / "out.jsonl").exists()
+
 
 class TestSmallInput:
     def test_small_is_a_local_input_up_to_the_limit(
