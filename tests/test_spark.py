@@ -300,6 +300,51 @@ class TestCli:
         assert out.read_text("utf-8") == "kept\n"
         assert not (cache / "nshash").exists() or not list((cache / "nshash").iterdir())
 
+    @pytest.mark.slow
+    def test_ctrl_c_is_one_line(self, tmp_path: Path) -> None:
+        """Ctrl-C during a job: "Interrupted" and exit status 130, no traceback (py4j's
+        report of the broken call stays quiet), no output file, and the run's class archive
+        is marked spoiled (its JVM stopped early)."""
+        import signal
+        import time
+
+        _need(importlib.util.find_spec("pyspark") is not None, "pyspark is not installed")
+        _need(shutil.which("java") is not None, "java is not installed")
+        src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+        rng = random.Random(3)
+        words = [f"w{i}" for i in range(3000)]
+        src.write_text(
+            "".join(
+                json.dumps({"id": i, "text": " ".join(rng.choices(words, k=300))}) + "\n"
+                for i in range(3000)
+            ),
+            "utf-8",
+        )
+        cache = tmp_path / "cache"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "nshash", "dedup", str(src), "--engine", "spark"]
+            + ["-o", str(out)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "XDG_CACHE_HOME": str(cache)},
+        )
+        deadline = time.monotonic() + 120
+        while not list(cache.glob("nshash/*.tmp.pid")) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)  # the session is up once its JVM's archive is claimed
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130, err
+        said = [
+            line for line in err.splitlines() if not line.startswith("WARNING: Using incubator")
+        ]
+        assert said == ["Interrupted"]
+        assert not out.exists()
+        (pid,) = cache.glob("nshash/*.tmp.pid")
+        assert pid.read_text().split()[1:] == ["spoiled"]
+
     def test_no_java_is_one_error_line(self, tmp_path: Path) -> None:
         """Without a Java runtime (a JAVA_HOME that has none, or none set and none on the
         PATH), the command says so in one Error line before pyspark tries to start one."""

@@ -6,6 +6,7 @@ input order with its ``similar_id`` (``query`` only reads the store; ``--engine 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
@@ -520,6 +521,11 @@ def _dedup_spark(args: argparse.Namespace) -> int:
         if "://" not in state and not os.path.exists(state):
             raise StateError(f"No such file: {state!r} (--against)")
     check_outputs(args.output, args.export_groups)  # before a JVM starts
+    root = logging.getLogger()
+    if not root.handlers:
+        # py4j reports the call a Ctrl-C broke with logging.exception, which would set up the
+        # root logger and print its tracebacks; "Interrupted" says it here.
+        root.addHandler(logging.NullHandler())
     started = time.perf_counter()
     from pyspark.sql import SparkSession
 
