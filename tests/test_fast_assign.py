@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nshash import EmptyDocumentError, NSHash, StoreError
-from nshash.methods.nshash import memory
+from nshash.methods.nshash import assign, memory
 from nshash.methods.nshash.compiled import assign_info
 from nshash.stores.durable import _base64, journal_line
 
@@ -218,6 +218,43 @@ def test_documents_narrowed_in_place_alike(
             nsh.close()
     assert results[0] == results[1]
     assert counted.placed > 0
+
+
+@pytest.mark.parametrize("journaled", [False, True], ids=["memory", "journaled"])
+def test_long_pages_alike(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, journaled: bool) -> None:
+    """Pages ten times longer than their story (three sites' infinite scroll after it) join
+    their stories without extending the groups' sketches (assign.extends), alike on both
+    paths (answers, tables, journal lines); each site's long pages stay with their own
+    stories."""
+    from tests.test_store_contract import synthetic_story
+
+    def text(seed: int, paragraphs: int) -> str:
+        return "\n".join(s for k in range(paragraphs) for s in synthetic_story(seed * 1000 + k))
+
+    scrolls = [text(100 + site, 40) for site in range(3)]
+    stream: list[tuple[str, str | None, str | None]] = []
+    for story in range(6):
+        body = text(story + 1, 4)
+        stream.append((body, f"s{story}", None))
+        stream.append((f"{body}\n{scrolls[story % 3]}", f"s{story}-long", None))
+        stream.append((f"{scrolls[(story + 1) % 3]}\n{body}", f"s{story}-long2", None))
+        stream.append((body.upper(), f"s{story}-copy", None))
+    kept_out = []
+    extends = assign.extends
+
+    def counted_extends(*args: Any) -> bool:
+        grows = extends(*args)
+        kept_out.append(not grows)
+        return grows
+
+    monkeypatch.setattr(assign, "extends", counted_extends)  # what the pure path decides
+    counted = run_both(monkeypatch, stream, tmp_path if journaled else None)
+    assert counted.placed > 0 and any(kept_out)
+    with NSHash.open("memory://") as nsh:
+        ids = [nsh.resolve(nsh.add(t, d).similar_id) for t, d, _ in stream]
+    stories = {}  # no two stories share a group, scroll and all
+    for i, gid in enumerate(ids):
+        assert stories.setdefault(gid, i // 4) == i // 4, ids
 
 
 def test_packed_words_place_as_the_tuples_do() -> None:

@@ -283,3 +283,17 @@ def test_every_store_groups_the_framed_sets_alike(
         assert [nsh.resolve(g) for g in ids] == expected
     if store_url.startswith(("leveldb", "sqlite")):  # judged through the Python reference
         assert sum(1 for f in found if f) >= 10
+
+
+def test_extends_counts_what_both_sketches_hold() -> None:
+    """A joining page adds its sketch unless it holds more than LONGER times the group's
+    values below its own limit; a page whose limit is not below the group's always adds."""
+    extends, LONGER = assign.extends, assign.LONGER
+    group = (tuple(range(0, 1000, 10)), NO_LIMIT)  # 100 values, complete
+    assert extends(group, tuple(range(5)), NO_LIMIT)  # a short page
+    assert extends(group, tuple(range(0, 1000, 3)), 1000)  # 334 values where the group has 100
+    page = tuple(range(2 * LONGER + 1))  # below 20: the group holds 0 and 10
+    assert not extends(group, page, 20)
+    assert extends(group, page[:-1], 20)  # exactly LONGER times: it adds
+    assert not extends(((), NO_LIMIT), (1,), 5)  # nothing of the group's in its range
+    assert extends((tuple(range(50)), 40), tuple(range(500)), 40)  # the same limit

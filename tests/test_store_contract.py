@@ -535,6 +535,35 @@ class TestBoilerplateGuard:
         assert b.similar_id == a.similar_id and b.duplicate
 
 
+class TestLongPage:
+    """A page far longer than its story (the story, then ten times its length of other text:
+    comments, a site's infinite scroll) joins the story's group without filling the group's
+    sketch with that other text (assign.extends)."""
+
+    @staticmethod
+    def text(seed: int, paragraphs: int) -> str:
+        return "\n".join(s for k in range(paragraphs) for s in synthetic_story(seed * 1000 + k))
+
+    def test_long_page_joins_and_leaves_the_sketch(self, nsh: NSHash) -> None:
+        """The long page joins its story's group, whose sketch stays as it was; a second
+        long page of the same site (its scroll) with another story joins that story, not
+        the first; a plain copy of the first story still joins it."""
+        story, other, scroll = self.text(1, 4), self.text(2, 4), self.text(3, 40)
+        first = nsh.add(story)
+        before = nsh.store.sketch(first.similar_id)
+        page = nsh.add(f"{story}\n{scroll}")
+        assert page.similar_id == first.similar_id and page.duplicate
+        assert nsh.store.sketch(first.similar_id) == before
+        second = nsh.add(other)
+        assert second.similar_id != first.similar_id
+        assert nsh.add(f"{other}\n{scroll}").similar_id == second.similar_id
+        assert nsh.add(story.upper()).similar_id == first.similar_id
+        # A page as long as its group's text adds its values as before.
+        grown = nsh.add(f"{story}\n{self.text(4, 1)}")
+        assert grown.similar_id == first.similar_id
+        assert nsh.store.sketch(first.similar_id) != before
+
+
 class TestExportReads:
     """What an export of the groups reads (see nshash.export): each group's sketch, as the
     store compares it, and the common hashes."""

@@ -27,7 +27,7 @@
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 20 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 21 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -378,6 +378,7 @@ static PyObject *sketch_guard(PyObject *self, PyObject *args)
 #define FRAME_GAP 3     /* assign.FRAME_GAP: the shortest unshared run a frame surrounds */
 #define FRAME_SHARE 4   /* assign.FRAME_SHARE: ... and at least 1 in this many values */
 #define END_SHARE 4     /* assign.END_SHARE: the unshared text before a shared end */
+#define LONGER 4        /* assign.LONGER: a page holding more times its group's values */
 
 /* frame_of: how many of a page's shared values are its frame, given *flags* (1 when shared)
  * for its *n* compared values in page order and the count of the group's values compared
@@ -2846,7 +2847,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     unsigned char *flags = NULL;
     PyObject *dlim = NULL; /* the document's limit as an int (narrowed), once needed */
     Py_ssize_t i, k, nc = 0, np = 0, joined = -1;
-    int duplicate = 1, fresh = 0, width = 8;
+    int duplicate = 1, fresh = 0, width = 8, grows = 1;
     /* The evidence kept with the record (assign.py's evidence()): the score against the
      * group joined, else the best refused one; the verdict's code in records.py's VERDICTS. */
     double ev_score = 0.0, best = 0.0, joined_score = 0.0;
@@ -3155,6 +3156,15 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         uint64_t old_limit = no_limit, cut;
         if (gl)
             sketch_value(gl, &old_limit); /* checked by the guard */
+        if (doc_limit < old_limit) { /* assign.extends: a page far longer than its group */
+            Py_ssize_t below = 0;
+            while (below < ng && load_le(gp + width * below, width) < doc_limit)
+                below++;
+            if (nd > LONGER * below) {
+                grows = 0; /* the group keeps its sketch; the page adds its anchors only */
+                goto placed;
+            }
+        }
         cut = doc_limit < old_limit ? doc_limit : old_limit;
         if (!(values = PyBytes_FromStringAndSize(NULL, width * (ng + nd > cap ? cap : ng + nd))))
             goto done;
@@ -3223,16 +3233,19 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         if (rc < 0)
             goto done;
     }
-    /* _set_sketch: a limit is kept only where the sketch was cut. */
-    uint64_t b = no_limit;
-    sketch_value(bound, &b);
-    if (b < no_limit) {
-        if (table_set(limits, root, bound) < 0)
+placed:
+    if (grows) {
+        /* _set_sketch: a limit is kept only where the sketch was cut. */
+        uint64_t b = no_limit;
+        sketch_value(bound, &b);
+        if (b < no_limit) {
+            if (table_set(limits, root, bound) < 0)
+                goto done;
+        } else if (table_discard(limits, root) < 0) {
             goto done;
-    } else if (table_discard(limits, root) < 0) {
-        goto done;
+        }
     }
-    if (ops.log) { /* new_group's op (the sketch as stored), or extend_sketch's */
+    if (ops.log && grows) { /* new_group's op (the sketch as stored), or extend_sketch's */
         PyObject *op = NULL;
         if (fresh) {
             op = PyTuple_Pack(4, op_names[OP_N], root, values, bound);

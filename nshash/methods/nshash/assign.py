@@ -55,6 +55,15 @@ and fragments merge as soon as one copy matches two of them strongly (``merge_th
 which they count as one. A client posting crafted documents around one real sentence can
 at most make that one sentence common: the story's other anchors and sketch still find it.
 
+**A page far longer than its group keeps its text out of the group's sketch**
+(:func:`extends`). A joining page adds its sketch values to the group's, so that later copies
+that quote other parts of the story find them; but a 20,000-character page whose story is the
+group's 2,000 characters (the rest comments and its site's infinite scroll) would fill the
+group's sketch with that other text, and the site's next long page, about another story,
+would join on it. Where the page holds more than :data:`LONGER` times the group's sampled
+values in the range both sketches cover, it joins (its anchors lead to the group) and the
+group's sketch stays as it was.
+
 Identical texts (same letters and digits) always join one group through the ``exact`` table,
 whatever the guard says. A document that matches several groups joins the best match and
 merges the others into it only where it matches them at least ``merge_theta``: half of one
@@ -79,6 +88,7 @@ __all__ = [
     "combine_sketch",
     "evidence",
     "explain",
+    "extends",
     "finish_explanation",
     "frame_of",
     "judged",
@@ -162,6 +172,30 @@ def combine_sketch(
     if len(joined) > cap:
         bound = cut_sketch(joined, cap)
     return joined, bound
+
+
+#: A page that joins a group adds its sketch to the group's unless it holds more than this
+#: many times the group's sampled values in the range both hold (see :func:`extends`).
+LONGER = 4
+
+
+def extends(group: tuple[Collection[int], int], sketch: Sequence[int], limit: int) -> bool:
+    """Whether a document that joins a group adds its *sketch* (complete below *limit*) to
+    the group's (*group*: its values and limit, after any merge the document made).
+
+    Not when the document is a page far longer than the group's text: below the document's
+    limit both sketches are complete, and the document holds more than :data:`LONGER` times
+    the group's values there (a 20,000-character page whose 2,000-character story is the
+    group's, the rest comments and another site's infinite scroll). Its values would fill
+    the group's sketch with that other text, and the next such page of the site would join
+    on it; the group keeps its story's values, and the page its anchors, so a copy of it
+    still finds the group. A page as long as its group's text or shorter always adds its
+    own. The compiled core's ``fast_assign`` and the Redis script decide the same."""
+    values, group_limit = group
+    if limit >= group_limit:
+        return True
+    below = sum(1 for v in values if v < limit)
+    return len(sketch) <= LONGER * below
 
 
 #: The compiled cut (_assign.cut_sketch), or None on the pure path.
@@ -711,7 +745,8 @@ def assign(
             merged = tuple(chosen[1:])
             for gid in merged:
                 tables.merge_into(root, gid, policy.sketch_cap)
-            tables.extend_sketch(root, doc.sketch, doc.limit, policy.sketch_cap)
+            if extends(tables.group_sketch(root), doc.sketch, doc.limit):
+                tables.extend_sketch(root, doc.sketch, doc.limit, policy.sketch_cap)
             duplicate = True
         else:
             if len(doc.sketch) <= policy.sketch_cap:  # what combine_sketch would make of it

@@ -95,13 +95,15 @@ else
       merge_group(root, accepted[i], cap)
     end
     local lr = limit_of(root)
-    local bound = math.min(lr, doc_limit)
-    local add = {}
-    for i = ns + 1, #all do
-      if tonumber(all[i]) < bound then add[#add + 1] = all[i] end
+    if extends(rsk, lr, #all - ns, doc_limit) then
+      local bound = math.min(lr, doc_limit)
+      local add = {}
+      for i = ns + 1, #all do
+        if tonumber(all[i]) < bound then add[#add + 1] = all[i] end
+      end
+      if #add > 0 then push('SADD', rsk, add) end
+      settle(root, lr, bound, cap)
     end
-    if #add > 0 then push('SADD', rsk, add) end
-    settle(root, lr, bound, cap)
     dup = 1
   else
     root = redis.call('INCR', K_COUNTER)
