@@ -288,12 +288,13 @@ def test_every_store_groups_the_framed_sets_alike(
 def test_extends_counts_what_both_sketches_hold() -> None:
     """A joining page adds its sketch unless it holds more than LONGER times the group's
     values below its own limit; a page whose limit is not below the group's always adds."""
-    extends, LONGER = assign.extends, assign.LONGER
-    group = (tuple(range(0, 1000, 10)), NO_LIMIT)  # 100 values, complete
+    extends, LONGER, FROM = assign.extends, assign.LONGER, assign.LONGER_FROM
+    group = (tuple(range(0, 10 * FROM, 10)), NO_LIMIT)  # FROM values, complete
     assert extends(group, tuple(range(5)), NO_LIMIT)  # a short page
-    assert extends(group, tuple(range(0, 1000, 3)), 1000)  # 334 values where the group has 100
+    wide = tuple(range(0, 10 * FROM, 3))  # 3.3 values for each of the group's
+    assert extends(group, wide, 10 * FROM)
     page = tuple(range(2 * LONGER + 1))  # below 20: the group holds 0 and 10
     assert not extends(group, page, 20)
     assert extends(group, page[:-1], 20)  # exactly LONGER times: it adds
-    assert not extends(((), NO_LIMIT), (1,), 5)  # nothing of the group's in its range
-    assert extends((tuple(range(50)), 40), tuple(range(500)), 40)  # the same limit
+    assert extends((group[0][1:], NO_LIMIT), page, 20)  # a group under FROM values: a brief
+    assert extends((tuple(range(FROM)), FROM), tuple(range(10 * FROM)), FROM)  # the same limit

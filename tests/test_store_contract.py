@@ -563,6 +563,16 @@ class TestLongPage:
         assert grown.similar_id == first.similar_id
         assert nsh.store.sketch(first.similar_id) != before
 
+    def test_full_story_after_its_flash_extends_it(self, nsh: NSHash) -> None:
+        """A flash of three sentences, then its full story (twenty times as long), then a
+        repost of the story's second half alone: the full story adds its values to the
+        flash's small group, so the second half finds it."""
+        full = self.text(5, 8)
+        lines = full.split("\n")
+        flash = nsh.add("\n".join(lines[:3]))
+        assert nsh.add(full).similar_id == flash.similar_id
+        assert nsh.add("\n".join(lines[20:])).similar_id == flash.similar_id
+
 
 class TestExportReads:
     """What an export of the groups reads (see nshash.export): each group's sketch, as the

@@ -379,6 +379,7 @@ static PyObject *sketch_guard(PyObject *self, PyObject *args)
 #define FRAME_SHARE 4   /* assign.FRAME_SHARE: ... and at least 1 in this many values */
 #define END_SHARE 4     /* assign.END_SHARE: the unshared text before a shared end */
 #define LONGER 4        /* assign.LONGER: a page holding more times its group's values */
+#define LONGER_FROM 128 /* assign.LONGER_FROM: ... of a group of at least this many values */
 
 /* frame_of: how many of a page's shared values are its frame, given *flags* (1 when shared)
  * for its *n* compared values in page order and the count of the group's values compared
@@ -3156,7 +3157,8 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         uint64_t old_limit = no_limit, cut;
         if (gl)
             sketch_value(gl, &old_limit); /* checked by the guard */
-        if (doc_limit < old_limit) { /* assign.extends: a page far longer than its group */
+        if (doc_limit < old_limit && ng >= LONGER_FROM) { /* assign.extends: a page far
+                                                              * longer than its group */
             Py_ssize_t below = 0;
             while (below < ng && load_le(gp + width * below, width) < doc_limit)
                 below++;

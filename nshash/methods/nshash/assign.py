@@ -62,7 +62,8 @@ group's 2,000 characters (the rest comments and its site's infinite scroll) woul
 group's sketch with that other text, and the site's next long page, about another story,
 would join on it. Where the page holds more than :data:`LONGER` times the group's sampled
 values in the range both sketches cover, it joins (its anchors lead to the group) and the
-group's sketch stays as it was.
+group's sketch stays as it was; a group of fewer than :data:`LONGER_FROM` values (a flash
+whose full story arrives later) takes the page's values all the same.
 
 Identical texts (same letters and digits) always join one group through the ``exact`` table,
 whatever the guard says. A document that matches several groups joins the best match and
@@ -175,8 +176,11 @@ def combine_sketch(
 
 
 #: A page that joins a group adds its sketch to the group's unless it holds more than this
-#: many times the group's sampled values in the range both hold (see :func:`extends`).
+#: many times the group's sampled values in the range both hold (see :func:`extends`) ...
 LONGER = 4
+
+#: ... and the group's sketch holds at least this many values (a story's text, not a brief).
+LONGER_FROM = 128
 
 
 def extends(group: tuple[Collection[int], int], sketch: Sequence[int], limit: int) -> bool:
@@ -190,9 +194,12 @@ def extends(group: tuple[Collection[int], int], sketch: Sequence[int], limit: in
     the group's sketch with that other text, and the next such page of the site would join
     on it; the group keeps its story's values, and the page its anchors, so a copy of it
     still finds the group. A page as long as its group's text or shorter always adds its
-    own. The compiled core's ``fast_assign`` and the Redis script decide the same."""
+    own, and so does any page that joins a group of fewer than :data:`LONGER_FROM` values:
+    a flash or a brief, whose full story comes later, and whose later paragraphs, quoted
+    alone, must then find the group through the full story's values. The compiled core's
+    ``fast_assign`` and the Redis script decide the same."""
     values, group_limit = group
-    if limit >= group_limit:
+    if limit >= group_limit or len(values) < LONGER_FROM:
         return True
     below = sum(1 for v in values if v < limit)
     return len(sketch) <= LONGER * below

@@ -413,7 +413,7 @@ end
 -- nshash.methods.nshash.assign.frame_of: how many of a page's shared values are its frame,
 -- given f[i] (1: shared) for its n compared values in page order and the group's count.
 local END_LEAST, FRAME_LEAST, FRAME_GAP, FRAME_SHARE, END_SHARE = 6, 12, 3, 4, 4
-local LONGER = 4  -- assign.LONGER
+local LONGER, LONGER_FROM = 4, 128  -- assign.LONGER, assign.LONGER_FROM
 local function frame_of(f, n, theirs)
   if n < END_LEAST or f[n] ~= 1 then return 0 end
   local lead, trail, gap, run = 0, 0, 0, 0
@@ -524,13 +524,15 @@ local function verify(g, live, doc_limit, min_overlap, theta, sizes)
 end
 
 -- extends (assign.extends): whether a document of n sketch values, complete below limit, that
--- joins the group whose sketch set is sk (its limit lr) adds them to it: not when the document
--- holds more than LONGER times the group's values below its limit (a page far longer than
--- the group's text).
+-- joins the group whose sketch set is sk (its limit lr) adds them to it: not when the group
+-- holds LONGER_FROM values or more and the document more than LONGER times the group's
+-- values below its limit (a page far longer than the group's text).
 local function extends(sk, lr, n, limit)
   if limit >= lr then return true end
+  local values = redis.call('SMEMBERS', sk)
+  if #values < LONGER_FROM then return true end
   local below = 0
-  for _, v in ipairs(redis.call('SMEMBERS', sk)) do
+  for _, v in ipairs(values) do
     if tonumber(v) < limit then below = below + 1 end
   end
   return n <= LONGER * below
