@@ -49,7 +49,10 @@ broadcast to the verifying tasks).
    first choice merges two groups only when they are alike as a whole (the online merge
    guard, :func:`~nshash.methods.nshash.assign.sketch_kinship` of the groups' combined
    sketches, :func:`_grouped`): two stories of a series whose short pages are mostly its
-   formula stay apart, as on the online path.
+   formula stay apart, as on the online path. A group's combined sketch takes every
+   document's values: the online rule that keeps a page far longer than its group out of
+   the group's sketch (:func:`~nshash.methods.nshash.assign.extends`) is a choice made in
+   arrival order, and is not made here.
 
 The result does not depend on the order of the input: every choice is made in id order.
 
