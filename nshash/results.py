@@ -61,6 +61,10 @@ class Candidate:
             :func:`nshash.methods.nshash.assign.frame_of`), already left out of the three
             counts above; looked for only where it can decide (a candidate that passes with
             it), else 0.
+        edits: the document's values not shared that were read as scattered edits (a copy
+            with typos all through it, see :func:`nshash.methods.nshash.assign.edits_of`),
+            already left out of its count (and as many of the group's unshared values of the
+            group's count); looked for only in a candidate a little short of ``theta``, else 0.
     """
 
     similar_id: int
@@ -71,6 +75,7 @@ class Candidate:
     score: float
     verdict: str = ""
     frame: int = 0
+    edits: int = 0
 
 
 @dataclass(slots=True)
@@ -112,6 +117,7 @@ class Explanation:
                     "score": round(c.score, 4),
                     "verdict": c.verdict,
                     "frame": c.frame,
+                    "edits": c.edits,
                 }
                 for c in self.candidates
             ],

@@ -26,8 +26,10 @@ broadcast to the verifying tasks).
    the frame rule (:func:`~nshash.methods.nshash.assign.unframed`: what the later page of the
    pair shares only at its top and bottom, around a run of its own text, is set aside, as the
    online path sets aside the frame of the page that arrives; the places of each sketch value
-   travel with the fingerprints), in Arrow batches on the executors; a change to the judge
-   changes this engine with the others.
+   travel with the fingerprints) with the edits rule in it (a pair a little short of
+   ``theta`` whose shared values run all along the later page, typos between them, has them
+   left out: :func:`~nshash.methods.nshash.assign.edits_of`), in Arrow batches on the
+   executors; a change to the judge changes this engine with the others.
 4. **Boilerplate from corpus-wide evidence**: the verified pairs make a first graph, and every
    refused pair votes, on each anchor that hit and each sketch value the pair shared, for the
    first-graph components of its two documents (each document's votes are written once, so
@@ -50,9 +52,10 @@ broadcast to the verifying tasks).
    guard, :func:`~nshash.methods.nshash.assign.sketch_kinship` of the groups' combined
    sketches, :func:`_grouped`): two stories of a series whose short pages are mostly its
    formula stay apart, as on the online path. A group's combined sketch takes every
-   document's values: the online rule that keeps a page far longer than its group out of
-   the group's sketch (:func:`~nshash.methods.nshash.assign.extends`) is a choice made in
-   arrival order, and is not made here.
+   document's values: the online rules that keep a page far longer than its group out of
+   the group's sketch (:func:`~nshash.methods.nshash.assign.extends`) and a copy's wrapper
+   out of it (:func:`~nshash.methods.nshash.assign.story_span`) are choices made in arrival
+   order, and are not made here.
 
 The result does not depend on the order of the input: every choice is made in id order.
 

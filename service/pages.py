@@ -702,6 +702,8 @@ def _reason(why: Explanation) -> str:
             f"It shares {best.shared} of the {min(best.document_values, best.group_values)}"
             f" sampled passages compared with the story (score {best.score:.2f}, at least"
             f" {why.theta:.2f} is needed), found through {len(best.anchors)} of its anchors."
+            + _framed(best.frame)
+            + _edited(best.edits)
         )
     if why.reason == "new":
         framed = max((c.frame for c in why.candidates), default=0)
@@ -745,7 +747,17 @@ def _against_reason(why: Explanation, found: Candidate | None, story: Any) -> st
         f"Against story {sid} it shares {found.shared} of the"
         f" {min(found.document_values, found.group_values)} sampled passages compared (score"
         f" {found.score:.2f}; at least {why.theta:.2f} is needed), found through"
-        f" {len(found.anchors)} of its anchors." + _framed(found.frame)
+        f" {len(found.anchors)} of its anchors." + _framed(found.frame) + _edited(found.edits)
+    )
+
+
+def _edited(edits: int) -> str:
+    """What a copy's scattered edits left out, in words (nothing for none)."""
+    if not edits:
+        return ""
+    return (
+        f" {edits} of its passages, changed here and there all through a text it otherwise"
+        " shares (typos, a word changed), were read as edits of the story and left out."
     )
 
 

@@ -257,6 +257,75 @@ def test_long_pages_alike(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, journ
         assert stories.setdefault(gid, i // 4) == i // 4, ids
 
 
+@pytest.mark.parametrize("journaled", [False, True], ids=["memory", "journaled"])
+def test_typo_copies_alike(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, journaled: bool
+) -> None:
+    """Copies with typos all through them join their stories by the edit rule
+    (assign.edits_of), alike on both paths (answers, tables, journal lines); a page that
+    shares a story's first part and then tells another is no edited copy."""
+    from tests.test_store_contract import synthetic_story, with_typos
+
+    def text(seed: int, paragraphs: int) -> str:
+        return "\n".join(s for k in range(paragraphs) for s in synthetic_story(seed * 1000 + k))
+
+    stream: list[tuple[str, str | None, str | None]] = []
+    for story in range(6):
+        body = text(story + 1, 6)
+        stream.append((body, f"s{story}", None))
+        for copy in range(3):
+            stream.append((with_typos(body, 0.08, story * 10 + copy), f"s{story}-typo{copy}", None))
+        half = "\n".join(body.split("\n")[:12]) + "\n" + text(story + 50, 4)
+        stream.append((half, f"s{story}-half", None))
+    found = []
+    edits_in = assign.edits_in
+
+    def counted_edits(*args: Any) -> int:
+        edits = edits_in(*args)
+        found.append(edits)
+        return edits
+
+    monkeypatch.setattr(assign, "edits_in", counted_edits)  # what the pure path decides
+    counted = run_both(monkeypatch, stream, tmp_path if journaled else None)
+    assert counted.placed > 0 and any(found)
+    with NSHash.open("memory://") as nsh:
+        ids = [nsh.resolve(nsh.add(t, d).similar_id) for t, d, _ in stream]
+    joined = sum(ids[story * 5 + k] == ids[story * 5] for story in range(6) for k in (1, 2, 3))
+    assert joined >= 15, ids  # the copies joined (8 % of letters changed: two do not)
+    assert all(ids[story * 5 + 4] != ids[story * 5] for story in range(6))  # the half pages not
+
+
+@pytest.mark.parametrize("journaled", [False, True], ids=["memory", "journaled"])
+def test_story_span_alike(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, journaled: bool) -> None:
+    """Copies under four sites' wrappers join their stories, and the groups take only what
+    lies in the span each copy shares (assign.story_span), alike on both paths (answers,
+    tables, journal lines)."""
+    from tests.test_store_contract import TestStorySpan
+
+    text, wrapper = TestStorySpan.text, TestStorySpan.wrapper
+    sites = [(wrapper(100 + k), wrapper(200 + k)) for k in range(4)]
+    stream: list[tuple[str, str | None, str | None]] = []
+    for story in range(5):
+        body = text(story + 20, 6)
+        stream.append((body, f"s{story}", None))
+        for k, (header, footer) in enumerate(sites):
+            stream.append((f"{header}\n{body}\n{footer}", f"s{story}-site{k}", None))
+    trimmed = []
+    story_span = assign.story_span
+
+    def counted_span(group: Any, sketch: Any, places: bytes, shared: Any) -> Any:
+        kept = story_span(group, sketch, places, shared)
+        trimmed.append(len(kept) < len(sketch))
+        return kept
+
+    monkeypatch.setattr(assign, "story_span", counted_span)  # what the pure path decides
+    counted = run_both(monkeypatch, stream, tmp_path if journaled else None)
+    assert counted.placed > 0 and any(trimmed)
+    with NSHash.open("memory://") as nsh:
+        ids = [nsh.resolve(nsh.add(t, d).similar_id) for t, d, _ in stream]
+    assert len(set(ids)) == 5 and all(ids[i] == ids[i - i % 5] for i in range(len(ids)))
+
+
 def test_packed_words_place_as_the_tuples_do() -> None:
     """The text kernel's DocPrints (anchors and sketch packed) and DocPrints of the same
     values made by __init__ (tuples) are placed alike by the compiled path."""

@@ -100,6 +100,39 @@ class TestFrameOf:
         assert assign.frame_of(pattern, 200) == 43
 
 
+class TestEditsOf:
+    """Scattered edits (assign.edits_of): a copy with typos all through it keeps values all
+    along the text; another story's text is one long unshared run."""
+
+    def test_typos_all_through_are_edits(self) -> None:
+        pattern = "S.S..SS.S." * 6 + "SS"  # 62 values, 32 shared, gaps of 2 at most
+        assert assign.edits_of(flags(pattern)) == 30
+        # under a site's own wrapper (unshared edges), the span is what counts
+        assert assign.edits_of(flags("...." + pattern + "......")) == 30
+
+    def test_own_text_in_one_run_is_not(self) -> None:
+        # a quarter of the span unshared in one run: the page's own text
+        assert assign.edits_of(flags("S.S." * 10 + "." * 16 + "S.S." * 10)) == 0
+
+    def test_edges(self) -> None:
+        span = "S." * (assign.EDIT_LEAST // 2 - 1) + "SS"  # EDIT_LEAST values, 13 shared
+        assert len(span) == assign.EDIT_LEAST
+        assert assign.edits_of(flags(span)) == span.count(".")
+        assert assign.edits_of(flags(span[2:])) == 0  # too few values in the span
+        # the span covers at least EDIT_COVER of the values compared
+        outside = int(len(span) / assign.EDIT_COVER) - len(span)
+        assert assign.edits_of(flags(span + "." * outside)) == span.count(".")
+        assert assign.edits_of(flags(span + "." * (outside + 1))) == 0
+        # at least EDIT_DENSITY of the span is shared: 9 of 33 is too few
+        assert assign.edits_of(flags("S..." * 8 + "S")) == 0
+        # no unshared run longer than 1/EDIT_GAP of the span: 4 in 44, not 5 in 45
+        assert assign.edits_of(flags("S." * 10 + "..." + "S." * 10 + "S")) == 23
+        assert assign.edits_of(flags("S." * 10 + "...." + "S." * 10 + "S")) == 0
+
+    def test_nothing_shared(self) -> None:
+        assert assign.edits_of(flags("." * 40)) == 0
+
+
 SETS = st.lists(st.integers(0, 60), unique=True, max_size=40).map(sorted)
 
 
@@ -125,6 +158,38 @@ class TestCompiledEqualsReference:
         fast = compiled("set_aside")(sketch, packed, limit, common, set(), shared, theirs)
         pure = assign.set_aside_pure(sketch, packed, limit, common, set(), shared, theirs)
         assert fast == pure
+
+    @settings(max_examples=300, deadline=None)
+    @given(
+        sketch=st.lists(st.integers(0, 300), unique=True, min_size=20, max_size=120).map(sorted),
+        data=st.data(),
+        limit=st.integers(0, 320),
+    )
+    def test_edits_in(self, sketch: list[int], data: st.DataObject, limit: int) -> None:
+        """Any sketch, places, limit, common values and shared values: the same count (the
+        shared values drawn as runs, so that some pages are edited copies)."""
+        places = data.draw(
+            st.lists(st.integers(0, 999), min_size=len(sketch), max_size=len(sketch))
+        )
+        packed = array(PLACES, places).tobytes()
+        common = set(data.draw(st.lists(st.sampled_from(sketch), max_size=3)))
+        keep = data.draw(st.sampled_from([2, 3, 5]))
+        shared = [v for i, v in enumerate(sketch) if i % keep != 1]
+        edits = compiled("edits_in")
+        fast = edits(sketch, packed, limit, common, set(), shared)
+        assert fast == assign.edits_in_pure(sketch, packed, limit, common, set(), shared)
+
+    def test_edits_in_reads_page_order(self) -> None:
+        """Values shared every other one in page order are edits; the same values with the
+        shared ones all first in the page are one shared run and one unshared: none."""
+        sketch = list(range(60))
+        shared = sketch[::2]
+        spread = array(PLACES, range(60)).tobytes()
+        apart = array(PLACES, [i // 2 if i % 2 == 0 else 100 + i for i in range(60)]).tobytes()
+        for edits_in in (compiled("edits_in"), assign.edits_in_pure):
+            assert edits_in(sketch, spread, NO_LIMIT, set(), set(), shared) == 29
+            assert edits_in(sketch, apart, NO_LIMIT, set(), set(), shared) == 0
+            assert edits_in(sketch, b"", NO_LIMIT, set(), set(), shared) == 0
 
     def test_no_places_no_frame(self) -> None:
         sketch = list(range(20))

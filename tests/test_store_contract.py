@@ -574,6 +574,99 @@ class TestLongPage:
         assert nsh.add("\n".join(lines[20:])).similar_id == flash.similar_id
 
 
+class TestStorySpan:
+    """A copy that joins a group of a story's text adds what lies between the first and the
+    last value it shares with it, not its own site's wrapper (assign.story_span)."""
+
+    @staticmethod
+    def text(seed: int, paragraphs: int) -> str:
+        return "\n".join(s for k in range(paragraphs) for s in synthetic_story(seed * 1000 + k))
+
+    @staticmethod
+    def wrapper(seed: int) -> str:
+        """Three lines of made-up words (none of the stories' vocabulary)."""
+        rng = random.Random(seed)
+        words = [
+            "".join(rng.choice("bdfgklmnprstvz") + rng.choice("aeiou") for _ in range(3))
+            for _ in range(30)
+        ]
+        return "\n".join(" ".join(words[i : i + 10]) + "." for i in range(0, 30, 10))
+
+    @staticmethod
+    def values(nsh: NSHash, text: str) -> set[int]:
+        from nshash.text.fingerprint import narrow
+
+        doc = nsh.prepare(text)
+        return set((narrow(doc) if nsh.store.narrow_sketches() else doc).sketch)
+
+    def test_copy_leaves_its_wrapper_out(self, nsh: NSHash) -> None:
+        """The story's group (over 128 values) takes none of a copy's header and footer; a
+        second copy with a paragraph of its own in the middle of the story adds it."""
+        story = self.text(11, 6)
+        header, footer = self.wrapper(12), self.wrapper(13)
+        first = nsh.add(story)
+        values, _ = nsh.store.sketch(first.similar_id) or ((), 0)
+        assert len(values) >= 128
+        copy = nsh.add(f"{header}\n{story}\n{footer}")
+        assert copy.similar_id == first.similar_id
+        held, limit = nsh.store.sketch(first.similar_id) or ((), 0)
+        wrapper = {v for v in self.values(nsh, f"{header}\n{footer}") if v < limit}
+        wrapper -= self.values(nsh, story)
+        assert wrapper and not wrapper & set(held)
+        lines = story.split("\n")
+        extra = self.text(14, 1)
+        longer = nsh.add("\n".join(lines[:15] + [extra] + lines[15:]))
+        assert longer.similar_id == first.similar_id
+        held, limit = nsh.store.sketch(first.similar_id) or ((), 0)
+        added = {v for v in self.values(nsh, extra) if v < limit} - self.values(nsh, story)
+        assert added and added <= set(held)
+
+
+def with_typos(text: str, rate: float, seed: int) -> str:
+    """*text* with *rate* of its letters changed to another letter, at random places."""
+    rng = random.Random(seed)
+    chars = list(text)
+    spots = [i for i, c in enumerate(chars) if c.isalpha()]
+    for i in rng.sample(spots, int(len(spots) * rate)):
+        chars[i] = rng.choice([c for c in "abcdefghijklmnopqrstuvwxyz" if c != chars[i].lower()])
+    return "".join(chars)
+
+
+class TestEditedCopy:
+    """A copy with typos all through it joins its story: its values lost to the edits,
+    scattered between shared ones, are left out of the score (assign.edits_of); text of its
+    own in one stretch is not."""
+
+    @staticmethod
+    def text(seed: int, paragraphs: int) -> str:
+        return "\n".join(s for k in range(paragraphs) for s in synthetic_story(seed * 1000 + k))
+
+    def test_copy_with_typos_joins(self, nsh: NSHash) -> None:
+        """A copy with 8 % of its letters changed shares under half of its values with the
+        story, spread all through it: it joins, and explain counts its edits."""
+        story = self.text(7, 6)
+        first = nsh.add(story)
+        copy = with_typos(story, 0.08, 0)
+        why = nsh.explain(copy)
+        best = why.candidates[0]
+        assert best.similar_id == first.similar_id and best.edits > 0
+        assert best.shared < nsh.policy.theta * (best.document_values + best.edits)
+        added = nsh.add(copy)
+        assert added.similar_id == first.similar_id and added.duplicate
+
+    def test_own_text_in_one_stretch_is_no_edit(self, nsh: NSHash) -> None:
+        """A page of the story's first two paragraphs, then another story as long: what it
+        does not share is one long run, not edits; it is a story of its own."""
+        story = self.text(7, 6)
+        first = nsh.add(story)
+        page = "\n".join(story.split("\n")[:12]) + "\n" + self.text(8, 4)
+        why = nsh.explain(page)
+        best = why.candidates[0]
+        assert best.similar_id == first.similar_id and best.edits == 0
+        assert 0.3 <= best.score < nsh.policy.theta  # read for edits, and none found
+        assert nsh.add(page).similar_id != first.similar_id
+
+
 class TestExportReads:
     """What an export of the groups reads (see nshash.export): each group's sketch, as the
     store compares it, and the common hashes."""

@@ -27,7 +27,7 @@
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 22 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 24 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -380,6 +380,11 @@ static PyObject *sketch_guard(PyObject *self, PyObject *args)
 #define END_SHARE 4     /* assign.END_SHARE: the unshared text before a shared end */
 #define LONGER 4        /* assign.LONGER: a page holding more times its group's values */
 #define LONGER_FROM 128 /* assign.LONGER_FROM: ... of a group of at least this many values */
+#define EDIT_LOW 0.3      /* assign.EDIT_LOW: a score short of theta read for scattered edits */
+#define EDIT_LEAST 24     /* assign.EDIT_LEAST: ... over a shared span of this many values */
+#define EDIT_COVER 0.6    /* assign.EDIT_COVER: ... covering this share of those compared */
+#define EDIT_DENSITY 0.35 /* assign.EDIT_DENSITY: ... this share of it shared */
+#define EDIT_GAP 10       /* assign.EDIT_GAP: ... no unshared run over 1 in this many of it */
 
 /* frame_of: how many of a page's shared values are its frame, given *flags* (1 when shared)
  * for its *n* compared values in page order and the count of the group's values compared
@@ -414,6 +419,32 @@ static Py_ssize_t frame_of(const unsigned char *flags, Py_ssize_t n, Py_ssize_t 
     return (lead + trail) * 4 <= theirs * 3 ? lead + trail : 0;
 }
 
+/* edits_of: how many of a page's values not shared are scattered edits, given *flags* (1 when
+ * shared) for its *n* compared values in page order. assign.edits_of is the reference. */
+static Py_ssize_t edits_of(const unsigned char *flags, Py_ssize_t n)
+{
+    Py_ssize_t first = 0, last = n - 1, held = 0, run = 0, gap = 0, i;
+    while (first < n && !flags[first])
+        first++;
+    if (first == n)
+        return 0;
+    while (!flags[last])
+        last--;
+    Py_ssize_t span = last - first + 1;
+    for (i = first; i <= last; i++) {
+        if (flags[i]) {
+            held++;
+            run = 0;
+        } else if (++run > gap) {
+            gap = run;
+        }
+    }
+    if (span < EDIT_LEAST || (double)span < EDIT_COVER * (double)n
+        || (double)held < EDIT_DENSITY * (double)span)
+        return 0;
+    return gap * EDIT_GAP <= span ? span - held : 0;
+}
+
 /* The page order of *n* values given their places (*pos*): *order* gets their indices, by
  * place, ties by index (keys packs the two into one word to sort; room for n). */
 static void page_order(const uint32_t *pos, Py_ssize_t n, uint64_t *keys, uint32_t *order)
@@ -425,15 +456,13 @@ static void page_order(const uint32_t *pos, Py_ssize_t n, uint64_t *keys, uint32
         order[i] = (uint32_t)keys[i];
 }
 
-/* frame_of for the first *m* of *live* (ascending), of which the *same* values at *shared*
- * are shared, read in the page order *order* of all *nlive* (indices past m skipped), against
- * *theirs* values of the group's; *flags* has room for 2 * nlive. */
-static Py_ssize_t frame_in(const uint64_t *live, Py_ssize_t m, const uint32_t *order,
+/* The flags (1: shared) of the first *m* of *live* (ascending), of which the *same* values at
+ * *shared* are shared, in the page order *order* of all *nlive* (indices past m skipped),
+ * written to *flags* (room for 2 * nlive); returns their count (m). */
+static Py_ssize_t flags_in(const uint64_t *live, Py_ssize_t m, const uint32_t *order,
                            Py_ssize_t nlive, const uint64_t *shared, Py_ssize_t same,
-                           Py_ssize_t theirs, unsigned char *flags)
+                           unsigned char *flags)
 {
-    if (m < END_LEAST || !same)
-        return 0;
     unsigned char *mark = flags + nlive; /* (room for 2 * nlive) */
     memset(mark, 0, (size_t)m);
     for (Py_ssize_t i = 0; i < same; i++) {
@@ -452,7 +481,43 @@ static Py_ssize_t frame_in(const uint64_t *live, Py_ssize_t m, const uint32_t *o
     for (Py_ssize_t i = 0; i < nlive; i++)
         if (order[i] < (uint32_t)m)
             flags[n++] = mark[order[i]];
-    return frame_of(flags, n, theirs);
+    return n;
+}
+
+/* frame_of for the first *m* of *live*, read as flags_in reads them, against *theirs* values
+ * of the group's. */
+static Py_ssize_t frame_in(const uint64_t *live, Py_ssize_t m, const uint32_t *order,
+                           Py_ssize_t nlive, const uint64_t *shared, Py_ssize_t same,
+                           Py_ssize_t theirs, unsigned char *flags)
+{
+    if (m < END_LEAST || !same)
+        return 0;
+    return frame_of(flags, flags_in(live, m, order, nlive, shared, same, flags), theirs);
+}
+
+/* edits_of for the first *m* of *live*, read as flags_in reads them. */
+static Py_ssize_t edits_in(const uint64_t *live, Py_ssize_t m, const uint32_t *order,
+                           Py_ssize_t nlive, const uint64_t *shared, Py_ssize_t same,
+                           unsigned char *flags)
+{
+    if (m < EDIT_LEAST || !same)
+        return 0;
+    return edits_of(flags, flags_in(live, m, order, nlive, shared, same, flags));
+}
+
+/* The page order of the *nlive* values at *pos* made for fast_assign's guard: *keys*, *order*
+ * and *flags* (room for 2 * nlive) allocated; -1 (MemoryError set) when they cannot be. */
+static int page_order_for(const uint32_t *pos, Py_ssize_t nlive, uint64_t **keys,
+                          uint32_t **order, unsigned char **flags)
+{
+    if (!(*keys = PyMem_Malloc((size_t)(nlive ? nlive : 1) * sizeof **keys))
+        || !(*order = PyMem_Malloc((size_t)(nlive ? nlive : 1) * sizeof **order))
+        || !(*flags = PyMem_Malloc((size_t)(nlive ? nlive : 1) * 2))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    page_order(pos, nlive, *keys, *order);
+    return 0;
 }
 
 /* Whether the last in page order (*pos*) of the first *m* values of *live* (ascending) is
@@ -473,6 +538,9 @@ static int end_shared(const uint64_t *live, const uint32_t *pos, Py_ssize_t m,
     return 0;
 }
 
+/* A rule read from a page's flags (page_rule's *theirs* for set_aside; -1: edits_in). */
+static PyObject *page_rule(PyObject *args, const char *name, int with_theirs);
+
 /* set_aside(sketch, places, limit, common, more, shared, theirs): assign.set_aside: how many
  * of the values *shared* are the document's frame, its sketch values below *limit* and not in
  * *common* (a set or an AnchorMap) or *more* (a set) read in the order of *places* (native
@@ -481,17 +549,32 @@ static int end_shared(const uint64_t *live, const uint32_t *pos, Py_ssize_t m,
 static PyObject *set_aside(PyObject *self, PyObject *args)
 {
     (void)self;
+    return page_rule(args, "set_aside", 1);
+}
+
+/* edits_in(sketch, places, limit, common, more, shared): assign.edits_in: how many of the
+ * document's values not *shared* are scattered edits, read as set_aside reads the frame. */
+static PyObject *edits_in_py(PyObject *self, PyObject *args)
+{
+    (void)self;
+    return page_rule(args, "edits_in", 0);
+}
+
+static PyObject *page_rule(PyObject *args, const char *name, int with_theirs)
+{
     PyObject *sketch, *places, *limit_o, *common, *more, *shared;
-    Py_ssize_t theirs;
-    if (!PyArg_ParseTuple(args, "OOOOO!On", &sketch, &places, &limit_o, &common, &PySet_Type,
-                          &more, &shared, &theirs))
+    Py_ssize_t theirs = 0;
+    if (with_theirs ? !PyArg_ParseTuple(args, "OOOOO!On", &sketch, &places, &limit_o, &common,
+                                        &PySet_Type, &more, &shared, &theirs)
+                    : !PyArg_ParseTuple(args, "OOOOO!O", &sketch, &places, &limit_o, &common,
+                                        &PySet_Type, &more, &shared))
         return NULL;
-    if (!common_ok("set_aside", common))
+    if (!common_ok(name, common))
         return NULL;
-    PyObject *fast = PySequence_Fast(sketch, "set_aside: the sketch must be a sequence");
+    PyObject *fast = PySequence_Fast(sketch, "the sketch must be a sequence");
     if (!fast)
         return NULL;
-    PyObject *sh = PySequence_Fast(shared, "set_aside: shared must be a sequence");
+    PyObject *sh = PySequence_Fast(shared, "shared must be a sequence");
     if (!sh) {
         Py_DECREF(fast);
         return NULL;
@@ -545,7 +628,8 @@ static PyObject *set_aside(PyObject *self, PyObject *args)
         if ((rc = sketch_value(sitems[i], &sv[i])) != 0)
             goto odd;
     page_order(pos, m, keys, order);
-    result = PyLong_FromSsize_t(frame_in(live, m, order, m, sv, ns, theirs, flags));
+    result = PyLong_FromSsize_t(with_theirs ? frame_in(live, m, order, m, sv, ns, theirs, flags)
+                                            : edits_in(live, m, order, m, sv, ns, flags));
     goto done;
 odd:
     if (rc > 0)
@@ -3105,20 +3189,22 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         if (score >= theta && lpos && mine >= END_LEAST && mine - same >= FRAME_GAP
             && (mine - same) * FRAME_SHARE >= mine /* room for a frame's unshared run */
             && end_shared(live, lpos, mine, shared[k], same)) {
-            if (!order) {
-                if (!(okeys = PyMem_Malloc((size_t)nlive * sizeof *okeys))
-                    || !(order = PyMem_Malloc((size_t)nlive * sizeof *order))
-                    || !(flags = PyMem_Malloc((size_t)nlive * 2))) {
-                    PyErr_NoMemory();
-                    goto done;
-                }
-                page_order(lpos, nlive, okeys, order);
-            }
+            if (!order && page_order_for(lpos, nlive, &okeys, &order, &flags) < 0)
+                goto done;
             /* mine: the guard's count of the document's values compared, the live ones below
              * the smaller limit (a prefix of live) */
             Py_ssize_t frame = frame_in(live, mine, order, nlive, shared[k], same, theirs, flags);
             if (frame)
                 score = judge_score(same - frame, mine - frame, theirs - frame, min_overlap);
+        } else if (score >= EDIT_LOW && score < theta && lpos && mine >= EDIT_LEAST) {
+            /* A copy with scattered edits (assign.unframed, edits_of) */
+            if (!order && page_order_for(lpos, nlive, &okeys, &order, &flags) < 0)
+                goto done;
+            Py_ssize_t edits = edits_in(live, mine, order, nlive, shared[k], same, flags);
+            if (edits) {
+                Py_ssize_t gone = edits < theirs - same ? edits : theirs - same;
+                score = judge_score(same, mine - edits, theirs - gone, min_overlap);
+            }
         }
         accepted[k] = score >= theta;
         if (score > best)
@@ -3165,6 +3251,36 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
             if (nd > LONGER * below) {
                 grows = 0; /* the group keeps its sketch; the page adds its anchors only */
                 goto placed;
+            }
+        }
+        /* assign.story_span: a group of LONGER_FROM values or more takes the page's values
+         * between the first and the last it shares (in page order), not its site's wrapper. */
+        if (ng >= LONGER_FROM && lpos && shared_n[joined] > 0) {
+            uint32_t first = UINT32_MAX, last = 0;
+            for (i = 0; i < shared_n[joined]; i++) {
+                Py_ssize_t lo = 0, hi = nlive;
+                while (lo < hi) {
+                    Py_ssize_t mid = lo + (hi - lo) / 2;
+                    if (live[mid] < shared[joined][i])
+                        lo = mid + 1;
+                    else
+                        hi = mid;
+                }
+                if (lo < nlive && live[lo] == shared[joined][i]) {
+                    if (lpos[lo] < first)
+                        first = lpos[lo];
+                    if (lpos[lo] > last)
+                        last = lpos[lo];
+                }
+            }
+            if (first <= last) { /* the document's values outside the span dropped, in place */
+                Py_ssize_t kept_d = 0;
+                for (i = 0; i < nd; i++)
+                    if (dpos[i] >= first && dpos[i] <= last) {
+                        dv[kept_d] = dv[i];
+                        dpos[kept_d++] = dpos[i];
+                    }
+                nd = kept_d;
             }
         }
         cut = doc_limit < old_limit ? doc_limit : old_limit;
@@ -3975,6 +4091,9 @@ static PyMethodDef module_methods[] = {
      " theirs) or None."},
     {"set_aside", set_aside, METH_VARARGS,
      "set_aside(sketch, places, limit, common, more, shared, theirs) -> the frame's count,"
+     " or None."},
+    {"edits_in", edits_in_py, METH_VARARGS,
+     "edits_in(sketch, places, limit, common, more, shared) -> the count of scattered edits,"
      " or None."},
     {"fast_assign", (PyCFunction)(void (*)(void))fast_assign, METH_FASTCALL,
      "fast_assign(t, sentences, sketch, exact, doc_limit, n, theta, min_overlap, cap, no_limit,"

@@ -45,6 +45,14 @@ and footer under another story), has that end set aside too, where the group hol
 much text of its own; a copy under a short new intro keeps its match. What a refusal shares
 still gets its votes, frame included: the wrapper is learned as boilerplate sooner.
 
+**A copy with typos all through it is still a copy** (:func:`edits_of`). Every shingle
+that spans a changed letter is lost: at 6 % of its letters changed, half of an English
+copy's values, and the copy scores under ``theta``. What it keeps, though, lies all along its
+text, with short gaps; another story's text, a follow-up's paragraphs or comments are long
+runs of their own. So a candidate a little short of ``theta`` whose shared values span most
+of the page, densely and with no long unshared run, has the unshared values in that span left
+out of the score as edits (and as many of the group's), and is judged again.
+
 **Boilerplate is learned from evidence, never from one refusal.** A refusal is only a vote:
 each hash the refused pair shared (the anchors that hit and the sketch values in common)
 records the two groups, and becomes *common*, no longer an anchor nor counted in any sketch,
@@ -64,6 +72,13 @@ would join on it. Where the page holds more than :data:`LONGER` times the group'
 values in the range both sketches cover, it joins (its anchors lead to the group) and the
 group's sketch stays as it was; a group of fewer than :data:`LONGER_FROM` values (a flash
 whose full story arrives later) takes the page's values all the same.
+
+**A copy adds its story's text to the group, not its site's wrapper** (:func:`story_span`).
+What a copy shares with its story lies between its site's header and its related block and
+footer; the group takes the values between the first and the last shared one, so a story
+copied by a dozen sites holds its own text, not twelve wrappers that would fill its sketch
+and lead any short page of those sites to it. A group of fewer than :data:`LONGER_FROM`
+values takes every value, as it takes a long page's.
 
 Identical texts (same letters and digits) always join one group through the ``exact`` table,
 whatever the guard says. A document that matches several groups joins the best match and
@@ -87,6 +102,8 @@ __all__ = [
     "Tables",
     "assign",
     "combine_sketch",
+    "edits_in",
+    "edits_of",
     "evidence",
     "explain",
     "extends",
@@ -95,9 +112,11 @@ __all__ = [
     "judged",
     "kinship",
     "lookup",
+    "page_flags",
     "resolve",
     "set_aside",
     "sketch_kinship",
+    "story_span",
     "unframed",
     "vote",
 ]
@@ -203,6 +222,38 @@ def extends(group: tuple[Collection[int], int], sketch: Sequence[int], limit: in
         return True
     below = sum(1 for v in values if v < limit)
     return len(sketch) <= LONGER * below
+
+
+def story_span(
+    group: tuple[Collection[int], int],
+    sketch: Sequence[int],
+    places: bytes,
+    shared: Collection[int],
+) -> Sequence[int]:
+    """The values of a joining document's *sketch* that the group (*group*: its values and
+    limit, after any merge the document made) takes: those whose place in the page lies
+    between the first and the last value it *shared* with the groups it joins.
+
+    A copy carries its own site's wrapper, a header above the story and a related block and a
+    footer below it, and what it shares with its story lies between them. Every copy used to
+    add its wrapper to the group's sketch: a story copied by a dozen sites held twelve
+    wrappers, which filled its 256 values (its limit fell, so a short page was compared on a
+    handful of values, mostly its site's wrapper, and joined on it), and any page of those
+    sites then shared its header and footer with the story. Text a copy adds inside the
+    shared span (a paragraph the story's earlier copies lacked) is still taken. A group of
+    fewer than :data:`LONGER_FROM` values (a flash or a brief, whose full story comes later,
+    with text past the brief's end) takes every value, as :func:`extends` lets it; so does
+    any group where the document has no places. The compiled core's ``fast_assign`` and the
+    Redis script take the same."""
+    at = read_places(places, len(sketch))
+    if len(group[0]) < LONGER_FROM or not at or not shared:
+        return sketch
+    held = set(shared)
+    spots = [at[i] for i, v in enumerate(sketch) if v in held]
+    if not spots:
+        return sketch
+    first, last = min(spots), max(spots)
+    return [v for i, v in enumerate(sketch) if first <= at[i] <= last]
 
 
 #: The compiled cut (_assign.cut_sketch), or None on the pure path.
@@ -348,16 +399,31 @@ def unframed(
 
     Setting a frame aside only lowers a score: it is looked for where it can decide (a
     candidate that passes), and where the values not shared leave room for the unshared run
-    a frame surrounds. The online placement and the Spark job's pairs judge through it."""
+    a frame surrounds. A candidate short of ``theta`` by a little (at least :data:`EDIT_LOW`)
+    is read for scattered edits instead (:func:`edits_in`): a copy with typos all through it
+    has them left out of both counts, and may pass. The online placement and the Spark job's
+    pairs judge through it."""
     mine = found.document_values
     unshared = mine - found.shared
+    theirs = found.group_values
     if found.score >= policy.theta and unshared >= FRAME_GAP and unshared * FRAME_SHARE >= mine:
-        theirs = found.group_values
         frame = set_aside(sketch, places, limit, common, more, shared, theirs)
         if frame:
             n = found.shared - frame
             return judged(
                 found.similar_id, found.anchors, n, mine - frame, theirs - frame, policy, frame
+            )
+    elif EDIT_LOW <= found.score < policy.theta and mine >= EDIT_LEAST:
+        edits = edits_in(sketch, places, limit, common, more, shared)
+        if edits:
+            return judged(
+                found.similar_id,
+                found.anchors,
+                found.shared,
+                mine - edits,
+                theirs - min(edits, theirs - found.shared),
+                policy,
+                edits=edits,
             )
     return found
 
@@ -449,16 +515,32 @@ def set_aside_pure(
     theirs: int,
 ) -> int:
     """:func:`set_aside` in Python: what the compiled one must equal."""
+    flags = page_flags(sketch, places, limit, common, more, shared)
+    return frame_of(flags, theirs) if flags else 0
+
+
+def page_flags(
+    sketch: Sequence[int],
+    places: bytes,
+    limit: int,
+    common: Collection[int],
+    more: Collection[int],
+    shared: Iterable[int],
+) -> list[bool]:
+    """A document's sketch values below *limit* that are not common (in *common* or *more*),
+    in the order of their *places* in the page (ties by value), each marked shared (in
+    *shared*) or not: what :func:`frame_of` and :func:`edits_of` read. Empty when the
+    document has no places (or not one a value)."""
     at = read_places(places, len(sketch))
     if not at:
-        return 0  # none, or not one a value: no frame is read
+        return []
     held = set(shared)
     compared = sorted(
         (at[i], i, v in held)
         for i, v in enumerate(sketch)
         if v < limit and v not in common and v not in more
     )
-    return frame_of([s for _, _, s in compared], theirs)
+    return [s for _, _, s in compared]
 
 
 #: The compiled frame rule (_assign.set_aside), or None on the pure path.
@@ -485,6 +567,93 @@ def set_aside(
         if found is not None:
             return found
     return set_aside_pure(sketch, places, limit, common, more, shared, theirs)
+
+
+#: The edit rule (:func:`edits_of`): a candidate that scores at least this, short of
+#: ``theta``, is read for scattered edits ...
+EDIT_LOW = 0.3
+
+#: ... over a shared span (first shared value to last, in page order) of at least this many
+#: values ...
+EDIT_LEAST = 24
+
+#: ... that covers at least this share of the values compared ...
+EDIT_COVER = 0.6
+
+#: ... and of which at least this share is shared ...
+EDIT_DENSITY = 0.35
+
+#: ... with no unshared run in it longer than one in this many of its values.
+EDIT_GAP = 10
+
+
+def edits_of(shared: Sequence[bool]) -> int:
+    """How many of a page's values not shared with a group are scattered edits, given for
+    each value it compared, in page order, whether the group holds it.
+
+    A copy with a typo every few words (or OCR noise, or a word changed here and there all
+    through it) loses every shingle that spans a change: at 6 % of its letters changed, half
+    of an English copy's values, so it scores under ``theta`` against its own story. But what
+    it keeps is spread all along the text: its shared values span most of the page (at least
+    :data:`EDIT_COVER` of the values compared, at least :data:`EDIT_LEAST` values), at least
+    :data:`EDIT_DENSITY` of the values in that span are shared, and no unshared run in it is
+    longer than 1/:data:`EDIT_GAP` of it. Then the unshared values inside the span are edits
+    and the count of them is returned, to leave out of the score as a frame is. Anything else
+    is 0: text of its own (another story's sentences under a shared formula, a follow-up's
+    new paragraphs, comments under a story) is a long unshared run, and text shared only at
+    the edges (a site's wrapper) is no span. The compiled core's ``edits_of`` (``_assign.c``)
+    and the Redis scripts' must equal this."""
+    if True not in shared:
+        return 0
+    first = shared.index(True)
+    last = len(shared) - 1 - shared[::-1].index(True)
+    span = last - first + 1
+    held = run = gap = 0
+    for s in shared[first : last + 1]:
+        if s:
+            held += 1
+            run = 0
+        else:
+            run += 1
+            gap = max(gap, run)
+    if span < EDIT_LEAST or span < EDIT_COVER * len(shared) or held < EDIT_DENSITY * span:
+        return 0
+    return span - held if gap * EDIT_GAP <= span else 0
+
+
+def edits_in_pure(
+    sketch: Sequence[int],
+    places: bytes,
+    limit: int,
+    common: Collection[int],
+    more: Collection[int],
+    shared: Iterable[int],
+) -> int:
+    """:func:`edits_in` in Python: what the compiled one must equal."""
+    return edits_of(page_flags(sketch, places, limit, common, more, shared))
+
+
+#: The compiled edit rule (_assign.edits_in), or None on the pure path.
+_EDITS = compiled("edits_in")
+
+
+def edits_in(
+    sketch: Sequence[int],
+    places: bytes,
+    limit: int,
+    common: Collection[int],
+    more: Collection[int],
+    shared: Iterable[int],
+) -> int:
+    """How many of the document's values not *shared* with a group are scattered edits
+    (:func:`edits_of`), read as :func:`set_aside` reads the frame: the sketch values below
+    *limit* that are not common, in page order. 0 when the document has no places. Compiled
+    where the kernel is built, else :func:`edits_in_pure`; the answers are equal."""
+    if _EDITS is not None:
+        found: int | None = _EDITS(sketch, places, limit, common, more, shared)
+        if found is not None:
+            return found
+    return edits_in_pure(sketch, places, limit, common, more, shared)
 
 
 #: The compiled comparison (_assign.sketch_guard), or None on the pure path.
@@ -558,16 +727,17 @@ def judged(
     theirs: int,
     policy: MatchPolicy,
     frame: int = 0,
+    edits: int = 0,
 ) -> Candidate:
     """A candidate scored by the compiled core's rule where it is built (the Python stores'
     placements and the Spark job's pairs then judge as ``fast_assign`` does), else by
     :func:`score_pure`; the two are equal. The counts are the ones left after the *frame*
-    (:func:`set_aside`) was set aside."""
+    (:func:`set_aside`) or the *edits* (:func:`edits_in`) were left out."""
     if _SCORE is not None:
         score: float = _SCORE(shared, mine, theirs, policy.min_overlap)
     else:
         score = score_pure(shared, mine, theirs, policy.min_overlap)
-    return Candidate(gid, hits, shared, mine, theirs, score, frame=frame)
+    return Candidate(gid, hits, shared, mine, theirs, score, frame=frame, edits=edits)
 
 
 def kinship(tables: Tables, a: int, b: int) -> float:
@@ -752,8 +922,16 @@ def assign(
             merged = tuple(chosen[1:])
             for gid in merged:
                 tables.merge_into(root, gid, policy.sketch_cap)
-            if extends(tables.group_sketch(root), doc.sketch, doc.limit):
-                tables.extend_sketch(root, doc.sketch, doc.limit, policy.sketch_cap)
+            group = tables.group_sketch(root)
+            if extends(group, doc.sketch, doc.limit):
+                held = [
+                    v
+                    for c, s in zip(candidates, shared, strict=True)
+                    if c.similar_id in chosen
+                    for v in s
+                ]
+                values = story_span(group, doc.sketch, doc.places, held)
+                tables.extend_sketch(root, values, doc.limit, policy.sketch_cap)
             duplicate = True
         else:
             if len(doc.sketch) <= policy.sketch_cap:  # what combine_sketch would make of it

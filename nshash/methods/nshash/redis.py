@@ -798,7 +798,7 @@ class RedisStore(Store):
         anchors, boilerplate, rows = reply[2], reply[3], reply[4:]
         candidates = []
         for row in rows:
-            gid, hits, shared, mine, theirs, frame = row.split(b" ")
+            gid, hits, shared, mine, theirs, frame, edits = row.split(b" ")
             candidates.append(
                 judged(
                     int(gid),
@@ -808,6 +808,7 @@ class RedisStore(Store):
                     int(theirs),
                     policy,
                     int(frame),
+                    int(edits),
                 )
             )
         return finish_explanation(

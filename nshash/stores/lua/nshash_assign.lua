@@ -97,9 +97,13 @@ else
     local lr = limit_of(root)
     if extends(rsk, lr, #all - ns, doc_limit) then
       local bound = math.min(lr, doc_limit)
+      local first, last = story_span(rsk, accepted, shared_of)
       local add = {}
       for i = ns + 1, #all do
-        if tonumber(all[i]) < bound then add[#add + 1] = all[i] end
+        local v = all[i]
+        if tonumber(v) < bound and (not first or (PLACES[v] >= first and PLACES[v] <= last)) then
+          add[#add + 1] = v
+        end
       end
       if #add > 0 then push('SADD', rsk, add) end
       settle(root, lr, bound, cap)

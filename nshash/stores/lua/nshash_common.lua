@@ -414,6 +414,8 @@ end
 -- given f[i] (1: shared) for its n compared values in page order and the group's count.
 local END_LEAST, FRAME_LEAST, FRAME_GAP, FRAME_SHARE, END_SHARE = 6, 12, 3, 4, 4
 local LONGER, LONGER_FROM = 4, 128  -- assign.LONGER, assign.LONGER_FROM
+-- assign.EDIT_LOW, EDIT_LEAST, EDIT_COVER, EDIT_DENSITY, EDIT_GAP (edits_of)
+local EDIT_LOW, EDIT_LEAST, EDIT_COVER, EDIT_DENSITY, EDIT_GAP = 0.3, 24, 0.6, 0.35, 10
 local function frame_of(f, n, theirs)
   if n < END_LEAST or f[n] ~= 1 then return 0 end
   local lead, trail, gap, run = 0, 0, 0, 0
@@ -442,18 +444,39 @@ local function frame_of(f, n, theirs)
   return 0
 end
 
--- assign.set_aside for the compared values mine[1..n] (ascending), flags[i] 1 when shared:
--- read in page order (PLACES; ties by value) when the last there is shared.
-local function set_aside(mine, flags, theirs)
+-- nshash.methods.nshash.assign.edits_of: how many of a page's values not shared are scattered
+-- edits, given f[i] (1: shared) for its n compared values in page order.
+local function edits_of(f, n)
+  local first, last = 1, n
+  while first <= n and f[first] ~= 1 do first = first + 1 end
+  if first > n then return 0 end
+  while f[last] ~= 1 do last = last - 1 end
+  local span, held, run, gap = last - first + 1, 0, 0, 0
+  for i = first, last do
+    if f[i] == 1 then
+      held, run = held + 1, 0
+    else
+      run = run + 1
+      if run > gap then gap = run end
+    end
+  end
+  if span < EDIT_LEAST or span < EDIT_COVER * n or held < EDIT_DENSITY * span then return 0 end
+  if gap * EDIT_GAP <= span then return span - held end
+  return 0
+end
+
+-- assign.page_flags for the compared values mine[1..n] (ascending), flags[i] 1 when shared:
+-- the flags in page order (PLACES; ties by value), or nil when a value has no place. With
+-- `last_shared`, nil too when the last in page order is not shared (no frame then).
+local function page_flags(mine, flags, last_shared)
   local n = #mine
-  if not PLACES or n < END_LEAST then return 0 end
   local last, pl
   for i = 1, n do
     local p = PLACES[mine[i]]
-    if not p then return 0 end
+    if not p then return nil end
     if not last or p >= pl then last, pl = i, p end
   end
-  if flags[last] ~= 1 then return 0 end
+  if last_shared and flags[last] ~= 1 then return nil end
   local order = {}
   for i = 1, n do order[i] = i end
   table.sort(order, function(a, b)
@@ -463,14 +486,31 @@ local function set_aside(mine, flags, theirs)
   end)
   local f = {}
   for i = 1, n do f[i] = flags[order[i]] end
-  return frame_of(f, n, theirs)
+  return f
+end
+
+-- assign.set_aside for the compared values mine[1..n] (ascending), flags[i] 1 when shared:
+-- read in page order when the last there is shared.
+local function set_aside(mine, flags, theirs)
+  if not PLACES or #mine < END_LEAST then return 0 end
+  local f = page_flags(mine, flags, true)
+  if not f then return 0 end
+  return frame_of(f, #mine, theirs)
+end
+
+-- assign.edits_in for the compared values mine[1..n] (ascending), flags[i] 1 when shared.
+local function edits_in(mine, flags)
+  if not PLACES or #mine < EDIT_LEAST then return 0 end
+  local f = page_flags(mine, flags, false)
+  if not f then return 0 end
+  return edits_of(f, #mine)
 end
 
 -- _verify: the document's live sketch (ascending) against the group's, both cut at the
 -- smaller limit, common values left out of both. Returns the score (0 under min_overlap),
--- the shared values, the two sizes compared and the frame set aside (assign._verify: looked
--- for only where the score reaches theta, and then already left out of the score and the two
--- sizes). With no value shared the score is 0 whatever the group's size, so that count (the
+-- the shared values, the two sizes compared, the frame set aside and the edits left out
+-- (assign.unframed: a frame looked for only where the score reaches theta, edits only where it
+-- is a little short of it; either already left out of the score and the two sizes). With no value shared the score is 0 whatever the group's size, so that count (the
 -- costly part: each of the group's values looked up in the common set) is made only when
 -- `sizes` asks for it (explain shows it); 0 is returned.
 local function verify(g, live, doc_limit, min_overlap, theta, sizes)
@@ -517,10 +557,16 @@ local function verify(g, live, doc_limit, min_overlap, theta, sizes)
     local frame = set_aside(mine, flags, gsize)
     if frame > 0 then
       return score_of(same - frame, m - frame, gsize - frame), shared, m - frame,
-        gsize - frame, frame
+        gsize - frame, frame, 0
+    end
+  elseif score >= EDIT_LOW and score < theta and m >= EDIT_LEAST then
+    local edits = edits_in(mine, flags)
+    if edits > 0 then
+      local gone = math.min(edits, gsize - same)
+      return score_of(same, m - edits, gsize - gone), shared, m - edits, gsize - gone, 0, edits
     end
   end
-  return score, shared, m, gsize, 0
+  return score, shared, m, gsize, 0, 0
 end
 
 -- extends (assign.extends): whether a document of n sketch values, complete below limit, that
@@ -536,6 +582,25 @@ local function extends(sk, lr, n, limit)
     if tonumber(v) < limit then below = below + 1 end
   end
   return n <= LONGER * below
+end
+
+-- story_span (assign.story_span): the places of the first and the last of the document's
+-- values shared with the groups it joins (accepted, their shared values in shared_of), when the
+-- group it joins (sk, after merges) takes only what lies between them: it holds LONGER_FROM
+-- values or more and the document has places; nil where it takes every value.
+local function story_span(sk, accepted, shared_of)
+  if not PLACES or redis.call('SCARD', sk) < LONGER_FROM then return nil end
+  local first, last
+  for _, g in ipairs(accepted) do
+    for _, v in ipairs(shared_of[g]) do
+      local p = PLACES[v]
+      if p then
+        if not first or p < first then first = p end
+        if not last or p > last then last = p end
+      end
+    end
+  end
+  return first, last
 end
 
 -- combine_sketch for a group kept in Redis: drop values at or past bound (old is the limit the
