@@ -65,6 +65,9 @@ class Candidate:
             with typos all through it, see :func:`nshash.methods.nshash.assign.edits_of`),
             already left out of its count (and as many of the group's unshared values of the
             group's count); looked for only in a candidate a little short of ``theta``, else 0.
+        long_page: refused as a long page whose top shares nothing with the group (its story
+            is at its top; what it shares lies below: its site's scroll, comments), see
+            :func:`nshash.methods.nshash.assign.misses_top`; its score is then 0.
     """
 
     similar_id: int
@@ -76,6 +79,7 @@ class Candidate:
     verdict: str = ""
     frame: int = 0
     edits: int = 0
+    long_page: bool = False
 
 
 @dataclass(slots=True)
@@ -118,6 +122,7 @@ class Explanation:
                     "verdict": c.verdict,
                     "frame": c.frame,
                     "edits": c.edits,
+                    "long_page": c.long_page,
                 }
                 for c in self.candidates
             ],

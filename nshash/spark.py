@@ -28,8 +28,10 @@ broadcast to the verifying tasks).
    online path sets aside the frame of the page that arrives; the places of each sketch value
    travel with the fingerprints) with the edits rule in it (a pair a little short of
    ``theta`` whose shared values run all along the later page, typos between them, has them
-   left out: :func:`~nshash.methods.nshash.assign.edits_of`), in Arrow batches on the
-   executors; a change to the judge changes this engine with the others.
+   left out: :func:`~nshash.methods.nshash.assign.edits_of`) and the top rule (a long page
+   whose top shares nothing with the other page is refused:
+   :func:`~nshash.methods.nshash.assign.misses_top`), in Arrow batches on the executors; a
+   change to the judge changes this engine with the others.
 4. **Boilerplate from corpus-wide evidence**: the verified pairs make a first graph, and every
    refused pair votes, on each anchor that hit and each sketch value the pair shared, for the
    first-graph components of its two documents (each document's votes are written once, so

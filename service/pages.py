@@ -711,6 +711,7 @@ def _reason(why: Explanation) -> str:
             "Some of its passages were seen before, but no story shares enough of the text"
             f" (every score is below {why.theta:.2f}): it would start a new story."
             + _framed(framed)
+            + _long_page(any(c.long_page for c in why.candidates))
         )
     return "None of its passages was seen before: it would start a new story."
 
@@ -747,7 +748,21 @@ def _against_reason(why: Explanation, found: Candidate | None, story: Any) -> st
         f"Against story {sid} it shares {found.shared} of the"
         f" {min(found.document_values, found.group_values)} sampled passages compared (score"
         f" {found.score:.2f}; at least {why.theta:.2f} is needed), found through"
-        f" {len(found.anchors)} of its anchors." + _framed(found.frame) + _edited(found.edits)
+        f" {len(found.anchors)} of its anchors."
+        + _framed(found.frame)
+        + _edited(found.edits)
+        + _long_page(found.long_page)
+    )
+
+
+def _long_page(refused: bool) -> str:
+    """Why a long page was refused by a story it shares text with (nothing without one)."""
+    if not refused:
+        return ""
+    return (
+        " It is a long page whose top, where its own story is, shares nothing with a story it"
+        " otherwise matches: what they share lies further down (its site's scroll, comments),"
+        " so that story was refused (score 0)."
     )
 
 

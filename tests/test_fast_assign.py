@@ -326,6 +326,41 @@ def test_story_span_alike(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, journ
     assert len(set(ids)) == 5 and all(ids[i] == ids[i - i % 5] for i in range(len(ids)))
 
 
+@pytest.mark.parametrize("journaled", [False, True], ids=["memory", "journaled"])
+def test_long_page_tops_alike(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, journaled: bool
+) -> None:
+    """Long pages of two sites (a story, comments, the site's scroll), then copies of them:
+    a page whose top misses a group it shares the scroll with is refused there
+    (assign.misses_top), alike on both paths (answers, tables, journal lines), and each copy
+    joins its page."""
+    from tests.test_store_contract import made_up
+
+    scrolls = [made_up(500 + k, 300) for k in range(2)]
+    pages = [
+        f"{made_up(story, 20)}\n{made_up(story + 100, 100)}\n{scrolls[story % 2]}"
+        for story in range(6)
+    ]
+    stream: list[tuple[str, str | None, str | None]] = [
+        (text, f"p{k}", None) for k, text in enumerate(pages)
+    ]
+    stream += [(text.upper(), f"p{k}-copy", None) for k, text in enumerate(pages)]
+    missed = []
+    misses_top = assign.misses_top
+
+    def counted(*args: Any) -> bool:
+        found = misses_top(*args)
+        missed.append(found)
+        return found
+
+    monkeypatch.setattr(assign, "misses_top", counted)  # what the pure path decides
+    counted_runs = run_both(monkeypatch, stream, tmp_path if journaled else None)
+    assert counted_runs.placed > 0 and any(missed)
+    with NSHash.open("memory://") as nsh:
+        ids = [nsh.resolve(nsh.add(t, d).similar_id) for t, d, _ in stream]
+    assert len(set(ids[:6])) == 6 and ids[6:] == ids[:6]
+
+
 def test_packed_words_place_as_the_tuples_do() -> None:
     """The text kernel's DocPrints (anchors and sketch packed) and DocPrints of the same
     values made by __init__ (tuples) are placed alike by the compiled path."""

@@ -15,6 +15,7 @@ from bench import stress
 from nshash import NSHash
 from nshash.methods.nshash import assign
 from nshash.methods.nshash.compiled import compiled
+from nshash.results import Candidate
 from nshash.text.fingerprint import NO_LIMIT, PLACES, Fingerprinter, narrow, narrow_pure
 from tests.test_store_contract import EN_BAKERY, EN_CHESS, EN_ORCHARD, EN_RAIL, EN_TURTLES
 
@@ -131,6 +132,39 @@ class TestEditsOf:
 
     def test_nothing_shared(self) -> None:
         assert assign.edits_of(flags("." * 40)) == 0
+
+
+class TestMissesTop:
+    """A long page whose top shares nothing with a group that has text of its own is refused
+    (assign.misses_top); the rule reads the page's values in page order."""
+
+    @staticmethod
+    def found(shared: int, theirs: int) -> Candidate:
+        return Candidate(1, (), shared, 64, theirs, 0.9)
+
+    def test_long_page_sharing_only_below_its_top(self) -> None:
+        sketch = list(range(64))
+        places = array(PLACES, [i * 200 for i in range(64)]).tobytes()  # reaching 12,600
+        below = sketch[8:40]  # its first eighth (8 values) shares nothing
+        assert assign.misses_top(self.found(32, 64), sketch, places, NO_LIMIT, set(), set(), below)
+        top = sketch[7:40]  # ... one value of it is shared
+        assert not assign.misses_top(
+            self.found(33, 64), sketch, places, NO_LIMIT, set(), set(), top
+        )
+
+    def test_short_page_or_a_group_that_is_part_of_it(self) -> None:
+        sketch, below = list(range(64)), list(range(8, 40))
+        short = array(PLACES, [i * 100 for i in range(64)]).tobytes()  # reaching 6,300
+        assert not assign.misses_top(
+            self.found(32, 64), sketch, short, NO_LIMIT, set(), set(), below
+        )
+        long = array(PLACES, [i * 200 for i in range(64)]).tobytes()
+        # a group of 36 values, 32 of them the page's: under an eighth its own
+        assert not assign.misses_top(
+            self.found(32, 36), sketch, long, NO_LIMIT, set(), set(), below
+        )
+        assert assign.misses_top(self.found(32, 37), sketch, long, NO_LIMIT, set(), set(), below)
+        assert not assign.misses_top(self.found(32, 64), sketch, b"", NO_LIMIT, set(), set(), below)
 
 
 SETS = st.lists(st.integers(0, 60), unique=True, max_size=40).map(sorted)

@@ -138,6 +138,17 @@ _WORDS = (
 ).split()
 
 
+def made_up(seed: int, lines: int) -> str:
+    """*lines* lines of ten made-up words each, drawn with a fixed seed: text that shares no
+    shingle with another seed's (the synthetic stories draw from a few hundred words)."""
+    rng = random.Random(seed)
+    words = [
+        "".join(rng.choice("bdfgklmnprstvz") + rng.choice("aeiou") for _ in range(3))
+        for _ in range(10 * lines)
+    ]
+    return "\n".join(" ".join(words[i : i + 10]) + "." for i in range(0, 10 * lines, 10))
+
+
 def synthetic_story(seed: int) -> list[str]:
     """Five distinct sentences of twelve words drawn with a fixed seed."""
     rng = random.Random(seed)
@@ -563,6 +574,31 @@ class TestLongPage:
         assert grown.similar_id == first.similar_id
         assert nsh.store.sketch(first.similar_id) != before
 
+    def test_long_pages_meet_only_at_their_tops(self, nsh: NSHash) -> None:
+        """Long pages of one site (a story, comments of its own, then the site's scroll) with
+        no story group to join: the second does not join the first on the scroll, since its
+        top shares nothing with it (assign.misses_top); a copy of the first joins it."""
+        scroll = made_up(3, 300)
+
+        def page(story: int) -> str:  # a story, comments of its own, the scroll
+            return f"{made_up(story, 20)}\n{made_up(story + 100, 100)}\n{scroll}"
+
+        first = nsh.add(page(21))
+        second = nsh.add(page(22))
+        assert second.similar_id != first.similar_id
+        why = nsh.explain(page(23))
+        assert any(c.long_page and c.score == 0 for c in why.candidates)
+        assert nsh.add(page(21).upper()).similar_id == first.similar_id
+
+    def test_long_report_after_an_excerpt_of_its_middle_joins_it(self, nsh: NSHash) -> None:
+        """An excerpt of a long report's middle, then the report: the report's top shares
+        nothing with the excerpt's group, but the group is all part of the report, so the
+        report joins it."""
+        report = self.text(40, 30)
+        lines = report.split("\n")
+        excerpt = nsh.add("\n".join(lines[70:80]))
+        assert nsh.add(report).similar_id == excerpt.similar_id
+
     def test_full_story_after_its_flash_extends_it(self, nsh: NSHash) -> None:
         """A flash of three sentences, then its full story (twenty times as long), then a
         repost of the story's second half alone: the full story adds its values to the
@@ -585,12 +621,7 @@ class TestStorySpan:
     @staticmethod
     def wrapper(seed: int) -> str:
         """Three lines of made-up words (none of the stories' vocabulary)."""
-        rng = random.Random(seed)
-        words = [
-            "".join(rng.choice("bdfgklmnprstvz") + rng.choice("aeiou") for _ in range(3))
-            for _ in range(30)
-        ]
-        return "\n".join(" ".join(words[i : i + 10]) + "." for i in range(0, 30, 10))
+        return made_up(seed, 3)
 
     @staticmethod
     def values(nsh: NSHash, text: str) -> set[int]:

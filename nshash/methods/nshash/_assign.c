@@ -27,7 +27,7 @@
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 24 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 25 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -385,6 +385,9 @@ static PyObject *sketch_guard(PyObject *self, PyObject *args)
 #define EDIT_COVER 0.6    /* assign.EDIT_COVER: ... covering this share of those compared */
 #define EDIT_DENSITY 0.35 /* assign.EDIT_DENSITY: ... this share of it shared */
 #define EDIT_GAP 10       /* assign.EDIT_GAP: ... no unshared run over 1 in this many of it */
+#define LONG_PAGE 8000    /* assign.LONG_PAGE: a page whose values reach this far ... */
+#define TOP_SHARE 8       /* assign.TOP_SHARE: ... sharing nothing in its first 1/8 ... */
+#define GROUP_OWN 8       /* assign.GROUP_OWN: ... with a group 1/8 its own is refused */
 
 /* frame_of: how many of a page's shared values are its frame, given *flags* (1 when shared)
  * for its *n* compared values in page order and the count of the group's values compared
@@ -2932,6 +2935,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     unsigned char *flags = NULL;
     PyObject *dlim = NULL; /* the document's limit as an int (narrowed), once needed */
     Py_ssize_t i, k, nc = 0, np = 0, joined = -1;
+    int64_t reach = -1; /* how far the document's sketch values reach into its stream */
     int duplicate = 1, fresh = 0, width = 8, grows = 1;
     /* The evidence kept with the record (assign.py's evidence()): the score against the
      * group joined, else the best refused one; the verdict's code in records.py's VERDICTS. */
@@ -3184,6 +3188,7 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         }
         shared_n[k] = same;
         double score = judge_score(same, mine, theirs, min_overlap);
+        Py_ssize_t judged_same = same, judged_theirs = theirs; /* after a frame or edits */
         /* The page's frame, set aside (assign._verify): it only lowers a score, so it is
          * looked for where it can decide; the page order is made once, when first needed. */
         if (score >= theta && lpos && mine >= END_LEAST && mine - same >= FRAME_GAP
@@ -3194,8 +3199,11 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
             /* mine: the guard's count of the document's values compared, the live ones below
              * the smaller limit (a prefix of live) */
             Py_ssize_t frame = frame_in(live, mine, order, nlive, shared[k], same, theirs, flags);
-            if (frame)
+            if (frame) {
                 score = judge_score(same - frame, mine - frame, theirs - frame, min_overlap);
+                judged_same = same - frame;
+                judged_theirs = theirs - frame;
+            }
         } else if (score >= EDIT_LOW && score < theta && lpos && mine >= EDIT_LEAST) {
             /* A copy with scattered edits (assign.unframed, edits_of) */
             if (!order && page_order_for(lpos, nlive, &okeys, &order, &flags) < 0)
@@ -3204,6 +3212,28 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
             if (edits) {
                 Py_ssize_t gone = edits < theirs - same ? edits : theirs - same;
                 score = judge_score(same, mine - edits, theirs - gone, min_overlap);
+                judged_theirs = theirs - gone;
+            }
+        }
+        /* A long page whose top shares nothing with the group (assign.misses_top). */
+        if (score >= theta && dpos && (judged_theirs - judged_same) * GROUP_OWN >= judged_theirs) {
+            if (reach < 0) {
+                reach = 0;
+                for (i = 0; i < nd; i++)
+                    if (dpos[i] > reach)
+                        reach = dpos[i];
+            }
+            if (reach >= LONG_PAGE) {
+                if (!order && page_order_for(lpos, nlive, &okeys, &order, &flags) < 0)
+                    goto done;
+                Py_ssize_t nf = flags_in(live, mine, order, nlive, shared[k], same, flags);
+                Py_ssize_t top = nf / TOP_SHARE > 1 ? nf / TOP_SHARE : 1, t = 0;
+                if (top > nf)
+                    top = nf;
+                while (t < top && !flags[t])
+                    t++;
+                if (nf && t == top)
+                    score = 0.0;
             }
         }
         accepted[k] = score >= theta;

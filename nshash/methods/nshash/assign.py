@@ -73,6 +73,12 @@ values in the range both sketches cover, it joins (its anchors lead to the group
 group's sketch stays as it was; a group of fewer than :data:`LONGER_FROM` values (a flash
 whose full story arrives later) takes the page's values all the same.
 
+**A long page's story is at its top** (:func:`misses_top`). A long page whose anchors miss
+its story's group starts a group of its own, which then holds its site's scroll; the site's
+next long page shares the scroll with it. A page whose sampled text reaches
+:data:`LONG_PAGE` units into its stream and whose top (its first 1/:data:`TOP_SHARE` of
+values) shares nothing with a group that has text of its own is refused there.
+
 **A copy adds its story's text to the group, not its site's wrapper** (:func:`story_span`).
 What a copy shares with its story lies between its site's header and its related block and
 footer; the group takes the values between the first and the last shared one, so a story
@@ -89,7 +95,7 @@ story and half of another glue nothing together.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from ...errors import ConfigError
@@ -112,6 +118,7 @@ __all__ = [
     "judged",
     "kinship",
     "lookup",
+    "misses_top",
     "page_flags",
     "resolve",
     "set_aside",
@@ -401,8 +408,28 @@ def unframed(
     candidate that passes), and where the values not shared leave room for the unshared run
     a frame surrounds. A candidate short of ``theta`` by a little (at least :data:`EDIT_LOW`)
     is read for scattered edits instead (:func:`edits_in`): a copy with typos all through it
-    has them left out of both counts, and may pass. The online placement and the Spark job's
-    pairs judge through it."""
+    has them left out of both counts, and may pass. A long page that passes is refused where
+    its top shares nothing with the group (:func:`misses_top`). The online placement and the
+    Spark job's pairs judge through it."""
+    judged_again = _reread(found, sketch, places, limit, common, more, shared, policy)
+    if judged_again.score >= policy.theta and misses_top(
+        judged_again, sketch, places, limit, common, more, shared
+    ):
+        return replace(judged_again, score=0.0, long_page=True)
+    return judged_again
+
+
+def _reread(
+    found: Candidate,
+    sketch: Sequence[int],
+    places: bytes,
+    limit: int,
+    common: Collection[int],
+    more: Collection[int],
+    shared: Sequence[int],
+    policy: MatchPolicy,
+) -> Candidate:
+    """:func:`unframed`'s frame and edits: *found* judged again, or itself."""
     mine = found.document_values
     unshared = mine - found.shared
     theirs = found.group_values
@@ -426,6 +453,51 @@ def unframed(
                 edits=edits,
             )
     return found
+
+
+#: The top rule (:func:`misses_top`): a page whose sampled text reaches this far into its
+#: stream (in the stream's units: letters, digits and CJK characters) ...
+LONG_PAGE = 8000
+
+#: ... and that shares nothing in the first 1/this of its values compared (in page order) ...
+TOP_SHARE = 8
+
+#: ... with a group of which at least 1/this of the values compared are not the page's.
+GROUP_OWN = 8
+
+
+def misses_top(
+    found: Candidate,
+    sketch: Sequence[int],
+    places: bytes,
+    limit: int,
+    common: Collection[int],
+    more: Collection[int],
+    shared: Iterable[int],
+) -> bool:
+    """Whether a long page must not join the group it passed against (*found*, after any
+    frame or edits were left out): its story is at its top, and its top shares nothing with
+    the group.
+
+    A page of 20,000 characters (a 2,000-character story, then comments and its site's
+    infinite scroll) whose anchors miss its story's group starts a group of its own, and that
+    group then holds the site's scroll: the site's next long page, about another story, shares
+    the scroll with it, well over ``theta``. What tells them apart is where the shared text
+    lies: a copy of the page, or of its story, shares its top, and the scroll lies below.
+    So a page whose sketch values reach :data:`LONG_PAGE` units into its stream, whose first
+    1/:data:`TOP_SHARE` of the values compared (in page order, as :func:`page_flags` reads
+    them) holds none the group holds, is refused, where at least 1/:data:`GROUP_OWN` of the
+    group's values compared are not the page's (the group has a story of its own). A group
+    that is a part of the page (an excerpt of a long report's middle, then the report) is
+    not refused, nor is a page under a long intro of its own where the group is its story.
+    The compiled core's ``fast_assign`` and the Redis scripts decide the same."""
+    if (found.group_values - found.shared) * GROUP_OWN < found.group_values:
+        return False
+    at = read_places(places, len(sketch))
+    if not at or max(at) < LONG_PAGE:
+        return False
+    flags = page_flags(sketch, places, limit, common, more, shared)
+    return bool(flags) and True not in flags[: max(1, len(flags) // TOP_SHARE)]
 
 
 #: The frame rule (:func:`frame_of`): a page compared on fewer values than this has no shared

@@ -798,19 +798,20 @@ class RedisStore(Store):
         anchors, boilerplate, rows = reply[2], reply[3], reply[4:]
         candidates = []
         for row in rows:
-            gid, hits, shared, mine, theirs, frame, edits = row.split(b" ")
-            candidates.append(
-                judged(
-                    int(gid),
-                    tuple(_unsigned(h) for h in hits.split(b",") if h),
-                    int(shared),
-                    int(mine),
-                    int(theirs),
-                    policy,
-                    int(frame),
-                    int(edits),
-                )
+            gid, hits, shared, mine, theirs, frame, edits, top = row.split(b" ")
+            found = judged(
+                int(gid),
+                tuple(_unsigned(h) for h in hits.split(b",") if h),
+                int(shared),
+                int(mine),
+                int(theirs),
+                policy,
+                int(frame),
+                int(edits),
             )
+            if top == b"1":  # a long page whose top missed the group (assign.misses_top)
+                found = dataclasses.replace(found, score=0.0, long_page=True)
+            candidates.append(found)
         return finish_explanation(
             chosen,
             tuple(_unsigned(h) for h in anchors.split(b",") if h),

@@ -416,6 +416,7 @@ local END_LEAST, FRAME_LEAST, FRAME_GAP, FRAME_SHARE, END_SHARE = 6, 12, 3, 4, 4
 local LONGER, LONGER_FROM = 4, 128  -- assign.LONGER, assign.LONGER_FROM
 -- assign.EDIT_LOW, EDIT_LEAST, EDIT_COVER, EDIT_DENSITY, EDIT_GAP (edits_of)
 local EDIT_LOW, EDIT_LEAST, EDIT_COVER, EDIT_DENSITY, EDIT_GAP = 0.3, 24, 0.6, 0.35, 10
+local LONG_PAGE, TOP_SHARE, GROUP_OWN = 8000, 8, 8  -- assign.LONG_PAGE, TOP_SHARE, GROUP_OWN
 local function frame_of(f, n, theirs)
   if n < END_LEAST or f[n] ~= 1 then return 0 end
   local lead, trail, gap, run = 0, 0, 0, 0
@@ -489,6 +490,29 @@ local function page_flags(mine, flags, last_shared)
   return f
 end
 
+-- assign.misses_top for the compared values mine[1..n] (ascending), flags[i] 1 when shared,
+-- against a group of which `theirs` values were compared and `same` shared (after a frame or
+-- edits): a page whose values reach LONG_PAGE into its stream, sharing nothing in its first
+-- 1/TOP_SHARE (page order) with a group of which 1/GROUP_OWN is its own.
+local REACH = nil
+local function misses_top(mine, flags, same, theirs)
+  if not PLACES or (theirs - same) * GROUP_OWN < theirs then return false end
+  if not REACH then
+    REACH = 0
+    for _, p in pairs(PLACES) do
+      if p > REACH then REACH = p end
+    end
+  end
+  if REACH < LONG_PAGE then return false end
+  local f = page_flags(mine, flags, false)
+  if not f or #f == 0 then return false end
+  local top = math.max(1, math.floor(#f / TOP_SHARE))
+  for i = 1, math.min(top, #f) do
+    if f[i] == 1 then return false end
+  end
+  return true
+end
+
 -- assign.set_aside for the compared values mine[1..n] (ascending), flags[i] 1 when shared:
 -- read in page order when the last there is shared.
 local function set_aside(mine, flags, theirs)
@@ -508,9 +532,11 @@ end
 
 -- _verify: the document's live sketch (ascending) against the group's, both cut at the
 -- smaller limit, common values left out of both. Returns the score (0 under min_overlap),
--- the shared values, the two sizes compared, the frame set aside and the edits left out
--- (assign.unframed: a frame looked for only where the score reaches theta, edits only where it
--- is a little short of it; either already left out of the score and the two sizes). With no value shared the score is 0 whatever the group's size, so that count (the
+-- the shared values, the two sizes compared, the frame set aside, the edits left out and
+-- whether a long page's top missed the group (assign.unframed: a frame looked for only where
+-- the score reaches theta, edits only where it is a little short of it, either already left
+-- out of the score and the two sizes; a long page that misses the group's text at its top
+-- scores 0). With no value shared the score is 0 whatever the group's size, so that count (the
 -- costly part: each of the group's values looked up in the common set) is made only when
 -- `sizes` asks for it (explain shows it); 0 is returned.
 local function verify(g, live, doc_limit, min_overlap, theta, sizes)
@@ -553,20 +579,24 @@ local function verify(g, live, doc_limit, min_overlap, theta, sizes)
   local same, m = #shared, #mine
   local score = score_of(same, m, gsize)
   local unshared = m - same
+  -- the counts judged (after a frame or edits are left out), the frame and the edits
+  local js, jm, jt, frame, edits = same, m, gsize, 0, 0
   if score >= theta and unshared >= FRAME_GAP and unshared * FRAME_SHARE >= m then
-    local frame = set_aside(mine, flags, gsize)
+    frame = set_aside(mine, flags, gsize)
     if frame > 0 then
-      return score_of(same - frame, m - frame, gsize - frame), shared, m - frame,
-        gsize - frame, frame, 0
+      js, jm, jt = same - frame, m - frame, gsize - frame
+      score = score_of(js, jm, jt)
     end
   elseif score >= EDIT_LOW and score < theta and m >= EDIT_LEAST then
-    local edits = edits_in(mine, flags)
+    edits = edits_in(mine, flags)
     if edits > 0 then
-      local gone = math.min(edits, gsize - same)
-      return score_of(same, m - edits, gsize - gone), shared, m - edits, gsize - gone, 0, edits
+      jm, jt = m - edits, gsize - math.min(edits, gsize - same)
+      score = score_of(same, jm, jt)
     end
   end
-  return score, shared, m, gsize, 0, 0
+  local top = 0
+  if score >= theta and misses_top(mine, flags, js, jt) then score, top = 0, 1 end
+  return score, shared, jm, jt, frame, edits, top
 end
 
 -- extends (assign.extends): whether a document of n sketch values, complete below limit, that

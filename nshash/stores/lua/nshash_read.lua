@@ -51,11 +51,11 @@ if op == 'lookup' then
   end
   out[#out + 1] = table.concat(boiler, ',')
   for _, g in ipairs(order) do
-    local score, shared, mine, gsize, frame, edits = verify(g, live, limit, min_overlap, theta,
-      explain)
+    local score, shared, mine, gsize, frame, edits, top = verify(g, live, limit, min_overlap,
+      theta, explain)
     scores[g] = score
     out[#out + 1] = table.concat({gs(g), table.concat(hits[g], ','), tostring(#shared - frame),
-      tostring(mine), tostring(gsize), tostring(frame), tostring(edits)}, ' ')
+      tostring(mine), tostring(gsize), tostring(frame), tostring(edits), tostring(top)}, ' ')
   end
   local chosen = choose(order, scores, theta, merge_theta, merge_guard)
   if explain then
