@@ -135,8 +135,8 @@ class TestEditsOf:
 
 
 class TestMissesTop:
-    """A long page whose top shares nothing with a group that has text of its own is refused
-    (assign.misses_top); the rule reads the page's values in page order."""
+    """A long page whose top shares (next to) nothing with a group that has text of its own
+    is refused (assign.misses_top); the rule reads the page's values in page order."""
 
     @staticmethod
     def found(shared: int, theirs: int) -> Candidate:
@@ -147,9 +147,11 @@ class TestMissesTop:
         places = array(PLACES, [i * 200 for i in range(64)]).tobytes()  # reaching 12,600
         below = sketch[8:40]  # its first eighth (8 values) shares nothing
         assert assign.misses_top(self.found(32, 64), sketch, places, NO_LIMIT, set(), set(), below)
-        top = sketch[7:40]  # ... one value of it is shared
+        stray = sketch[7:40]  # ... one value in eight of it is shared (a stray phrase)
+        assert assign.misses_top(self.found(33, 64), sketch, places, NO_LIMIT, set(), set(), stray)
+        top = sketch[6:40]  # ... two values of it are shared
         assert not assign.misses_top(
-            self.found(33, 64), sketch, places, NO_LIMIT, set(), set(), top
+            self.found(34, 64), sketch, places, NO_LIMIT, set(), set(), top
         )
 
     def test_short_page_or_a_group_that_is_part_of_it(self) -> None:

@@ -27,7 +27,7 @@
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 25 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 26 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -386,7 +386,8 @@ static PyObject *sketch_guard(PyObject *self, PyObject *args)
 #define EDIT_DENSITY 0.35 /* assign.EDIT_DENSITY: ... this share of it shared */
 #define EDIT_GAP 10       /* assign.EDIT_GAP: ... no unshared run over 1 in this many of it */
 #define LONG_PAGE 8000    /* assign.LONG_PAGE: a page whose values reach this far ... */
-#define TOP_SHARE 8       /* assign.TOP_SHARE: ... sharing nothing in its first 1/8 ... */
+#define TOP_SHARE 8       /* assign.TOP_SHARE: ... sharing in its first 1/8 ... */
+#define TOP_FEW 8         /* assign.TOP_FEW: ... at most 1 value in 8 ... */
 #define GROUP_OWN 8       /* assign.GROUP_OWN: ... with a group 1/8 its own is refused */
 
 /* frame_of: how many of a page's shared values are its frame, given *flags* (1 when shared)
@@ -3227,12 +3228,12 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
                 if (!order && page_order_for(lpos, nlive, &okeys, &order, &flags) < 0)
                     goto done;
                 Py_ssize_t nf = flags_in(live, mine, order, nlive, shared[k], same, flags);
-                Py_ssize_t top = nf / TOP_SHARE > 1 ? nf / TOP_SHARE : 1, t = 0;
+                Py_ssize_t top = nf / TOP_SHARE > 1 ? nf / TOP_SHARE : 1, few = 0;
                 if (top > nf)
                     top = nf;
-                while (t < top && !flags[t])
-                    t++;
-                if (nf && t == top)
+                for (Py_ssize_t t = 0; t < top; t++)
+                    few += flags[t];
+                if (nf && few * TOP_FEW <= top)
                     score = 0.0;
             }
         }

@@ -77,7 +77,7 @@ whose full story arrives later) takes the page's values all the same.
 its story's group starts a group of its own, which then holds its site's scroll; the site's
 next long page shares the scroll with it. A page whose sampled text reaches
 :data:`LONG_PAGE` units into its stream and whose top (its first 1/:data:`TOP_SHARE` of
-values) shares nothing with a group that has text of its own is refused there.
+values) shares (next to) nothing with a group that has text of its own is refused there.
 
 **A copy adds its story's text to the group, not its site's wrapper** (:func:`story_span`).
 What a copy shares with its story lies between its site's header and its related block and
@@ -459,8 +459,13 @@ def _reread(
 #: stream (in the stream's units: letters, digits and CJK characters) ...
 LONG_PAGE = 8000
 
-#: ... and that shares nothing in the first 1/this of its values compared (in page order) ...
+#: ... and that shares at most one in :data:`TOP_FEW` of the first 1/this of its values
+#: compared (in page order) ...
 TOP_SHARE = 8
+
+#: ... (a phrase or two of the comments that follow its story, drawn from one pool, may be
+#: shared) ...
+TOP_FEW = 8
 
 #: ... with a group of which at least 1/this of the values compared are not the page's.
 GROUP_OWN = 8
@@ -486,8 +491,9 @@ def misses_top(
     lies: a copy of the page, or of its story, shares its top, and the scroll lies below.
     So a page whose sketch values reach :data:`LONG_PAGE` units into its stream, whose first
     1/:data:`TOP_SHARE` of the values compared (in page order, as :func:`page_flags` reads
-    them) holds none the group holds, is refused, where at least 1/:data:`GROUP_OWN` of the
-    group's values compared are not the page's (the group has a story of its own). A group
+    them) holds at most one in :data:`TOP_FEW` that the group holds (a stray phrase of the
+    comments below its story), is refused, where at least 1/:data:`GROUP_OWN` of the group's
+    values compared are not the page's (the group has a story of its own). A group
     that is a part of the page (an excerpt of a long report's middle, then the report) is
     not refused, nor is a page under a long intro of its own where the group is its story.
     The compiled core's ``fast_assign`` and the Redis scripts decide the same."""
@@ -497,7 +503,8 @@ def misses_top(
     if not at or max(at) < LONG_PAGE:
         return False
     flags = page_flags(sketch, places, limit, common, more, shared)
-    return bool(flags) and True not in flags[: max(1, len(flags) // TOP_SHARE)]
+    top = flags[: max(1, len(flags) // TOP_SHARE)]
+    return bool(flags) and sum(top) * TOP_FEW <= len(top)
 
 
 #: The frame rule (:func:`frame_of`): a page compared on fewer values than this has no shared

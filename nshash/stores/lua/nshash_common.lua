@@ -416,7 +416,8 @@ local END_LEAST, FRAME_LEAST, FRAME_GAP, FRAME_SHARE, END_SHARE = 6, 12, 3, 4, 4
 local LONGER, LONGER_FROM = 4, 128  -- assign.LONGER, assign.LONGER_FROM
 -- assign.EDIT_LOW, EDIT_LEAST, EDIT_COVER, EDIT_DENSITY, EDIT_GAP (edits_of)
 local EDIT_LOW, EDIT_LEAST, EDIT_COVER, EDIT_DENSITY, EDIT_GAP = 0.3, 24, 0.6, 0.35, 10
-local LONG_PAGE, TOP_SHARE, GROUP_OWN = 8000, 8, 8  -- assign.LONG_PAGE, TOP_SHARE, GROUP_OWN
+-- assign.LONG_PAGE, TOP_SHARE, TOP_FEW, GROUP_OWN
+local LONG_PAGE, TOP_SHARE, TOP_FEW, GROUP_OWN = 8000, 8, 8, 8
 local function frame_of(f, n, theirs)
   if n < END_LEAST or f[n] ~= 1 then return 0 end
   local lead, trail, gap, run = 0, 0, 0, 0
@@ -492,8 +493,8 @@ end
 
 -- assign.misses_top for the compared values mine[1..n] (ascending), flags[i] 1 when shared,
 -- against a group of which `theirs` values were compared and `same` shared (after a frame or
--- edits): a page whose values reach LONG_PAGE into its stream, sharing nothing in its first
--- 1/TOP_SHARE (page order) with a group of which 1/GROUP_OWN is its own.
+-- edits): a page whose values reach LONG_PAGE into its stream, sharing at most 1/TOP_FEW of
+-- its first 1/TOP_SHARE (page order) with a group of which 1/GROUP_OWN is its own.
 local REACH = nil
 local function misses_top(mine, flags, same, theirs)
   if not PLACES or (theirs - same) * GROUP_OWN < theirs then return false end
@@ -506,11 +507,10 @@ local function misses_top(mine, flags, same, theirs)
   if REACH < LONG_PAGE then return false end
   local f = page_flags(mine, flags, false)
   if not f or #f == 0 then return false end
-  local top = math.max(1, math.floor(#f / TOP_SHARE))
-  for i = 1, math.min(top, #f) do
-    if f[i] == 1 then return false end
-  end
-  return true
+  local top = math.min(math.max(1, math.floor(#f / TOP_SHARE)), #f)
+  local few = 0
+  for i = 1, top do few = few + f[i] end
+  return few * TOP_FEW <= top
 end
 
 -- assign.set_aside for the compared values mine[1..n] (ascending), flags[i] 1 when shared:
