@@ -481,8 +481,8 @@ def misses_top(
     shared: Iterable[int],
 ) -> bool:
     """Whether a long page must not join the group it passed against (*found*, after any
-    frame or edits were left out): its story is at its top, and its top shares nothing with
-    the group.
+    frame or edits were left out): its story is at its top, and its top shares next to
+    nothing with the group.
 
     A page of 20,000 characters (a 2,000-character story, then comments and its site's
     infinite scroll) whose anchors miss its story's group starts a group of its own, and that
