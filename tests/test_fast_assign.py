@@ -16,6 +16,7 @@ import os
 import struct
 import tempfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,23 @@ def snapshot(nsh: NSHash) -> dict[str, Any]:
     out["narrow"] = t.narrow
     out["counter"], out["documents"] = t.counter, t.documents
     return out
+
+
+def recorded(
+    monkeypatch: pytest.MonkeyPatch, name: str, note: Callable[..., Any] = lambda found, *a: found
+) -> list[Any]:
+    """What ``assign.<name>`` answers on the pure path, each answer (and its arguments) as
+    *note* records it, from here on: a list that fills as the rule is called."""
+    rule = getattr(assign, name)
+    seen: list[Any] = []
+
+    def wrapped(*args: Any) -> Any:
+        found = rule(*args)
+        seen.append(note(found, *args))
+        return found
+
+    monkeypatch.setattr(assign, name, wrapped)
+    return seen
 
 
 def run_both(
@@ -226,10 +244,7 @@ def test_long_pages_alike(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, journ
     their stories without extending the groups' sketches (assign.extends), alike on both
     paths (answers, tables, journal lines); each site's long pages stay with their own
     stories."""
-    from tests.test_store_contract import synthetic_story
-
-    def text(seed: int, paragraphs: int) -> str:
-        return "\n".join(s for k in range(paragraphs) for s in synthetic_story(seed * 1000 + k))
+    from tests.test_store_contract import synthetic_text as text
 
     scrolls = [text(100 + site, 40) for site in range(3)]
     stream: list[tuple[str, str | None, str | None]] = []
@@ -239,17 +254,9 @@ def test_long_pages_alike(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, journ
         stream.append((f"{body}\n{scrolls[story % 3]}", f"s{story}-long", None))
         stream.append((f"{scrolls[(story + 1) % 3]}\n{body}", f"s{story}-long2", None))
         stream.append((body.upper(), f"s{story}-copy", None))
-    kept_out = []
-    extends = assign.extends
-
-    def counted_extends(*args: Any) -> bool:
-        grows = extends(*args)
-        kept_out.append(not grows)
-        return grows
-
-    monkeypatch.setattr(assign, "extends", counted_extends)  # what the pure path decides
+    grows = recorded(monkeypatch, "extends")
     counted = run_both(monkeypatch, stream, tmp_path if journaled else None)
-    assert counted.placed > 0 and any(kept_out)
+    assert counted.placed > 0 and not all(grows)
     with NSHash.open("memory://") as nsh:
         ids = [nsh.resolve(nsh.add(t, d).similar_id) for t, d, _ in stream]
     stories = {}  # no two stories share a group, scroll and all
@@ -264,10 +271,8 @@ def test_typo_copies_alike(
     """Copies with typos all through them join their stories by the edit rule
     (assign.edits_of), alike on both paths (answers, tables, journal lines); a page that
     shares a story's first part and then tells another is no edited copy."""
-    from tests.test_store_contract import synthetic_story, with_typos
-
-    def text(seed: int, paragraphs: int) -> str:
-        return "\n".join(s for k in range(paragraphs) for s in synthetic_story(seed * 1000 + k))
+    from tests.test_store_contract import synthetic_text as text
+    from tests.test_store_contract import with_typos
 
     stream: list[tuple[str, str | None, str | None]] = []
     for story in range(6):
@@ -277,15 +282,7 @@ def test_typo_copies_alike(
             stream.append((with_typos(body, 0.08, story * 10 + copy), f"s{story}-typo{copy}", None))
         half = "\n".join(body.split("\n")[:12]) + "\n" + text(story + 50, 4)
         stream.append((half, f"s{story}-half", None))
-    found = []
-    edits_in = assign.edits_in
-
-    def counted_edits(*args: Any) -> int:
-        edits = edits_in(*args)
-        found.append(edits)
-        return edits
-
-    monkeypatch.setattr(assign, "edits_in", counted_edits)  # what the pure path decides
+    found = recorded(monkeypatch, "edits_in")
     counted = run_both(monkeypatch, stream, tmp_path if journaled else None)
     assert counted.placed > 0 and any(found)
     with NSHash.open("memory://") as nsh:
@@ -300,25 +297,19 @@ def test_story_span_alike(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, journ
     """Copies under four sites' wrappers join their stories, and the groups take only what
     lies in the span each copy shares (assign.story_span), alike on both paths (answers,
     tables, journal lines)."""
-    from tests.test_store_contract import TestStorySpan
+    from tests.test_store_contract import made_up
+    from tests.test_store_contract import synthetic_text as text
 
-    text, wrapper = TestStorySpan.text, TestStorySpan.wrapper
-    sites = [(wrapper(100 + k), wrapper(200 + k)) for k in range(4)]
+    sites = [(made_up(100 + k, 3), made_up(200 + k, 3)) for k in range(4)]
     stream: list[tuple[str, str | None, str | None]] = []
     for story in range(5):
         body = text(story + 20, 6)
         stream.append((body, f"s{story}", None))
         for k, (header, footer) in enumerate(sites):
             stream.append((f"{header}\n{body}\n{footer}", f"s{story}-site{k}", None))
-    trimmed = []
-    story_span = assign.story_span
-
-    def counted_span(group: Any, sketch: Any, places: bytes, shared: Any) -> Any:
-        kept = story_span(group, sketch, places, shared)
-        trimmed.append(len(kept) < len(sketch))
-        return kept
-
-    monkeypatch.setattr(assign, "story_span", counted_span)  # what the pure path decides
+    trimmed = recorded(
+        monkeypatch, "story_span", lambda kept, group, sketch, *rest: len(kept) < len(sketch)
+    )
     counted = run_both(monkeypatch, stream, tmp_path if journaled else None)
     assert counted.placed > 0 and any(trimmed)
     with NSHash.open("memory://") as nsh:
@@ -345,17 +336,9 @@ def test_long_page_tops_alike(
         (text, f"p{k}", None) for k, text in enumerate(pages)
     ]
     stream += [(text.upper(), f"p{k}-copy", None) for k, text in enumerate(pages)]
-    missed = []
-    misses_top = assign.misses_top
-
-    def counted(*args: Any) -> bool:
-        found = misses_top(*args)
-        missed.append(found)
-        return found
-
-    monkeypatch.setattr(assign, "misses_top", counted)  # what the pure path decides
-    counted_runs = run_both(monkeypatch, stream, tmp_path if journaled else None)
-    assert counted_runs.placed > 0 and any(missed)
+    missed = recorded(monkeypatch, "misses_top")
+    counted = run_both(monkeypatch, stream, tmp_path if journaled else None)
+    assert counted.placed > 0 and any(missed)
     with NSHash.open("memory://") as nsh:
         ids = [nsh.resolve(nsh.add(t, d).similar_id) for t, d, _ in stream]
     assert len(set(ids[:6])) == 6 and ids[6:] == ids[:6]

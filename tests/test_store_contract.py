@@ -155,6 +155,11 @@ def synthetic_story(seed: int) -> list[str]:
     return [" ".join(rng.choice(_WORDS) for _ in range(12)) + f" {seed}-{i}." for i in range(5)]
 
 
+def synthetic_text(seed: int, paragraphs: int) -> str:
+    """*paragraphs* synthetic stories' sentences, one a line, drawn with a fixed seed."""
+    return "\n".join(s for k in range(paragraphs) for s in synthetic_story(seed * 1000 + k))
+
+
 def story_versions(seed: int) -> list[str]:
     """An original and two reposts of one synthetic story (a header, a dropped sentence)."""
     sentences = synthetic_story(seed)
@@ -551,15 +556,11 @@ class TestLongPage:
     comments, a site's infinite scroll) joins the story's group without filling the group's
     sketch with that other text (assign.extends)."""
 
-    @staticmethod
-    def text(seed: int, paragraphs: int) -> str:
-        return "\n".join(s for k in range(paragraphs) for s in synthetic_story(seed * 1000 + k))
-
     def test_long_page_joins_and_leaves_the_sketch(self, nsh: NSHash) -> None:
         """The long page joins its story's group, whose sketch stays as it was; a second
         long page of the same site (its scroll) with another story joins that story, not
         the first; a plain copy of the first story still joins it."""
-        story, other, scroll = self.text(1, 4), self.text(2, 4), self.text(3, 40)
+        story, other, scroll = synthetic_text(1, 4), synthetic_text(2, 4), synthetic_text(3, 40)
         first = nsh.add(story)
         before = nsh.store.sketch(first.similar_id)
         page = nsh.add(f"{story}\n{scroll}")
@@ -570,7 +571,7 @@ class TestLongPage:
         assert nsh.add(f"{other}\n{scroll}").similar_id == second.similar_id
         assert nsh.add(story.upper()).similar_id == first.similar_id
         # A page as long as its group's text adds its values as before.
-        grown = nsh.add(f"{story}\n{self.text(4, 1)}")
+        grown = nsh.add(f"{story}\n{synthetic_text(4, 1)}")
         assert grown.similar_id == first.similar_id
         assert nsh.store.sketch(first.similar_id) != before
 
@@ -594,7 +595,7 @@ class TestLongPage:
         """An excerpt of a long report's middle, then the report: the report's top shares
         nothing with the excerpt's group, but the group is all part of the report, so the
         report joins it."""
-        report = self.text(40, 30)
+        report = synthetic_text(40, 30)
         lines = report.split("\n")
         excerpt = nsh.add("\n".join(lines[70:80]))
         assert nsh.add(report).similar_id == excerpt.similar_id
@@ -603,7 +604,7 @@ class TestLongPage:
         """A flash of three sentences, then its full story (twenty times as long), then a
         repost of the story's second half alone: the full story adds its values to the
         flash's small group, so the second half finds it."""
-        full = self.text(5, 8)
+        full = synthetic_text(5, 8)
         lines = full.split("\n")
         flash = nsh.add("\n".join(lines[:3]))
         assert nsh.add(full).similar_id == flash.similar_id
@@ -615,15 +616,6 @@ class TestStorySpan:
     last value it shares with it, not its own site's wrapper (assign.story_span)."""
 
     @staticmethod
-    def text(seed: int, paragraphs: int) -> str:
-        return "\n".join(s for k in range(paragraphs) for s in synthetic_story(seed * 1000 + k))
-
-    @staticmethod
-    def wrapper(seed: int) -> str:
-        """Three lines of made-up words (none of the stories' vocabulary)."""
-        return made_up(seed, 3)
-
-    @staticmethod
     def values(nsh: NSHash, text: str) -> set[int]:
         from nshash.text.fingerprint import narrow
 
@@ -633,8 +625,8 @@ class TestStorySpan:
     def test_copy_leaves_its_wrapper_out(self, nsh: NSHash) -> None:
         """The story's group (over 128 values) takes none of a copy's header and footer; a
         second copy with a paragraph of its own in the middle of the story adds it."""
-        story = self.text(11, 6)
-        header, footer = self.wrapper(12), self.wrapper(13)
+        story = synthetic_text(11, 6)
+        header, footer = made_up(12, 3), made_up(13, 3)
         first = nsh.add(story)
         values, _ = nsh.store.sketch(first.similar_id) or ((), 0)
         assert len(values) >= 128
@@ -645,7 +637,7 @@ class TestStorySpan:
         wrapper -= self.values(nsh, story)
         assert wrapper and not wrapper & set(held)
         lines = story.split("\n")
-        extra = self.text(14, 1)
+        extra = synthetic_text(14, 1)
         longer = nsh.add("\n".join(lines[:15] + [extra] + lines[15:]))
         assert longer.similar_id == first.similar_id
         held, limit = nsh.store.sketch(first.similar_id) or ((), 0)
@@ -668,14 +660,10 @@ class TestEditedCopy:
     scattered between shared ones, are left out of the score (assign.edits_of); text of its
     own in one stretch is not."""
 
-    @staticmethod
-    def text(seed: int, paragraphs: int) -> str:
-        return "\n".join(s for k in range(paragraphs) for s in synthetic_story(seed * 1000 + k))
-
     def test_copy_with_typos_joins(self, nsh: NSHash) -> None:
         """A copy with 8 % of its letters changed shares under half of its values with the
         story, spread all through it: it joins, and explain counts its edits."""
-        story = self.text(7, 6)
+        story = synthetic_text(7, 6)
         first = nsh.add(story)
         copy = with_typos(story, 0.08, 0)
         why = nsh.explain(copy)
@@ -688,9 +676,9 @@ class TestEditedCopy:
     def test_own_text_in_one_stretch_is_no_edit(self, nsh: NSHash) -> None:
         """A page of the story's first two paragraphs, then another story as long: what it
         does not share is one long run, not edits; it is a story of its own."""
-        story = self.text(7, 6)
+        story = synthetic_text(7, 6)
         first = nsh.add(story)
-        page = "\n".join(story.split("\n")[:12]) + "\n" + self.text(8, 4)
+        page = "\n".join(story.split("\n")[:12]) + "\n" + synthetic_text(8, 4)
         why = nsh.explain(page)
         best = why.candidates[0]
         assert best.similar_id == first.similar_id and best.edits == 0

@@ -124,8 +124,8 @@ done:
 /* The memory store's anchor tables (defined below), which also hold its common hashes. */
 static PyTypeObject AnchorMapType;
 
-/* Whether the sorted array v[0..n) holds x. */
-static int sorted_has(const uint64_t *v, Py_ssize_t n, uint64_t x)
+/* Where the sorted array v[0..n) holds x, or -1. */
+static Py_ssize_t sorted_at(const uint64_t *v, Py_ssize_t n, uint64_t x)
 {
     Py_ssize_t lo = 0, hi = n;
     while (lo < hi) {
@@ -135,7 +135,13 @@ static int sorted_has(const uint64_t *v, Py_ssize_t n, uint64_t x)
         else
             hi = mid;
     }
-    return lo < n && v[lo] == x;
+    return lo < n && v[lo] == x ? lo : -1;
+}
+
+/* Whether the sorted array v[0..n) holds x. */
+static int sorted_has(const uint64_t *v, Py_ssize_t n, uint64_t x)
+{
+    return sorted_at(v, n, x) >= 0;
 }
 
 /* An unsigned little-endian integer of *bytes* bytes read and written: a packed sketch value
@@ -470,16 +476,9 @@ static Py_ssize_t flags_in(const uint64_t *live, Py_ssize_t m, const uint32_t *o
     unsigned char *mark = flags + nlive; /* (room for 2 * nlive) */
     memset(mark, 0, (size_t)m);
     for (Py_ssize_t i = 0; i < same; i++) {
-        Py_ssize_t lo = 0, hi = m;
-        while (lo < hi) {
-            Py_ssize_t mid = lo + (hi - lo) / 2;
-            if (live[mid] < shared[i])
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        if (lo < m && live[lo] == shared[i])
-            mark[lo] = 1;
+        Py_ssize_t at = sorted_at(live, m, shared[i]);
+        if (at >= 0)
+            mark[at] = 1;
     }
     Py_ssize_t n = 0;
     for (Py_ssize_t i = 0; i < nlive; i++)
@@ -542,7 +541,8 @@ static int end_shared(const uint64_t *live, const uint32_t *pos, Py_ssize_t m,
     return 0;
 }
 
-/* A rule read from a page's flags (page_rule's *theirs* for set_aside; -1: edits_in). */
+/* set_aside's rule (with_theirs: its arguments end with the group's count) or edits_in's,
+ * read from the page's flags; defined below. */
 static PyObject *page_rule(PyObject *args, const char *name, int with_theirs);
 
 /* set_aside(sketch, places, limit, common, more, shared, theirs): assign.set_aside: how many
@@ -3289,19 +3289,12 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         if (ng >= LONGER_FROM && lpos && shared_n[joined] > 0) {
             uint32_t first = UINT32_MAX, last = 0;
             for (i = 0; i < shared_n[joined]; i++) {
-                Py_ssize_t lo = 0, hi = nlive;
-                while (lo < hi) {
-                    Py_ssize_t mid = lo + (hi - lo) / 2;
-                    if (live[mid] < shared[joined][i])
-                        lo = mid + 1;
-                    else
-                        hi = mid;
-                }
-                if (lo < nlive && live[lo] == shared[joined][i]) {
-                    if (lpos[lo] < first)
-                        first = lpos[lo];
-                    if (lpos[lo] > last)
-                        last = lpos[lo];
+                Py_ssize_t at = sorted_at(live, nlive, shared[joined][i]);
+                if (at >= 0) {
+                    if (lpos[at] < first)
+                        first = lpos[at];
+                    if (lpos[at] > last)
+                        last = lpos[at];
                 }
             }
             if (first <= last) { /* the document's values outside the span dropped, in place */

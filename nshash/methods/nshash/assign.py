@@ -409,41 +409,23 @@ def unframed(
     a frame surrounds. A candidate short of ``theta`` by a little (at least :data:`EDIT_LOW`)
     is read for scattered edits instead (:func:`edits_in`): a copy with typos all through it
     has them left out of both counts, and may pass. A long page that passes is refused where
-    its top shares nothing with the group (:func:`misses_top`). The online placement and the
+    its top shares next to nothing with the group (:func:`misses_top`). The online placement and the
     Spark job's pairs judge through it."""
-    judged_again = _reread(found, sketch, places, limit, common, more, shared, policy)
-    if judged_again.score >= policy.theta and misses_top(
-        judged_again, sketch, places, limit, common, more, shared
-    ):
-        return replace(judged_again, score=0.0, long_page=True)
-    return judged_again
-
-
-def _reread(
-    found: Candidate,
-    sketch: Sequence[int],
-    places: bytes,
-    limit: int,
-    common: Collection[int],
-    more: Collection[int],
-    shared: Sequence[int],
-    policy: MatchPolicy,
-) -> Candidate:
-    """:func:`unframed`'s frame and edits: *found* judged again, or itself."""
     mine = found.document_values
     unshared = mine - found.shared
     theirs = found.group_values
+    again = found
     if found.score >= policy.theta and unshared >= FRAME_GAP and unshared * FRAME_SHARE >= mine:
         frame = set_aside(sketch, places, limit, common, more, shared, theirs)
         if frame:
             n = found.shared - frame
-            return judged(
+            again = judged(
                 found.similar_id, found.anchors, n, mine - frame, theirs - frame, policy, frame
             )
     elif EDIT_LOW <= found.score < policy.theta and mine >= EDIT_LEAST:
         edits = edits_in(sketch, places, limit, common, more, shared)
         if edits:
-            return judged(
+            again = judged(
                 found.similar_id,
                 found.anchors,
                 found.shared,
@@ -452,7 +434,11 @@ def _reread(
                 policy,
                 edits=edits,
             )
-    return found
+    if again.score >= policy.theta and misses_top(
+        again, sketch, places, limit, common, more, shared
+    ):
+        return replace(again, score=0.0, long_page=True)
+    return again
 
 
 #: The top rule (:func:`misses_top`): a page whose sampled text reaches this far into its
