@@ -48,6 +48,13 @@ class TestFrameOf:
         assert assign.frame_of(flags("." * 4 + "S" * 12), 60) == 12  # a quarter exactly
         assert assign.frame_of(flags("." * 3 + "S" * 3), 60) == 3  # the fewest values read
 
+    def test_the_end_matter_may_hold_text_of_the_page_s_own(self) -> None:
+        """A related block's headlines, a bio and a footer, with a line of the page's own
+        between them: all the shared text below the page's own head is its end matter (one
+        value more or less in the middle of it does not decide)."""
+        assert assign.frame_of(flags("." * 20 + "S" * 9 + "." + "S" * 10), 60) == 19
+        assert assign.frame_of(flags("." * 8 + "S" * 4 + ".." + "S" * 17), 60) == 21
+
     def test_a_group_that_is_the_shared_end_is_this_page_s_later_part(self) -> None:
         """When the shared end is most of what the group holds, the group is this page's
         second half or overlaps it (a fragment of the story that this whole copy bridges; a
@@ -61,12 +68,13 @@ class TestFrameOf:
         quarter of the page is an intro to the shared story, not the page's own story."""
         assert assign.frame_of(flags("." * 4 + "S" * 13), 60) == 0
         assert assign.frame_of(flags("." * 6 + "S" * 30), 60) == 0
+        assert assign.frame_of(flags("." * 6 + "S" * 9 + "." + "S" * 20), 60) == 0
 
-    def test_a_shared_end_needs_all_the_shared_text(self) -> None:
-        """Shared values before the end run: the page shares more than its end (a copy with
-        edits, a rewrapped repost), judged as it is."""
+    def test_a_page_that_shares_its_top_is_judged_as_it_is(self) -> None:
+        """A shared value in the page's first few values (or its first quarter): the page
+        shares more than its end (a copy with edits, a rewrapped repost)."""
         assert assign.frame_of(flags("..S" + "." * 17 + "S" * 20), 60) == 0
-        assert assign.frame_of(flags("." * 20 + "S" * 9 + "." + "S" * 10), 60) == 0
+        assert assign.frame_of(flags("." * 4 + "S" + "." * 35 + "S" * 20), 60) == 0
 
     def test_a_short_gap_is_an_edit_not_a_story(self) -> None:
         """Promotional lines between paragraphs: unshared runs under a quarter of the page."""
@@ -340,6 +348,24 @@ class TestOnEveryStore:
             refused_on_its_frame(nsh, f"{EN_BAKERY}\n\n{bio}", first.similar_id, "c2")
             copy = nsh.add(f"Source: agencies.\n\n{EN_TURTLES}\n{EN_RAIL}\n\n{bio}", doc_id="c3")
             assert copy.similar_id == first.similar_id
+
+    def test_a_caption_above_its_site_s_end_matter_is_its_own_story(self, store_url: str) -> None:
+        """A few lines of a page's own (a cartoon's caption, a video's summary) above its
+        site's related block, its date line and its footer, whose block and footer a long
+        story of that site holds too: the shared text is most of the short page, in two runs
+        around the date, yet it is the site's end matter, below the page's own text and a
+        small part of the story's: set aside, and the page is its own story. An excerpt of
+        the story under a one-line intro, above the same end, still joins."""
+        footer = page("Harbor Wire", "", "").rsplit("\n\n", 1)[1]
+        block = f"Related articles\n{RELATED}"
+        story = f"{EN_TURTLES}\n{EN_ORCHARD}\n{EN_RAIL}"
+        end = f"{block}\n\nPublished on the third of May at twenty to eleven\n\n{footer}"
+        caption = "\n".join(EN_BAKERY.splitlines()[:2])
+        with NSHash.open(store_url) as nsh:
+            first = nsh.add(f"{story}\n\n{block}\n\n{footer}", doc_id="s1")
+            refused_on_its_frame(nsh, f"{caption}\n\n{end}", first.similar_id, "s2")
+            excerpt = f"Source: agencies.\n\n{EN_RAIL.splitlines()[0]}\n\n{end}"
+            assert nsh.add(excerpt, doc_id="s3").similar_id == first.similar_id
 
 
 #: Stress scenarios whose pages the frame rule decides (a site's wrapper around short pages,

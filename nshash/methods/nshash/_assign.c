@@ -27,7 +27,7 @@
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 26 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 27 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -383,7 +383,7 @@ static PyObject *sketch_guard(PyObject *self, PyObject *args)
 #define FRAME_LEAST 12  /* assign.FRAME_LEAST: fewer compared values, no two-edge frame */
 #define FRAME_GAP 3     /* assign.FRAME_GAP: the shortest unshared run a frame surrounds */
 #define FRAME_SHARE 4   /* assign.FRAME_SHARE: ... and at least 1 in this many values */
-#define END_SHARE 4     /* assign.END_SHARE: the unshared text before a shared end */
+#define END_SHARE 4     /* assign.END_SHARE: the page's own head above its end matter */
 #define LONGER 4        /* assign.LONGER: a page holding more times its group's values */
 #define LONGER_FROM 128 /* assign.LONGER_FROM: ... of a group of at least this many values */
 #define EDIT_LOW 0.3      /* assign.EDIT_LOW: a score short of theta read for scattered edits */
@@ -410,12 +410,13 @@ static Py_ssize_t frame_of(const unsigned char *flags, Py_ssize_t n, Py_ssize_t 
         return 0; /* all shared: the whole page is the match */
     while (flags[n - 1 - trail])
         trail++;
-    if (lead == 0) { /* the page's end alone: every shared value in it */
-        Py_ssize_t head = n - trail;
-        for (i = 0; i < head; i++)
-            if (flags[i])
-                return 0;
-        return head >= FRAME_GAP && head * END_SHARE >= n && trail * 2 <= theirs ? trail : 0;
+    if (lead == 0) { /* the page's end matter: every shared value below its own head */
+        Py_ssize_t head = 0, held = 0;
+        while (!flags[head])
+            head++;
+        for (i = head; i < n; i++)
+            held += flags[i];
+        return head >= FRAME_GAP && head * END_SHARE >= n && held * 2 <= theirs ? held : 0;
     }
     if (n < FRAME_LEAST)
         return 0;

@@ -39,10 +39,11 @@ another story), that shared edge text is set aside before the score (:func:`fram
 repost with a new site's wrapper shares its middle, and a copy that shares its whole
 beginning keeps it, so neither loses anything; a new site's first pages stop gluing on its
 wrapper before any vote could say it is boilerplate, and a template's formula stops deciding
-between two stories of one site. A page that shares only its end, after a run of its own
-text at least a quarter of it long (a columnist's bio, a series blurb, a site's related block
-and footer under another story), has that end set aside too, where the group holds as
-much text of its own; a copy under a short new intro keeps its match. What a refusal shares
+between two stories of one site. A page that starts with text of its own, at least a
+quarter of it, and shares only what lies below (a columnist's bio, a series blurb, a site's
+related block and footer under another story, or under a cartoon's caption), has that end
+matter set aside too, where the group holds as much text of its own; a copy under a short
+new intro keeps its match. What a refusal shares
 still gets its votes, frame included: the wrapper is learned as boilerplate sooner.
 
 **A copy with typos all through it is still a copy** (:func:`edits_of`). Every shingle
@@ -507,9 +508,9 @@ FRAME_GAP = 3
 #: ... and at least one in this many of the values compared.
 FRAME_SHARE = 4
 
-#: A page that shares only its end with a group (its shared values all in one run that ends
-#: the page) has that end set aside when the unshared text before it is at least one in this
-#: many of the values compared (and at least :data:`FRAME_GAP` values).
+#: A page that shares only what lies below its own head with a group (its first values
+#: unshared, its last shared) has that end matter set aside when the head is at least one in
+#: this many of the values compared (and at least :data:`FRAME_GAP` values).
 END_SHARE = 4
 
 
@@ -529,17 +530,19 @@ def frame_of(shared: Sequence[bool], theirs: int) -> int:
     shared beginning; so does a copy whose figures or words were changed here and there, whose
     unshared runs are many and short.
 
-    The page's end alone is a frame too: when every shared value lies in one run that ends
-    the page, after an unshared run of at least :data:`FRAME_GAP` values and 1/:data:`END_SHARE`
-    of the values compared, and that run is at most half of the group's values, it is set
-    aside (a columnist's bio, a series blurb, a site's related block and footer, after the
-    page's own text, where the group has as much text of its own). A copy under a new intro
-    keeps its match as long as the intro is shorter than half of what it shares; where the
-    group is mostly that end, it is this page's later part or overlaps it (a fragment of the
-    story that this whole copy bridges to the first part; a copy that dropped the first
-    sentence, against one cut after the fourth), kept too; and a copy with its own site's
-    wrapper starts with shared text (its header) or ends with unshared text (its footer), so
-    the end rule does not see it.
+    The page's end matter is a frame too: when the page ends with shared text and its first
+    shared value comes after an unshared head of at least :data:`FRAME_GAP` values and
+    1/:data:`END_SHARE` of the values compared, every shared value (all below that head) is
+    set aside where they are at most half of the group's values (a columnist's bio, a series
+    blurb, a site's related block and footer, below the page's own text, be it a story or a
+    cartoon's caption, where the group has as much text of its own; a line of the page's
+    own between the headlines of a related block and the footer changes nothing). A copy
+    under a new intro keeps its match while the intro is under a quarter of it; where the
+    group is mostly what the page shares, it is this page's later part or overlaps it (a
+    fragment of the story that this whole copy bridges to the first part; a copy that
+    dropped the first sentence, against one cut after the fourth), kept too; and a copy with
+    its own site's wrapper starts with shared text (its header) or ends with unshared text
+    (its footer), so the end rule does not see it.
 
     0 for anything else, for a page of fewer than :data:`END_LEAST` values, and for two edges
     on fewer than :data:`FRAME_LEAST`. The compiled
@@ -551,11 +554,12 @@ def frame_of(shared: Sequence[bool], theirs: int) -> int:
     trail = 0
     while shared[n - 1 - trail]:
         trail += 1
-    if not shared[0]:  # the page's end alone
-        head = n - trail
-        if any(shared[:head]) or head < FRAME_GAP or head * END_SHARE < n:
+    if not shared[0]:  # the page's end matter
+        head = shared.index(True)
+        if head < FRAME_GAP or head * END_SHARE < n:
             return 0
-        return trail if trail * 2 <= theirs else 0
+        held = sum(shared)
+        return held if held * 2 <= theirs else 0
     if n < FRAME_LEAST:
         return 0
     lead = 0

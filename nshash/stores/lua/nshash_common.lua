@@ -424,13 +424,12 @@ local function frame_of(f, n, theirs)
   while lead < n and f[lead + 1] == 1 do lead = lead + 1 end
   if lead == n then return 0 end
   while f[n - trail] == 1 do trail = trail + 1 end
-  if lead == 0 then -- the page's end alone: every shared value in it
-    local head = n - trail
-    for i = 1, head do
-      if f[i] == 1 then return 0 end
-    end
-    if head >= FRAME_GAP and head * END_SHARE >= n and trail * 2 <= theirs then
-      return trail
+  if lead == 0 then -- the page's end matter: every shared value below its own head
+    local head, held = 0, 0
+    while f[head + 1] ~= 1 do head = head + 1 end
+    for i = head + 1, n do held = held + f[i] end
+    if head >= FRAME_GAP and head * END_SHARE >= n and held * 2 <= theirs then
+      return held
     end
     return 0
   end
