@@ -6,6 +6,7 @@ import gzip
 import json
 import os
 import pickle
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -186,6 +187,18 @@ class TestEquivalence:
             for text in _texts(name, 60):
                 compiled_answer, pure_answer = _both(fp, text)
                 assert compiled_answer == pure_answer, text[:200]
+
+    @pytest.mark.parametrize("chars", [7999, 8000, 8001, 12000, 30000])
+    def test_long_streams(self, chars: int) -> None:
+        """Long streams (the pages whose sketches are cut to their smallest values) agree on
+        both paths, in Latin letters, in CJK characters and in both."""
+        rng = random.Random(chars)
+        fp = Fingerprinter()
+        latin = "".join(rng.choice("abcdefghij ") for _ in range(chars * 11 // 10))
+        cjk = "".join(chr(0x4E00 + rng.randrange(300)) for _ in range(chars))
+        for text in (latin, cjk, cjk[: chars // 2] + latin):
+            compiled_answer, pure_answer = _both(fp, text)
+            assert compiled_answer == pure_answer
 
     def test_same_decisions(self) -> None:
         """The same documents get the same groups whichever path fingerprints them."""
