@@ -408,8 +408,6 @@ static Py_ssize_t frame_of(const unsigned char *flags, Py_ssize_t n, Py_ssize_t 
         lead++;
     if (lead == n)
         return 0; /* all shared: the whole page is the match */
-    while (flags[n - 1 - trail])
-        trail++;
     if (lead == 0) { /* the page's end matter: every shared value below its own head */
         Py_ssize_t head = 0, held = 0;
         while (!flags[head])
@@ -420,6 +418,8 @@ static Py_ssize_t frame_of(const unsigned char *flags, Py_ssize_t n, Py_ssize_t 
     }
     if (n < FRAME_LEAST)
         return 0;
+    while (flags[n - 1 - trail])
+        trail++;
     for (i = lead; i < n - trail; i++) {
         run = flags[i] ? 0 : run + 1;
         if (run > gap)

@@ -102,7 +102,7 @@ from typing import Protocol
 from ...errors import ConfigError
 from ...results import Assignment, Candidate, DocMeta, DocumentRecord, Explanation
 from ...text.fingerprint import NO_LIMIT, DocPrint, read_places
-from .compiled import compiled
+from .compiled import compiled, either
 
 __all__ = [
     "MatchPolicy",
@@ -280,11 +280,7 @@ def cut_sketch(values: set[int], cap: int) -> int:
     """Cut *values* (more than *cap* distinct ints) to its *cap* smallest, in place, and
     return the smallest value dropped: the new limit. Compiled where the kernel is built
     (sorting a few hundred ints in C, not Python objects), else :func:`cut_sketch_pure`."""
-    if _CUT is not None:
-        bound: int | None = _CUT(values, cap)
-        if bound is not None:
-            return bound
-    return cut_sketch_pure(values, cap)
+    return either(_CUT, cut_sketch_pure, values, cap)
 
 
 class Tables(Protocol):
@@ -551,9 +547,6 @@ def frame_of(shared: Sequence[bool], theirs: int) -> int:
     n = len(shared)
     if n < END_LEAST or not shared[-1] or all(shared):
         return 0
-    trail = 0
-    while shared[n - 1 - trail]:
-        trail += 1
     if not shared[0]:  # the page's end matter
         head = shared.index(True)
         if head < FRAME_GAP or head * END_SHARE < n:
@@ -562,6 +555,9 @@ def frame_of(shared: Sequence[bool], theirs: int) -> int:
         return held if held * 2 <= theirs else 0
     if n < FRAME_LEAST:
         return 0
+    trail = 0
+    while shared[n - 1 - trail]:
+        trail += 1
     lead = 0
     while shared[lead]:
         lead += 1
@@ -631,11 +627,7 @@ def set_aside(
     shared or not, against a group of which *theirs* values were compared. 0 when the
     document has no places. Compiled where the kernel is built, else :func:`set_aside_pure`;
     the answers are equal."""
-    if _SET_ASIDE is not None:
-        found: int | None = _SET_ASIDE(sketch, places, limit, common, more, shared, theirs)
-        if found is not None:
-            return found
-    return set_aside_pure(sketch, places, limit, common, more, shared, theirs)
+    return either(_SET_ASIDE, set_aside_pure, sketch, places, limit, common, more, shared, theirs)
 
 
 #: The edit rule (:func:`edits_of`): a candidate that scores at least this, short of
@@ -718,11 +710,7 @@ def edits_in(
     (:func:`edits_of`), read as :func:`set_aside` reads the frame: the sketch values below
     *limit* that are not common, in page order. 0 when the document has no places. Compiled
     where the kernel is built, else :func:`edits_in_pure`; the answers are equal."""
-    if _EDITS is not None:
-        found: int | None = _EDITS(sketch, places, limit, common, more, shared)
-        if found is not None:
-            return found
-    return edits_in_pure(sketch, places, limit, common, more, shared)
+    return either(_EDITS, edits_in_pure, sketch, places, limit, common, more, shared)
 
 
 #: The compiled comparison (_assign.sketch_guard), or None on the pure path.
@@ -764,13 +752,7 @@ def sketch_guard(
     is built: the document's values are sorted into an array once), else
     :func:`sketch_guard_pure`; the answers are equal.
     """
-    if _GUARD is not None:
-        found: tuple[list[int], int, int] | None = _GUARD(
-            sketch, doc_limit, values, group_limit, common, more
-        )
-        if found is not None:
-            return found
-    return sketch_guard_pure(sketch, doc_limit, values, group_limit, common, more)
+    return either(_GUARD, sketch_guard_pure, sketch, doc_limit, values, group_limit, common, more)
 
 
 def score_pure(shared: int, mine: int, theirs: int, min_overlap: int) -> float:

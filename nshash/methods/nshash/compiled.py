@@ -14,11 +14,12 @@ version (``journal_line``'s is json.dumps and zlib.crc32), and the tests compare
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 from ...text.kernel import load_extension
 
-__all__ = ["assign_info", "compiled"]
+__all__ = ["assign_info", "compiled", "either"]
 
 #: The interface version of the extension (``ASSIGN_ABI`` in _assign.c).
 ABI = 27
@@ -29,6 +30,20 @@ _MODULE, _WHY = load_extension(f"{__package__}._assign", ABI, "the compiled assi
 def compiled(name: str) -> Any:
     """The extension's function *name*, or None (the caller then runs its Python version)."""
     return getattr(_MODULE, name, None) if _MODULE is not None else None
+
+
+_T = TypeVar("_T")
+
+
+def either(fast: Callable[..., object] | None, pure: Callable[..., _T], *args: Any) -> _T:
+    """*fast* (a function of :func:`compiled`, or None on the pure path) called on *args*,
+    or *pure* where there is none or it answers None (an argument it does not take, such as
+    an int past 64 bits): the two give equal answers, so the caller need not know which ran."""
+    if fast is not None:
+        found = fast(*args)
+        if found is not None:
+            return cast(_T, found)
+    return pure(*args)
 
 
 def assign_info() -> dict[str, str]:

@@ -423,7 +423,6 @@ local function frame_of(f, n, theirs)
   local lead, trail, gap, run = 0, 0, 0, 0
   while lead < n and f[lead + 1] == 1 do lead = lead + 1 end
   if lead == n then return 0 end
-  while f[n - trail] == 1 do trail = trail + 1 end
   if lead == 0 then -- the page's end matter: every shared value below its own head
     local head, held = 0, 0
     while f[head + 1] ~= 1 do head = head + 1 end
@@ -434,6 +433,7 @@ local function frame_of(f, n, theirs)
     return 0
   end
   if n < FRAME_LEAST then return 0 end
+  while f[n - trail] == 1 do trail = trail + 1 end
   for i = lead + 1, n - trail do
     if f[i] == 1 then run = 0 else run = run + 1 end
     if run > gap then gap = run end
