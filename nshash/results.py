@@ -65,9 +65,11 @@ class Candidate:
             with typos all through it, see :func:`nshash.methods.nshash.assign.edits_of`),
             already left out of its count (and as many of the group's unshared values of the
             group's count); looked for only in a candidate a little short of ``theta``, else 0.
-        long_page: refused as a long page whose top shares nothing with the group (its story
-            is at its top; what it shares lies below: its site's scroll, comments), see
-            :func:`nshash.methods.nshash.assign.misses_top`; its score is then 0.
+        long_page: judged as a long page on its top, where its story is: refused (score 0)
+            where its top shares nothing with the group (what it shares lies below: its site's
+            scroll, comments), see :func:`nshash.methods.nshash.assign.misses_top`; or, where
+            it scored a little short of ``theta``, scored by the share of its top the group
+            holds (:func:`nshash.methods.nshash.assign.top_share`).
     """
 
     similar_id: int

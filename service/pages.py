@@ -704,6 +704,7 @@ def _reason(why: Explanation) -> str:
             f" {why.theta:.2f} is needed), found through {len(best.anchors)} of its anchors."
             + _framed(best.frame)
             + _edited(best.edits)
+            + _long_page(best)
         )
     if why.reason == "new":
         framed = max((c.frame for c in why.candidates), default=0)
@@ -711,7 +712,7 @@ def _reason(why: Explanation) -> str:
             "Some of its passages were seen before, but no story shares enough of the text"
             f" (every score is below {why.theta:.2f}): it would start a new story."
             + _framed(framed)
-            + _long_page(any(c.long_page for c in why.candidates))
+            + next((_long_page(c) for c in why.candidates if c.long_page), "")
         )
     return "None of its passages was seen before: it would start a new story."
 
@@ -751,14 +752,20 @@ def _against_reason(why: Explanation, found: Candidate | None, story: Any) -> st
         f" {len(found.anchors)} of its anchors."
         + _framed(found.frame)
         + _edited(found.edits)
-        + _long_page(found.long_page)
+        + _long_page(found)
     )
 
 
-def _long_page(refused: bool) -> str:
-    """Why a long page was refused by a story it shares text with (nothing without one)."""
-    if not refused:
+def _long_page(found: Candidate) -> str:
+    """How a long page was judged on its top against a story (nothing for another page)."""
+    if not found.long_page:
         return ""
+    if found.score > 0:
+        return (
+            " It is a long page, judged on its top, where its own story is: the story holds"
+            f" {found.score:.0%} of its top, though what lies further down differs (comments,"
+            " its site's scroll)."
+        )
     return (
         " It is a long page whose top, where its own story is, shares nothing with a story it"
         " otherwise matches: what they share lies further down (its site's scroll, comments),"

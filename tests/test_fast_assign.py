@@ -344,6 +344,30 @@ def test_long_page_tops_alike(
     assert len(set(ids[:6])) == 6 and ids[6:] == ids[:6]
 
 
+@pytest.mark.parametrize("journaled", [False, True], ids=["memory", "journaled"])
+def test_long_pages_of_one_story_alike(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, journaled: bool
+) -> None:
+    """Long pages of six stories, two a story (the story, comments of its own, the site's
+    scroll), with no plain copies: the second of each joins the first by its top
+    (assign.top_share), alike on both paths (answers, tables, journal lines), and no two
+    stories share a group."""
+    from tests.test_store_contract import made_up, synthetic_text
+
+    scroll = made_up(800, 100)
+    stream: list[tuple[str, str | None, str | None]] = [
+        (f"{synthetic_text(70 + k, 4)}\n{made_up(700 + 10 * k + copy, 150)}\n{scroll}", None, None)
+        for k in range(6)
+        for copy in range(2)
+    ]
+    shares = recorded(monkeypatch, "top_share")
+    counted = run_both(monkeypatch, stream, tmp_path if journaled else None)
+    assert counted.placed > 0 and any(share >= 0.5 for share in shares)
+    with NSHash.open("memory://") as nsh:
+        ids = [nsh.resolve(nsh.add(t).similar_id) for t, _, _ in stream]
+    assert len(set(ids)) == 6 and all(ids[i] == ids[i - i % 2] for i in range(len(ids)))
+
+
 def test_packed_words_place_as_the_tuples_do() -> None:
     """The text kernel's DocPrints (anchors and sketch packed) and DocPrints of the same
     values made by __init__ (tuples) are placed alike by the compiled path."""

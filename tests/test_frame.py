@@ -177,6 +177,41 @@ class TestMissesTop:
         assert not assign.misses_top(self.found(32, 64), sketch, b"", NO_LIMIT, set(), set(), below)
 
 
+class TestTopShare:
+    """A long page a little short of theta against a group is scored by the share of its top
+    that the group holds (assign.top_share), where its top holds enough values."""
+
+    LONG = array(PLACES, [i * 200 for i in range(64)]).tobytes()  # reaching 12,600
+
+    def test_the_share_of_the_top(self) -> None:
+        sketch = list(range(64))
+        held = sketch[:6] + sketch[40:50]  # 6 of its first eighth (8 values), 16 in all
+        assert assign.top_share(sketch, self.LONG, NO_LIMIT, set(), set(), held) == 0.75
+        assert assign.top_share(sketch, self.LONG, NO_LIMIT, set(), set(), sketch[8:]) == 0.0
+        short = array(PLACES, [i * 100 for i in range(64)]).tobytes()  # reaching 6,300
+        assert assign.top_share(sketch, short, NO_LIMIT, set(), set(), held) == 0.0
+        few = list(range(40))  # a top of five values: too few to judge by
+        places = array(PLACES, [i * 300 for i in range(40)]).tobytes()
+        assert assign.top_share(few, places, NO_LIMIT, set(), set(), few[:5]) == 0.0
+
+    def test_a_long_page_short_of_theta_is_judged_by_its_top(self) -> None:
+        sketch = list(range(64))
+        policy = assign.MatchPolicy()
+        held = sketch[:6] + sketch[40:56]  # 22 of 64: score 0.34
+        found = assign.judged(1, (), len(held), 64, 64, policy)
+        again = assign.unframed(found, sketch, self.LONG, NO_LIMIT, set(), set(), held, policy)
+        assert again.long_page and again.score == 0.75 and again.shared == len(held)
+        low = sketch[:6] + sketch[40:46]  # 12 of 64: under TOP_LOW, left as it was
+        found = assign.judged(1, (), len(low), 64, 64, policy)
+        assert (
+            assign.unframed(found, sketch, self.LONG, NO_LIMIT, set(), set(), low, policy) == found
+        )
+        below = sketch[4:6] + sketch[40:60]  # its top mostly not the group's
+        found = assign.judged(1, (), len(below), 64, 64, policy)
+        again = assign.unframed(found, sketch, self.LONG, NO_LIMIT, set(), set(), below, policy)
+        assert again == found and not again.long_page
+
+
 SETS = st.lists(st.integers(0, 60), unique=True, max_size=40).map(sorted)
 
 

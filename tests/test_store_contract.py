@@ -591,6 +591,37 @@ class TestLongPage:
         assert any(c.long_page and c.score == 0 for c in why.candidates)
         assert nsh.add(page(21).upper()).similar_id == first.similar_id
 
+    def test_long_pages_find_their_stories_through_their_tops(self, nsh: NSHash) -> None:
+        """Stories of 2,000 characters, then a page of each ten times as long (the story,
+        then comments of its own and its site's scroll): few of a page's smallest hashes lie
+        in its story, but a long page takes twice the anchors, half from its top
+        (fingerprint.anchors_wanted), so each finds its story. With n anchors from the whole
+        page only, one of the eight missed its story and began a group of its own."""
+        scroll = made_up(500, 150)
+        stories = [synthetic_text(60 + k, 4) for k in range(8)]
+        ids = [nsh.add(story).similar_id for story in stories]
+        for k, story in enumerate(stories):
+            page = f"{story}\n{made_up(600 + k, 130)}\n{scroll}"
+            assert nsh.prepare(page).sentences and len(page) > 20_000
+            assert nsh.add(page).similar_id == ids[k], k
+
+    def test_long_pages_of_one_story_meet_at_their_tops(self, nsh: NSHash) -> None:
+        """Two long pages of one story (its 2,000 characters, then comments of their own and
+        their site's scroll), with no plain copy of it: they share under half of their
+        sketches, but the second's top is the story, which the first's group holds, so it
+        joins (assign.top_share; explain says it was judged on its top). A long page of another
+        story of the site, sharing only the scroll, does not."""
+        scroll, story = made_up(800, 100), synthetic_text(70, 4)
+        first = nsh.add(f"{story}\n{made_up(700, 150)}\n{scroll}")
+        second = f"{story}\n{made_up(701, 150)}\n{scroll}"
+        why = nsh.explain(second)
+        found = next(c for c in why.candidates if c.similar_id == first.similar_id)
+        assert found.long_page and found.score >= 0.5
+        assert found.shared < 0.5 * min(found.document_values, found.group_values)
+        assert nsh.add(second).similar_id == first.similar_id
+        other = nsh.add(f"{synthetic_text(71, 4)}\n{made_up(702, 150)}\n{scroll}")
+        assert other.similar_id != first.similar_id
+
     def test_long_report_after_an_excerpt_of_its_middle_joins_it(self, nsh: NSHash) -> None:
         """An excerpt of a long report's middle, then the report: the report's top shares
         nothing with the excerpt's group, but the group is all part of the report, so the

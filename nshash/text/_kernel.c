@@ -23,7 +23,7 @@
 #include "_u64sort.h"
 
 #define BMP 0x10000
-#define KERNEL_ABI 10 /* bump with every change of Kernel's arguments or tables */
+#define KERNEL_ABI 11 /* bump with every change of Kernel's arguments or tables */
 
 /* default_process of every BMP code point (0: dropped), and what folding a kept character
  * needs: 0 nothing, 1 full-width digit or letter (its NFKC form is c - 0xFEE0), 2 the pure
@@ -77,6 +77,9 @@ typedef struct {
     uint32_t *fast;
     uint32_t *fast_u8; /* the UTF-8 form (utf8_form) of each character's fast entry; 0 for none */
     Py_ssize_t shingle, wide_units, narrow_units, max_sentences, sketch_size;
+    /* A page whose sketch values reach long_page into its stream also offers the anchors of
+     * the first 1/top_part of its stream, in turn with the whole's (fingerprint.LONG_PAGE). */
+    Py_ssize_t long_page, top_part;
     uint32_t wide;
     uint64_t mask, base, base_inv, salt, no_limit;
     int shift, hash_bytes;
@@ -492,6 +495,32 @@ static void sort_picks(Pick *p, Py_ssize_t n)
     }
 }
 
+/* A window's hash from its rolled sum: the salt, then MurmurHash3's finalizer. */
+static inline uint64_t shingle_hash(uint64_t hw, uint64_t salt)
+{
+    uint64_t h = hw ^ salt;
+    h ^= h >> 33;
+    h *= MIX1;
+    h ^= h >> 33;
+    h *= MIX2;
+    h ^= h >> 33;
+    return h;
+}
+
+/* Keep pick p among the m smallest so far, picks[0:*size) (room for 3m): every pick below
+ * *thr is kept, and when 3m are, the m smallest of them stay and the m-th becomes *thr. */
+static inline void keep_pick(Pick *picks, Py_ssize_t *size, Pick *thr, Pick p, Py_ssize_t m)
+{
+    if (pick_less(&p, thr)) {
+        picks[(*size)++] = p;
+        if (*size == 3 * m) {
+            select_picks(picks, *size, m);
+            *size = m;
+            *thr = picks[m - 1];
+        }
+    }
+}
+
 /* The UTF-8 bytes of code points (what str.encode gives), or NULL with no error set when
  * they hold a surrogate (the caller then hashes a str, which raises as the pure path does). */
 static PyObject *utf8_bytes(const uint32_t *s, Py_ssize_t n)
@@ -649,6 +678,34 @@ static PyObject *new_docprint(Kernel *k, const int *names, PyObject *const *valu
     return obj;
 }
 
+/* The fingerprints of the shingles picks[0:size) (sorted) start, without repeats, into fps and
+ * objs (an object where a Python call made one, else NULL); *count says how many so far, also
+ * when it fails (-1, an exception set). */
+static int pick_fingerprints(Kernel *k, const uint32_t *buf, const char *u8, const Py_ssize_t *off,
+                             const Pick *picks, Py_ssize_t size, uint64_t *fps, PyObject **objs,
+                             Py_ssize_t *count)
+{
+    for (Py_ssize_t i = 0; i < size; i++) {
+        Py_ssize_t s0 = picks[i].start, slen = picks[i].end - s0, j;
+        if (i > 0 && picks[i].h == picks[i - 1].h && picks[i - 1].end - picks[i - 1].start == slen
+            && memcmp(buf + picks[i - 1].start, buf + s0, (size_t)slen * sizeof *buf) == 0)
+            continue; /* the same shingle again: the same fingerprint */
+        uint64_t v;
+        PyObject *o;
+        if (hash_key(k, buf, u8, off, s0, picks[i].end, &v, &o) < 0)
+            return -1;
+        for (j = 0; j < *count && fps[j] != v; j++)
+            ;
+        if (j < *count) {
+            Py_XDECREF(o);
+            continue;
+        }
+        fps[*count] = v;
+        objs[(*count)++] = o;
+    }
+    return 0;
+}
+
 static PyObject *make_docprint(Kernel *k, PyObject *anchors, PyObject *sketch, PyObject *exact,
                                PyObject *limit, PyObject *places)
 {
@@ -697,6 +754,10 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     int32_t *slots = NULL; /* the kept values' table (see the places below) */
     PyObject **objs = NULL;
     Py_ssize_t na = 0, j;
+    Pick *tpicks = NULL;   /* a long page's top: its picks (see Kernel.long_page) */
+    uint64_t *tfps = NULL; /* ... and their fingerprints */
+    PyObject **tobjs = NULL;
+    Py_ssize_t nt = 0, tsize = 0;
     PyObject *result = NULL, *stream = NULL, *exact = NULL, *anchors = NULL, *sketch = NULL;
     PyObject *limit = NULL, *places = NULL;
     Py_ssize_t len;
@@ -710,7 +771,7 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
      * with room for each array's alignment. */
     Py_ssize_t m = k->max_sentences;
     size_t per = 4 + sizeof *off + sizeof *buf + 2 * sizeof *svals + sizeof *spos;
-    arena_open(k, &arena, ((size_t)n + 1) * per + 4 + (size_t)m * (3 * sizeof *picks + 16)
+    arena_open(k, &arena, ((size_t)n + 1) * per + 4 + (size_t)m * (3 * sizeof *picks + 64)
                               + (size_t)(4 * k->sketch_size + 16) * sizeof *slots + 16 * 12);
     if (k->hash_bytes) {
         u8 = arena_take(&arena, (size_t)n * 4 + 4);
@@ -787,27 +848,13 @@ static PyObject *Kernel_prepare(Kernel *k, PyObject *text)
     /* Each start's shingle: its hash mixed, sampled for the sketch, kept among the picks. */
 #define SHINGLE_AT(I, E)                                                                      \
     do {                                                                                      \
-        uint64_t h = hw ^ salt;                                                               \
-        h ^= h >> 33;                                                                         \
-        h *= MIX1;                                                                            \
-        h ^= h >> 33;                                                                         \
-        h *= MIX2;                                                                            \
-        h ^= h >> 33;                                                                         \
+        uint64_t h = shingle_hash(hw, salt);                                                  \
         if ((h & mask) == 0) {                                                                \
             spos[ns] = (uint32_t)(I);                                                         \
             svals[ns++] = h >> shift;                                                         \
         }                                                                                     \
-        if (h <= thr.h) {                                                                     \
-            Pick p = {h, (I), (E)};                                                           \
-            if (pick_less(&p, &thr)) {                                                        \
-                picks[size++] = p;                                                            \
-                if (size == 3 * m) {                                                          \
-                    select_picks(picks, size, m);                                             \
-                    size = m;                                                                 \
-                    thr = picks[m - 1];                                                       \
-                }                                                                             \
-            }                                                                                 \
-        }                                                                                     \
+        if (h <= thr.h)                                                                       \
+            keep_pick(picks, &size, &thr, (Pick){h, (I), (E)}, m);                            \
     } while (0)
 shingle_pass:
     hw = 0;
@@ -891,36 +938,8 @@ shingled:
     }
     sort_picks(picks, size);
     uint64_t least = picks[0].h; /* the smallest hash of all (the picks kept the smallest) */
-    for (i = 0; i < size; i++) {
-        Py_ssize_t s0 = picks[i].start, slen = picks[i].end - s0;
-        if (i > 0 && picks[i].h == picks[i - 1].h && picks[i - 1].end - picks[i - 1].start == slen
-            && memcmp(buf + picks[i - 1].start, buf + s0, (size_t)slen * sizeof *buf) == 0)
-            continue; /* the same shingle again: the same fingerprint */
-        uint64_t v;
-        PyObject *o;
-        if (hash_key(k, buf, u8, off, s0, picks[i].end, &v, &o) < 0)
-            goto done;
-        for (j = 0; j < na && fps[j] != v; j++)
-            ;
-        if (j < na) {
-            Py_XDECREF(o);
-            continue;
-        }
-        fps[na] = v;
-        objs[na++] = o; /* NULL when no Python call made one */
-    }
-    /* With farmhash in place no anchor is an object yet: the DocPrint keeps them packed. */
-    const int packed = k->fp64 && u8;
-    if (!packed) {
-        anchors = PyTuple_New(na);
-        if (!anchors)
-            goto done;
-        for (j = 0; j < na; j++) {
-            if (!objs[j] && !(objs[j] = PyLong_FromUnsignedLongLong(fps[j])))
-                goto done;
-            PyTuple_SET_ITEM(anchors, j, Py_NewRef(objs[j]));
-        }
-    }
+    if (pick_fingerprints(k, buf, u8, off, picks, size, fps, objs, &na) < 0)
+        goto done;
 
     /* The sketch: the sampled values, ascending, without repeats, cut at sketch_size. */
     memcpy(kept, svals, (size_t)ns * sizeof *kept);
@@ -969,6 +988,89 @@ shingled:
                 pl[slots[at]] = spos[i];
         }
     }
+    /* A long page (its values reach long_page; no place is past len): its top's anchors and
+     * the whole page's, in turn, top first. Its top's are picked among the sampled shingles
+     * that start in its first 1/top_part, by their sketch value (then their start). */
+    Py_ssize_t reach = 0;
+    if (len > k->long_page)
+        for (i = 0; i < u; i++)
+            if (pl[i] > reach)
+                reach = pl[i];
+    if (reach >= k->long_page) {
+        if (!(tpicks = arena_take(&arena, (size_t)m * 3 * sizeof *tpicks))
+            || !(tfps = arena_take(&arena, (size_t)m * sizeof *tfps))
+            || !(tobjs = arena_take(&arena, (size_t)m * sizeof *tobjs)))
+            goto done;
+        /* The shingles that start in the first 1/top_part, hashed again (rolled as above,
+         * one start at a time: a long page's top is an eighth of it). */
+        const Py_ssize_t top_end = len / k->top_part;
+        Pick tthr = {UINT64_MAX, PY_SSIZE_T_MAX, 0};
+        hw = 0;
+        pw = 1;
+        e = acc = 0;
+        for (i = 0; i < top_end; i++) {
+            while (acc < width && e < len) {
+                uint32_t c = buf[e++];
+                acc += c >= wide ? wu : nu;
+                hw += (uint64_t)c * pw;
+                pw *= B;
+            }
+            if (acc < width) /* (no shingle starts here: never in a long page's top) */
+                break;
+            keep_pick(tpicks, &tsize, &tthr, (Pick){shingle_hash(hw, salt), i, e}, m);
+            uint32_t c = buf[i];
+            acc -= c >= wide ? wu : nu;
+            hw = (hw - c) * BI;
+            pw *= BI;
+        }
+        if (tsize > m) {
+            select_picks(tpicks, tsize, m);
+            tsize = m;
+        }
+        sort_picks(tpicks, tsize);
+        if (pick_fingerprints(k, buf, u8, off, tpicks, tsize, tfps, tobjs, &nt) < 0)
+            goto done;
+        uint64_t *mf = arena_take(&arena, (size_t)m * 2 * sizeof *mf);
+        PyObject **mo = mf ? arena_take(&arena, (size_t)m * 2 * sizeof *mo) : NULL;
+        if (!mo)
+            goto done;
+        Py_ssize_t nm = 0, a = 0, b = 0;
+        while (nm < 2 * m && (a < nt || b < na)) {
+            for (int side = 0; side < 2 && nm < 2 * m; side++) {
+                uint64_t *from = side ? fps : tfps;
+                PyObject **with = side ? objs : tobjs;
+                Py_ssize_t *at = side ? &b : &a;
+                if (*at >= (side ? na : nt))
+                    continue;
+                uint64_t v = from[*at];
+                PyObject **slot = &with[(*at)++];
+                for (j = 0; j < nm && mf[j] != v; j++)
+                    ;
+                if (j < nm)
+                    continue; /* a repeat: its object is released below */
+                mf[nm] = v;
+                mo[nm++] = *slot; /* moved */
+                *slot = NULL;
+            }
+        }
+        for (j = 0; j < na; j++)
+            Py_XDECREF(objs[j]);
+        fps = mf;
+        objs = mo;
+        na = nm;
+    }
+    /* With farmhash in place no anchor is an object yet: the DocPrint keeps them packed. */
+    const int packed = k->fp64 && u8;
+    if (!packed) {
+        anchors = PyTuple_New(na);
+        if (!anchors)
+            goto done;
+        for (j = 0; j < na; j++) {
+            if (!objs[j] && !(objs[j] = PyLong_FromUnsignedLongLong(fps[j])))
+                goto done;
+            PyTuple_SET_ITEM(anchors, j, Py_NewRef(objs[j]));
+        }
+    }
     limit = PyLong_FromUnsignedLongLong(limit_v);
     if (!limit)
         goto done;
@@ -989,6 +1091,8 @@ shingled:
 done:
     for (j = 0; j < na; j++)
         Py_XDECREF(objs[j]);
+    for (j = 0; j < nt; j++)
+        Py_XDECREF(tobjs[j]);
     Py_XDECREF(stream);
     Py_XDECREF(exact);
     Py_XDECREF(anchors);
@@ -1002,22 +1106,25 @@ done:
 static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"ends", "shingle", "wide", "wide_units", "narrow_units",
-                             "max_sentences", "sketch_rate", "sketch_size", "sketch_bits",
+                             "max_sentences", "long_page", "top_part", "sketch_rate",
+                             "sketch_size", "sketch_bits",
                              "base", "salt", "hashfunc", "fold", "default_process", "docprint",
                              "hash_bytes", "fingerprint64", NULL};
     PyObject *ends, *hashfunc, *fold, *dproc, *docprint;
-    Py_ssize_t shingle, wide_units, narrow_units, max_sentences, sketch_rate, sketch_size,
-        sketch_bits;
+    Py_ssize_t shingle, wide_units, narrow_units, max_sentences, long_page, top_part,
+        sketch_rate, sketch_size, sketch_bits;
     unsigned long wide;
     unsigned long long base, salt;
     int hash_bytes = 0;
     unsigned long long fp64 = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "UnknnnnnnKKOOOO|pK", kwlist, &ends, &shingle,
-                                     &wide, &wide_units, &narrow_units, &max_sentences,
-                                     &sketch_rate, &sketch_size, &sketch_bits, &base, &salt,
-                                     &hashfunc, &fold, &dproc, &docprint, &hash_bytes, &fp64))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "UnknnnnnnnnKKOOOO|pK", kwlist, &ends,
+                                     &shingle, &wide, &wide_units, &narrow_units,
+                                     &max_sentences, &long_page, &top_part, &sketch_rate,
+                                     &sketch_size, &sketch_bits, &base, &salt, &hashfunc,
+                                     &fold, &dproc, &docprint, &hash_bytes, &fp64))
         return -1;
     if (shingle < 1 || wide_units < 1 || narrow_units < 1 || max_sentences < 1
+        || long_page < 1 || top_part < 1
         || sketch_size < 1 || sketch_rate < 1 || (sketch_rate & (sketch_rate - 1))
         || sketch_bits < 1 || sketch_bits > 63 || !(base & 1)) {
         PyErr_SetString(PyExc_ValueError, "nshash.text._kernel: parameter out of range");
@@ -1071,6 +1178,8 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds)
     k->wide_units = wide_units;
     k->narrow_units = narrow_units;
     k->max_sentences = max_sentences;
+    k->long_page = long_page;
+    k->top_part = top_part;
     k->sketch_size = sketch_size;
     k->mask = (uint64_t)sketch_rate - 1;
     k->shift = 64 - (int)sketch_bits;

@@ -31,9 +31,10 @@ from __future__ import annotations
 import hashlib
 import re
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import zip_longest
 from typing import TYPE_CHECKING, Any
 
 import farmhash
@@ -123,6 +124,17 @@ _B_INV = pow(_B, -1, 1 << 64)
 _MIX1, _MIX2 = 0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53
 _SALT = 0x9E3779B97F4A7C15
 _S_SKETCH = 64 - SKETCH_BITS
+
+#: A page whose sketch values reach this far into its keyed stream (a value's place, in
+#: characters) is long (:func:`is_long`). A 20,000-character page whose story is its first
+#: 2,000 (then comments, then its site's infinite scroll) has few of its smallest hashes in
+#: its story, so its ``n`` anchors would mostly miss the story's copies. A long page offers
+#: the anchor candidates of its top (its first 1/:data:`TOP_PART`) beside those of the whole
+#: page, in turn (:func:`interleave`), and a store takes twice as many anchors of it
+#: (:func:`anchors_wanted`): ``n`` as a shorter page would, and ``n`` from its top. The
+#: guard's top rule (``assign.misses_top``) reads long pages by the same measure.
+LONG_PAGE = 8000
+TOP_PART = 8
 
 #: Code points from here up weigh 3 units in a shingle (CJK, kana, Hangul); every other code
 #: point weighs the Fingerprinter's ``letter_units`` (:data:`LETTER_UNITS` by default).
@@ -225,6 +237,28 @@ def _unpacked(packed: bytes) -> tuple[tuple[int, ...], tuple[int, ...]]:
     words = memoryview(packed).cast("Q")
     n = words[0] + 1
     return tuple(words[1:n]), tuple(words[n:])
+
+
+def _fingerprints(h: Callable[[str], int], stream: str, picks: Any, ends: Any) -> list[int]:
+    """The fingerprints of the shingles of *stream* that start at *picks* (numpy indexes)."""
+    starts = picks.tolist()
+    return [h(stream[i:e]) for i, e in zip(starts, ends[picks].tolist(), strict=True)]
+
+
+def interleave(top: Sequence[int], whole: Sequence[int], most: int) -> tuple[int, ...]:
+    """A long page's anchor candidates: those of its top and those of the whole page taken in
+    turn (the top's first), without repeats, at most *most* (see :data:`LONG_PAGE`).
+
+    Example:
+        >>> interleave((1, 2, 3), (4, 1, 5, 6), 5)
+        (1, 4, 2, 3, 5)
+    """
+    out: dict[int, None] = {}
+    for pair in zip_longest(top, whole):
+        for h in pair:
+            if h is not None:
+                out[h] = None
+    return tuple(out)[:most]
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,6 +399,25 @@ def read_places(places: bytes, count: int) -> list[int]:
     return at.tolist()
 
 
+def is_long(places: bytes, count: int) -> bool:
+    """Whether a page whose *count* sketch values lie at *places* (:attr:`DocPrint.places`)
+    is long: its values reach :data:`LONG_PAGE` into its stream (without places, not)."""
+    at = read_places(places, count)
+    return bool(at) and max(at) >= LONG_PAGE
+
+
+def anchors_wanted(doc: DocPrint, n: int) -> int:
+    """How many of *doc*'s anchor candidates a store takes as its anchors (the first that are
+    not common): *n*, or twice *n* for a long page (:data:`LONG_PAGE`), whose candidates are
+    those of its top and of the whole page in turn.
+
+    Example:
+        >>> anchors_wanted(DocPrint((1, 2), (5,), 9), 16)
+        16
+    """
+    return 2 * n if is_long(doc.places, len(doc.sketch)) else n
+
+
 class Fingerprinter:
     """Turns texts into :class:`DocPrint` values with one fixed configuration.
 
@@ -377,7 +430,8 @@ class Fingerprinter:
         delimiters: the characters that end a sentence (a period always ends one when a
             space or the end of the text follows).
         max_sentences: how many anchor candidates a document offers (default ``n + 8``:
-            spares for shingles the store knows to be boilerplate).
+            spares for shingles the store knows to be boilerplate); a long page offers up to
+            twice as many, those of its top and of the whole page (:data:`LONG_PAGE`).
         shingle: a shingle's weight in units (a CJK character weighs 3, other letters and
             digits ``letter_units``). Shorter shingles survive denser edits; longer ones are
             rarer by chance.
@@ -453,6 +507,8 @@ class Fingerprinter:
             wide_units=_WIDE_UNITS,
             narrow_units=self.letter_units,
             max_sentences=self.max_sentences,
+            long_page=LONG_PAGE,
+            top_part=TOP_PART,
             sketch_rate=self.sketch_rate,
             sketch_size=self.sketch_size,
             sketch_bits=SKETCH_BITS,
@@ -570,10 +626,7 @@ class Fingerprinter:
             picks = picks[np.argsort(hashes[picks], kind="stable")]
         else:
             picks = np.argsort(hashes, kind="stable")
-        starts = picks.tolist()
-        anchors = tuple(
-            dict.fromkeys(h(stream[i:e]) for i, e in zip(starts, ends[picks].tolist(), strict=True))
-        )
+        anchors = tuple(dict.fromkeys(_fingerprints(h, stream, picks, ends)))
         shift = np.uint64(_S_SKETCH)
         at = np.flatnonzero((hashes & np.uint64(self.sketch_rate - 1)) == 0)
         # np.unique's index is each value's first occurrence: its place in the stream.
@@ -587,6 +640,10 @@ class Fingerprinter:
         if not len(sampled):
             least = int(np.argmin(hashes))
             sampled, places = hashes[least : least + 1] >> shift, np.array([least])
+        if int(places.max()) >= LONG_PAGE:  # its top's anchors too
+            picks = np.argsort(hashes[: len(stream) // TOP_PART], kind="stable")[:m]
+            top = tuple(dict.fromkeys(_fingerprints(h, stream, picks, ends)))
+            anchors = interleave(top, anchors, 2 * m)
         sketch = tuple(sampled.tolist())
         return DocPrint(anchors, sketch, exact, limit, places.astype(np.uint32).tobytes())
 

@@ -67,7 +67,7 @@ _FULLWIDTH_KEPT = (*range(0xFF10, 0xFF1A), *range(0xFF41, 0xFF5B))
 _BMP = 0x10000
 
 #: The interface version of the extension this module drives (``KERNEL_ABI`` in _kernel.c).
-ABI = 10
+ABI = 11
 
 
 def load_extension(module: str, abi: int, what: str) -> tuple[Any, str]:
@@ -154,6 +154,8 @@ def compile_kernel(
     wide_units: int,
     narrow_units: int,
     max_sentences: int,
+    long_page: int,
+    top_part: int,
     sketch_rate: int,
     sketch_size: int,
     sketch_bits: int,
@@ -185,6 +187,8 @@ def compile_kernel(
         wide_units,
         narrow_units,
         max_sentences,
+        long_page,
+        top_part,
         sketch_rate,
         sketch_size,
         sketch_bits,

@@ -27,7 +27,7 @@
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 27 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 28 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -391,8 +391,10 @@ static PyObject *sketch_guard(PyObject *self, PyObject *args)
 #define EDIT_COVER 0.6    /* assign.EDIT_COVER: ... covering this share of those compared */
 #define EDIT_DENSITY 0.35 /* assign.EDIT_DENSITY: ... this share of it shared */
 #define EDIT_GAP 10       /* assign.EDIT_GAP: ... no unshared run over 1 in this many of it */
-#define LONG_PAGE 8000    /* assign.LONG_PAGE: a page whose values reach this far ... */
+#define LONG_PAGE 8000    /* fingerprint.LONG_PAGE: a page whose values reach this far ... */
 #define TOP_SHARE 8       /* assign.TOP_SHARE: ... sharing in its first 1/8 ... */
+#define TOP_LOW 0.2       /* assign.TOP_LOW: a long page scoring this judged on its top ... */
+#define TOP_LEAST 6       /* assign.TOP_LEAST: ... where its top holds this many values */
 #define TOP_FEW 8         /* assign.TOP_FEW: ... at most 1 value in 8 ... */
 #define GROUP_OWN 8       /* assign.GROUP_OWN: ... with a group 1/8 its own is refused */
 
@@ -2987,7 +2989,56 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         if (seen)
             goto fallback; /* a retry: the Python path answers it */
     }
-    /* The anchors: the first n candidates that are not common (all of them if none is). */
+    /* The document's sketch is merged with a group's or kept packed as it is: it must be
+     * ascending, as the text pipeline makes it (anything else goes the Python way). */
+    Py_ssize_t nd = pk ? pk_words - 1 - pk_n : PyTuple_GET_SIZE(sketch);
+    if (!(dv = PyMem_Malloc((size_t)(nd ? nd : 1) * sizeof *dv))
+        || !(live = PyMem_Malloc((size_t)(nd ? nd : 1) * sizeof *live))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    {
+        uint64_t prev = 0, v;
+        for (i = 0; i < nd; i++) {
+            if (pk)
+                memcpy(&v, pk + (pk_n + i) * sizeof v, sizeof v);
+            else if ((rc = sketch_value(PyTuple_GET_ITEM(sketch, i), &v)) != 0)
+                goto fail_or_fallback;
+            if (i && v <= prev)
+                goto fallback;
+            dv[i] = prev = v;
+        }
+    }
+    if (nd && PyBytes_CheckExact(args[14])
+        && PyBytes_GET_SIZE(args[14]) == nd * (Py_ssize_t)sizeof(uint32_t)) {
+        if (!(dpos = PyMem_Malloc((size_t)nd * sizeof *dpos))
+            || !(lpos = PyMem_Malloc((size_t)nd * sizeof *lpos))) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        memcpy(dpos, PyBytes_AS_STRING(args[14]), (size_t)nd * sizeof *dpos);
+    }
+    if (shift) { /* narrow(doc): the values and the limit (kept as it is from no_limit on) */
+        int keep_limit = doc_limit >= no_limit;
+        if (narrow_values(dv, dpos, &nd, (int)shift, &doc_limit, &keep_limit))
+            goto fallback;
+        if (!keep_limit && !(dlim = PyLong_FromUnsignedLongLong(doc_limit)))
+            goto done;
+    }
+    if (!dlim)
+        dlim = Py_NewRef(doc_limit_o);
+    /* The anchors: the first n candidates that are not common (all of them if none is), 2n
+     * of a long page (fingerprint.anchors_wanted: its values reach LONG_PAGE). */
+    if (dpos) {
+        reach = 0;
+        for (i = 0; i < nd; i++)
+            if (dpos[i] > reach)
+                reach = dpos[i];
+        if (reach >= LONG_PAGE)
+            n *= 2;
+    }
+    if (n > FAST_ANCHORS)
+        goto fallback;
     if (pk) { /* packed: the values picked, made into ints (the only ones made) */
         uint64_t sv[FAST_ANCHORS];
         if (((AnchorMap *)common)->n) {
@@ -3045,44 +3096,6 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
         if (!known[i] && PyErr_Occurred())
             goto done;
     }
-    /* The document's sketch is merged with a group's or kept packed as it is: it must be
-     * ascending, as the text pipeline makes it (anything else goes the Python way). */
-    Py_ssize_t nd = pk ? pk_words - 1 - pk_n : PyTuple_GET_SIZE(sketch);
-    if (!(dv = PyMem_Malloc((size_t)(nd ? nd : 1) * sizeof *dv))
-        || !(live = PyMem_Malloc((size_t)(nd ? nd : 1) * sizeof *live))) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    {
-        uint64_t prev = 0, v;
-        for (i = 0; i < nd; i++) {
-            if (pk)
-                memcpy(&v, pk + (pk_n + i) * sizeof v, sizeof v);
-            else if ((rc = sketch_value(PyTuple_GET_ITEM(sketch, i), &v)) != 0)
-                goto fail_or_fallback;
-            if (i && v <= prev)
-                goto fallback;
-            dv[i] = prev = v;
-        }
-    }
-    if (nd && PyBytes_CheckExact(args[14])
-        && PyBytes_GET_SIZE(args[14]) == nd * (Py_ssize_t)sizeof(uint32_t)) {
-        if (!(dpos = PyMem_Malloc((size_t)nd * sizeof *dpos))
-            || !(lpos = PyMem_Malloc((size_t)nd * sizeof *lpos))) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        memcpy(dpos, PyBytes_AS_STRING(args[14]), (size_t)nd * sizeof *dpos);
-    }
-    if (shift) { /* narrow(doc): the values and the limit (kept as it is from no_limit on) */
-        int keep_limit = doc_limit >= no_limit;
-        if (narrow_values(dv, dpos, &nd, (int)shift, &doc_limit, &keep_limit))
-            goto fallback;
-        if (!keep_limit && !(dlim = PyLong_FromUnsignedLongLong(doc_limit)))
-            goto done;
-    }
-    if (!dlim)
-        dlim = Py_NewRef(doc_limit_o);
     if (width == 4)
         for (i = 0; i < nd; i++)
             if (dv[i] >> 32)
@@ -3217,15 +3230,12 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
                 judged_theirs = theirs - gone;
             }
         }
-        /* A long page whose top shares nothing with the group (assign.misses_top). */
-        if (score >= theta && dpos && (judged_theirs - judged_same) * GROUP_OWN >= judged_theirs) {
-            if (reach < 0) {
-                reach = 0;
-                for (i = 0; i < nd; i++)
-                    if (dpos[i] > reach)
-                        reach = dpos[i];
-            }
-            if (reach >= LONG_PAGE) {
+        /* A long page is judged on its top: refused where its top shares nothing with the
+         * group (assign.misses_top), scored by its top where a little short (top_share). */
+        const int refuses = score >= theta
+                            && (judged_theirs - judged_same) * GROUP_OWN >= judged_theirs;
+        if ((refuses || (score < theta && score >= TOP_LOW)) && dpos) {
+            if (reach >= LONG_PAGE) { /* (reach: read with the anchors, from dpos) */
                 if (!order && page_order_for(lpos, nlive, &okeys, &order, &flags) < 0)
                     goto done;
                 Py_ssize_t nf = flags_in(live, mine, order, nlive, shared[k], same, flags);
@@ -3234,8 +3244,12 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
                     top = nf;
                 for (Py_ssize_t t = 0; t < top; t++)
                     few += flags[t];
-                if (nf && few * TOP_FEW <= top)
-                    score = 0.0;
+                if (refuses) {
+                    if (nf && few * TOP_FEW <= top)
+                        score = 0.0;
+                } else if (nf && top >= TOP_LEAST && (double)few >= theta * (double)top) {
+                    score = (double)few / (double)top;
+                }
             }
         }
         accepted[k] = score >= theta;

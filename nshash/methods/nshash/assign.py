@@ -74,11 +74,16 @@ values in the range both sketches cover, it joins (its anchors lead to the group
 group's sketch stays as it was; a group of fewer than :data:`LONGER_FROM` values (a flash
 whose full story arrives later) takes the page's values all the same.
 
-**A long page's story is at its top** (:func:`misses_top`). A long page whose anchors miss
-its story's group starts a group of its own, which then holds its site's scroll; the site's
-next long page shares the scroll with it. A page whose sampled text reaches
-:data:`LONG_PAGE` units into its stream and whose top (its first 1/:data:`TOP_SHARE` of
-values) shares (next to) nothing with a group that has text of its own is refused there.
+**A long page's story is at its top** (:func:`misses_top`, :func:`top_share`). A page
+whose sampled text reaches :data:`~nshash.text.fingerprint.LONG_PAGE` characters into its
+stream is long: it takes twice the anchors, half of them from its top
+(:func:`~nshash.text.fingerprint.anchors_wanted`), so a story of 2,000 characters above 18,000
+of comments and its site's scroll still leads to its copies. A long page whose anchors miss
+its story's group anyway starts a group of its own, which then holds its site's scroll; the
+site's next long page shares the scroll with it. So a long page is judged on its top (its
+first 1/:data:`TOP_SHARE` of values): it is refused where its top shares (next to) nothing
+with a group that has text of its own, and it joins a group that holds most of its top even
+where the rest of the two differs (two long pages of one story, under comments of their own).
 
 **A copy adds its story's text to the group, not its site's wrapper** (:func:`story_span`).
 What a copy shares with its story lies between its site's header and its related block and
@@ -101,7 +106,7 @@ from typing import Protocol
 
 from ...errors import ConfigError
 from ...results import Assignment, Candidate, DocMeta, DocumentRecord, Explanation
-from ...text.fingerprint import NO_LIMIT, DocPrint, read_places
+from ...text.fingerprint import NO_LIMIT, DocPrint, anchors_wanted, is_long, read_places
 from .compiled import compiled, either
 
 __all__ = [
@@ -120,6 +125,7 @@ __all__ = [
     "kinship",
     "lookup",
     "misses_top",
+    "top_share",
     "page_flags",
     "resolve",
     "set_aside",
@@ -354,8 +360,10 @@ def resolve(tables: Parents, gid: int) -> int:
 
 
 def _select(tables: Tables, doc: DocPrint, n: int) -> tuple[int, ...]:
+    """The document's anchors: its first candidates that are not common (all of the first if
+    every one is), *n* of them, or twice *n* for a long page (:func:`anchors_wanted`)."""
     live = tables.not_common(doc.sentences)
-    return tuple((live or doc.sentences)[:n])
+    return tuple((live or doc.sentences)[: anchors_wanted(doc, n)])
 
 
 def _known(tables: Tables, anchors: tuple[int, ...]) -> dict[int, int | None]:
@@ -405,8 +413,10 @@ def unframed(
     candidate that passes), and where the values not shared leave room for the unshared run
     a frame surrounds. A candidate short of ``theta`` by a little (at least :data:`EDIT_LOW`)
     is read for scattered edits instead (:func:`edits_in`): a copy with typos all through it
-    has them left out of both counts, and may pass. A long page that passes is refused where
-    its top shares next to nothing with the group (:func:`misses_top`). The online placement and the
+    has them left out of both counts, and may pass. A long page is judged on its top: one
+    that passes is refused where its top shares next to nothing with the group
+    (:func:`misses_top`), and one short of ``theta`` (scoring at least :data:`TOP_LOW`)
+    joins where the group holds most of its top (:func:`top_share`). The online placement and the
     Spark job's pairs judge through it."""
     mine = found.document_values
     unshared = mine - found.shared
@@ -431,16 +441,19 @@ def unframed(
                 policy,
                 edits=edits,
             )
-    if again.score >= policy.theta and misses_top(
-        again, sketch, places, limit, common, more, shared
-    ):
-        return replace(again, score=0.0, long_page=True)
+    if again.score >= policy.theta:
+        if misses_top(again, sketch, places, limit, common, more, shared):
+            return replace(again, score=0.0, long_page=True)
+    elif again.score >= TOP_LOW:
+        top = top_share(sketch, places, limit, common, more, shared)
+        if top >= policy.theta:
+            return replace(again, score=top, long_page=True)
     return again
 
 
-#: The top rule (:func:`misses_top`): a page whose sampled text reaches this far into its
-#: stream (in the stream's units: letters, digits and CJK characters) ...
-LONG_PAGE = 8000
+#: The top rule (:func:`misses_top`) reads a long page
+#: (:data:`~nshash.text.fingerprint.LONG_PAGE`: its sampled text reaches 8,000 characters
+#: into its stream; it also takes twice the anchors) ...
 
 #: ... and that shares at most one in :data:`TOP_FEW` of the first 1/this of its values
 #: compared (in page order) ...
@@ -472,7 +485,7 @@ def misses_top(
     group then holds the site's scroll: the site's next long page, about another story, shares
     the scroll with it, well over ``theta``. What tells them apart is where the shared text
     lies: a copy of the page, or of its story, shares its top, and the scroll lies below.
-    So a page whose sketch values reach :data:`LONG_PAGE` units into its stream, whose first
+    So a long page (:func:`~nshash.text.fingerprint.is_long`) whose first
     1/:data:`TOP_SHARE` of the values compared (in page order, as :func:`page_flags` reads
     them) holds at most one in :data:`TOP_FEW` that the group holds (a stray phrase of the
     comments below its story), is refused, where at least 1/:data:`GROUP_OWN` of the group's
@@ -482,12 +495,57 @@ def misses_top(
     The compiled core's ``fast_assign`` and the Redis scripts decide the same."""
     if (found.group_values - found.shared) * GROUP_OWN < found.group_values:
         return False
-    at = read_places(places, len(sketch))
-    if not at or max(at) < LONG_PAGE:
-        return False
+    top = _top_flags(sketch, places, limit, common, more, shared)
+    return bool(top) and sum(top) * TOP_FEW <= len(top)
+
+
+#: The top's share (:func:`top_share`): a long page that scores at least this against a
+#: group ...
+TOP_LOW = 0.2
+
+#: ... and whose top holds at least this many of the values compared ...
+TOP_LEAST = 6
+
+
+def top_share(
+    sketch: Sequence[int],
+    places: bytes,
+    limit: int,
+    common: Collection[int],
+    more: Collection[int],
+    shared: Iterable[int],
+) -> float:
+    """The share of a long page's top (its first 1/:data:`TOP_SHARE` of the values compared,
+    in page order) that a group holds: the score a long page that scores at least
+    :data:`TOP_LOW` against the group is judged by, where it reaches ``theta``. 0 for a page
+    that is not long, or whose top holds fewer than :data:`TOP_LEAST` values compared.
+
+    Two long pages of one story (its 2,000 characters, then 18,000 of comments of their own
+    and their site's scroll, partly the same) share a fifth to two fifths of their sketches,
+    and a group begun by the first holds little else of the second: but the second's top is
+    the story, which the group holds. A long page of another story shares the scroll, lower
+    down, and not its top. The compiled core's ``fast_assign`` and the Redis scripts decide
+    the same."""
+    top = _top_flags(sketch, places, limit, common, more, shared)
+    if len(top) < TOP_LEAST:
+        return 0.0
+    return sum(top) / len(top)
+
+
+def _top_flags(
+    sketch: Sequence[int],
+    places: bytes,
+    limit: int,
+    common: Collection[int],
+    more: Collection[int],
+    shared: Iterable[int],
+) -> list[bool]:
+    """The first 1/:data:`TOP_SHARE` of a long page's :func:`page_flags` (at least one, where
+    it has any); empty for a page that is not long."""
+    if not is_long(places, len(sketch)):
+        return []
     flags = page_flags(sketch, places, limit, common, more, shared)
-    top = flags[: max(1, len(flags) // TOP_SHARE)]
-    return bool(flags) and sum(top) * TOP_FEW <= len(top)
+    return flags[: max(1, len(flags) // TOP_SHARE)]
 
 
 #: The frame rule (:func:`frame_of`): a page compared on fewer values than this has no shared

@@ -82,7 +82,14 @@ from ...results import (
 )
 from ...stores.durable import DAMAGE, PARTS, JournaledFile, LineEncoder, count, reason
 from ...stores.url import FSYNC_POLICIES
-from ...text.fingerprint import NARROW_BITS, NO_LIMIT, SKETCH_BITS, DocPrint, narrow
+from ...text.fingerprint import (
+    NARROW_BITS,
+    NO_LIMIT,
+    SKETCH_BITS,
+    DocPrint,
+    anchors_wanted,
+    narrow,
+)
 from . import corrections
 from .assign import (
     NO_HASHES,
@@ -1684,7 +1691,7 @@ class MemoryStore(Store):
             doc.sketch if packed is None else None,
             doc.exact,
             doc.limit,
-            policy.n,
+            policy.n,  # (twice as many of a long page, counted by fast_assign itself)
             policy.theta,
             policy.min_overlap,
             policy.sketch_cap,
@@ -1721,7 +1728,7 @@ class MemoryStore(Store):
             return None
         common, fp = t.common, t.fp
         live = [h for h in doc.sentences if h not in common] if common else doc.sentences
-        if any(h in fp for h in (live or doc.sentences)[: policy.n]):
+        if any(h in fp for h in (live or doc.sentences)[: anchors_wanted(doc, policy.n)]):
             return None  # a candidate (perhaps expired: assign hides it)
         placed = self._fast(t, doc, policy, doc_id, title, meta)
         if placed is None:

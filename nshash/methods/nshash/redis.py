@@ -811,6 +811,9 @@ class RedisStore(Store):
             )
             if top == b"1":  # a long page whose top missed the group (assign.misses_top)
                 found = dataclasses.replace(found, score=0.0, long_page=True)
+            elif b"/" in top:  # a long page scored by its top (assign.top_share)
+                few, size = top.split(b"/")
+                found = dataclasses.replace(found, score=int(few) / int(size), long_page=True)
             candidates.append(found)
         return finish_explanation(
             chosen,

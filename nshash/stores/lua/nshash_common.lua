@@ -309,6 +309,21 @@ end
 -- list in the order of the sketch values sent ('' or no p: none). Filled by hashes().
 local PLACES = nil
 
+-- fingerprint.LONG_PAGE (assign.LONG_PAGE): a page whose values reach this far is long.
+local LONG_PAGE = 8000
+
+-- How far the document's sketch values reach into its stream (0 without places).
+local REACH = nil
+local function reach()
+  if not REACH then
+    REACH = 0
+    for _, p in pairs(PLACES or {}) do
+      if p > REACH then REACH = p end
+    end
+  end
+  return REACH
+end
+
 local function hashes(s, with_sketch, p)
   local all, ns = cjson.decode(ARGV[s]), tonumber(ARGV[s + 1])
   local sent = ARGV[s + 2]
@@ -347,8 +362,10 @@ local function hashes(s, with_sketch, p)
   return all, ns, smis(K_COMMON, all, not with_sketch and ns or nil), limit
 end
 
--- _select: the first n sentences that are not common, or the first n if all are.
+-- _select: the first n sentences that are not common, or the first n if all are; twice n
+-- for a long page (fingerprint.anchors_wanted).
 local function select_anchors(all, ns, flags, n)
+  if reach() >= LONG_PAGE then n = 2 * n end
   local anchors, idx = {}, {}
   for i = 1, ns do
     if flags[i] == 0 then
@@ -416,8 +433,8 @@ local END_LEAST, FRAME_LEAST, FRAME_GAP, FRAME_SHARE, END_SHARE = 6, 12, 3, 4, 4
 local LONGER, LONGER_FROM = 4, 128  -- assign.LONGER, assign.LONGER_FROM
 -- assign.EDIT_LOW, EDIT_LEAST, EDIT_COVER, EDIT_DENSITY, EDIT_GAP (edits_of)
 local EDIT_LOW, EDIT_LEAST, EDIT_COVER, EDIT_DENSITY, EDIT_GAP = 0.3, 24, 0.6, 0.35, 10
--- assign.LONG_PAGE, TOP_SHARE, TOP_FEW, GROUP_OWN
-local LONG_PAGE, TOP_SHARE, TOP_FEW, GROUP_OWN = 8000, 8, 8, 8
+-- assign.TOP_SHARE, TOP_FEW, GROUP_OWN, TOP_LOW, TOP_LEAST (and LONG_PAGE, above)
+local TOP_SHARE, TOP_FEW, GROUP_OWN, TOP_LOW, TOP_LEAST = 8, 8, 8, 0.2, 6
 local function frame_of(f, n, theirs)
   if n < END_LEAST or f[n] ~= 1 then return 0 end
   local lead, trail, gap, run = 0, 0, 0, 0
@@ -494,22 +511,30 @@ end
 -- against a group of which `theirs` values were compared and `same` shared (after a frame or
 -- edits): a page whose values reach LONG_PAGE into its stream, sharing at most 1/TOP_FEW of
 -- its first 1/TOP_SHARE (page order) with a group of which 1/GROUP_OWN is its own.
-local REACH = nil
-local function misses_top(mine, flags, same, theirs)
-  if not PLACES or (theirs - same) * GROUP_OWN < theirs then return false end
-  if not REACH then
-    REACH = 0
-    for _, p in pairs(PLACES) do
-      if p > REACH then REACH = p end
-    end
-  end
-  if REACH < LONG_PAGE then return false end
+-- The top of a long page (assign._top_flags): how many of its first 1/TOP_SHARE compared
+-- values (page order) are shared, and how many there are; nil for a page that is not long.
+local function top_flags(mine, flags)
+  if not PLACES or reach() < LONG_PAGE then return nil end
   local f = page_flags(mine, flags, false)
-  if not f or #f == 0 then return false end
+  if not f or #f == 0 then return nil end
   local top = math.min(math.max(1, math.floor(#f / TOP_SHARE)), #f)
   local few = 0
   for i = 1, top do few = few + f[i] end
-  return few * TOP_FEW <= top
+  return few, top
+end
+
+local function misses_top(mine, flags, same, theirs)
+  if (theirs - same) * GROUP_OWN < theirs then return false end
+  local few, top = top_flags(mine, flags)
+  return few ~= nil and few * TOP_FEW <= top
+end
+
+-- assign.top_share: the shared count and size of a long page's top where it holds at least
+-- TOP_LEAST values compared, else nil.
+local function top_share(mine, flags)
+  local few, top = top_flags(mine, flags)
+  if few == nil or top < TOP_LEAST then return nil end
+  return few, top
 end
 
 -- assign.set_aside for the compared values mine[1..n] (ascending), flags[i] 1 when shared:
@@ -593,8 +618,14 @@ local function verify(g, live, doc_limit, min_overlap, theta, sizes)
       score = score_of(same, jm, jt)
     end
   end
+  -- top: 1 for a long page refused on its top, 'few/size' for one scored by its top
   local top = 0
-  if score >= theta and misses_top(mine, flags, js, jt) then score, top = 0, 1 end
+  if score >= theta then
+    if misses_top(mine, flags, js, jt) then score, top = 0, 1 end
+  elseif score >= TOP_LOW and flags then
+    local few, size = top_share(mine, flags)
+    if few and few >= theta * size then score, top = few / size, few .. '/' .. size end
+  end
   return score, shared, jm, jt, frame, edits, top
 end
 
