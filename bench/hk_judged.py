@@ -1,7 +1,8 @@
 """Re-measure the precision of large groups on ``zh_hk_news`` against groups judged by reading.
 
 ``bench/hk_labels.json`` holds the 40 largest groups nshash made of ``zh_hk_news`` (file order,
-before issue 30), and 7 groups that entered the 40 largest since (ranks 41-47), with each
+before issue 30), 7 groups that entered the 40 largest since (ranks 41-47), and what they held
+unlabelled on 2026-12-07 (rank 48, a group; rank 49, an article that joined rank 1), with each
 document's story as judged by reading the articles (ids and story labels only, never the
 text). This script groups the archive again with a system and prints:
 
