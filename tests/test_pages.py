@@ -190,6 +190,23 @@ class TestPages:
         html = client.post("/check", data={"text": text}, headers=AUTH).text
         assert "it would start a new story" in html and "set aside as its site" in html
 
+    def test_check_says_a_long_page_was_judged_on_its_top(self, client: TestClient) -> None:
+        """A long page of a story already held by another long page (comments of their own
+        below it) joins by its top, and the page says so; a long page of another story under
+        the same scroll shares it only further down, and is a new story."""
+        from tests.test_store_contract import made_up, synthetic_text
+
+        scroll, story = made_up(800, 100), synthetic_text(70, 4)
+        first = {"text": f"{story}\n{made_up(700, 150)}\n{scroll}", "id": "long-1"}
+        assert client.post("/v1/documents", json=first, headers=AUTH).status_code == 200
+        sid = client.get("/v1/documents/long-1", headers=AUTH).json()["similar_id"]
+        second = f"{story}\n{made_up(701, 150)}\n{scroll}"
+        html = client.post("/check", data={"text": second}, headers=AUTH).text
+        assert f'href="/stories/{sid}"' in html and "judged on its top" in html
+        other = f"{synthetic_text(71, 4)}\n{made_up(702, 150)}\n{scroll}"
+        html = client.post("/check", data={"text": other}, headers=AUTH).text
+        assert "it would start a new story" in html and "judged on its top" not in html
+
     @pytest.mark.parametrize("method", ["keyed", "simhash"])
     def test_other_methods_have_no_pages(self, method: str) -> None:
         """Under NSHASH_METHOD=keyed or simhash every page says it needs the nshash method

@@ -989,8 +989,8 @@ shingled:
         }
     }
     /* A long page (its values reach long_page; no place is past len): its top's anchors and
-     * the whole page's, in turn, top first. Its top's are picked among the sampled shingles
-     * that start in its first 1/top_part, by their sketch value (then their start). */
+     * the whole page's, in turn, top first. Its top's are the m smallest hashes of the
+     * shingles that start in its first 1/top_part (then their start), as the whole's are. */
     Py_ssize_t reach = 0;
     if (len > k->long_page)
         for (i = 0; i < u; i++)

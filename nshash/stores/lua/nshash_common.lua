@@ -309,7 +309,7 @@ end
 -- list in the order of the sketch values sent ('' or no p: none). Filled by hashes().
 local PLACES = nil
 
--- fingerprint.LONG_PAGE (assign.LONG_PAGE): a page whose values reach this far is long.
+-- fingerprint.LONG_PAGE: a page whose values reach this far into its stream is long.
 local LONG_PAGE = 8000
 
 -- How far the document's sketch values reach into its stream (0 without places).
