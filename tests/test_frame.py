@@ -63,6 +63,14 @@ class TestFrameOf:
         assert assign.frame_of(flags("." * 20 + "S" * 20), 39) == 0
         assert assign.frame_of(flags("." * 20 + "S" * 20), 40) == 20
 
+    def test_a_short_end_is_set_aside_whatever_the_group_holds(self) -> None:
+        """A bio under an article: a shared end of at most a quarter of the page is its end
+        matter even where the group is little but that end (a cartoonist's strips under the
+        same bio); a longer shared end against such a group is the page's later part."""
+        assert assign.frame_of(flags("." * 30 + "S" * 10), 12) == 10
+        assert assign.frame_of(flags("." * 29 + "S" * 11), 12) == 0
+        assert assign.frame_of(flags("." * 29 + "S" * 11), 22) == 11
+
     def test_a_copy_under_a_short_new_intro_keeps_its_match(self) -> None:
         """ "Source: ...", a reporter's line, an editor's note: an unshared head under a
         quarter of the page is an intro to the shared story, not the page's own story."""
@@ -401,6 +409,23 @@ class TestOnEveryStore:
             refused_on_its_frame(nsh, f"{caption}\n\n{end}", first.similar_id, "s2")
             excerpt = f"Source: agencies.\n\n{EN_RAIL.splitlines()[0]}\n\n{end}"
             assert nsh.add(excerpt, doc_id="s3").similar_id == first.similar_id
+
+    def test_an_article_under_the_bio_of_strips_is_its_own_story(self, store_url: str) -> None:
+        """A cartoonist's strips, each a caption line above the bio and the site's footer, make
+        a group that is little but the bio; the cartoonist's article, a story under the same
+        bio, shares the bio with it: more than half of the group's values, but a small end of
+        the article. It is set aside, and the article is its own story."""
+        footer = page("Harbor Wire", "", "").rsplit("\n\n", 1)[1]
+        bio = (
+            "About the author: Vera Tan draws a strip about city life every week for the Harbor "
+            "Wire, teaches art at a secondary school and has published two collections of her "
+            "cartoons, the latest on the ferries and the people who ride them every morning."
+        )
+        article = f"{EN_TURTLES}\n{EN_ORCHARD}\n{EN_RAIL}\n{EN_CHESS}\n{EN_BAKERY}"
+        with NSHash.open(store_url) as nsh:
+            strip = nsh.add(f"The ferry at dawn.\n\n{bio}\n\n{footer}", doc_id="c1")
+            nsh.add(f"Rain on the harbor.\n\n{bio}\n\n{footer}", doc_id="c2")
+            refused_on_its_frame(nsh, f"{article}\n\n{bio}\n\n{footer}", strip.similar_id, "a1")
 
 
 #: Stress scenarios whose pages the frame rule decides (a site's wrapper around short pages,

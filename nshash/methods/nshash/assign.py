@@ -567,6 +567,11 @@ FRAME_SHARE = 4
 #: this many of the values compared (and at least :data:`FRAME_GAP` values).
 END_SHARE = 4
 
+#: ... and a shared end of at most 1/this of the values compared is set aside whatever the group
+#: holds (a bio under an article, where the group is little but that bio: a cartoonist's
+#: strips under the same bio).
+END_PART = 4
+
 
 def frame_of(shared: Sequence[bool], theirs: int) -> int:
     """How many of a page's shared values are its frame, given for each value it compared
@@ -590,9 +595,12 @@ def frame_of(shared: Sequence[bool], theirs: int) -> int:
     set aside where they are at most half of the group's values (a columnist's bio, a series
     blurb, a site's related block and footer, below the page's own text, be it a story or a
     cartoon's caption, where the group has as much text of its own; a line of the page's
-    own between the headlines of a related block and the footer changes nothing). A copy
+    own between the headlines of a related block and the footer changes nothing), or at most
+    1/:data:`END_PART` of the page's, whatever the group holds (a cartoonist's article under
+    the bio that a group of the same cartoonist's strips is little but). A copy
     under a new intro keeps its match while the intro is under a quarter of it; where the
-    group is mostly what the page shares, it is this page's later part or overlaps it (a
+    group is mostly what the page shares, and that is more than 1/:data:`END_PART` of the
+    page, the group is this page's later part or overlaps it (a
     fragment of the story that this whole copy bridges to the first part; a copy that
     dropped the first sentence, against one cut after the fourth), kept too; and a copy with
     its own site's wrapper starts with shared text (its header) or ends with unshared text
@@ -610,7 +618,7 @@ def frame_of(shared: Sequence[bool], theirs: int) -> int:
         if head < FRAME_GAP or head * END_SHARE < n:
             return 0
         held = sum(shared)
-        return held if held * 2 <= theirs else 0
+        return held if held * 2 <= theirs or held * END_PART <= n else 0
     if n < FRAME_LEAST:
         return 0
     trail = 0

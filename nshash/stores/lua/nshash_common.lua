@@ -430,6 +430,7 @@ end
 -- nshash.methods.nshash.assign.frame_of: how many of a page's shared values are its frame,
 -- given f[i] (1: shared) for its n compared values in page order and the group's count.
 local END_LEAST, FRAME_LEAST, FRAME_GAP, FRAME_SHARE, END_SHARE = 6, 12, 3, 4, 4
+local END_PART = 4  -- assign.END_PART
 local LONGER, LONGER_FROM = 4, 128  -- assign.LONGER, assign.LONGER_FROM
 -- assign.EDIT_LOW, EDIT_LEAST, EDIT_COVER, EDIT_DENSITY, EDIT_GAP (edits_of)
 local EDIT_LOW, EDIT_LEAST, EDIT_COVER, EDIT_DENSITY, EDIT_GAP = 0.3, 24, 0.6, 0.35, 10
@@ -444,7 +445,8 @@ local function frame_of(f, n, theirs)
     local head, held = 0, 0
     while f[head + 1] ~= 1 do head = head + 1 end
     for i = head + 1, n do held = held + f[i] end
-    if head >= FRAME_GAP and head * END_SHARE >= n and held * 2 <= theirs then
+    if head >= FRAME_GAP and head * END_SHARE >= n
+        and (held * 2 <= theirs or held * END_PART <= n) then
       return held
     end
     return 0
