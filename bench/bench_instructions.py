@@ -28,9 +28,11 @@ The ratio printed is the seed's instructions over the system's ("x seed speed"; 
 target is >= 1.0x for ``nshash`` on ``zh_reposts_dev``, its bar 0.6x).
 
 **Steady state** (issue 29): ``--windows 1500:3000`` counts documents 1,500 to 3,000 of each
-set instead (runs over the first 1,500 and the first 3,000, the difference divided by 1,500:
-start-up and the earlier documents subtracted). ``--synthetic 100000:101000`` counts
-documents 100,000 to 101,000 of the synthetic stream of ``bench_scale.py`` (set ``synth``):
+set instead (runs over the first 1,500 and the first 3,000, the difference divided by the
+documents placed between them: 1,500, or fewer in a set that ends sooner, such as the 785 of
+``en_reposts_dev``'s 2,285; start-up and the earlier documents subtracted).
+``--synthetic 100000:101000`` counts documents 100,000 to 101,000 of the synthetic stream of
+``bench_scale.py`` (set ``synth``):
 the first 100,000 are placed once, outside callgrind, and the state saved (the seed's
 pickled; nshash's a memory store snapshot, whose tables a ``memory://`` store adopts); each
 counted run loads that state, then places none or all of the window's documents. Then docs/s of the
@@ -241,7 +243,11 @@ def instructions(
     (from, to) of each, and the ratios; *states* holds each system's saved state (the
     ``synth`` set: its window starts where that state ends)."""
     low, high = window
-    docs = high - low
+    # A set shorter than the window is counted to its end: its documents past *low*.
+    ends = {k: high if k == "synth" else min(high, len(read_texts(data / SETS[k]))) for k in sets}
+    for k, end in ends.items():
+        if end <= low:
+            raise SystemExit(f"Error: set {k!r} has no documents past {low:,}")
     runs = [(s, k, c) for s in systems for k in sets for c in window]
 
     def one(r: tuple[str, str, int]) -> int:
@@ -254,15 +260,17 @@ def instructions(
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         totals = dict(zip(runs, pool.map(one, runs), strict=True))
     print(
-        f"\nInstructions per document (callgrind, documents {low:,} to {high:,},"
-        " start-up and the earlier documents subtracted)"
+        f"\nInstructions per document (callgrind, documents {low:,} to {high:,} or the set's"
+        " end, start-up and the earlier documents subtracted)"
     )
-    print(f"{'set':<5} {'system':<14} {'instr/doc':>12} {'x seed speed':>13}")
+    print(f"{'set':<5} {'system':<14} {'docs':>12} {'instr/doc':>12} {'x seed speed':>13}")
     for k in sets:
+        docs = ends[k] - low
         per = {s: (totals[(s, k, high)] - totals[(s, k, low)]) / docs for s in systems}
         for s in systems:
             ratio = f"{per['seed'] / per[s]:.3f}x" if "seed" in per and per[s] > 0 else "-"
-            print(f"{k:<5} {s:<14} {per[s]:>12,.0f} {ratio:>13}")
+            span = f"{low:,}-{ends[k]:,}"
+            print(f"{k:<5} {s:<14} {span:>12} {per[s]:>12,.0f} {ratio:>13}")
         sys.stdout.flush()
 
 
