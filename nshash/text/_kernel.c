@@ -484,6 +484,41 @@ static void select_picks(Pick *p, Py_ssize_t n, Py_ssize_t m)
     }
 }
 
+/* The *n* sampled values at *from* (hashes, spread evenly over [0, 2**bits)) sorted into
+ * *to*: a counting sort into about n/2 buckets by their top bits, then an insertion sort,
+ * which moves each value only within its bucket (about two a bucket). A value past the range
+ * lands in a wrong bucket and the insertion sort still puts it right (slower, never wrong).
+ * Half the instructions of sort_u64 on the sketches of news text; sort_u64 below 64. */
+static void sort_spread(const uint64_t *from, uint64_t *to, Py_ssize_t n, int bits)
+{
+    if (n < 64) {
+        memcpy(to, from, (size_t)n * sizeof *to);
+        sort_u64(to, n);
+        return;
+    }
+    int b = 5; /* 2**b buckets: 32 to 1024, at most n/2 */
+    while (b < 10 && ((Py_ssize_t)1 << (b + 1)) <= n / 2)
+        b++;
+    const int down = bits > b ? bits - b : 0;
+    const uint64_t mask = ((uint64_t)1 << b) - 1;
+    uint32_t start[1025];
+    memset(start, 0, ((size_t)mask + 2) * sizeof *start);
+    Py_ssize_t i;
+    for (i = 0; i < n; i++)
+        start[((from[i] >> down) & mask) + 1]++;
+    for (i = 1; i <= (Py_ssize_t)mask; i++)
+        start[i] += start[i - 1];
+    for (i = 0; i < n; i++)
+        to[start[(from[i] >> down) & mask]++] = from[i];
+    for (i = 1; i < n; i++) {
+        uint64_t x = to[i];
+        Py_ssize_t j = i;
+        for (; j > 0 && to[j - 1] > x; j--)
+            to[j] = to[j - 1];
+        to[j] = x;
+    }
+}
+
 static void sort_picks(Pick *p, Py_ssize_t n)
 {
     for (Py_ssize_t i = 1; i < n; i++) {
@@ -942,8 +977,7 @@ shingled:
         goto done;
 
     /* The sketch: the sampled values, ascending, without repeats, cut at sketch_size. */
-    memcpy(kept, svals, (size_t)ns * sizeof *kept);
-    sort_u64(kept, ns);
+    sort_spread(svals, kept, ns, 64 - shift);
     Py_ssize_t u = 0;
     for (i = 0; i < ns; i++)
         if (u == 0 || kept[i] != kept[u - 1])
