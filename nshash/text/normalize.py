@@ -219,9 +219,12 @@ def fold_keys(keys: str) -> str:
         keys = _FULLWIDTH.sub(_halfwidth, keys)
         if unicodedata.is_normalized("NFKC", keys) and not check(keys):
             return keys
-    # One converter call for the whole text (a call per line costs far more), then only the
-    # lines that still fail the checks take the slow path.
+    # One converter call for the whole text (a call per line costs far more); then two scans
+    # prove most converted texts done (nine in ten of zh_hk_news), and only the lines of the
+    # others that still fail the checks take the slow path.
     keys = to_simplified(keys)
+    if unicodedata.is_normalized("NFKC", keys) and not check(keys):
+        return keys
     return "\n".join(
         [
             k
