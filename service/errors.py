@@ -35,6 +35,7 @@ route both use it.
 
 from __future__ import annotations
 
+import html
 import logging
 import re
 from collections.abc import Mapping, Sequence
@@ -42,7 +43,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
@@ -60,6 +61,7 @@ __all__ = [
     "classify",
     "error_body",
     "error_response",
+    "error_response_for",
     "content_type_message",
     "install_error_handlers",
     "is_json",
@@ -120,6 +122,21 @@ def error_response(
 ) -> JSONResponse:
     """Return a JSON response in the one error shape."""
     return JSONResponse(error_body(code, message), status_code=status, headers=headers)
+
+
+def error_response_for(
+    path: str, status: int, code: str, message: str, headers: Mapping[str, str] | None = None
+) -> JSONResponse | HTMLResponse:
+    """:func:`error_response` for a request to the API (``/v1/...``); a short readable page
+    with the same status and message for one to the pages (a browser's form)."""
+    if path.startswith("/v1/") or path == "/v1":
+        return error_response(status, code, message, headers)
+    text = html.escape(message)
+    page = (
+        "<!doctype html><meta charset=utf-8><title>Not done</title><h1>Not done</h1>"
+        f"<p>{text}</p><p><a href=/>Back to the stories</a></p>"
+    )
+    return HTMLResponse(page, status_code=status, headers=headers)
 
 
 def _location(loc: Sequence[Any]) -> str:

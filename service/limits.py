@@ -13,13 +13,14 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .errors import error_response
+from .errors import error_response_for
 
 __all__ = ["BodyLimitMiddleware", "replay_body"]
 
 
 class BodyLimitMiddleware:
-    """Pure ASGI middleware answering 413 ``payload_too_large`` for bodies over *max_bytes*.
+    """Pure ASGI middleware answering 413 ``payload_too_large`` for bodies over *max_bytes*
+    (JSON to the API, a short page to the pages: :func:`~service.errors.error_response_for`).
 
     It also bounds the time a body may take: a client that declares a body and sends it
     slower than *timeout* seconds (or never) gets 408 ``request_timeout`` and the connection
@@ -37,7 +38,8 @@ class BodyLimitMiddleware:
         self.timeout = timeout
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send, size: str) -> None:
-        response = error_response(
+        response = error_response_for(
+            str(scope.get("path", "")),
             413,
             "payload_too_large",
             f"The request body ({size}) is over the limit of {self.max_bytes} bytes",
@@ -68,7 +70,8 @@ class BodyLimitMiddleware:
             try:
                 message = await asyncio.wait_for(receive(), deadline - time.monotonic())
             except asyncio.TimeoutError:
-                response = error_response(
+                response = error_response_for(
+                    str(scope.get("path", "")),
                     408,
                     "request_timeout",
                     f"The request body did not arrive within {self.timeout:g} seconds",

@@ -502,7 +502,7 @@ async def story_page(similar_id: str, request: Request, service: ServiceDep) -> 
     nsh = await _nshash(request, service)
     if not isinstance(nsh, NSHash):
         return nsh
-    if not (similar_id.isascii() and similar_id.isdigit()) or not 0 < int(similar_id) < 2**63:
+    if _story_id(similar_id) is None or similar_id != similar_id.strip():
         return _render(
             "message.html",
             404,
@@ -565,7 +565,8 @@ def _editor(service: Service) -> str:
 def _story_id(value: str | None) -> int | None:
     """A story id typed or sent by a form, or None when it is not one."""
     value = (value or "").strip()
-    if value.isascii() and value.isdigit() and 0 < int(value) < 2**63:
+    # (19 digits at most: 2**63 has 19; int() refuses a str of over 4,300 digits)
+    if value.isascii() and value.isdigit() and len(value) <= 19 and 0 < int(value) < 2**63:
         return int(value)
     return None
 
@@ -583,9 +584,19 @@ async def detach_copy(similar_id: str, request: Request, service: ServiceDep) ->
     nsh = await _nshash(request, service)
     if not isinstance(nsh, NSHash):
         return nsh
+    here = _story_id(similar_id)
+    if here is None:
+        return _refused(service, f"No story {similar_id!r:.40}", 404)
     doc = (await _form(request)).get("doc", "")
     if not doc:
         return _refused(service, "Say which copy to detach")
+    record = await service.call(nsh.document, doc)
+    if record is not None:  # (an unknown copy: detach says so)
+        story = await service.call(nsh.resolve, record.similar_id)
+        if story != await service.call(nsh.resolve, here):
+            return _refused(
+                service, f"Copy {doc!r:.60} is not in story {here} (it is in story {story})", 409
+            )
     done = await service.call(nsh.detach, doc, by=_editor(service))
     return RedirectResponse(f"/stories/{done.source}", status_code=303)
 

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, BeforeValidator, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from nshash import ConfigError, NSHash, NSHashError, StoreError
@@ -83,6 +83,17 @@ _MOMENT = r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:
 
 #: The largest similar_id accepted in a path: ids are 64-bit signed integers in every store.
 MAX_SIMILAR_ID = 2**63 - 1
+
+
+def _digits(value: object) -> object:
+    """A path id as its digits alone (pydantic would read ``1_0`` or ``+5`` as an int)."""
+    if isinstance(value, str) and not (value.isascii() and value.isdigit()):
+        raise ValueError("an id is a positive whole number written in digits")
+    return value
+
+
+#: A group or correction id in a path.
+PathId = Annotated[int, BeforeValidator(_digits)]
 
 
 def _json(model: BaseModel, exclude_unset: bool = False) -> Response:
@@ -242,10 +253,9 @@ async def query(request: Request, service: ServiceDep) -> Response:
     body = await json_body(request, QueryRequest)
     nsh = await service.nshash()
     if body.explain:
-        explain = getattr(nsh, "explain", None)
-        if explain is None:
+        if not isinstance(nsh, NSHash):  # (keyed has an explain of its own, of another shape)
             raise ApiError(501, "not_supported", "explain needs NSHASH_METHOD=nshash")
-        why = await service.caller_for(body.text)(explain, body.text)
+        why = await service.caller_for(body.text)(nsh.explain, body.text)
         out = QueryResponse(similar_id=why.similar_id, explanation=why.to_dict())
         return _json(out)
     similar_id = await service.caller_for(body.text)(nsh.query, body.text)
@@ -425,7 +435,7 @@ async def list_groups(
     summary="Get a group",
 )
 async def get_group(
-    similar_id: Annotated[int, Path(ge=1, le=MAX_SIMILAR_ID, description="A group id.")],
+    similar_id: Annotated[PathId, Path(ge=1, le=MAX_SIMILAR_ID, description="A group id.")],
     service: ServiceDep,
 ) -> GroupResponse:
     """Return a group and its members.
@@ -490,7 +500,7 @@ async def join(body: JoinRequest, service: ServiceDep) -> CorrectionOut:
     summary="Undo a correction",
 )
 async def undo(
-    correction_id: Annotated[int, Path(ge=1, le=MAX_SIMILAR_ID, description="A correction id.")],
+    correction_id: Annotated[PathId, Path(ge=1, le=MAX_SIMILAR_ID, description="A correction id.")],
     service: ServiceDep,
     body: UndoRequest | None = None,
 ) -> CorrectionOut:

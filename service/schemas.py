@@ -702,7 +702,7 @@ class JoinRequest(BaseModel):
         extra="forbid", json_schema_extra={"examples": [{"stories": [42, 57], "by": "ed"}]}
     )
 
-    stories: list[Annotated[int, Field(ge=1, le=MAX_JSON_ID)]] = Field(
+    stories: list[Annotated[int, Field(ge=1, le=MAX_JSON_ID, strict=True)]] = Field(
         min_length=2, max_length=2, description="The two story ids (the smaller one survives)."
     )
     by: str | None = _BY

@@ -451,6 +451,110 @@ class TestNo500:
                 assert "No such story" in response.text
 
 
+    def test_ids_of_thousands_of_digits_on_the_pages(self) -> None:
+        """A story or correction id past int()'s 4,300 digits is a 404 or 422 page, not a 500."""
+        form = {"content-type": "application/x-www-form-urlencoded"}
+        big = "1" * 4301
+        with TestClient(create_app(Settings(store_url="memory://"))) as client:
+            client.post("/v1/documents", json={"text": FLOOD, "id": "a"})
+            answers = [
+                client.get(f"/stories/{big}"),
+                client.get("/check", params={"story": big}),
+                client.post("/check", content=f"text=hi&story={big}".encode(), headers=form),
+                client.post("/stories/1/join", content=f"other={big}".encode(), headers=form),
+                client.post(f"/stories/{big}/detach", content=b"doc=a", headers=form),
+                client.post(f"/corrections/{big}/undo", content=b"", headers=form),
+            ]
+            for r in answers:
+                assert r.status_code in (404, 422), (r.request.url, r.status_code, r.text[:200])
+                assert r.headers["content-type"].startswith("text/html")
+
+    def test_explain_under_the_keyed_method_is_not_supported(self) -> None:
+        """The keyed method's own explain has another shape: the route says 501, not 500."""
+        with TestClient(create_app(Settings(store_url="memory://", method="keyed"))) as client:
+            client.post("/v1/documents", json={"text": FLOOD})
+            for text in (FLOOD, "Another story about the football results of the league."):
+                r = client.post("/v1/query", json={"text": text, "explain": True})
+                assert r.status_code == 501 and r.json()["error"]["code"] == "not_supported"
+            assert client.post("/v1/query", json={"text": FLOOD}).status_code == 200
+
+
+class TestSites:
+    """A document's site is checked by the rule searches match sites by."""
+
+    @pytest.mark.parametrize(
+        "bad",
+        [{"site": " "}, {"site": "b" * 254}, {"url": "http://" + "a" * 300 + ".com/"}],
+        ids=["blank", "long", "long-host"],
+    )
+    def test_a_site_no_search_could_match_is_refused(self, bad: dict[str, str]) -> None:
+        with TestClient(create_app(Settings(store_url="memory://"))) as client:
+            client.post("/v1/documents", json={"text": FLOOD, "id": "a", "url": "https://ex.com/1"})
+            r = client.post("/v1/documents", json={"text": "Another story.", "id": "b", **bad})
+            assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_argument"
+            found = client.get("/v1/groups", params={"site": "ex.com"})
+            assert found.status_code == 200 and found.json()["total"] == 1
+            assert client.get("/", params={"site": "ex.com"}).status_code == 200
+
+    def test_a_bad_site_kept_earlier_leaves_searches_working(self) -> None:
+        """A store may hold a site added before the check (add_prepared takes a DocMeta as
+        given): a search by site skips it instead of refusing every query."""
+        from nshash import NSHash
+        from nshash.results import DocMeta
+
+        nsh = NSHash.open("memory://", track=True)
+        nsh.add(FLOOD, "a", url="https://ex.com/1")
+        other = nsh.prepare("A different story about the weekend's football results.")
+        nsh.add_prepared(other, "b", meta=DocMeta(int(time.time()), None, " "))
+        assert [h.similar_id for h in nsh.find(site="ex.com").stories] == [1]
+        assert nsh.find(site="other.com").total == 0
+
+
+class TestPageCorrections:
+    """The story pages' correction forms."""
+
+    def test_detach_checks_the_story_in_the_address(self) -> None:
+        form = {"content-type": "application/x-www-form-urlencoded"}
+        with TestClient(create_app(Settings(store_url="memory://"))) as client:
+            client.post("/v1/documents", json={"text": FLOOD, "id": "a1"})
+            joined = client.post("/v1/documents", json={"text": "Repost: " + FLOOD, "id": "a2"})
+            story = joined.json()["similar_id"]
+            client.post("/v1/documents", json={"text": "Unrelated: the weather will be fine."})
+            for where, status in ((999999, 409), ("abc", 404)):
+                r = client.post(f"/stories/{where}/detach", content=b"doc=a2", headers=form)
+                assert r.status_code == status, r.text[:200]
+            assert client.get("/v1/corrections").json()["corrections"] == []
+            r = client.post(
+                f"/stories/{story}/detach", content=b"doc=a2", headers=form,
+                follow_redirects=False,
+            )  # fmt: skip
+            assert r.status_code == 303 and r.headers["location"] == f"/stories/{story}"
+            assert client.get("/v1/corrections").json()["corrections"][0]["source"] == story
+
+    def test_ids_are_digits_only(self) -> None:
+        """``1_0`` or ``+1`` in an address, and ``true`` or ``"2"`` in a join, are refused:
+        they would name a story the client did not mean."""
+        with TestClient(create_app(Settings(store_url="memory://"))) as client:
+            for i in range(3):
+                client.post("/v1/documents", json={"text": f"Story {i}: " + "words " * (i + 2)})
+            for path in ("/v1/groups/1_0", "/v1/groups/+1"):
+                assert client.get(path).status_code == 422, path
+            assert client.get("/v1/groups/1").status_code == 200
+            bad = client.post("/v1/corrections/join", json={"stories": [True, "2"]})
+            assert bad.status_code == 422
+            assert client.post("/v1/corrections/1_0/undo", json={}).status_code == 422
+            assert client.post("/v1/corrections/join", json={"stories": [1, 2]}).status_code == 201
+
+    def test_a_page_form_over_the_body_limit_gets_a_page(self) -> None:
+        form = {"content-type": "application/x-www-form-urlencoded"}
+        with TestClient(create_app(Settings(store_url="memory://", max_body_bytes=1024))) as c:
+            page = c.post("/check", content=b"text=" + b"a" * 2000, headers=form)
+            assert page.status_code == 413 and page.headers["content-type"].startswith("text/html")
+            assert "over the limit of 1024 bytes" in page.text
+            api = c.post("/v1/documents", json={"text": "a" * 2000})
+            assert api.status_code == 413 and api.json()["error"]["code"] == "payload_too_large"
+
+
 # -- 7. compare ---------------------------------------------------------------------------------
 
 

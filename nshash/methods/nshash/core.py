@@ -35,6 +35,7 @@ from .base import Store
 from .compiled import compiled
 from .find import (
     CARD_MEMBERS,
+    MAX_SITE_CHARS,
     MAX_TIME,
     StoryCards,
     StoryPage,
@@ -483,8 +484,17 @@ class NSHash(Method):
             return None
         url = check_title(url, "url")
         site = check_title(site, "site")
+        if site is not None:
+            site_key(site)  # searches match sites by this rule: a site it refuses is never found
+        else:
+            site = site_of(url)
+            if site is not None and len(site) > MAX_SITE_CHARS:
+                raise ConfigError(
+                    f"url's host has {len(site)} characters; a host name has at most"
+                    f" {MAX_SITE_CHARS}"
+                )
         added = int(self.clock()) if published_at is None else _moment(published_at)
-        return DocMeta(added, url, site or site_of(url))
+        return DocMeta(added, url, site)
 
     def add_prepared(
         self,

@@ -42,6 +42,7 @@ from .base import Store
 
 __all__ = [
     "CARD_MEMBERS",
+    "MAX_SITE_CHARS",
     "MAX_TERM_CHARS",
     "MAX_TIME",
     "StoryCards",
@@ -192,13 +193,17 @@ def search_key(term: str) -> str:
     return key
 
 
+#: The longest site (a host name) a document may carry or a search may ask for.
+MAX_SITE_CHARS = 253
+
+
 def site_key(site: str) -> str:
     """*site* as sites are matched: lower case, no leading ``www.``, no surrounding space.
 
     Raises:
         ConfigError: not a short, non-empty str.
     """
-    if not isinstance(site, str) or not site.strip() or len(site) > 253:
+    if not isinstance(site, str) or not site.strip() or len(site) > MAX_SITE_CHARS:
         raise ConfigError(f"A site is a host name such as example.com, not {site!r:.80}")
     key = site.strip().lower()
     return key[4:] if key.startswith("www.") else key
@@ -276,8 +281,14 @@ class StoryCards:
         group = store.group_head(gid, CARD_MEMBERS)
         if group is None or not group.members:
             return frozenset()
-        metas = store.doc_meta(group.doc_ids)
-        return frozenset(site_key(m.site) for m in metas if m is not None and m.site)
+        keys = set()
+        for m in store.doc_meta(group.doc_ids):
+            if m is not None and m.site:
+                try:
+                    keys.add(site_key(m.site))
+                except ConfigError:  # a site kept before documents were checked: never found
+                    continue
+        return frozenset(keys)
 
     def keep(
         self, store: Store, gids: Iterable[int], term: str | None, site: str | None
