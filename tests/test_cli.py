@@ -313,6 +313,12 @@ class TestJobs:
         code, _, err = run("dedup", ARTICLES, "--jobs", "-1")
         assert code == 2 and "--jobs" in err
 
+    def test_jobs_past_four_a_core_are_refused(self, run: Run) -> None:
+        """A mistyped count (--jobs 100000) would start that many processes: bad usage."""
+        most = 4 * (os.cpu_count() or 1)
+        code, _, err = run("dedup", ARTICLES, "--jobs", str(most + 1))
+        assert code == 2 and f"at most {most}" in err
+
 
 class TestBadRecords:
     """Bad records are reported with their place; skipped by default, fatal with fail."""
@@ -811,6 +817,13 @@ class TestServe:
         code, _, err = run(*args)
         assert code == 2
         assert "redis://" in err and "each worker would hand out its own ids" in err
+
+    def test_workers_past_four_a_core_are_refused(self, run: Run) -> None:
+        """--workers 100000 on a redis:// store is bad usage (it started processes until the
+        machine ran out of memory)."""
+        most = 4 * (os.cpu_count() or 1)
+        code, _, err = run("serve", "--workers", "100000", "--store", "redis://127.0.0.1:1/0")
+        assert code == 2 and f"--workers must be at most {most}" in err
 
     def test_missing_uvicorn(self, run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
         """Without uvicorn the error gives the install hint, exit 1."""

@@ -29,6 +29,17 @@ if TYPE_CHECKING:
 STORE_ENV = "NSHASH_STORE_URL"
 
 
+#: The most worker processes ``dedup --jobs`` and ``serve --workers`` start for each CPU core:
+#: more only wait for a core, each holds memory of its own (tens of MB), and a mistyped count
+#: would start thousands.
+PROCESSES_PER_CPU = 4
+
+
+def most_processes() -> int:
+    """The most worker processes a command starts on this machine."""
+    return PROCESSES_PER_CPU * (os.cpu_count() or 1)
+
+
 class UsageError(Exception):
     """Bad usage found after parsing (exit 2, like argparse's own errors)."""
 

@@ -22,7 +22,15 @@ from ..errors import ConfigError, NSHashError, StateError
 from ..methods.nshash.core import NSHash
 from ..options import SETTINGS, blame, from_environ, from_text, settings_in_url
 from ..results import AddResult, DocMeta
-from .common import _STORE_HELP_SAVED, STORE_ENV, RecordError, UsageError, _store_url
+from .common import (
+    _STORE_HELP_SAVED,
+    PROCESSES_PER_CPU,
+    STORE_ENV,
+    RecordError,
+    UsageError,
+    _store_url,
+    most_processes,
+)
 from .io import (
     FORMATS,
     BadRecord,
@@ -315,6 +323,11 @@ def _jobs(value: str) -> int:
         raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
     if jobs < 0:
         raise argparse.ArgumentTypeError(f"must be 0 (one per CPU) or more, not {value!r}")
+    most = most_processes()
+    if jobs > most:
+        raise argparse.ArgumentTypeError(
+            f"must be at most {most} here ({PROCESSES_PER_CPU} per CPU core), not {value!r}"
+        )
     return jobs or (os.cpu_count() or 1)
 
 

@@ -18,7 +18,7 @@ except ImportError:  # pragma: no cover - Windows
 from ..errors import ConfigError, install_hint
 from ..methods.nshash.core import NSHash
 from ..stores.url import mask_url, parse_url
-from .common import STORE_ENV, UsageError
+from .common import PROCESSES_PER_CPU, STORE_ENV, UsageError, most_processes
 
 if TYPE_CHECKING:
 
@@ -71,6 +71,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     url: str | None = args.store or os.environ.get(STORE_ENV)
     if args.workers < 1:
         raise UsageError(f"--workers must be 1 or more, not {args.workers}")
+    if args.workers > most_processes():
+        raise UsageError(
+            f"--workers must be at most {most_processes()} here ({PROCESSES_PER_CPU} per CPU"
+            f" core), not {args.workers}"
+        )
     if args.workers > 1:
         scheme = parse_url(url)[0] if url else "memory"
         if scheme not in SHARED_SCHEMES:

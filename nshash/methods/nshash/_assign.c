@@ -124,8 +124,8 @@ done:
 /* The memory store's anchor tables (defined below), which also hold its common hashes. */
 static PyTypeObject AnchorMapType;
 
-/* Where the sorted array v[0..n) holds x, or -1. */
-static Py_ssize_t sorted_at(const uint64_t *v, Py_ssize_t n, uint64_t x)
+/* The first place in the sorted array v[0..n) whose value is not below x (n: none). */
+static Py_ssize_t sorted_from(const uint64_t *v, Py_ssize_t n, uint64_t x)
 {
     Py_ssize_t lo = 0, hi = n;
     while (lo < hi) {
@@ -135,13 +135,14 @@ static Py_ssize_t sorted_at(const uint64_t *v, Py_ssize_t n, uint64_t x)
         else
             hi = mid;
     }
-    return lo < n && v[lo] == x ? lo : -1;
+    return lo;
 }
 
-/* Whether the sorted array v[0..n) holds x. */
-static int sorted_has(const uint64_t *v, Py_ssize_t n, uint64_t x)
+/* Where the sorted array v[0..n) holds x, or -1. */
+static Py_ssize_t sorted_at(const uint64_t *v, Py_ssize_t n, uint64_t x)
 {
-    return sorted_at(v, n, x) >= 0;
+    Py_ssize_t lo = sorted_from(v, n, x);
+    return lo < n && v[lo] == x ? lo : -1;
 }
 
 /* An unsigned little-endian integer of *bytes* bytes read and written: a packed sketch value
@@ -272,7 +273,8 @@ static int guard_core(PyObject *sketch, uint64_t doc_limit, PyObject *values,
     *mine = kept;
     if (PyBytes_CheckExact(values)) { /* packed values: no object until one is shared */
         const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(values);
-        Py_ssize_t nv = PyBytes_GET_SIZE(values) / width;
+        Py_ssize_t nv = PyBytes_GET_SIZE(values) / width, j = 0;
+        uint64_t prev = 0;
         for (i = 0; i < nv; i++) {
             v = load_le(p + width * i, width);
             if (v >= limit)
@@ -285,7 +287,12 @@ static int guard_core(PyObject *sketch, uint64_t doc_limit, PyObject *values,
             if (in)
                 continue;
             (*theirs)++;
-            if (sorted_has(live, kept, v)) {
+            if (v < prev) /* (ascending, as packed: merged with the document's values) */
+                j = sorted_from(live, kept, v);
+            while (j < kept && live[j] < v)
+                j++;
+            prev = v;
+            if (j < kept && live[j] == v) {
                 (*shared_n)++;
                 if (shared) {
                     PyObject *o = PyLong_FromUnsignedLongLong(v);
@@ -303,6 +310,10 @@ static int guard_core(PyObject *sketch, uint64_t doc_limit, PyObject *values,
         rc = -1;
         goto done;
     }
+    /* A group's values in ascending order (a one-document group's sketch tuple) are merged
+     * with the document's; a value below the one before (a set's order) is looked up. */
+    Py_ssize_t j = 0;
+    uint64_t prev = 0;
     while ((item = PyIter_Next(it)) != NULL) {
         rc = sketch_value(item, &v);
         if (rc == 0 && v < limit) {
@@ -311,7 +322,12 @@ static int guard_core(PyObject *sketch, uint64_t doc_limit, PyObject *values,
                 rc = -1;
             else if (!in) {
                 (*theirs)++;
-                if (sorted_has(live, kept, v)) {
+                if (v < prev)
+                    j = sorted_from(live, kept, v);
+                while (j < kept && live[j] < v)
+                    j++;
+                prev = v;
+                if (j < kept && live[j] == v) {
                     (*shared_n)++;
                     if (shared)
                         rc = PyList_Append(shared, item);
@@ -3307,9 +3323,15 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
          * between the first and the last it shares (in page order), not its site's wrapper. */
         if (ng >= LONGER_FROM && lpos && shared_n[joined] > 0) {
             uint32_t first = UINT32_MAX, last = 0;
+            const uint64_t *sv = shared[joined];
+            Py_ssize_t at = 0;
             for (i = 0; i < shared_n[joined]; i++) {
-                Py_ssize_t at = sorted_at(live, nlive, shared[joined][i]);
-                if (at >= 0) {
+                /* (in the group's order, ascending where packed: a merge with live) */
+                if (i && sv[i] < sv[i - 1])
+                    at = sorted_from(live, nlive, sv[i]);
+                while (at < nlive && live[at] < sv[i])
+                    at++;
+                if (at < nlive && live[at] == sv[i]) {
                     if (lpos[at] < first)
                         first = lpos[at];
                     if (lpos[at] > last)
