@@ -585,7 +585,7 @@ class TestDamagedJournal:
         from nshash import StoreCorruptError
 
         op, why = BAD_PACKED_OPS[name]
-        line = b"[9,[" + op + b"]]"
+        line = b"[5,[" + op + b"]]"  # (the next sequence number: only the op is wrong)
         image = journal_with(tmp_path, line + b"\t%08x" % zlib.crc32(line), at=5)
         with pytest.raises(StoreCorruptError, match=r"j\.pkl\.journal' line 5") as info:
             MemoryStore(image)

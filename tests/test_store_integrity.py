@@ -113,6 +113,57 @@ class TestJournalChecksum:
             NSHash.open(url)
 
 
+class TestLostWrites:
+    """Damage that used to open silently, without the documents it held."""
+
+    def test_a_missing_journal_line_is_named(self, tmp_path: Path) -> None:
+        """A journal line deleted from the middle is a gap in the sequence numbers: a
+        StoreCorruptError naming the line after it, and repair keeps the lines before."""
+        path = tmp_path / "s.pkl"
+        url = f"memory://{path}?fsync=always"
+        write_and_die(url)
+        journal = tmp_path / "s.pkl.journal"
+        lines = journal.read_bytes().split(b"\n")
+        del lines[2]  # the third write's line
+        journal.write_bytes(b"\n".join(lines))
+        with pytest.raises(StoreCorruptError, match=r"line 3 is damaged .*1 write\(s\)"):
+            NSHash.open(url)
+        done = subprocess.run(
+            [sys.executable, "-m", "nshash", "repair", "--store", url],
+            capture_output=True, text=True, timeout=120, cwd=REPO,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        with NSHash.open(url) as nsh:
+            assert nsh.document("d2") is not None and nsh.document("d4") is None
+
+    def test_a_changed_byte_in_a_leveldb_log_is_named(self, tmp_path: Path) -> None:
+        """LevelDB skips a log record that fails its checksum, and the documents in it, unless
+        asked to check: the store asks, so the open is a StoreCorruptError, not a store
+        missing documents that hands their ids out again."""
+        pytest.importorskip("plyvel")
+        url = f"leveldb://{tmp_path / 's.ldb'}"
+        with NSHash.open(url) as nsh:
+            for i in range(60):
+                nsh.add(f"Story {i}: the river, the bridge and the town of {i * 7919}.", f"d{i}")
+        log = max((tmp_path / "s.ldb").glob("*.log"), key=lambda p: p.stat().st_size)
+        data = bytearray(log.read_bytes())
+        data[len(data) * 9 // 10] ^= 0xFF
+        log.write_bytes(bytes(data))
+        with pytest.raises(StoreCorruptError, match="is damaged"):
+            NSHash.open(url)
+        done = subprocess.run(
+            [sys.executable, "-m", "nshash", "repair", "--store", url],
+            capture_output=True, text=True, timeout=120, cwd=REPO,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "repaired: LevelDB rebuilt its tables" in done.stdout
+        with NSHash.open(url) as nsh:
+            before = nsh.stats()
+            assert 0 < before.documents <= 60
+            fresh = nsh.add("A story no other page tells: the lighthouse keeper retires.", "new")
+            assert fresh.similar_id == before.last_id + 1  # never an id handed out before
+
+
 class TestJournalSwapCutShort:
     """What a crash in the middle of moving the journal aside leaves opens whole."""
 

@@ -1062,6 +1062,11 @@ class JournaledFile:
                 if seq > after:
                     if seq <= self.seq:
                         raise ValueError(f"sequence number {seq} does not follow {self.seq}")
+                    if seq != self.seq + 1:  # every write that returned has its line
+                        raise ValueError(
+                            f"sequence number {seq} follows {self.seq}: the line(s) of"
+                            f" {seq - self.seq - 1} write(s) between them are missing"
+                        )
                     for op in ops:
                         t.apply(op)
             except DAMAGE as exc:

@@ -63,7 +63,11 @@ CHECKPOINT_ATTEMPTS = 50
 #: of a missing key, most of the store's reads, the table blocks it would read; a 64 MB
 #: block cache (LevelDB's default: 8 MB) keeps the hot blocks of a large directory; a
 #: 16 MB write buffer (default 4 MB) makes fewer, larger level-0 tables, so less compaction.
-OPEN_OPTIONS: dict[str, int] = {
+#: Paranoid checks make a damaged record in the log or a table an error at open
+#: (:class:`~nshash.StoreCorruptError`) where LevelDB would skip it and lose the documents
+#: it held; a record torn at the log's end by a crash is still dropped as never written.
+OPEN_OPTIONS: dict[str, int | bool] = {
+    "paranoid_checks": True,
     "bloom_filter_bits": 10,
     "lru_cache_size": 64 * 1024 * 1024,
     "write_buffer_size": 16 * 1024 * 1024,
@@ -251,6 +255,8 @@ class LevelDB:
         self._next_recovery = 0.0
         self._closed = False
         self.db: Any
+        #: With *repair*: the damage LevelDB's repair rebuilt the directory from, or None.
+        self.repaired: str | None = None
         if readonly:
             self.db = self._open_copy(path)
         else:
@@ -262,6 +268,11 @@ class LevelDB:
 
     # -- opening -------------------------------------------------------------------------
     def _repair_files(self) -> None:
+        if os.path.isdir(self.path):
+            try:  # what an open finds (paranoid: a damaged record is an error), said after
+                self._open(self.path).close()
+            except StoreCorruptError as exc:
+                self.repaired = f"LevelDB rebuilt its tables from what it could read ({exc})"
         try:
             plyvel.repair_db(self.path)
         except (plyvel.Error, OSError) as exc:
@@ -519,6 +530,11 @@ class LevelKV(OrderedKV):
         if self._view_of is not db:
             self._view_of, self._view = db, db.prefixed_db(self._prefix)
         return self._view
+
+    @property
+    def repaired(self) -> str | None:
+        """With ``repair``: the damage LevelDB's repair rebuilt the directory from, or None."""
+        return self._host.repaired
 
     @property
     def failed(self) -> str | None:

@@ -861,6 +861,9 @@ class KVStore(Store):
             puts = {_META + name.encode("ascii"): _enc(n) for name, n in fixed.items()}
             kv.write(puts, sync=True)
             self.repaired = ", ".join(f"{k} {meta[k]} -> {v}" for k, v in sorted(fixed.items()))
+        rebuilt: str | None = getattr(kv, "repaired", None)  # the backend's own repair
+        if rebuilt:
+            self.repaired = f"{rebuilt}; {self.repaired}" if self.repaired else rebuilt
         return counts
 
     def _recover(self) -> None:
