@@ -56,7 +56,7 @@ from .errors import (
     NSHashError,
     StoreUnavailableError,
 )
-from .inputs import either_id
+from .inputs import check_documents, either_id
 from .methods.nshash.core import Document
 from .methods.nshash.find import MAX_TIME, StoryPage, TimeRange
 from .results import HOUR, AddResult, Correction, DocumentRecord, Group, HotGroup, Member
@@ -200,7 +200,7 @@ def _hot_group(data: dict[str, Any]) -> HotGroup:
 
 
 def _batch_calls(documents: Iterable[Document], size: int) -> list[_Call]:
-    bodies = [_document_body(doc) for doc in documents]
+    bodies = [_document_body(doc) for doc in check_documents(documents)]
     calls = []
     for start in range(0, len(bodies), size):
         chunk = bodies[start : start + size]

@@ -11,6 +11,7 @@ text        not a str; a lone surrogate (not Unicode text: no encoder takes it);
             :data:`MAX_TEXT_CHARS` characters
 doc_id      not a str, empty; a lone surrogate; NUL; more than :data:`MAX_DOC_ID_CHARS`
 title       not a str or None; a lone surrogate; NUL; more than :data:`MAX_TITLE_CHARS`
+documents   (``add_many``) a str, bytes or a dict (one document, not many), or not iterable
 ==========  =============================================================================
 
 A NUL is refused in ids and titles, which stores keep and hand back to clients (many tools
@@ -20,6 +21,7 @@ are kept, and fingerprinting drops control characters.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TypeVar
 
 from .errors import ConfigError
@@ -31,6 +33,7 @@ __all__ = [
     "MAX_TEXT_CHARS",
     "MAX_TITLE_CHARS",
     "check_doc_id",
+    "check_documents",
     "check_text",
     "check_title",
     "checked_doc_id",
@@ -150,3 +153,25 @@ def either_id(doc_id: _Id | None, id: _Id | None) -> _Id | None:  # noqa: A002
     if doc_id is not None and doc_id != id:
         raise ConfigError(f"Give the id once: doc_id={doc_id!r} and id={id!r} differ")
     return id
+
+
+_D = TypeVar("_D")
+
+
+def check_documents(documents: Iterable[_D]) -> Iterable[_D]:
+    """Return *documents* (what ``add_many`` takes: an iterable of documents) if it is one.
+
+    Raises:
+        ConfigError: *documents* is a str, bytes or a dict (one document: iterating it would
+            add each character or key), or is not iterable.
+    """
+    if isinstance(documents, (str, bytes, bytearray, dict)):  # (one document, not many)
+        raise ConfigError(
+            f"add_many takes an iterable of documents (a list of texts or dicts), not one"
+            f" {type(documents).__name__}: use add() for one document"
+        )
+    if not isinstance(documents, Iterable):
+        raise ConfigError(
+            f"add_many takes an iterable of documents, not {type(documents).__name__}"
+        )
+    return documents

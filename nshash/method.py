@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from .errors import ConfigError, NSHashError, StoreClosedError
+from .inputs import check_documents
 from .results import AddResult
 
 __all__ = ["Method"]
@@ -42,7 +43,7 @@ class Method(ABC):
         Each item is a text or a dict with ``text`` and optional ``id`` and ``title``.
         """
         out: list[AddResult | NSHashError] = []
-        for item in documents:
+        for item in check_documents(documents):
             try:
                 if isinstance(item, str):
                     out.append(self.add(item))

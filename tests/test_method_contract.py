@@ -164,6 +164,14 @@ class TestBadInput:
         assert isinstance(out[1], ConfigError) and isinstance(out[3], ConfigError)
         assert opened.stats().documents == 2
 
+    @pytest.mark.parametrize("documents", ["a text", {"text": "one article"}, b"bytes", None, 7])
+    def test_add_many_takes_many_documents(self, opened: Any, documents: object) -> None:
+        """One text or one dict is not a batch (iterating it would add each character or
+        key as a document): a ConfigError, and nothing is added."""
+        with pytest.raises(ConfigError, match="add_many takes an iterable of documents"):
+            opened.add_many(documents)
+        assert opened.query("a text") is None and opened.query("one article") is None
+
     def test_bad_similar_id(self, opened: Any) -> None:
         with pytest.raises(ConfigError):
             opened.resolve(0)

@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ...errors import ConfigError, NSHashError, UnknownOptionError
-from ...inputs import check_doc_id, check_text, check_title, either_id
+from ...inputs import check_doc_id, check_documents, check_text, check_title, either_id
 from ...method import Method
 from ...options import SETTINGS, blame, from_text, settings_in_url
 from ...results import (
@@ -556,7 +556,7 @@ class NSHash(Method):
         batch: list[tuple[DocPrint, str | None, str | None]] = []
         metas: list[DocMeta | None] = []
         slots: list[int] = []
-        for item in documents:
+        for item in check_documents(documents):
             try:
                 text, doc_id, title = self._unpack(item)
                 meta = None
