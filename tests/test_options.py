@@ -91,6 +91,11 @@ class TestCommandLine:
             (["--votes", "x"], {}, "votes must be an integer, not 'x' (from --votes)"),
             ([], {"NSHASH_THETA": "x"}, "(from the environment variable NSHASH_THETA)"),
             (["--store", "memory://?sketch_rate=3"], {}, "(from the store URL)"),
+            # past what any store could hold or the kernel's integers take (were tracebacks)
+            (["--n", "2147483648"], {}, "n must be an integer from 1 to 65536"),
+            (["--sketch-cap", str(2**63)], {}, "sketch_cap must be an integer from 1 to"),
+            ([], {"NSHASH_SHINGLE": str(2**63)}, "(from the environment variable NSHASH_SHINGLE)"),
+            (["--store", f"memory://?sketch_rate={2**63}"], {}, "(from the store URL)"),
         ],
     )
     def test_bad_value_is_one_line_naming_its_source(

@@ -53,6 +53,7 @@ __all__ = [
     "Fingerprinter",
     "HASHFUNCS",
     "LETTER_UNITS",
+    "MOST_SETTING",
     "NARROW_BITS",
     "PLACES",
     "SKETCH_BITS",
@@ -135,6 +136,20 @@ _S_SKETCH = 64 - SKETCH_BITS
 #: guard's top rule (``assign.misses_top``) reads long pages by the same measure.
 LONG_PAGE = 8000
 TOP_PART = 8
+
+#: The largest value of each count setting (far past any useful one: a value past it would
+#: only exhaust memory, or not fit the text kernel's integers).
+MOST_SETTING = {
+    "n": 1 << 16,
+    "max_sentences": (1 << 16) + 8,
+    "min_length": 1 << 20,
+    "shingle": 1 << 20,
+    "letter_units": 1 << 10,
+    "sketch_rate": 1 << 30,
+    "sketch_size": 1 << 20,
+    "sketch_cap": 1 << 20,
+    "min_overlap": 1 << 20,
+}
 
 #: Code points from here up weigh 3 units in a shingle (CJK, kana, Hangul); every other code
 #: point weighs the Fingerprinter's ``letter_units`` (:data:`LETTER_UNITS` by default).
@@ -472,14 +487,25 @@ class Fingerprinter:
         ):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, not {value!r}")
+            if value > MOST_SETTING[name]:
+                raise ConfigError(
+                    f"{name} must be an integer from 1 to {MOST_SETTING[name]}, not {value!r}"
+                )
         if sketch_rate & (sketch_rate - 1):
             raise ConfigError(f"sketch_rate must be a power of two, not {sketch_rate!r}")
         if hashfunc not in HASHFUNCS:
             raise ConfigError(f"Unknown hashfunc {hashfunc!r}; use one of {sorted(HASHFUNCS)}")
         if max_sentences is None:
             max_sentences = n + 8
-        if not isinstance(max_sentences, int) or max_sentences < n:
-            raise ConfigError(f"max_sentences must be an integer >= n, not {max_sentences!r}")
+        if (
+            not isinstance(max_sentences, int)
+            or isinstance(max_sentences, bool)
+            or not n <= max_sentences <= MOST_SETTING["max_sentences"]
+        ):
+            raise ConfigError(
+                f"max_sentences must be an integer from n to {MOST_SETTING['max_sentences']},"
+                f" not {max_sentences!r}"
+            )
         if html not in (True, False, "auto"):
             raise ConfigError(f"html must be True, False or 'auto', not {html!r}")
         if not isinstance(delimiters, str) or not delimiters:

@@ -106,7 +106,14 @@ from typing import Protocol
 
 from ...errors import ConfigError
 from ...results import Assignment, Candidate, DocMeta, DocumentRecord, Explanation
-from ...text.fingerprint import NO_LIMIT, DocPrint, anchors_wanted, is_long, read_places
+from ...text.fingerprint import (
+    MOST_SETTING,
+    NO_LIMIT,
+    DocPrint,
+    anchors_wanted,
+    is_long,
+    read_places,
+)
 from .compiled import compiled, either
 
 __all__ = [
@@ -180,12 +187,12 @@ class MatchPolicy:
     votes: int = 3
 
     def __post_init__(self) -> None:
-        _count("n", self.n)
+        _count("n", self.n, 1, MOST_SETTING["n"])
         _ratio("theta", self.theta)
         _ratio("merge_theta", self.merge_theta)
         _ratio("merge_guard", self.merge_guard)
-        _count("min_overlap", self.min_overlap)
-        _count("sketch_cap", self.sketch_cap)
+        _count("min_overlap", self.min_overlap, 1, MOST_SETTING["min_overlap"])
+        _count("sketch_cap", self.sketch_cap, 1, MOST_SETTING["sketch_cap"])
         _count("votes", self.votes, 2, MOST_VOTES)
 
 
