@@ -105,6 +105,13 @@ class TestEncodings:
         code, out, err = run("dedup", ARTICLES, "--encoding", "klingon")
         assert (code, out) == (1, "") and err == "Error: Unknown encoding 'klingon'\n"
 
+    @pytest.mark.parametrize("codec", ["rot13", "hex", "base64"])
+    def test_a_codec_of_bytes_is_not_an_encoding(self, run: Run, codec: str) -> None:
+        """A codec that is not a text encoding is one error line too (it was a traceback)."""
+        code, out, err = run("dedup", ARTICLES, "--encoding", codec)
+        assert (code, out) == (1, "") and err.startswith("Error: ") and err.count("\n") == 1
+        assert "is not a text encoding" in err
+
     def test_undetectable(self, run: Run, tmp_path: Path) -> None:
         """Bytes in no known encoding are read as UTF-8 and reported as not valid UTF-8."""
         path = tmp_path / "x.jsonl"

@@ -135,3 +135,33 @@ class TestShortArticlesWithSiteText:
             assert len(set(ids)) == len(SHORT_STORIES)
             repost = nsh.add(f"Source: Metro Daily\n{SHORT_STORIES[1]}\n(Editing by Mark Hale)")
             assert repost.similar_id == ids[1] and repost.duplicate
+
+
+class TestLookupArguments:
+    """Lookups given what is not an id (or ids) say so: they gave an AssertionError, a bare
+    TypeError, or walked a str's characters as ids."""
+
+    def test_document_needs_an_id(self) -> None:
+        nsh = NSHash.open("memory://")
+        with pytest.raises(ConfigError, match="needs a doc_id"):
+            nsh.document(None)  # type: ignore[arg-type]
+
+    @pytest.mark.parametrize("ids", [None, 5, "abc", [None], ["a", 3]])
+    def test_doc_meta_takes_ids(self, ids: Any) -> None:
+        nsh = NSHash.open("memory://", track=True)
+        nsh.add("The harbour bridge reopened after two years of repairs.", "a", url="https://e.com/1")
+        with pytest.raises(ConfigError):
+            nsh.doc_meta(ids)
+        found = nsh.doc_meta(["a", "nope"])
+        assert [m.site if m else None for m in found] == ["e.com", None]
+
+    @pytest.mark.parametrize(
+        "url", ["memory:///tmp/x\x00y.pkl", "sqlite:///tmp/x\x00y.db", "leveldb:///tmp/x\x00y"]
+    )
+    def test_a_nul_in_a_store_path(self, url: str) -> None:
+        with pytest.raises(ConfigError, match="must not contain a NUL"):
+            NSHash.open(url)
+
+    def test_a_nul_in_the_original_api_s_name(self) -> None:
+        with pytest.raises(ConfigError, match="must not contain a NUL"):
+            NSHash("x\x00y", hashdb="memory")

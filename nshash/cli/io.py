@@ -219,9 +219,12 @@ def _check_codec(encoding: str) -> str:
     import codecs
 
     try:
-        return codecs.lookup(encoding).name
+        info = codecs.lookup(encoding)
     except LookupError:
         raise ConfigError(f"Unknown encoding {encoding!r}") from None
+    if not getattr(info, "_is_text_encoding", True):  # rot13, hex, base64, zlib: bytes to bytes
+        raise ConfigError(f"{encoding!r} is not a text encoding (such as utf-8 or gb18030)")
+    return info.name
 
 
 def _ascii_compatible(codec: str) -> bool:

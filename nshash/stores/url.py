@@ -105,6 +105,8 @@ def parse_url(url: str) -> tuple[str, str, dict[str, str]]:
                 f"{mask_url(url)!r} names no clear path: write {scheme}:///{shown} for the"
                 f" absolute path or {scheme}://./{shown} for one relative to the working folder"
             )
+    if "\x00" in path:  # no file system takes one (os calls raise a bare ValueError)
+        raise ConfigError(f"A store's path must not contain a NUL character: {mask_url(url)!r}")
     return parts.scheme.lower(), path, options
 
 

@@ -678,9 +678,14 @@ class NSHash(Method):
         return self.store.resolve(similar_id)
 
     def document(self, doc_id: str) -> DocumentRecord | None:
-        """Return the stored answer for *doc_id* (with its current canonical id), or None."""
+        """Return the stored answer for *doc_id* (with its current canonical id), or None.
+
+        Raises:
+            ConfigError: *doc_id* is not a document id (None included).
+        """
         checked = _check_doc_id(doc_id)
-        assert checked is not None
+        if checked is None:
+            raise ConfigError("document() needs a doc_id, not None")
         return self.store.document(checked)
 
     def group(self, similar_id: int) -> Group | None:
@@ -834,8 +839,19 @@ class NSHash(Method):
         return self.store.activity(similar_id)
 
     def doc_meta(self, doc_ids: Iterable[str]) -> list[DocMeta | None]:
-        """Return the time, url and site kept for each document id (None where none)."""
+        """Return the time, url and site kept for each document id (None where none).
+
+        Raises:
+            ConfigError: *doc_ids* is one id (a str) or not iterable, or holds a value that
+                is not a document id.
+        """
+        if isinstance(doc_ids, str) or not isinstance(doc_ids, Iterable):
+            raise ConfigError(
+                f"doc_meta takes an iterable of doc ids, not a {type(doc_ids).__name__}"
+            )
         ids = [_check_doc_id(d) for d in doc_ids]
+        if None in ids:
+            raise ConfigError("doc_meta takes doc ids, not None")
         return self.store.doc_meta([d for d in ids if d is not None])
 
     def close(self) -> None:

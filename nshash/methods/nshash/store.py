@@ -233,6 +233,8 @@ def open_path(scheme: str, path: str, **options: Any) -> Store:
     files = file_schemes()
     if scheme not in files:
         raise ConfigError(f"open_path takes one of {files}, not {scheme!r}")
+    if "\x00" in str(path):  # (as parse_url refuses it in a URL's path)
+        raise ConfigError(f"A store's path must not contain a NUL character: {path!r}")
     return _OPENERS[scheme](f"{scheme}://{path}", path, dict(options))
 
 
