@@ -891,3 +891,22 @@ class TestInstalledScript:
             [sys.executable, "-m", "nshash", "dedup"], cwd=tmp_path, capture_output=True
         )
         assert done.returncode == 2 and b"usage: nshash dedup" in done.stderr
+
+
+class TestNoStoreMade:
+    """``repair`` and ``correct`` work on a store that exists: given a path with none, they
+    say so, exit 1, and leave no file (they made an empty store, then answered about it)."""
+
+    @pytest.mark.parametrize("scheme", ["memory", "leveldb", "sqlite"])
+    @pytest.mark.parametrize(
+        "command", [["repair"], ["correct", "detach", "x"], ["correct", "join", "1", "2"]]
+    )
+    def test_a_missing_store_is_an_error(
+        self, run: Run, tmp_path: Path, scheme: str, command: list[str]
+    ) -> None:
+        if scheme == "leveldb":
+            pytest.importorskip("plyvel")
+        url = f"{scheme}://{tmp_path / 'none.store'}"
+        code, out, err = run(*command, "--store", url)
+        assert (code, out) == (1, "") and err.startswith("Error: There is no store at")
+        assert list(tmp_path.iterdir()) == []

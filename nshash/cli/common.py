@@ -13,9 +13,10 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-from ..errors import ConfigError, NSHashError
+from ..errors import ConfigError, NSHashError, StoreNotFoundError
 from ..methods.nshash.core import NSHash
-from ..stores.url import parse_url
+from ..methods.nshash.store import store_exists
+from ..stores.url import mask_url, parse_url
 
 if TYPE_CHECKING:
 
@@ -38,6 +39,20 @@ PROCESSES_PER_CPU = 4
 def most_processes() -> int:
     """The most worker processes a command starts on this machine."""
     return PROCESSES_PER_CPU * (os.cpu_count() or 1)
+
+
+def existing(url: str, command: str) -> str:
+    """*url*, whose store must exist already: *command* (``repair``, ``correct``) never
+    creates one.
+
+    Raises:
+        StoreNotFoundError: the store has no file yet.
+    """
+    if not store_exists(url):
+        raise StoreNotFoundError(
+            f"There is no store at {mask_url(url)!r} ({command} never creates one)", url=url
+        )
+    return url
 
 
 class UsageError(Exception):

@@ -13,7 +13,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..methods.nshash.core import NSHash
 from ..results import Correction
-from .common import _STORE_HELP_SAVED, _store_url
+from .common import _STORE_HELP_SAVED, _store_url, existing
 
 
 def _who(args: argparse.Namespace) -> str:
@@ -73,7 +73,7 @@ def _cmd_correct(args: argparse.Namespace) -> int:
             for c in done:
                 print(_line(c))
         return 0
-    with NSHash.open(url) as nsh:
+    with NSHash.open(existing(url, "correct")) as nsh:
         if args.action == "detach":
             made = nsh.detach(args.doc_id, by=_who(args))
         elif args.action == "join":

@@ -14,7 +14,7 @@ except ImportError:  # pragma: no cover - Windows
 from ..methods.nshash.core import NSHash
 from ..methods.nshash.store import file_schemes, open_store
 from ..stores.url import mask_url, parse_url
-from .common import _STORE_HELP_SAVED, UsageError, _store_url
+from .common import _STORE_HELP_SAVED, UsageError, _store_url, existing
 
 if TYPE_CHECKING:
 
@@ -55,7 +55,7 @@ def _cmd_repair(args: argparse.Namespace) -> int:
         raise UsageError(
             f"repair works on {', '.join(file_schemes())} stores, not {mask_url(url)!r}"
         )
-    with open_store(url, repair=True) as store:
+    with open_store(existing(url, "repair"), repair=True) as store:
         repaired: str | None = getattr(store, "repaired", None)
         stats = store.stats()
     kept = f"{stats.documents:,} documents, {stats.groups:,} groups, last id {stats.last_id:,}"

@@ -28,6 +28,7 @@ it works while another process is writing (see each backend for how).
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -58,7 +59,7 @@ from .assign import MatchPolicy
 from .base import Store
 from .retention import clock_option
 
-__all__ = ["ReadOnlyStore", "file_schemes", "open_path", "open_store"]
+__all__ = ["ReadOnlyStore", "file_schemes", "open_path", "open_store", "store_exists"]
 
 
 def _open_memory(url: str, path: str, options: dict[str, Any]) -> Store:
@@ -226,6 +227,24 @@ def file_schemes() -> list[str]:
     """The schemes of the stores kept in files here (what ``repair`` and :func:`open_path`
     take): the memory store's and every ordered backend's."""
     return ["memory", *ordered_schemes()]
+
+
+def store_exists(url: str) -> bool:
+    """Whether the file-backed store *url* names has any file yet (damaged or not): a memory
+    store's snapshot or journal, a LevelDB directory that holds files, an SQLite file. True
+    for a store not kept in files (a server's, or ``memory://`` without a path).
+
+    Raises:
+        ConfigError: *url* is not a store URL.
+    """
+    scheme, path, _ = parse_url(url)
+    if scheme not in file_schemes() or not path:
+        return True
+    if scheme == "memory":
+        return any(os.path.exists(path + end) for end in ("", ".journal", ".journal.old"))
+    if os.path.isdir(path):
+        return bool(os.listdir(path))
+    return os.path.exists(path)
 
 
 def open_path(scheme: str, path: str, **options: Any) -> Store:
