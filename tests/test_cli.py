@@ -313,6 +313,12 @@ class TestJobs:
         code, _, err = run("dedup", ARTICLES, "--jobs", "-1")
         assert code == 2 and "--jobs" in err
 
+    @pytest.mark.parametrize("flag", [["--spark-parts"], ["--against", "x.jsonl"]])
+    def test_spark_flags_need_the_spark_engine(self, run: Run, flag: list[str]) -> None:
+        """A Spark-only flag on the local engine is bad usage (--spark-parts was ignored)."""
+        code, out, err = run("dedup", ARTICLES, *flag)
+        assert code == 2 and out == "" and "need --engine spark" in err
+
     def test_jobs_past_four_a_core_are_refused(self, run: Run) -> None:
         """A mistyped count (--jobs 100000) would start that many processes: bad usage."""
         most = 4 * (os.cpu_count() or 1)

@@ -165,3 +165,11 @@ class TestLookupArguments:
     def test_a_nul_in_the_original_api_s_name(self) -> None:
         with pytest.raises(ConfigError, match="must not contain a NUL"):
             NSHash("x\x00y", hashdb="memory")
+
+    def test_readonly_is_a_bool(self, tmp_path: Any) -> None:
+        """readonly="no" is truthy: it opened the store read-only."""
+        url = f"memory://{tmp_path}/s.pkl"
+        with NSHash.open(url) as nsh:
+            nsh.add("The harbour bridge reopened after two years of repairs.")
+        with pytest.raises(ConfigError, match="readonly must be True or False"):
+            NSHash.open(url, readonly="no")  # type: ignore[arg-type]

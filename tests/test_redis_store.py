@@ -211,6 +211,9 @@ class TestFromUrl:
             RedisStore.from_url("http://127.0.0.1:6379/0")
         with pytest.raises(ConfigError):
             RedisStore.from_url("redis://127.0.0.1:notaport/0")
+        for path in ("abc", "-1", "1/2"):  # redis-py would use database 0 and say nothing
+            with pytest.raises(ConfigError, match="path is a database number"):
+                RedisStore.from_url(f"redis://127.0.0.1:1/{path}")
 
     def test_password_masked_in_repr_and_errors(self) -> None:
         """The password of a URL shows in no repr and no message, even for a bad option."""

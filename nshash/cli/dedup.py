@@ -487,10 +487,10 @@ def _open_method(store_url: str, method: str) -> KeyedDedup | SimhashDedup:
 def _cmd_dedup(args: argparse.Namespace) -> int:
     if args.engine == "spark":
         return _dedup_spark(args)
-    if args.against is not None or args.export_groups is not None:
+    if args.against is not None or args.export_groups is not None or args.spark_parts:
         raise UsageError(
-            "--against and --export-groups need --engine spark (the local engine keeps its"
-            " groups in --store; nshash groups --export writes them)"
+            "--against, --export-groups and --spark-parts need --engine spark (the local"
+            " engine keeps its groups in --store; nshash groups --export writes them)"
         )
     return _records(args, "add", _store_url(args, saved=False))
 

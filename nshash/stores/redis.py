@@ -161,6 +161,11 @@ def connect(url: str, taken: Sequence[str] = (), **options: Any) -> tuple[redis.
         if parts.scheme.lower() != "unix" and parts.path.strip("/"):
             raise ConfigError(f"Give the database once, in the path or as db=, in {shown!r}")
         kwargs["db"] = _int_option("db", merged.pop("db"), shown, 0)
+    elif parts.scheme.lower() != "unix" and parts.path.strip("/"):
+        # (redis-py reads a path that is not a number as database 0, and says nothing)
+        path = parts.path.strip("/")
+        if not (path.isascii() and path.isdigit()):
+            raise ConfigError(f"A Redis URL's path is a database number, not {path!r}: {shown!r}")
     if "max_connections" in merged:
         kwargs["max_connections"] = _int_option(
             "max_connections", merged.pop("max_connections"), shown, 1

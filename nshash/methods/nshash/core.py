@@ -365,6 +365,8 @@ class NSHash(Method):
                 )
             mine[name] = value
             origins[name] = (settings_from or {}).get(name, f"the keyword {name}=")
+        if not isinstance(readonly, bool):  # ("no" is truthy: it would open read-only)
+            raise ConfigError(f"readonly must be True or False, not {readonly!r}")
         if readonly:
             options["readonly"] = True
         if "clock" in mine:  # the time a retention window counts by, too
