@@ -61,6 +61,14 @@ def write_and_die(url: str) -> None:
     proc.wait(timeout=30)
 
 
+def repair(url: str) -> subprocess.CompletedProcess[str]:
+    """``nshash repair --store URL`` in a child process."""
+    return subprocess.run(
+        [sys.executable, "-m", "nshash", "repair", "--store", url],
+        capture_output=True, text=True, timeout=120, cwd=REPO,
+    )  # fmt: skip
+
+
 class TestJournalChecksum:
     """Each journal line carries a CRC32: a changed byte is named, older journals still open."""
 
@@ -77,13 +85,7 @@ class TestJournalChecksum:
         journal.write_bytes(b"\n".join(lines))
         with pytest.raises(StoreCorruptError, match=r"line 3 is damaged \(it fails its checksum"):
             NSHash.open(url)
-        done = subprocess.run(
-            [sys.executable, "-m", "nshash", "repair", "--store", url],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=REPO,
-        )
+        done = repair(url)
         assert done.returncode == 0, done.stderr
         assert "line 3 is damaged" in done.stdout and "kept 2 documents" in done.stdout
         with NSHash.open(url) as nsh:
@@ -128,10 +130,7 @@ class TestLostWrites:
         journal.write_bytes(b"\n".join(lines))
         with pytest.raises(StoreCorruptError, match=r"line 3 is damaged .*1 write\(s\)"):
             NSHash.open(url)
-        done = subprocess.run(
-            [sys.executable, "-m", "nshash", "repair", "--store", url],
-            capture_output=True, text=True, timeout=120, cwd=REPO,
-        )  # fmt: skip
+        done = repair(url)
         assert done.returncode == 0, done.stderr
         with NSHash.open(url) as nsh:
             assert nsh.document("d2") is not None and nsh.document("d4") is None
@@ -151,10 +150,7 @@ class TestLostWrites:
         log.write_bytes(bytes(data))
         with pytest.raises(StoreCorruptError, match="is damaged"):
             NSHash.open(url)
-        done = subprocess.run(
-            [sys.executable, "-m", "nshash", "repair", "--store", url],
-            capture_output=True, text=True, timeout=120, cwd=REPO,
-        )  # fmt: skip
+        done = repair(url)
         assert done.returncode == 0, done.stderr
         assert "repaired: LevelDB rebuilt its tables" in done.stdout
         with NSHash.open(url) as nsh:

@@ -616,7 +616,8 @@ def _add_record_options(p: argparse.ArgumentParser) -> None:
         type=_jobs,
         default=1,
         metavar="N",
-        help="fingerprint in N processes (0: one per CPU; default 1); same output for any N",
+        help="fingerprint in N processes (0: one per CPU; default 1; at most 4 per CPU);"
+        " same output for any N",
     )
     p.add_argument(
         "--on-error",

@@ -203,6 +203,7 @@ def add_serve_parser(sub: Any) -> None:
         type=int,
         default=1,
         metavar="N",
-        help="uvicorn worker processes (default 1; more need a redis:// store)",
+        help="uvicorn worker processes (default 1; more need a redis:// store; at most 4 per"
+        " CPU)",
     )
     p.set_defaults(func=_cmd_serve, parser=p)
