@@ -254,7 +254,7 @@ def instructions(
         name, k, count = r
         if k == "synth":
             assert states is not None
-            return callgrind(name, data, count - low, docs, states[name])
+            return callgrind(name, data, count - low, high - low, states[name])
         return callgrind(name, data / SETS[k], count, high)
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
