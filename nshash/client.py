@@ -31,13 +31,14 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
 from .errors import install_hint
@@ -56,7 +57,7 @@ from .errors import (
     NSHashError,
     StoreUnavailableError,
 )
-from .inputs import check_documents, either_id
+from .inputs import check_doc_id, check_documents, check_text, check_title, either_id
 from .methods.nshash.core import Document
 from .methods.nshash.find import MAX_TIME, StoryPage, TimeRange
 from .results import HOUR, AddResult, Correction, DocumentRecord, Group, HotGroup, Member
@@ -107,6 +108,44 @@ class _Call:
     corrects: bool = False
 
 
+_T = TypeVar("_T")
+
+
+def _read(parse: Callable[[Any], _T], data: Any) -> _T:
+    """*parse* of a 2xx answer: one the service never sends (another JSON API at that URL,
+    a proxy's page) is a :class:`ServiceError`, not a KeyError from deep inside."""
+    try:
+        return parse(data)
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError, IndexError) as exc:
+        raise ServiceError(
+            200, "invalid_response", f"the answer is not one nshash sends ({exc!r:.120})"
+        ) from None
+
+
+def _similar_id(data: Any) -> int | None:
+    """The ``similar_id`` of a query's answer (null: a new story)."""
+    value = data["similar_id"]
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"similar_id {value!r}")
+    return value
+
+
+def _ready(data: Any) -> None:
+    """Check that ``/readyz`` answered as nshash does (another service would answer too)."""
+    if data.get("status") != "ready":
+        raise ValueError(f"not nshash's readiness answer: {data!r:.80}")
+
+
+def _positive_id(value: object, name: str) -> int:
+    """A story or correction id the client sends: a positive int (1.5 or True would name
+    another one)."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value < 2**63:
+        raise ConfigError(f"{name} must be a positive integer, not {value!r:.80}")
+    return value
+
+
 def _check_url(url: str) -> str:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -127,11 +166,26 @@ def _quote_id(doc_id: str) -> str:
 
 
 def _document_body(doc: Document) -> dict[str, Any]:
+    """A document's JSON body, its fields checked as the library checks them (a lone
+    surrogate cannot even be sent); fields the service does not know are sent for it to say so.
+
+    Raises:
+        ConfigError: the document, or a field of it, is refused (see :mod:`nshash.inputs`).
+    """
     if isinstance(doc, str):
-        return {"text": doc}
-    if isinstance(doc, dict):
-        return {k: v for k, v in doc.items() if v is not None}
-    raise ConfigError(f"A document is a str or a dict, not {type(doc).__name__}")
+        return {"text": check_text(doc)}
+    if not isinstance(doc, dict):
+        raise ConfigError(f"A document is a str or a dict, not {type(doc).__name__}")
+    body = {k: v for k, v in doc.items() if v is not None}
+    body["text"] = check_text(body.get("text"))
+    if "id" in body:
+        body["id"] = check_doc_id(body["id"])
+    for name in ("title", "url", "site"):
+        if name in body:
+            body[name] = check_title(body[name], name)
+    if "published_at" in body:
+        body["published_at"] = _moment(body["published_at"])
+    return body
 
 
 #: What a document may carry besides its text, as the service names it (``id`` for doc_id).
@@ -140,8 +194,20 @@ _DOC_FIELDS = ("id", "title", "url", "site", "published_at")
 
 def _moment(value: float | datetime | None) -> Any:
     """A ``published_at`` as the service reads it: epoch seconds, or an RFC 3339 time (a
-    naive datetime is UTC, as :meth:`nshash.NSHash.add` takes it)."""
-    if value is None or not isinstance(value, datetime):
+    naive datetime is UTC, as :meth:`nshash.NSHash.add` takes it).
+
+    Raises:
+        ConfigError: neither a finite number nor a datetime.
+    """
+    if value is None:
+        return value
+    if not isinstance(value, datetime):
+        if (
+            not isinstance(value, int | float)
+            or isinstance(value, bool)
+            or not math.isfinite(value)
+        ):
+            raise ConfigError(f"published_at is epoch seconds or a datetime, not {value!r:.80}")
         return value
     if value.tzinfo is None:
         value = value.replace(tzinfo=timezone.utc)
@@ -150,10 +216,9 @@ def _moment(value: float | datetime | None) -> Any:
 
 def _add_call(text: str, doc_id: str | None, **fields: Any) -> _Call:
     fields["id"] = doc_id
-    fields["published_at"] = _moment(fields.get("published_at"))
     body: dict[str, Any] = {"text": text}
     body.update((k, fields[k]) for k in _DOC_FIELDS if fields.get(k) is not None)
-    return _Call("POST", "/v1/documents", body, safe=doc_id is not None)
+    return _Call("POST", "/v1/documents", _document_body(body), safe=doc_id is not None)
 
 
 def _epoch(value: str | None) -> int | None:
@@ -199,14 +264,34 @@ def _hot_group(data: dict[str, Any]) -> HotGroup:
     )
 
 
-def _batch_calls(documents: Iterable[Document], size: int) -> list[_Call]:
-    bodies = [_document_body(doc) for doc in check_documents(documents)]
+def _batch_calls(
+    documents: Iterable[Document], size: int
+) -> tuple[list[_Call], list[NSHashError | None]]:
+    """The batch requests of *documents*, and for each document the error that kept it from
+    being sent (None for those sent, in order)."""
+    bodies: list[dict[str, Any]] = []
+    refused: list[NSHashError | None] = []
+    for doc in check_documents(documents):
+        try:
+            bodies.append(_document_body(doc))
+            refused.append(None)
+        except ConfigError as exc:
+            refused.append(exc)
     calls = []
     for start in range(0, len(bodies), size):
         chunk = bodies[start : start + size]
         safe = all(isinstance(b.get("id"), str) and b["id"] for b in chunk)
         calls.append(_Call("POST", "/v1/documents/batch", {"documents": chunk}, safe=safe))
-    return calls
+    return calls, refused
+
+
+def _in_place(
+    refused: list[NSHashError | None], sent: list[AddResult | NSHashError]
+) -> list[AddResult | NSHashError]:
+    """The answers of a batch in the documents' order: each refused one's error in its place,
+    the service's answers to the others between them."""
+    answers = iter(sent)
+    return [error if error is not None else next(answers) for error in refused]
 
 
 def _add_result(data: dict[str, Any]) -> AddResult:
@@ -380,7 +465,8 @@ class _Base:
 
     @staticmethod
     def _group_call(similar_id: int) -> _Call:
-        return _Call("GET", f"/v1/groups/{int(similar_id)}", missing=("group_not_found",))
+        path = f"/v1/groups/{_positive_id(similar_id, 'similar_id')}"
+        return _Call("GET", path, missing=("group_not_found",))
 
     @staticmethod
     def _detach_call(doc_id: str, by: str | None) -> _Call:
@@ -391,13 +477,14 @@ class _Base:
 
     @staticmethod
     def _join_call(a: int, b: int, by: str | None) -> _Call:
-        body = {"stories": [a, b], **({"by": by} if by else {})}
+        stories = [_positive_id(a, "a story id"), _positive_id(b, "a story id")]
+        body = {"stories": stories, **({"by": by} if by else {})}
         return _Call("POST", "/v1/corrections/join", body, safe=False, corrects=True)
 
     @staticmethod
     def _undo_call(correction_id: int, by: str | None) -> _Call:
         body = {"by": by} if by else {}
-        path = f"/v1/corrections/{int(correction_id)}/undo"
+        path = f"/v1/corrections/{_positive_id(correction_id, 'correction_id')}/undo"
         return _Call("POST", path, body, safe=False, corrects=True)
 
     @staticmethod
@@ -515,34 +602,34 @@ class Client(_Base):
         """
         doc_id = either_id(doc_id, id)
         call = _add_call(text, doc_id, title=title, url=url, site=site, published_at=published_at)
-        return _add_result(self._send(call))
+        return _read(_add_result, self._send(call))
 
     def add_many(self, documents: Iterable[Document]) -> list[AddResult | NSHashError]:
         """Add documents in order, ``batch_size`` per request; a bad item yields its error."""
+        calls, refused = _batch_calls(documents, self.batch_size)
         out: list[AddResult | NSHashError] = []
-        for call in _batch_calls(documents, self.batch_size):
-            out.extend(_batch_results(self._send(call)))
-        return out
+        for call in calls:
+            out.extend(_read(_batch_results, self._send(call)))
+        return _in_place(refused, out)
 
     def query(self, text: str) -> int | None:
         """Return the ``similar_id`` the text would get, or None for a new story; adds nothing."""
-        similar_id = self._send(self._query_call(text))["similar_id"]
-        return None if similar_id is None else int(similar_id)
+        return _read(_similar_id, self._send(self._query_call(text)))
 
     def document(self, doc_id: str) -> DocumentRecord | None:
         """Return what the service keeps about a document added with *doc_id*, or None."""
         data = self._send(self._document_call(doc_id))
-        return None if data is None else _record(data)
+        return None if data is None else _read(_record, data)
 
     def group(self, similar_id: int) -> Group | None:
         """Return a group (merged ids answer with their canonical group), or None."""
         data = self._send(self._group_call(similar_id))
-        return None if data is None else _group(data)
+        return None if data is None else _read(_group, data)
 
     def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
         """Return the largest groups first."""
         data = self._send(self._groups_call(min_size, limit))
-        return [_group(g) for g in data["groups"]]
+        return _read(lambda d: [_group(g) for g in d["groups"]], data)
 
     def detach(self, doc_id: str, *, by: str | None = None) -> Correction:
         """Take a copy out of its story (see :meth:`nshash.NSHash.detach`).
@@ -550,27 +637,27 @@ class Client(_Base):
         Raises:
             CorrectionError: no such document, or it is its story's only copy.
         """
-        return _correction(self._send(self._detach_call(doc_id, by)))
+        return _read(_correction, self._send(self._detach_call(doc_id, by)))
 
     def join(self, a: int, b: int, *, by: str | None = None) -> Correction:
         """Join two stories (see :meth:`nshash.NSHash.join`)."""
-        return _correction(self._send(self._join_call(a, b, by)))
+        return _read(_correction, self._send(self._join_call(a, b, by)))
 
     def undo(self, correction_id: int, *, by: str | None = None) -> Correction:
         """Undo a correction (see :meth:`nshash.NSHash.undo`)."""
-        return _correction(self._send(self._undo_call(correction_id, by)))
+        return _read(_correction, self._send(self._undo_call(correction_id, by)))
 
     def corrections(self) -> list[Correction]:
         """Every correction, oldest first."""
         data = self._send(_Call("GET", "/v1/corrections"))
-        return [_correction(c) for c in data["corrections"]]
+        return _read(lambda d: [_correction(c) for c in d["corrections"]], data)
 
     def hot(self, since: str = "24h", limit: int = 30, min_count: int = 1) -> list[HotGroup]:
         """Return the hot stories: the groups with the most documents in the window *since*
         (``24h``, ``90m``, ``7d``), at least *min_count* there, most first, as
         :meth:`nshash.NSHash.hot` ranks them (``GET /v1/groups?since=``)."""
         data = self._send(self._hot_call(since, limit, min_count))
-        return [_hot_group(g) for g in data["groups"]]
+        return _read(lambda d: [_hot_group(g) for g in d["groups"]], data)
 
     def find(
         self,
@@ -593,7 +680,7 @@ class Client(_Base):
                 range, an unknown zone, a term over 200 characters...).
         """
         call = self._find_call(text, site, start, end, since, tz, limit, offset, min_count)
-        return _story_page(self._send(call))
+        return _read(_story_page, self._send(call))
 
     def ping(self) -> None:
         """Check that the service and its store answer (``GET /readyz``).
@@ -601,7 +688,7 @@ class Client(_Base):
         Raises:
             StoreUnavailableError: they do not, after the retries.
         """
-        self._send(_Call("GET", "/readyz"))
+        _read(_ready, self._send(_Call("GET", "/readyz")))
 
     def close(self) -> None:
         """Close the connections."""
@@ -682,56 +769,56 @@ class AsyncClient(_Base):
         """Add one document and return its group (see :meth:`Client.add`)."""
         doc_id = either_id(doc_id, id)
         call = _add_call(text, doc_id, title=title, url=url, site=site, published_at=published_at)
-        return _add_result(await self._send(call))
+        return _read(_add_result, await self._send(call))
 
     async def add_many(self, documents: Iterable[Document]) -> list[AddResult | NSHashError]:
         """Add documents in order, ``batch_size`` per request; a bad item yields its error."""
+        calls, refused = _batch_calls(documents, self.batch_size)
         out: list[AddResult | NSHashError] = []
-        for call in _batch_calls(documents, self.batch_size):
-            out.extend(_batch_results(await self._send(call)))
-        return out
+        for call in calls:
+            out.extend(_read(_batch_results, await self._send(call)))
+        return _in_place(refused, out)
 
     async def query(self, text: str) -> int | None:
         """Return the ``similar_id`` the text would get, or None; adds nothing."""
-        similar_id = (await self._send(self._query_call(text)))["similar_id"]
-        return None if similar_id is None else int(similar_id)
+        return _read(_similar_id, await self._send(self._query_call(text)))
 
     async def document(self, doc_id: str) -> DocumentRecord | None:
         """Return what the service keeps about a document added with *doc_id*, or None."""
         data = await self._send(self._document_call(doc_id))
-        return None if data is None else _record(data)
+        return None if data is None else _read(_record, data)
 
     async def group(self, similar_id: int) -> Group | None:
         """Return a group (merged ids answer with their canonical group), or None."""
         data = await self._send(self._group_call(similar_id))
-        return None if data is None else _group(data)
+        return None if data is None else _read(_group, data)
 
     async def detach(self, doc_id: str, *, by: str | None = None) -> Correction:
         """:meth:`Client.detach`, awaited."""
-        return _correction(await self._send(self._detach_call(doc_id, by)))
+        return _read(_correction, await self._send(self._detach_call(doc_id, by)))
 
     async def join(self, a: int, b: int, *, by: str | None = None) -> Correction:
         """:meth:`Client.join`, awaited."""
-        return _correction(await self._send(self._join_call(a, b, by)))
+        return _read(_correction, await self._send(self._join_call(a, b, by)))
 
     async def undo(self, correction_id: int, *, by: str | None = None) -> Correction:
         """:meth:`Client.undo`, awaited."""
-        return _correction(await self._send(self._undo_call(correction_id, by)))
+        return _read(_correction, await self._send(self._undo_call(correction_id, by)))
 
     async def corrections(self) -> list[Correction]:
         """:meth:`Client.corrections`, awaited."""
         data = await self._send(_Call("GET", "/v1/corrections"))
-        return [_correction(c) for c in data["corrections"]]
+        return _read(lambda d: [_correction(c) for c in d["corrections"]], data)
 
     async def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
         """Return the largest groups first."""
         data = await self._send(self._groups_call(min_size, limit))
-        return [_group(g) for g in data["groups"]]
+        return _read(lambda d: [_group(g) for g in d["groups"]], data)
 
     async def hot(self, since: str = "24h", limit: int = 30, min_count: int = 1) -> list[HotGroup]:
         """Return the hot stories of the window *since* (see :meth:`Client.hot`)."""
         data = await self._send(self._hot_call(since, limit, min_count))
-        return [_hot_group(g) for g in data["groups"]]
+        return _read(lambda d: [_hot_group(g) for g in d["groups"]], data)
 
     async def find(
         self,
@@ -748,11 +835,11 @@ class AsyncClient(_Base):
     ) -> StoryPage:
         """Find stories by headline, site and time range (see :meth:`Client.find`)."""
         call = self._find_call(text, site, start, end, since, tz, limit, offset, min_count)
-        return _story_page(await self._send(call))
+        return _read(_story_page, await self._send(call))
 
     async def ping(self) -> None:
         """Check that the service and its store answer (``GET /readyz``)."""
-        await self._send(_Call("GET", "/readyz"))
+        _read(_ready, await self._send(_Call("GET", "/readyz")))
 
     async def aclose(self) -> None:
         """Close the connections."""

@@ -39,7 +39,11 @@ can be resumed and requests retried without counting a page as its own repost.
 Scrapy's stats get ``nshash/items`` (documents sent), ``nshash/new`` (first of their story),
 ``nshash/duplicates``, ``nshash/dropped``, ``nshash/replayed`` (ids seen before),
 ``nshash/merges``, ``nshash/skipped/no_text`` (no text field: passed on untouched),
-``nshash/skipped/empty`` (no letter or digit: passed on untouched) and ``nshash/errors``.
+``nshash/skipped/empty`` (no letter or digit: passed on untouched),
+``nshash/skipped/refused`` (a text, id, title or url no store takes, such as an id of a kind
+no id is or a url over 1,024 characters standing for the id: passed on untouched, with a
+warning that says why) and ``nshash/errors`` (the store or service failed: the item is not
+passed on). Among the text fields, the first that holds more than white space is the text.
 """
 
 from __future__ import annotations
@@ -47,8 +51,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-from collections.abc import Awaitable, Callable
+import math
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import install_hint
@@ -120,6 +127,9 @@ class PipelineSettings:
         """
         store = settings.get("NSHASH_STORE_URL") or None
         service = settings.get("NSHASH_SERVICE_URL") or None
+        for key, value in (("NSHASH_STORE_URL", store), ("NSHASH_SERVICE_URL", service)):
+            if value is not None and not isinstance(value, str):
+                raise ConfigError(f"{key} is a URL, not {value!r}")
         if store and service:
             raise ConfigError(
                 "Set NSHASH_STORE_URL (an embedded store) or NSHASH_SERVICE_URL (a running"
@@ -133,6 +143,8 @@ class PipelineSettings:
         text = settings.get("NSHASH_TEXT_FIELD") or ("content", "text")
         if isinstance(text, str):  # "body" or, from the command line, "body,content"
             text = [name.strip() for name in text.split(",")]
+        if not isinstance(text, list | tuple):
+            raise ConfigError(f"NSHASH_TEXT_FIELD is a field name or a list of them, not {text!r}")
         text_fields = tuple(text)
         if not text_fields or not all(isinstance(f, str) and f for f in text_fields):
             raise ConfigError(f"NSHASH_TEXT_FIELD is a field name or a list of them, not {text!r}")
@@ -167,10 +179,14 @@ def _number(settings: Any, key: str, default: T, kind: Callable[[Any], T]) -> T:
     value = settings.get(key)
     if value is None or value == "":
         return default
+    what = "a whole number" if kind is int else "a number"
     try:
         number = kind(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{key} must be a number, not {value!r}") from None
+        exact = kind is not int or float(value) == number  # 1.7 is no count of retries
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"{key} must be {what}, not {value!r}") from None
+    if isinstance(value, bool) or not exact or not math.isfinite(number):  # type: ignore[arg-type]
+        raise ConfigError(f"{key} must be {what}, not {value!r}")
     if number < 0:  # type: ignore[operator]
         raise ConfigError(f"{key} must be 0 or more, not {value!r}")
     return number
@@ -195,6 +211,38 @@ def _text(value: object) -> str | None:
     if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
         return "\n".join(value)
     return None
+
+
+def _first_text(values: Iterable[object]) -> str | None:
+    """The first of the text fields' *values* that holds more than white space, else the first
+    that is a text at all (an empty one: the item is then passed on as empty), else None."""
+    found = None
+    for value in values:
+        text = _text(value)
+        if text is not None:
+            if text.strip():
+                return text
+            if found is None:
+                found = text
+    return found
+
+
+def _id(value: object, field: str) -> str | None:
+    """The id field's value as a str: a str, an int, or another plain value (a UUID, a finite
+    float) written as str() writes it; None when there is none.
+
+    Raises:
+        ConfigError: the value is of a kind no id is (a bool, a dict, a list of those...).
+    """
+    if isinstance(value, list | tuple):
+        value = next((v for v in value if v not in (None, "")), None)
+    if value is None or value == "":
+        return None
+    if isinstance(value, str | int | uuid.UUID | Decimal) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float) and math.isfinite(value):
+        return repr(value)
+    raise ConfigError(f"The {field!r} field is an id (a str or a number), not {value!r:.80}")
 
 
 def _label(value: object) -> str | None:
@@ -283,7 +331,10 @@ class NSHashPipeline:
             NSHashError: the store or service failed (after the client's retries).
         """
         adapter = ItemAdapter(item)
-        doc = self._document(adapter)
+        try:
+            doc = self._document(adapter)
+        except ConfigError as exc:
+            return self._refused(item, exc)
         if doc is None:
             self._inc("nshash/skipped/no_text")
             return item
@@ -296,6 +347,8 @@ class NSHashPipeline:
         except EmptyDocumentError:
             self._inc("nshash/skipped/empty")
             return item
+        except ConfigError as exc:  # the item's text, id, title or url refused (nshash.inputs)
+            return self._refused(item, exc)
         except NSHashError:
             self._inc("nshash/errors")
             raise
@@ -312,18 +365,28 @@ class NSHashPipeline:
 
     def _document(self, adapter: Any) -> _Document | None:
         s = self.settings
-        text = next(
-            (t for f in s.text_fields if (t := _text(adapter.get(f))) is not None),
-            None,
-        )
+        text = _first_text(adapter.get(f) for f in s.text_fields)
         if text is None:
             return None
         url = _label(adapter.get(s.url_field))
-        doc_id = _label(adapter.get(s.id_field)) or url
+        doc_id = _id(adapter.get(s.id_field), s.id_field) or url
         return _Document(text, doc_id, _label(adapter.get(s.title_field)), url)
+
+    def _refused(self, item: Any, exc: ConfigError) -> Any:
+        """Pass on untouched an item whose text, id, title or url no store takes, and say
+        why (it was lost from the crawl's output)."""
+        self._inc("nshash/skipped/refused")
+        logger.warning("nshash: an item passed on untouched: %s", exc)
+        return item
 
     @staticmethod
     def _check_fields(adapter: Any) -> None:
+        params = getattr(type(adapter.item), "__dataclass_params__", None)
+        if params is not None and params.frozen:
+            raise ConfigError(
+                f"The item class {type(adapter.item).__name__} is a frozen dataclass: nshash"
+                " cannot set its similar_id and duplicate"
+            )
         if isinstance(adapter.item, dict):
             return
         names = set(adapter.field_names())

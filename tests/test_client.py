@@ -164,8 +164,18 @@ class TestClient:
             with pytest.raises(EmptyDocumentError):
                 client.add(" ... ", "c-empty")
             with pytest.raises(ServiceError) as info:
-                client.add(FLOOD, "x" * 2000)
+                client.add(FLOOD, "c-late", published_at=-5.0)  # the service's own check
             assert info.value.status == 422 and info.value.code == "invalid_request"
+            # What the library refuses is refused before it is sent, with the same error.
+            with pytest.raises(ConfigError, match="doc_id has 2000 characters"):
+                client.add(FLOOD, "x" * 2000)
+            with pytest.raises(ConfigError, match="lone surrogate"):
+                client.add("A text \ud800 with a lone surrogate.", "c-sur")
+            for bad in (1.5, True, None, "2"):
+                with pytest.raises(ConfigError, match="positive integer"):
+                    client.group(bad)  # type: ignore[arg-type]
+                with pytest.raises(ConfigError, match="positive integer"):
+                    client.undo(bad)  # type: ignore[arg-type]
         with Client(server.url, api_key="wrong") as client:
             with pytest.raises(ServiceError) as info:
                 client.add(FLOOD, "c-key")
@@ -187,8 +197,8 @@ class TestClient:
             ]
             out = client.add_many(docs)
         assert [type(o) for o in out] == [
-            AddResult, EmptyDocumentError, AddResult, ServiceError, AddResult,
-        ]  # fmt: skip
+            AddResult, EmptyDocumentError, AddResult, ConfigError, AddResult,
+        ]  # fmt: skip  (the one without text is refused before it is sent, in its place)
         assert isinstance(out[0], AddResult) and isinstance(out[2], AddResult)
         assert out[2].similar_id == out[0].similar_id and out[2].doc_id == "m-2"
 
@@ -369,3 +379,42 @@ class TestAsyncClient:
             assert len(partition(sequential)) == 16
         finally:
             concurrent_server.stop()
+
+
+class TestAnswersOfAnotherService:
+    """A base URL pointing at another JSON API answers 2xx in shapes nshash never sends: each
+    call says so (ServiceError ``invalid_response``), where it raised a KeyError or TypeError
+    from inside, and ``ping`` no longer takes any 2xx for nshash's readiness."""
+
+    @pytest.mark.parametrize("body", [{}, [1, 2], {"similar_id": "abc"}, {"groups": 7}])
+    def test_every_call(self, body: Any) -> None:
+        transport = httpx.MockTransport(lambda request: httpx.Response(200, json=body))
+        with Client("http://other.example", transport=transport, retries=0) as client:
+            calls = [
+                lambda: client.add("A text about the harbour bridge.", "a"),
+                lambda: client.add_many(["A text about the harbour bridge."]),
+                lambda: client.query("A text about the harbour bridge."),
+                lambda: client.group(1),
+                lambda: client.groups(),
+                lambda: client.corrections(),
+                lambda: client.undo(1),
+                lambda: client.hot(),
+                lambda: client.find("bridge"),
+                client.ping,
+            ]
+            for call in calls:
+                with pytest.raises(ServiceError) as info:
+                    call()
+                assert info.value.code == "invalid_response"
+
+    def test_async_too(self) -> None:
+        transport = httpx.MockTransport(lambda request: httpx.Response(200, json={}))
+
+        async def run() -> None:
+            async with AsyncClient("http://other.example", transport=transport) as client:
+                with pytest.raises(ServiceError, match="not one nshash sends"):
+                    await client.add("A text about the harbour bridge.")
+                with pytest.raises(ServiceError, match="not one nshash sends"):
+                    await client.ping()
+
+        asyncio.run(run())

@@ -248,6 +248,12 @@ class TestPipeline:
             {"NSHASH_RETRIES": "many"},
             {"NSHASH_TEXT_FIELD": [1]},
             {"NSHASH_TEXT_FIELD": ","},
+            {"NSHASH_TEXT_FIELD": 5},
+            {"NSHASH_SERVICE_URL": 5},
+            {"NSHASH_TIMEOUT": "nan"},
+            {"NSHASH_TIMEOUT": "inf"},
+            {"NSHASH_RETRIES": 1.7},
+            {"NSHASH_RETRIES": True},
         ):
             with pytest.raises(ConfigError):
                 PipelineSettings.from_settings(bad)
@@ -297,6 +303,59 @@ class TestPipeline:
         assert out[0]["similar_id"] == 1
         assert isinstance(out[1], DropItem) and "story 1" in str(out[1])
         assert stats.values["nshash/dropped"] == 1
+
+    def test_ids_of_other_kinds(self) -> None:
+        """A float or UUID id is an id (a page crawled again replays its first answer, it is
+        not its own repost); an id of a kind no id is passes the item on untouched, counted
+        and said, where the item used to be kept as a new document without its id."""
+        import uuid
+
+        key = uuid.UUID(int=7)
+        items = [
+            {"text": STORY, "id": 20240101.0},
+            {"text": STORY, "id": 20240101.0},
+            {"text": "Another story: the lighthouse keeper retires.", "id": key},
+            {"text": "Another story: the lighthouse keeper retires.", "id": key},
+            {"text": "A third story, about the orchard.", "id": {"a": 1}},
+        ]
+        out, stats = run_items(PipelineSettings(), items)
+        assert [o.get("duplicate") for o in out] == [False, False, False, False, None]
+        assert out[1]["similar_id"] == out[0]["similar_id"]
+        assert stats.values["nshash/replayed"] == 2
+        assert stats.values["nshash/skipped/refused"] == 1
+
+    def test_items_the_store_refuses_are_passed_on(self) -> None:
+        """An item whose url (standing for its id) is too long, or whose text holds a lone
+        surrogate, is passed on untouched and counted: it used to vanish from the crawl."""
+        items = [
+            {"text": STORY, "url": "http://e.com/?" + "q" * 1100},
+            {"text": "A text with a lone surrogate \ud800 in it."},
+            {"text": "The orchard's harvest came early this year.", "id": "ok"},
+        ]
+        out, stats = run_items(PipelineSettings(), items)
+        assert out[:2] == items[:2] and "similar_id" not in out[0]
+        assert out[2]["similar_id"] == 1
+        assert stats.values["nshash/skipped/refused"] == 2
+
+    def test_an_empty_text_field_does_not_hide_another(self) -> None:
+        items = [
+            {"content": "", "text": STORY, "id": "c1"},
+            {"text": STORY + " Again.", "id": "c2"},
+        ]
+        out, _ = run_items(PipelineSettings(), items)
+        assert out[0]["similar_id"] == out[1]["similar_id"] and out[1]["duplicate"]
+
+    def test_a_frozen_dataclass_item_is_refused_before_any_write(self) -> None:
+        import dataclasses
+
+        @dataclasses.dataclass(frozen=True)
+        class Frozen:
+            text: str
+            similar_id: int | None = None
+            duplicate: bool | None = None
+
+        with pytest.raises(ConfigError, match="frozen dataclass"):
+            run_items(PipelineSettings(), [Frozen(STORY)])
 
     def test_item_class_without_the_fields(self) -> None:
         """An Item class that cannot hold similar_id is a clear ConfigError, before any write."""
