@@ -250,6 +250,17 @@ class TestErrors:
         code, _, err = run("dedup", source, "-o", tmp_path / "out.parquet")
         assert code == 1 and "holds int64, not strings" in err
 
+    @pytest.mark.parametrize("twice", ["id", "text"])
+    def test_a_column_read_by_name_twice(self, run: Run, tmp_path: Path, twice: str) -> None:
+        """Two columns of the name read (possible in Parquet) are refused: it was a traceback."""
+        source = tmp_path / "in.parquet"
+        other = "id" if twice == "text" else "text"
+        columns = [pa.array(["Some words here.", "More words."])] * 3
+        pq.write_table(pa.Table.from_arrays(columns, names=[twice, twice, other]), source)
+        code, out, err = run("dedup", source, "-o", tmp_path / "out.parquet")
+        assert (code, out) == (1, "") and err.count("\n") == 1
+        assert f"more than one column named {twice!r}" in err
+
     def test_float_id_column(self, run: Run, tmp_path: Path) -> None:
         """An id column of floats is refused (ids are strings or integers)."""
         source = tmp_path / "in.parquet"

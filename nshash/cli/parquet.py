@@ -193,6 +193,12 @@ def open_parquet(name: str, fields: Fields) -> ParquetSource:
             finally:
                 other.close()
         names = schema.names
+        read = {*fields.text, fields.id, fields.title, fields.url, fields.site, fields.time}
+        twice = sorted({n for n in names if n in read and names.count(n) > 1})
+        if twice:  # (a column read by name must be one column)
+            raise ConfigError(
+                f"{name} has more than one column named {', '.join(map(repr, twice))}"
+            )
         text = next((f for f in fields.text if f in names), None)
         if text is None:
             raise ConfigError(
