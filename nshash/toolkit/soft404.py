@@ -113,6 +113,52 @@ def _html_parser() -> Any:
     return LexborHTMLParser
 
 
+#: The deepest nesting of elements a page is parsed with (Chromium's parser stops nesting at
+#: 512 too): the HTML parser's time grows with the square of the depth, so 200,000 nested
+#: ``<div>`` took it minutes. Tags past this depth are dropped before parsing; their text stays.
+MAX_DEPTH = 512
+
+#: An opening or closing tag: whether it closes, and its name.
+_TAG = re.compile(r"<(/?)([A-Za-z][^\s/>]*)[^>]*>")
+
+#: Elements without content (never closed), and those a page may leave open (the parser
+#: closes them at the next of their kind): neither is counted as depth.
+_VOID = frozenset(
+    "area base br col embed hr img input link meta param source track wbr"
+    " p li dt dd tr td th option".split()
+)
+
+
+def _shallow(page: str) -> str:
+    """*page* with every tag that would open an element deeper than :data:`MAX_DEPTH` (and
+    the closing tags past that depth) made a space: a linear scan, only for a page with that
+    many tags."""
+    if page.count("<") <= MAX_DEPTH:
+        return page
+    depth = 0
+    kept: list[str] = []
+    last = 0
+    for match in _TAG.finditer(page):
+        closing, name = match.group(1), match.group(2).lower()
+        if name in _VOID or match.group(0).endswith("/>"):
+            continue
+        if closing:
+            depth -= 1
+            drop = depth >= MAX_DEPTH
+            depth = max(depth, 0)
+        else:
+            drop = depth >= MAX_DEPTH
+            depth += 1
+        if drop:  # (a space where it was: its text stays apart from its neighbours')
+            kept.append(page[last : match.start()])
+            kept.append(" ")
+            last = match.end()
+    if not kept:
+        return page
+    kept.append(page[last:])
+    return "".join(kept)
+
+
 def visible_text(page: str) -> str:
     """The text a browser shows for *page* (HTML or plain text), title included.
 
@@ -129,7 +175,7 @@ def visible_text(page: str) -> str:
         raise ConfigError(f"A page must be a str, not {type(page).__name__!r}.")
     if not _LOOKS_LIKE_HTML.search(page):
         return page
-    tree = _html_parser()(page)
+    tree = _html_parser()(_shallow(page))
     tree.strip_tags(list(HIDDEN_TAGS))
     root = tree.root
     if root is None:
