@@ -141,3 +141,16 @@ def test_cli_export(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     missing = f"sqlite://{tmp_path / 'none.db'}"
     assert main(["groups", "--store", missing, "--export", str(tmp_path / "x.parquet")]) == 1
     assert capsys.readouterr().err.startswith("Error: ")
+    # Not a Parquet file's name (the file was written as Parquet whatever its name, "-"
+    # included), or a listing's options, which the export ignored: bad usage, nothing written.
+    for target, more, said in (
+        ("-", [], "give a FILE.parquet"),
+        (str(tmp_path / "g.jsonl"), [], "give a FILE.parquet"),
+        ("", [], "give a FILE.parquet"),
+        (str(tmp_path / "h.parquet"), ["--top", "3"], "--top"),
+        (str(tmp_path / "h.parquet"), ["--since", "1h", "--json"], "--json, --since"),
+        (str(tmp_path / "h.parquet"), ["--search", "mill"], "--search"),
+    ):
+        assert main(["groups", "--store", url, "--export", target, *more]) == 2
+        assert said in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name[0] in "-gh") == ["g.parquet"]

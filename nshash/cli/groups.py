@@ -21,7 +21,7 @@ from ..methods.nshash.core import NSHash
 from ..methods.nshash.find import local_time, zone
 from ..results import HotGroup
 from ..stores.url import mask_url
-from .common import _STORE_HELP_SAVED, _store_url
+from .common import _STORE_HELP_SAVED, UsageError, _store_url
 
 if TYPE_CHECKING:
 
@@ -116,7 +116,11 @@ def _cmd_find(args: argparse.Namespace, url: str) -> int:
         print(json.dumps(data, ensure_ascii=False, indent=2))
         return 0
     if not page.stories:
-        print(f"no story matches in {mask_url(url)} ({page.total} in all)", file=sys.stderr)
+        print(
+            f"no story matches in {mask_url(url)} ({page.total} in all; searches read the"
+            " documents added with tracking on: dedup --track, or the service's NSHASH_TRACK)",
+            file=sys.stderr,
+        )
         return 0
     seen = f"last seen ({args.tz or 'UTC'})"
     print(f"{'copies':>6}  {'size':>6}  {'similar_id':>10}  {seen:<22}  title")
@@ -134,6 +138,23 @@ def _cmd_find(args: argparse.Namespace, url: str) -> int:
 def _cmd_export(args: argparse.Namespace, url: str) -> int:
     """``nshash groups --export FILE.parquet``: every group, for a batch job's --against."""
     from ..export import export_groups
+
+    target = args.export
+    if target in ("", "-") or not target.lower().endswith(".parquet"):
+        raise UsageError(
+            f"--export writes every group to a Parquet file: give a FILE.parquet, not {target!r}"
+        )
+    listing = {
+        "--top": args.top != 30, "--min-size": args.min_size is not None,
+        "--json": args.json, "--since": args.since is not None,
+        "--search/--site/--from/--to/--tz/--offset": _finding(args),
+    }  # fmt: skip
+    given = [flag for flag, on in listing.items() if on]
+    if given:
+        raise UsageError(
+            f"--export writes every group; {', '.join(given)} choose what a listing shows"
+            " and cannot be given with it"
+        )
 
     with NSHash.open(url, readonly=True) as nsh:
         counts = export_groups(nsh, args.export)
