@@ -452,3 +452,31 @@ class TestExample:
             port = sock.getsockname()[1]
         assert scan_example.main([f"http://127.0.0.1:{port}", "/a", "/b", "--timeout", "5"]) == 1
         assert parse_scan(capsys.readouterr().out) == {"/a": "error", "/b": "error"}
+
+
+class TestArguments:
+    """What is not a page, a path, a list of words or a timeout is a ConfigError: these were
+    AttributeErrors, TypeErrors and ValueErrors from inside (and scan("abc") probed a, b, c)."""
+
+    def test_each(self) -> None:
+        from nshash.toolkit.soft404 import SiteProbe, Soft404Detector, fetch, page_words
+
+        detector = Soft404Detector()
+        probe = SiteProbe("http://127.0.0.1:1")
+        calls = [
+            lambda: page_words("<p>x</p>", 5),  # type: ignore[arg-type]
+            lambda: detector.is_soft404("a", "b", baseline_path=5),  # type: ignore[arg-type]
+            lambda: detector.compare_words(None, []),  # type: ignore[arg-type]
+            lambda: fetch(5),  # type: ignore[arg-type]
+            lambda: fetch("http://[::1"),
+            lambda: fetch("http://127.0.0.1:1", timeout="x"),  # type: ignore[arg-type]
+            lambda: fetch("http://127.0.0.1:1", timeout=-1),
+            lambda: SiteProbe("http://[::1"),
+            lambda: probe.check(None),  # type: ignore[arg-type]
+            lambda: probe.url_for(None),  # type: ignore[arg-type]
+            lambda: probe.scan(None),  # type: ignore[arg-type]
+            lambda: probe.scan("abc"),  # type: ignore[arg-type]
+        ]
+        for call in calls:
+            with pytest.raises(ConfigError):
+                call()

@@ -45,6 +45,7 @@ import secrets
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterable
 from dataclasses import dataclass
 from email.message import Message
 from functools import lru_cache
@@ -223,6 +224,9 @@ def page_words(page: str, *paths: str | None) -> list[str]:
         >>> page_words("<p>Sorry, /old-news is gone (12:03:55).</p>", "/old-news")
         ['sorry', 'is', 'gone', '0', '0', '0']
     """
+    for path in paths:
+        if path is not None and not isinstance(path, str):
+            raise ConfigError(f"A path is a str, not {type(path).__name__!r}.")
     text = normalize_text(visible_text(page))
     forms = {form for path in paths if path for form in _path_variants(path)}
     if forms:
@@ -230,6 +234,20 @@ def page_words(page: str, *paths: str | None) -> list[str]:
         ordered = sorted(forms, key=lambda f: (-len(f), f))
         text = re.sub("|".join(_echo_pattern(f) for f in ordered), " ", text)
     return [_MASKED if _HAS_DIGIT.search(w) else w for w in split_words(text)]
+
+
+def _check_words(*lists: object) -> None:
+    """Refuse what is not a list of words (as :func:`page_words` gives them)."""
+    for words in lists:
+        if not isinstance(words, list | tuple) or not all(isinstance(w, str) for w in words):
+            raise ConfigError(f"Words are a list of str, not {words!r:.60}.")
+
+
+def _check_timeout(timeout: object) -> None:
+    """Refuse a timeout that is not a positive number of seconds."""
+    number = isinstance(timeout, int | float) and not isinstance(timeout, bool)
+    if not number or not 0 < timeout < float("inf"):  # type: ignore[operator]
+        raise ConfigError(f"A timeout is a positive number of seconds, not {timeout!r}.")
 
 
 def _compare_words(a: list[str], b: list[str]) -> tuple[float, int]:
@@ -297,7 +315,12 @@ class Soft404Detector:
         )
 
     def compare_words(self, baseline: list[str], candidate: list[str]) -> Verdict:
-        """:meth:`is_soft404` on the output of :func:`page_words` (to reuse a baseline)."""
+        """:meth:`is_soft404` on the output of :func:`page_words` (to reuse a baseline).
+
+        Raises:
+            ConfigError: either is not a list of words.
+        """
+        _check_words(baseline, candidate)
         score, changed = _compare_words(baseline, candidate)
         detail = f"similarity {score:.3f}, {changed} words changed"
         if score < self.threshold:
@@ -382,7 +405,14 @@ def fetch(
         ConfigError: *url* is not an http(s) URL.
         FetchError: the server could not be reached or did not answer in time.
     """
-    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+    if not isinstance(url, str):
+        raise ConfigError(f"A URL is a str, not {type(url).__name__!r}.")
+    _check_timeout(timeout)
+    try:
+        scheme = urllib.parse.urlsplit(url).scheme
+    except ValueError as exc:  # an unclosed [ipv6 host
+        raise ConfigError(f"Cannot fetch the malformed URL {url!r}: {exc}.") from None
+    if scheme not in ("http", "https"):
         raise ConfigError(f"Only http and https URLs can be fetched, not {url!r}.")
     request = urllib.request.Request(url, headers={"User-Agent": user_agent})
     try:
@@ -440,7 +470,11 @@ class SiteProbe:
         timeout: float = 10.0,
         max_bytes: int = 2_000_000,
     ) -> None:
-        parts = urllib.parse.urlsplit(base_url) if isinstance(base_url, str) else None
+        try:
+            parts = urllib.parse.urlsplit(base_url) if isinstance(base_url, str) else None
+        except ValueError:  # an unclosed [ipv6 host
+            parts = None
+        _check_timeout(timeout)
         if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
             raise ConfigError(f"The base URL must be an http(s) URL with a host, not {base_url!r}.")
         self.base_url = base_url.rstrip("/")
@@ -450,7 +484,13 @@ class SiteProbe:
         self._baselines: dict[str, Baseline] = {}
 
     def url_for(self, path: str) -> str:
-        """The URL of *path* on the site; characters a URL cannot hold are percent-encoded."""
+        """The URL of *path* on the site; characters a URL cannot hold are percent-encoded.
+
+        Raises:
+            ConfigError: *path* is not a str.
+        """
+        if not isinstance(path, str):
+            raise ConfigError(f"A path is a str, not {type(path).__name__!r}.")
         return self.base_url + "/" + urllib.parse.quote(path.lstrip("/"), safe=_URL_SAFE)
 
     def _fetch(self, path: str) -> Response:
@@ -506,6 +546,8 @@ class SiteProbe:
 
     def scan(self, paths: list[str]) -> dict[str, Verdict | FetchError]:
         """:meth:`check` every path; a path that cannot be fetched maps to its error."""
+        if isinstance(paths, str) or not isinstance(paths, Iterable):  # ("abc": a, b and c)
+            raise ConfigError(f"scan takes a list of paths, not a {type(paths).__name__!r}.")
         results: dict[str, Verdict | FetchError] = {}
         for path in paths:
             try:
