@@ -486,7 +486,7 @@ class NSHash(Method):
             return None
         url = check_title(url, "url")
         site = check_title(site, "site")
-        if site is not None:
+        if site:  # ("" is no site: the url's host stands for it)
             site_key(site)  # searches match sites by this rule: a site it refuses is never found
         else:
             site = site_of(url)
