@@ -234,9 +234,8 @@ def _id(value: object, field: str) -> str | None:
     Raises:
         ConfigError: the value is of a kind no id is (a bool, a dict, a list of those...).
     """
-    if isinstance(value, list | tuple):
-        value = next((v for v in value if v not in (None, "")), None)
-    if value is None or value == "":
+    value = _first(value)
+    if value is None:
         return None
     if isinstance(value, str | int | uuid.UUID | Decimal) and not isinstance(value, bool):
         return str(value)
@@ -245,13 +244,17 @@ def _id(value: object, field: str) -> str | None:
     raise ConfigError(f"The {field!r} field is an id (a str or a number), not {value!r:.80}")
 
 
-def _label(value: object) -> str | None:
-    """An id, title or url field's value as a str (the first of a list), or None."""
+def _first(value: object) -> object:
+    """A field's value, the first of a list; None for none or an empty one."""
     if isinstance(value, list | tuple):
         value = next((v for v in value if v not in (None, "")), None)
-    if isinstance(value, bool) or value is None or value == "":
-        return None
-    if isinstance(value, str | int):
+    return None if value == "" else value
+
+
+def _label(value: object) -> str | None:
+    """A title or url field's value as a str (the first of a list), or None."""
+    value = _first(value)
+    if isinstance(value, str | int) and not isinstance(value, bool):
         return str(value)
     return None
 
