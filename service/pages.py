@@ -205,8 +205,16 @@ def _local(path: str, query: Any = ()) -> str:
 
 
 def _safe_next(value: str | None) -> str:
-    """*value* if it is an address on this site, else ``/`` (no open redirects)."""
-    if value and value.startswith("/") and not value.startswith("//") and "\\" not in value:
+    """*value* if it is an address on this site, else ``/`` (no open redirects). Browsers
+    drop tabs and line breaks from a link (``/<TAB>/evil.example`` is ``//evil.example``),
+    so an address holding a control character is refused too."""
+    if (
+        value
+        and value.startswith("/")
+        and not value.startswith("//")
+        and "\\" not in value
+        and not any(c < " " or c == "\x7f" for c in value)
+    ):
         return value
     return "/"
 

@@ -354,7 +354,10 @@ async def list_groups(
     ] = None,
     to: Annotated[
         str | None,
-        Query(description="The range's end, exclusive; a bare date means the end of that day."),
+        Query(
+            pattern=_MOMENT,
+            description="The range's end, exclusive; a bare date means the end of that day.",
+        ),
     ] = None,
     tz: Annotated[
         str | None,

@@ -545,6 +545,40 @@ class TestPageCorrections:
             assert client.post("/v1/corrections/1_0/undo", json={}).status_code == 422
             assert client.post("/v1/corrections/join", json={"stories": [1, 2]}).status_code == 201
 
+    def test_undo_of_a_join_joined_again_is_refused_on_every_store(self, store_url: str) -> None:
+        """Story 3 joined into 2, then 2 into 1: undoing the first join answered 500 (its
+        story is no longer joined directly) on the file stores. It is refused with 409 on
+        the API and the pages, and works once the later join is undone."""
+        form = {"content-type": "application/x-www-form-urlencoded"}
+        with TestClient(create_app(Settings(store_url=store_url))) as client:
+            for k in (1, 2, 3):
+                for i in range(2):
+                    text = " ".join(synthetic_story(k)) + f" Copy {i}."
+                    client.post("/v1/documents", json={"text": text, "id": f"s{k}-{i}"})
+            assert client.post("/v1/corrections/join", json={"stories": [2, 3]}).status_code == 201
+            assert client.post("/v1/corrections/join", json={"stories": [1, 2]}).status_code == 201
+            api = client.post("/v1/corrections/1/undo", json={})
+            assert api.status_code == 409 and "undo that later join first" in api.text
+            page = client.post("/corrections/1/undo", content=b"", headers=form)
+            assert page.status_code == 409 and page.headers["content-type"].startswith("text/html")
+            assert client.post("/v1/corrections/2/undo", json={}).status_code == 200
+            assert client.post("/v1/corrections/1/undo", json={}).status_code == 200
+            assert [client.get(f"/v1/groups/{g}").json()["size"] for g in (1, 2, 3)] == [2, 2, 2]
+
+    def test_a_login_link_never_leaves_the_site(self) -> None:
+        """A browser drops a tab from a link: ``/<TAB>/evil.example`` would be ``//evil...``."""
+        with TestClient(create_app(Settings(store_url="memory://"))) as client:
+            for bad in ("/\t/evil.example", "/\n/evil.example", "//evil.example"):
+                page = client.get("/login", params={"next": bad})
+                assert page.status_code == 200 and "evil.example" not in page.text
+
+    def test_to_takes_the_form_from_takes(self) -> None:
+        """``to=20260308`` was read as the start of that day (``from`` refused it)."""
+        with TestClient(create_app(Settings(store_url="memory://", track=True))) as client:
+            for bad in ("20260308", "2026-W10"):
+                assert client.get("/v1/groups", params={"to": bad}).status_code == 422
+            assert client.get("/v1/groups", params={"to": "2026-03-08"}).status_code == 200
+
     def test_a_page_form_over_the_body_limit_gets_a_page(self) -> None:
         form = {"content-type": "application/x-www-form-urlencoded"}
         with TestClient(create_app(Settings(store_url="memory://", max_body_bytes=1024))) as c:

@@ -243,6 +243,12 @@ def undo(t: CorrectionTables, cid: int, by: str, at: int, cap: int) -> Correctio
                 f"Story {gid} of correction {cid} is not joined as it was",
                 code="correction_refused",
             )
+        if t.get_parent(gid) != root:  # joined into a story that was merged away since
+            raise CorrectionError(
+                f"Story {gid} of correction {cid} was joined into story {entry['target']},"
+                f" which is now part of story {root}: undo that later join first",
+                code="correction_refused",
+            )
         values, limit = entry["sketch"]
         root_values, root_limit = entry["root_sketch"]
         only_joined = set(values) - set(root_values)
