@@ -92,8 +92,8 @@ def _digits(value: object) -> object:
     return value
 
 
-#: A group or correction id in a path.
-PathId = Annotated[int, BeforeValidator(_digits)]
+#: Digits only for an id in a path (after its Path(...), which the schema shows).
+DIGITS = BeforeValidator(_digits)
 
 
 def _json(model: BaseModel, exclude_unset: bool = False) -> Response:
@@ -438,7 +438,7 @@ async def list_groups(
     summary="Get a group",
 )
 async def get_group(
-    similar_id: Annotated[PathId, Path(ge=1, le=MAX_SIMILAR_ID, description="A group id.")],
+    similar_id: Annotated[int, Path(ge=1, le=MAX_SIMILAR_ID, description="A group id."), DIGITS],
     service: ServiceDep,
 ) -> GroupResponse:
     """Return a group and its members.
@@ -503,7 +503,9 @@ async def join(body: JoinRequest, service: ServiceDep) -> CorrectionOut:
     summary="Undo a correction",
 )
 async def undo(
-    correction_id: Annotated[PathId, Path(ge=1, le=MAX_SIMILAR_ID, description="A correction id.")],
+    correction_id: Annotated[
+        int, Path(ge=1, le=MAX_SIMILAR_ID, description="A correction id."), DIGITS
+    ],
     service: ServiceDep,
     body: UndoRequest | None = None,
 ) -> CorrectionOut:

@@ -6,11 +6,19 @@ import re
 from datetime import datetime, timezone, tzinfo
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, WithJsonSchema, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    WithJsonSchema,
+    field_validator,
+)
 
 from nshash.inputs import MAX_DOC_ID_CHARS, MAX_TEXT_CHARS, MAX_TITLE_CHARS
 from nshash.methods.nshash.core import MAX_TIME
-from nshash.methods.nshash.find import local_time
+from nshash.methods.nshash.find import MAX_SITE_CHARS, local_time
 from nshash.results import AddResult, Correction, DocumentRecord, Group, HotGroup
 
 __all__ = [
@@ -80,6 +88,9 @@ MAX_JSON_ID = 2**53 - 1
 
 #: No NUL character (``nshash.inputs`` refuses it in ids and titles).
 NO_NUL = "^[^\\x00]*$"
+
+#: A site: empty (none), or holding a character besides white space (and no NUL).
+SITE = "^([^\\x00]*[^\\s\\x00][^\\x00]*)?$"
 
 DocId = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH, pattern=NO_NUL)]
 
@@ -152,9 +163,10 @@ class DocumentIn(BaseModel):
     )
     site: str | None = Field(
         default=None,
-        max_length=MAX_TITLE_CHARS,
-        pattern=NO_NUL,
-        description="The site that carried it; by default the host of `url`.",
+        max_length=MAX_SITE_CHARS,
+        pattern=SITE,
+        description="The site that carried it (a host name; empty: none); by default the host"
+        " of `url`.",
     )
     published_at: datetime | EpochSeconds | None = Field(
         default=None,
@@ -695,6 +707,14 @@ class DetachRequest(BaseModel):
     by: str | None = _BY
 
 
+def _json_int(value: object) -> object:
+    """A story id as JSON gives it: a number (``true`` or ``"2"`` would name a story the
+    client did not mean; ``2.0`` is the integer 2, as JSON Schema reads it)."""
+    if isinstance(value, bool | str):
+        raise ValueError("a story id is a JSON integer, not a boolean or a string")
+    return value
+
+
 class JoinRequest(BaseModel):
     """Two stories that are one."""
 
@@ -702,7 +722,7 @@ class JoinRequest(BaseModel):
         extra="forbid", json_schema_extra={"examples": [{"stories": [42, 57], "by": "ed"}]}
     )
 
-    stories: list[Annotated[int, Field(ge=1, le=MAX_JSON_ID, strict=True)]] = Field(
+    stories: list[Annotated[int, Field(ge=1, le=MAX_JSON_ID), BeforeValidator(_json_int)]] = Field(
         min_length=2, max_length=2, description="The two story ids (the smaller one survives)."
     )
     by: str | None = _BY

@@ -130,7 +130,7 @@ def site_of(url: str | None) -> str | None:
         host = urlsplit(url).hostname
     except ValueError:
         return None
-    if not host:
+    if not host or len(host) > MAX_SITE_CHARS:  # (no host name is longer: no site)
         return None
     return host[4:] if host.startswith("www.") else host
 
@@ -490,11 +490,6 @@ class NSHash(Method):
             site_key(site)  # searches match sites by this rule: a site it refuses is never found
         else:
             site = site_of(url)
-            if site is not None and len(site) > MAX_SITE_CHARS:
-                raise ConfigError(
-                    f"url's host has {len(site)} characters; a host name has at most"
-                    f" {MAX_SITE_CHARS}"
-                )
         added = int(self.clock()) if published_at is None else _moment(published_at)
         return DocMeta(added, url, site)
 
