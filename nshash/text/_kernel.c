@@ -488,7 +488,8 @@ static void select_picks(Pick *p, Py_ssize_t n, Py_ssize_t m)
  * *to*: a counting sort into about n/2 buckets by their top bits, then an insertion sort,
  * which moves each value only within its bucket (about two a bucket). A value past the range
  * lands in a wrong bucket and the insertion sort still puts it right (slower, never wrong).
- * Half the instructions of sort_u64 on the sketches of news text; sort_u64 below 64. */
+ * Fewer instructions than sort_u64 on news text's sketches (measured: a fifth fewer on
+ * zh_reposts_dev's, half on en_reposts_dev's longer ones); sort_u64 below 64. */
 static void sort_spread(const uint64_t *from, uint64_t *to, Py_ssize_t n, int bits)
 {
     if (n < 64) {
