@@ -60,8 +60,12 @@ class FastAddMiddleware:
         content_type = authorization = None
         for name, value in scope["headers"]:
             if name == b"content-type":
+                if content_type is not None:  # (two: the route reads the first; it decides)
+                    return False
                 content_type = value
             elif name == b"authorization":
+                if authorization is not None:
+                    return False
                 authorization = value
         if content_type != b"application/json":
             return False

@@ -894,6 +894,20 @@ class TestFastPath:
             assert fast_path_of(route_client.app).handled == 0  # type: ignore[arg-type]
             assert fast_client.get("/v1/groups").json() == route_client.get("/v1/groups").json()
 
+    def test_two_content_types_are_the_route_s(self, client: TestClient) -> None:
+        """With two Content-Type headers the fast path read the last and the route the first,
+        so the same request got two answers: the route decides alone."""
+        client.get("/healthz")
+        fast = fast_path_of(client.app)  # type: ignore[arg-type]
+        body = json.dumps({"text": FLOOD_TEXT}).encode()
+        for types, status in (
+            ([("content-type", "text/plain"), ("content-type", "application/json")], 422),
+            ([("content-type", "application/json"), ("content-type", "text/plain")], 200),
+        ):
+            answer = client.post("/v1/documents", content=body, headers=types)
+            assert answer.status_code == status, answer.text
+        assert fast.handled == 0
+
     def test_api_key_checked_on_the_fast_path(self) -> None:
         """With a key set, only requests carrying it are answered by the fast path."""
         with make_client(api_key="k") as c:
