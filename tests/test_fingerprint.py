@@ -47,6 +47,12 @@ class TestNormalizeKey:
         assert normalize_key(key) == key
         assert key == "" or key.isalnum()
 
+    def test_a_supplementary_traditional_character_folds_alone_too(self) -> None:
+        """U+25F56 (OpenCC: U+25E87) was converted only in a text holding another traditional
+        character, so its key depended on the rest of the text (hypothesis found it)."""
+        assert normalize_key("\U00025f56") == "\U00025e87"
+        assert fold_keys("\U00025f56\n\u8cc7").split("\n") == ["\U00025e87", "\u8d44"]
+
     @settings(max_examples=200, deadline=None)
     @given(st.lists(texts, min_size=1, max_size=6))
     def test_fold_keys_equals_per_key(self, parts: list[str]) -> None:

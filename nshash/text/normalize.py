@@ -87,8 +87,12 @@ def html_to_text(text: str) -> str:
     return text
 
 
-#: The CJK blocks OpenCC's single characters are taken from.
-_CJK_RANGES = ((0x3400, 0x4DC0), (0x4E00, 0xA000), (0xF900, 0xFB00))
+#: The CJK blocks OpenCC's single characters are taken from: the BMP's, and the supplementary
+#: ideographs (Extensions B to F and the compatibility supplement), about 900 of which OpenCC
+#: converts too. Left out, a text whose only traditional character was one of those was never
+#: converted, while the same character in a text with another was: its key depended on the
+#: rest of the text.
+_CJK_RANGES = ((0x3400, 0x4DC0), (0x4E00, 0xA000), (0xF900, 0xFB00), (0x20000, 0x2FA20))
 
 
 @lru_cache(maxsize=1)
