@@ -135,6 +135,10 @@ def _cmd_find(args: argparse.Namespace, url: str) -> int:
     return 0
 
 
+#: How many groups a listing shows unless ``--top`` says.
+TOP = 30
+
+
 def _cmd_export(args: argparse.Namespace, url: str) -> int:
     """``nshash groups --export FILE.parquet``: every group, for a batch job's --against."""
     from ..export import export_groups
@@ -145,7 +149,7 @@ def _cmd_export(args: argparse.Namespace, url: str) -> int:
             f"--export writes every group to a Parquet file: give a FILE.parquet, not {target!r}"
         )
     listing = {
-        "--top": args.top != 30, "--min-size": args.min_size is not None,
+        "--top": args.top != TOP, "--min-size": args.min_size is not None,
         "--json": args.json, "--since": args.since is not None,
         "--search/--site/--from/--to/--tz/--offset": _finding(args),
     }  # fmt: skip
@@ -219,7 +223,9 @@ def add_groups_parser(sub: Any) -> None:
         " that got the most copies in a recent window, with their titles.",
     )
     p.add_argument("--store", metavar="URL", help=_STORE_HELP_SAVED)
-    p.add_argument("--top", type=int, default=30, metavar="N", help="how many groups (default 30)")
+    p.add_argument(
+        "--top", type=int, default=TOP, metavar="N", help=f"how many groups (default {TOP})"
+    )
     p.add_argument(
         "--min-size",
         type=int,
