@@ -140,11 +140,38 @@ class TestEditsOf:
         outside = int(len(span) / assign.EDIT_COVER) - len(span)
         assert assign.edits_of(flags(span + "." * outside)) == span.count(".")
         assert assign.edits_of(flags(span + "." * (outside + 1))) == 0
-        # at least EDIT_DENSITY of the span is shared: 9 of 33 is too few
-        assert assign.edits_of(flags("S..." * 8 + "S")) == 0
-        # no unshared run longer than 1/EDIT_GAP of the span: 4 in 44, not 5 in 45
-        assert assign.edits_of(flags("S." * 10 + "..." + "S." * 10 + "S")) == 23
-        assert assign.edits_of(flags("S." * 10 + "...." + "S." * 10 + "S")) == 0
+        # at least EDIT_DENSITY of the span is shared: 9 of 33 is enough, 9 of 41 too few
+        assert assign.edits_of(flags("S..." * 8 + "S")) == 24
+        assert assign.edits_of(flags("S...." * 8 + "S")) == 0
+        # no unshared run longer than 1/EDIT_GAP of the span: 5 in 45, not 6 in 46 (the
+        # side of it with fewer shared values is then cut off, and the rest is too short)
+        assert assign.edits_of(flags("S." * 10 + "...." + "S." * 10 + "S")) == 24
+        assert assign.edits_of(flags("S." * 10 + "....." + "S." * 10 + "S")) == 0
+
+    def test_sentences_quoted_whole_are_not_edits(self) -> None:
+        """Another article on the same event quoting some of the story's sentences whole:
+        long shared runs between long unshared ones, each within the span's bounds; but
+        its unshared runs are longer than EDIT_RUN on average, a typo's are short."""
+        assert assign.EDIT_RUN == 6
+        assert assign.edits_of(flags(("S" * 8 + "." * 6) * 6 + "S" * 8)) == 36
+        assert assign.edits_of(flags(("S" * 8 + "." * 7) * 6 + "S" * 8)) == 0
+        # one longer run among short ones: the average decides, not the longest
+        assert assign.edits_of(flags("S." * 20 + "." * 9 + "S." * 20 + "S")) == 49
+
+    def test_stray_ends_are_cut_off(self) -> None:
+        """A shared value or two past a long unshared run (a related block's heading that
+        two sites word alike, under the copy's own related block and footer) does not
+        stretch the span over the page's own wrapper: that side is cut off."""
+        pattern = "S.S..SS.S." * 6 + "SS"  # 62 values, 30 of them edits
+        assert assign.edits_of(flags("...." + pattern + "." * 20 + "SS")) == 30
+        assert assign.edits_of(flags("SS" + "." * 20 + pattern + "....")) == 30
+        # the longer side stays whichever end it is at: the two strays are what goes
+        assert assign.edits_of(flags("S" + "." * 15 + pattern + "." * 15 + "S")) == 30
+        # EDIT_TRIMS ends at most: a third stray leaves a run too long in the span
+        body = pattern * 3
+        assert assign.EDIT_TRIMS == 2
+        assert assign.edits_of(flags(("S" + "." * 40) * 2 + body)) == 90
+        assert assign.edits_of(flags(("S" + "." * 40) * 3 + body)) == 0
 
     def test_nothing_shared(self) -> None:
         assert assign.edits_of(flags("." * 40)) == 0
@@ -265,6 +292,21 @@ class TestCompiledEqualsReference:
         edits = compiled("edits_in")
         fast = edits(sketch, packed, limit, common, set(), shared)
         assert fast == assign.edits_in_pure(sketch, packed, limit, common, set(), shared)
+
+    @settings(max_examples=300, deadline=None)
+    @given(
+        runs=st.lists(st.tuples(st.booleans(), st.integers(1, 25)), min_size=1, max_size=30)
+    )
+    def test_edits_of(self, runs: list[tuple[bool, int]]) -> None:
+        """Any page drawn as runs of shared and unshared values (long runs, stray ends, the
+        trims): the compiled rule counts the edits the reference counts."""
+        pattern = [shared for shared, length in runs for _ in range(length)]
+        sketch = list(range(len(pattern)))
+        places = array(PLACES, sketch).tobytes()
+        shared = [v for v, s in zip(sketch, pattern, strict=True) if s]
+        fast = compiled("edits_in")(sketch, places, NO_LIMIT, set(), set(), shared)
+        pure = assign.edits_in_pure(sketch, places, NO_LIMIT, set(), set(), shared)
+        assert fast == pure == assign.edits_of(pattern)
 
     def test_edits_in_reads_page_order(self) -> None:
         """Values shared every other one in page order are edits; the same values with the

@@ -27,7 +27,7 @@
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 29 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 30 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -406,8 +406,10 @@ static PyObject *sketch_guard(PyObject *self, PyObject *args)
 #define EDIT_LOW 0.3      /* assign.EDIT_LOW: a score short of theta read for scattered edits */
 #define EDIT_LEAST 24     /* assign.EDIT_LEAST: ... over a shared span of this many values */
 #define EDIT_COVER 0.6    /* assign.EDIT_COVER: ... covering this share of those compared */
-#define EDIT_DENSITY 0.35 /* assign.EDIT_DENSITY: ... this share of it shared */
-#define EDIT_GAP 10       /* assign.EDIT_GAP: ... no unshared run over 1 in this many of it */
+#define EDIT_DENSITY 0.25 /* assign.EDIT_DENSITY: ... this share of it shared */
+#define EDIT_GAP 9        /* assign.EDIT_GAP: ... no unshared run over 1 in this many of it */
+#define EDIT_TRIMS 2      /* assign.EDIT_TRIMS: ... after cutting this many stray ends off */
+#define EDIT_RUN 6        /* assign.EDIT_RUN: ... its unshared runs this long on average */
 #define LONG_PAGE 8000    /* fingerprint.LONG_PAGE: a page whose values reach this far ... */
 #define TOP_SHARE 8       /* assign.TOP_SHARE: ... sharing in its first 1/8 ... */
 #define TOP_LOW 0.2       /* assign.TOP_LOW: a long page scoring this judged on its top ... */
@@ -453,29 +455,51 @@ static Py_ssize_t frame_of(const unsigned char *flags, Py_ssize_t n, Py_ssize_t 
 }
 
 /* edits_of: how many of a page's values not shared are scattered edits, given *flags* (1 when
- * shared) for its *n* compared values in page order. assign.edits_of is the reference. */
+ * shared) for its *n* compared values in page order; the side of a too long unshared run
+ * holding fewer shared values is cut off, EDIT_TRIMS times at most, and the unshared runs
+ * left are EDIT_RUN long at most on average. assign.edits_of is the reference. */
 static Py_ssize_t edits_of(const unsigned char *flags, Py_ssize_t n)
 {
-    Py_ssize_t first = 0, last = n - 1, held = 0, run = 0, gap = 0, i;
+    Py_ssize_t first = 0, last = n - 1, span = 0, held = 0, runs = 0, i;
     while (first < n && !flags[first])
         first++;
     if (first == n)
         return 0;
     while (!flags[last])
         last--;
-    Py_ssize_t span = last - first + 1;
-    for (i = first; i <= last; i++) {
-        if (flags[i]) {
-            held++;
-            run = 0;
-        } else if (++run > gap) {
-            gap = run;
+    for (int trim = 0;; trim++) {
+        Py_ssize_t run = 0, gap = 0, gap_end = first;
+        span = last - first + 1;
+        held = runs = 0;
+        for (i = first; i <= last; i++) {
+            if (flags[i]) {
+                held++;
+                run = 0;
+            } else {
+                if (++run == 1)
+                    runs++;
+                if (run > gap) {
+                    gap = run;
+                    gap_end = i;
+                }
+            }
         }
+        if (gap * EDIT_GAP <= span)
+            break;
+        if (trim == EDIT_TRIMS)
+            return 0;
+        Py_ssize_t before = 0;
+        for (i = first; i <= gap_end - gap; i++)
+            before += flags[i];
+        if (before * 2 >= held)
+            last = gap_end - gap;
+        else
+            first = gap_end + 1;
     }
     if (span < EDIT_LEAST || (double)span < EDIT_COVER * (double)n
         || (double)held < EDIT_DENSITY * (double)span)
         return 0;
-    return gap * EDIT_GAP <= span ? span - held : 0;
+    return span - held <= EDIT_RUN * runs ? span - held : 0;
 }
 
 /* The page order of *n* values given their places (*pos*): *order* gets their indices, by

@@ -715,10 +715,17 @@ EDIT_LEAST = 24
 EDIT_COVER = 0.6
 
 #: ... and of which at least this share is shared ...
-EDIT_DENSITY = 0.35
+EDIT_DENSITY = 0.25
 
-#: ... with no unshared run in it longer than one in this many of its values.
-EDIT_GAP = 10
+#: ... with no unshared run in it longer than one in this many of its values ...
+EDIT_GAP = 9
+
+#: ... after at most this many stray ends were cut off it (a shared value or two past a
+#: long unshared run: a related block's heading, a phrase of a footer) ...
+EDIT_TRIMS = 2
+
+#: ... and whose unshared values lie in runs of at most this many on average.
+EDIT_RUN = 6
 
 
 def edits_of(shared: Sequence[bool]) -> int:
@@ -727,32 +734,54 @@ def edits_of(shared: Sequence[bool]) -> int:
 
     A copy with a typo every few words (or OCR noise, or a word changed here and there all
     through it) loses every shingle that spans a change: at 6 % of its letters changed, half
-    of an English copy's values, so it scores under ``theta`` against its own story. But what
-    it keeps is spread all along the text: its shared values span most of the page (at least
-    :data:`EDIT_COVER` of the values compared, at least :data:`EDIT_LEAST` values), at least
-    :data:`EDIT_DENSITY` of the values in that span are shared, and no unshared run in it is
-    longer than 1/:data:`EDIT_GAP` of it. Then the unshared values inside the span are edits
-    and the count of them is returned, to leave out of the score as a frame is. Anything else
-    is 0: text of its own (another story's sentences under a shared formula, a follow-up's
-    new paragraphs, comments under a story) is a long unshared run, and text shared only at
-    the edges (a site's wrapper) is no span. The compiled core's ``edits_of`` (``_assign.c``)
-    and the Redis scripts' must equal this."""
+    of an English copy's values, so it scores under ``theta`` against its own story; two such
+    copies of one story share a quarter of theirs. But what a copy keeps is spread all along
+    its text: its shared values span most of the page (at least :data:`EDIT_COVER` of the
+    values compared, at least :data:`EDIT_LEAST` values), at least :data:`EDIT_DENSITY` of
+    the values in that span are shared, and no unshared run in it is longer than
+    1/:data:`EDIT_GAP` of it. Then the unshared values inside the span are edits and the
+    count of them is returned, to leave out of the score as a frame is. Anything else is 0:
+    text of its own (another story's sentences under a shared formula, a follow-up's new
+    paragraphs, comments under a story) is a long unshared run, and text shared only at the
+    edges (a site's wrapper) is no span; nor is another article on the same event that quotes
+    some of the story's sentences whole: its unshared values come in runs of more than
+    :data:`EDIT_RUN` values on average, a typo's in short ones.
+
+    The span runs from the first shared value to the last, but a stray shared value past a
+    long unshared run (a related block's heading that two sites word alike, under the
+    copy's own related block and footer) would stretch it over the page's own wrapper: where
+    the longest unshared run is too long, the side of it holding fewer shared values is cut
+    off and the rest read again, :data:`EDIT_TRIMS` times at most. The compiled core's
+    ``edits_of`` (``_assign.c``) and the Redis scripts' must equal this."""
     if True not in shared:
         return 0
     first = shared.index(True)
     last = len(shared) - 1 - shared[::-1].index(True)
-    span = last - first + 1
-    held = run = gap = 0
-    for s in shared[first : last + 1]:
-        if s:
-            held += 1
-            run = 0
+    for _ in range(EDIT_TRIMS + 1):
+        span = last - first + 1
+        held = run = gap = runs = 0
+        gap_end = first  # the last value of the longest unshared run (the first such run)
+        for i in range(first, last + 1):
+            if shared[i]:
+                held += 1
+                run = 0
+            else:
+                run += 1
+                runs += run == 1
+                if run > gap:
+                    gap, gap_end = run, i
+        if gap * EDIT_GAP <= span:
+            break
+        before = sum(shared[first : gap_end - gap + 1])  # (a shared value on each side)
+        if before * 2 >= held:
+            last = gap_end - gap
         else:
-            run += 1
-            gap = max(gap, run)
+            first = gap_end + 1
+    else:
+        return 0
     if span < EDIT_LEAST or span < EDIT_COVER * len(shared) or held < EDIT_DENSITY * span:
         return 0
-    return span - held if gap * EDIT_GAP <= span else 0
+    return span - held if span - held <= EDIT_RUN * runs else 0
 
 
 def edits_in_pure(

@@ -433,7 +433,8 @@ local END_LEAST, FRAME_LEAST, FRAME_GAP, FRAME_SHARE, END_SHARE = 6, 12, 3, 4, 4
 local END_PART = 4  -- assign.END_PART
 local LONGER, LONGER_FROM = 4, 128  -- assign.LONGER, assign.LONGER_FROM
 -- assign.EDIT_LOW, EDIT_LEAST, EDIT_COVER, EDIT_DENSITY, EDIT_GAP (edits_of)
-local EDIT_LOW, EDIT_LEAST, EDIT_COVER, EDIT_DENSITY, EDIT_GAP = 0.3, 24, 0.6, 0.35, 10
+local EDIT_LOW, EDIT_LEAST, EDIT_COVER, EDIT_DENSITY, EDIT_GAP = 0.3, 24, 0.6, 0.25, 9
+local EDIT_TRIMS, EDIT_RUN = 2, 6  -- assign.EDIT_TRIMS, EDIT_RUN
 -- assign.TOP_SHARE, TOP_FEW, GROUP_OWN, TOP_LOW, TOP_LEAST (and LONG_PAGE, above)
 local TOP_SHARE, TOP_FEW, GROUP_OWN, TOP_LOW, TOP_LEAST = 8, 8, 8, 0.2, 6
 local function frame_of(f, n, theirs)
@@ -465,23 +466,37 @@ local function frame_of(f, n, theirs)
 end
 
 -- nshash.methods.nshash.assign.edits_of: how many of a page's values not shared are scattered
--- edits, given f[i] (1: shared) for its n compared values in page order.
+-- edits, given f[i] (1: shared) for its n compared values in page order; the side of a too
+-- long unshared run holding fewer shared values is cut off, EDIT_TRIMS times at most, and the
+-- unshared runs left are EDIT_RUN long at most on average.
 local function edits_of(f, n)
   local first, last = 1, n
   while first <= n and f[first] ~= 1 do first = first + 1 end
   if first > n then return 0 end
   while f[last] ~= 1 do last = last - 1 end
-  local span, held, run, gap = last - first + 1, 0, 0, 0
-  for i = first, last do
-    if f[i] == 1 then
-      held, run = held + 1, 0
-    else
-      run = run + 1
-      if run > gap then gap = run end
+  local span, held, runs = 0, 0, 0
+  local trim = 0
+  while true do
+    local run, gap, gap_end = 0, 0, first
+    span, held, runs = last - first + 1, 0, 0
+    for i = first, last do
+      if f[i] == 1 then
+        held, run = held + 1, 0
+      else
+        run = run + 1
+        if run == 1 then runs = runs + 1 end
+        if run > gap then gap, gap_end = run, i end
+      end
     end
+    if gap * EDIT_GAP <= span then break end
+    if trim == EDIT_TRIMS then return 0 end
+    trim = trim + 1
+    local before = 0
+    for i = first, gap_end - gap do before = before + f[i] end
+    if before * 2 >= held then last = gap_end - gap else first = gap_end + 1 end
   end
   if span < EDIT_LEAST or span < EDIT_COVER * n or held < EDIT_DENSITY * span then return 0 end
-  if gap * EDIT_GAP <= span then return span - held end
+  if span - held <= EDIT_RUN * runs then return span - held end
   return 0
 end
 
