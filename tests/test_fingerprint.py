@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from nshash import ConfigError, EmptyDocumentError, Fingerprinter, normalize_key, normalize_text
 from nshash.text.fingerprint import split_sentences
-from nshash.text.normalize import fold_keys, strip_key
+from nshash.text.normalize import fold_keys, strip_key, to_simplified
 
 #: Text that mixes what crawled articles hold: CJK, Latin, full-width forms, punctuation of both
 #: widths, zero-width and control characters, line breaks of every kind, and any code point.
@@ -52,6 +52,22 @@ class TestNormalizeKey:
         character, so its key depended on the rest of the text (hypothesis found it)."""
         assert normalize_key("\U00025f56") == "\U00025e87"
         assert fold_keys("\U00025f56\n\u8cc7").split("\n") == ["\U00025e87", "\u8d44"]
+        assert to_simplified("abc \U00025f56") == "abc \U00025e87"
+        assert to_simplified("abc \U0001f600") == "abc \U0001f600"  # past the BMP, not one
+
+    def test_the_character_classes_list_no_supplementary_character(self) -> None:
+        """CPython's regex engine reads a class that lists characters past the BMP one by one
+        in a slow path on every character scanned: with the 900 supplementary ideographs
+        listed, the scans for traditional characters and for work to do took about a hundred
+        times as long, and the text path of a Chinese document twice as long (callgrind,
+        bench_instructions.py). They are found apart, in the same answers."""
+        from nshash.text import normalize
+
+        bmp_only, beyond = normalize._traditional()
+        assert max(bmp_only.pattern) <= "\uffff" and "\U00025f56" in beyond
+        work = normalize._needs_work().pattern
+        assert work.endswith("\U00010000-\U0010ffff]")
+        assert max(work[: -len("\U00010000-\U0010ffff]")]) <= "\uffff"
 
     @settings(max_examples=200, deadline=None)
     @given(st.lists(texts, min_size=1, max_size=6))

@@ -113,15 +113,35 @@ def _traditional_chars() -> str:
     return "".join(a for a, b in zip(chars, converted, strict=True) if a != b)
 
 
+#: Any character past the BMP (rare in text; the supplementary ideographs among them).
+_SUPPLEMENTARY = re.compile("[\U00010000-\U0010ffff]")
+
+
 @lru_cache(maxsize=1)
-def _traditional() -> re.Pattern[str]:
-    """A pattern matching any traditional character: most text needs no converter at all."""
-    return re.compile(f"[{re.escape(_traditional_chars())}]")
+def _traditional() -> tuple[re.Pattern[str], frozenset[str]]:
+    """A pattern matching any traditional character of the BMP, and the set of those past it.
+
+    The two are apart because CPython's regex engine reads a character class that lists
+    characters past the BMP one by one in a slow path, on every character of every text:
+    listing the 900 supplementary ideographs in the class made this scan (and the text path
+    of every non-ASCII document) about a hundred times slower.
+    """
+    chars = _traditional_chars()
+    bmp = "".join(c for c in chars if c <= "\uffff")
+    return re.compile(f"[{re.escape(bmp)}]"), frozenset(c for c in chars if c > "\uffff")
+
+
+def _has_traditional(text: str) -> bool:
+    """Whether *text* holds a character OpenCC converts on its own."""
+    pattern, beyond = _traditional()
+    if pattern.search(text):
+        return True
+    return any(c in beyond for c in _SUPPLEMENTARY.findall(text))
 
 
 def to_simplified(text: str) -> str:
     """Fold traditional Chinese characters to simplified ones; other text passes unchanged."""
-    if text.isascii() or not _traditional().search(text):
+    if text.isascii() or not _has_traditional(text):
         return text
     return str(_converter().convert(text))
 
@@ -155,7 +175,7 @@ def _needs_work() -> re.Pattern[str]:
     on every character).
     """
     points = sorted(
-        {ord(c) for c in _traditional_chars()}
+        {ord(c) for c in _traditional_chars() if c <= "\uffff"}
         | {c for c in range(0x10000) if chr(c).casefold() != chr(c)}
     )
     ranges: list[str] = []
@@ -166,7 +186,9 @@ def _needs_work() -> re.Pattern[str]:
             ranges.append(first if start == prev else f"{first}-{last}")
             start = point
         prev = point
-    # Everything past the BMP takes the slow path too: one range keeps the class fast.
+    # Everything past the BMP takes the slow path too: one range keeps the class fast (the
+    # supplementary ideographs OpenCC converts are in it; listed one by one, they made every
+    # scan about a hundred times slower).
     return re.compile("[" + "".join(ranges) + "\U00010000-\U0010ffff]")
 
 
