@@ -354,6 +354,21 @@ def _group(data: dict[str, Any]) -> Group:
     return Group(int(data["similar_id"]), int(data["size"]), members)
 
 
+def _groups(data: dict[str, Any]) -> list[Group]:
+    """The groups of a listing's answer."""
+    return [_group(g) for g in data["groups"]]
+
+
+def _hot_groups(data: dict[str, Any]) -> list[HotGroup]:
+    """The groups of a hot listing's answer."""
+    return [_hot_group(g) for g in data["groups"]]
+
+
+def _corrections(data: dict[str, Any]) -> list[Correction]:
+    """The corrections of ``GET /v1/corrections``'s answer."""
+    return [_correction(c) for c in data["corrections"]]
+
+
 def _record(data: dict[str, Any]) -> DocumentRecord:
     return DocumentRecord(
         doc_id=data["id"],
@@ -629,7 +644,7 @@ class Client(_Base):
     def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
         """Return the largest groups first."""
         data = self._send(self._groups_call(min_size, limit))
-        return _read(lambda d: [_group(g) for g in d["groups"]], data)
+        return _read(_groups, data)
 
     def detach(self, doc_id: str, *, by: str | None = None) -> Correction:
         """Take a copy out of its story (see :meth:`nshash.NSHash.detach`).
@@ -650,14 +665,14 @@ class Client(_Base):
     def corrections(self) -> list[Correction]:
         """Every correction, oldest first."""
         data = self._send(_Call("GET", "/v1/corrections"))
-        return _read(lambda d: [_correction(c) for c in d["corrections"]], data)
+        return _read(_corrections, data)
 
     def hot(self, since: str = "24h", limit: int = 30, min_count: int = 1) -> list[HotGroup]:
         """Return the hot stories: the groups with the most documents in the window *since*
         (``24h``, ``90m``, ``7d``), at least *min_count* there, most first, as
         :meth:`nshash.NSHash.hot` ranks them (``GET /v1/groups?since=``)."""
         data = self._send(self._hot_call(since, limit, min_count))
-        return _read(lambda d: [_hot_group(g) for g in d["groups"]], data)
+        return _read(_hot_groups, data)
 
     def find(
         self,
@@ -808,17 +823,17 @@ class AsyncClient(_Base):
     async def corrections(self) -> list[Correction]:
         """:meth:`Client.corrections`, awaited."""
         data = await self._send(_Call("GET", "/v1/corrections"))
-        return _read(lambda d: [_correction(c) for c in d["corrections"]], data)
+        return _read(_corrections, data)
 
     async def groups(self, min_size: int = 2, limit: int = 30) -> list[Group]:
         """Return the largest groups first."""
         data = await self._send(self._groups_call(min_size, limit))
-        return _read(lambda d: [_group(g) for g in d["groups"]], data)
+        return _read(_groups, data)
 
     async def hot(self, since: str = "24h", limit: int = 30, min_count: int = 1) -> list[HotGroup]:
         """Return the hot stories of the window *since* (see :meth:`Client.hot`)."""
         data = await self._send(self._hot_call(since, limit, min_count))
-        return _read(lambda d: [_hot_group(g) for g in d["groups"]], data)
+        return _read(_hot_groups, data)
 
     async def find(
         self,
