@@ -12,6 +12,7 @@ from ..errors import ConfigError, UnknownOptionError, install_hint
 __all__ = [
     "FSYNC_POLICIES",
     "fsync_option",
+    "check_path",
     "mask_url",
     "parse_url",
     "readonly_option",
@@ -105,9 +106,20 @@ def parse_url(url: str) -> tuple[str, str, dict[str, str]]:
                 f"{mask_url(url)!r} names no clear path: write {scheme}:///{shown} for the"
                 f" absolute path or {scheme}://./{shown} for one relative to the working folder"
             )
-    if "\x00" in path:  # no file system takes one (os calls raise a bare ValueError)
-        raise ConfigError(f"A store's path must not contain a NUL character: {mask_url(url)!r}")
+    check_path(path, mask_url(url))
     return parts.scheme.lower(), path, options
+
+
+def check_path(path: str, shown: str) -> str:
+    """*path*, a store's file path, if a file system can take it (*shown*: how the error
+    names it, such as the masked URL).
+
+    Raises:
+        ConfigError: it holds a NUL (os calls would raise a bare ValueError).
+    """
+    if "\x00" in path:
+        raise ConfigError(f"A store's path must not contain a NUL character: {shown!r}")
+    return path
 
 
 def fsync_option(options: dict[str, Any], url: str) -> str:

@@ -45,6 +45,7 @@ from ...results import (
 )
 from ...stores.registry import open_ordered_kv, ordered_schemes
 from ...stores.url import (
+    check_path,
     fsync_option,
     mask_url,
     parse_url,
@@ -252,8 +253,7 @@ def open_path(scheme: str, path: str, **options: Any) -> Store:
     files = file_schemes()
     if scheme not in files:
         raise ConfigError(f"open_path takes one of {files}, not {scheme!r}")
-    if "\x00" in str(path):  # (as parse_url refuses it in a URL's path)
-        raise ConfigError(f"A store's path must not contain a NUL character: {path!r}")
+    check_path(str(path), str(path))  # (as parse_url checks a URL's path)
     return _OPENERS[scheme](f"{scheme}://{path}", path, dict(options))
 
 
