@@ -38,7 +38,19 @@ __all__ = [
     "probe_writable",
     "replace_snapshot",
     "start_flusher",
+    "store_files",
 ]
+
+#: A journaled store at ``PATH`` keeps its snapshot at ``PATH``, its journal at ``PATH`` and
+#: this, and the journal a background snapshot covers at ``PATH`` and :data:`OLD_JOURNAL`.
+JOURNAL = ".journal"
+OLD_JOURNAL = ".journal.old"
+
+
+def store_files(path: str) -> tuple[str, str, str]:
+    """The files a journaled store at *path* keeps: its snapshot, its journal and the
+    journal a background snapshot covers (any of them may be absent)."""
+    return path, path + JOURNAL, path + OLD_JOURNAL
 
 #: The system calls a journal append makes, looked up at call time so tests can make them
 #: fail or come up short (a full disk) without filling one.
@@ -394,7 +406,7 @@ def replace_snapshot(
             journal.truncate(0)
             os.fsync(journal.fileno())
         else:
-            with open(path + ".journal", "wb") as jf:
+            with open(path + JOURNAL, "wb") as jf:
                 os.fsync(jf.fileno())
     except OSError as exc:
         # A half-written temp file only takes space a full disk needs back.
@@ -937,7 +949,7 @@ class JournaledFile:
         self.write_error: str | None = None
         self._snapshot_bytes = 0
         #: The journal a background snapshot covers, and what writes those snapshots.
-        self._old = path + ".journal.old"
+        self._old = path + OLD_JOURNAL
         self._snapshots: _Snapshotter | None = None
         if readonly:
             self._read_consistent()
@@ -951,7 +963,7 @@ class JournaledFile:
         path = self.path
         self._lockfile = lock_path(path, self.what, self.url)
         try:
-            journal, old = path + ".journal", self._old
+            journal, old = path + JOURNAL, self._old
             _unlink_if_there(journal + ".new")  # a swap cut short: never written to
             if _same_file(old, journal):  # a swap cut short after it linked the old journal
                 os.unlink(old)
@@ -1110,7 +1122,7 @@ class JournaledFile:
 
     def _read_attempts(self) -> None:
         path, old = self.path, self._old
-        journal = path + ".journal"
+        journal = path + JOURNAL
         for _attempt in range(READ_ATTEMPTS):
             self.state = self._make_state()
             self.seq = 0

@@ -43,6 +43,7 @@ from ...results import (
     Group,
     StoreStats,
 )
+from ...stores.durable import store_files
 from ...stores.registry import open_ordered_kv, ordered_schemes
 from ...stores.url import (
     check_path,
@@ -242,7 +243,7 @@ def store_exists(url: str) -> bool:
     if scheme not in file_schemes() or not path:
         return True
     if scheme == "memory":
-        return any(os.path.exists(path + end) for end in ("", ".journal", ".journal.old"))
+        return any(os.path.exists(name) for name in store_files(path))
     if os.path.isdir(path):
         return bool(os.listdir(path))
     return os.path.exists(path)
