@@ -225,8 +225,8 @@ def page_words(page: str, *paths: str | None) -> list[str]:
         ['sorry', 'is', 'gone', '0', '0', '0']
     """
     for path in paths:
-        if path is not None and not isinstance(path, str):
-            raise ConfigError(f"A path is a str, not {type(path).__name__!r}.")
+        if path is not None:
+            _check_path(path)
     text = normalize_text(visible_text(page))
     forms = {form for path in paths if path for form in _path_variants(path)}
     if forms:
@@ -234,6 +234,12 @@ def page_words(page: str, *paths: str | None) -> list[str]:
         ordered = sorted(forms, key=lambda f: (-len(f), f))
         text = re.sub("|".join(_echo_pattern(f) for f in ordered), " ", text)
     return [_MASKED if _HAS_DIGIT.search(w) else w for w in split_words(text)]
+
+
+def _check_path(path: object) -> None:
+    """Refuse a path that is not a str."""
+    if not isinstance(path, str):
+        raise ConfigError(f"A path is a str, not {type(path).__name__!r}.")
 
 
 def _check_words(*lists: object) -> None:
@@ -489,8 +495,7 @@ class SiteProbe:
         Raises:
             ConfigError: *path* is not a str.
         """
-        if not isinstance(path, str):
-            raise ConfigError(f"A path is a str, not {type(path).__name__!r}.")
+        _check_path(path)
         return self.base_url + "/" + urllib.parse.quote(path.lstrip("/"), safe=_URL_SAFE)
 
     def _fetch(self, path: str) -> Response:
