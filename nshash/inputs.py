@@ -51,23 +51,30 @@ MAX_TITLE_CHARS = 2048
 _SURROGATE_AT = compiled_function("surrogate_at")
 
 
-def _unicode(value: str, what: str) -> None:
-    """Refuse a str holding a lone surrogate (the ASCII case, nearly every id, is free)."""
-    if value.isascii():
-        return
-    if _SURROGATE_AT is not None:  # a scan in C; encoding the text would copy it
-        at: int = _SURROGATE_AT(value)
-        if at >= 0:
-            raise ConfigError(
-                f"{what} must be valid Unicode text: it has a lone surrogate at position {at}"
-            )
-        return
+def _surrogate_at_pure(value: str) -> int:
+    """Where *value* holds its first lone surrogate, or -1: the compiled scan in Python."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise ConfigError(
-            f"{what} must be valid Unicode text: it has a lone surrogate at position {exc.start}"
-        ) from None
+        return int(exc.start)
+    return -1
+
+
+#: Where a str holds its first lone surrogate, or -1: a scan in C where the kernel is built
+#: (encoding the text would copy it).
+_surrogate_at = _SURROGATE_AT if _SURROGATE_AT is not None else _surrogate_at_pure
+
+
+def _not_unicode(what: str, at: int) -> ConfigError:
+    return ConfigError(
+        f"{what} must be valid Unicode text: it has a lone surrogate at position {at}"
+    )
+
+
+def _unicode(value: str, what: str) -> None:
+    """Refuse a str holding a lone surrogate (the ASCII case, nearly every id, is free)."""
+    if not value.isascii() and (at := _surrogate_at(value)) >= 0:
+        raise _not_unicode(what, at)
 
 
 def check_text(text: object) -> str:
@@ -80,8 +87,8 @@ def check_text(text: object) -> str:
         raise ConfigError(f"text must be a str, not {type(text).__name__}")
     if len(text) > MAX_TEXT_CHARS:
         raise ConfigError(f"text has {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
-    if not text.isascii():  # (_unicode's own first test, without the call)
-        _unicode(text, "text")
+    if not text.isascii() and (at := _surrogate_at(text)) >= 0:  # (_unicode, without a call)
+        raise _not_unicode("text", at)
     return text
 
 

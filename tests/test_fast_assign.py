@@ -15,6 +15,7 @@ import json
 import os
 import struct
 import tempfile
+import threading
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +25,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nshash import EmptyDocumentError, NSHash, StoreError
+from nshash import EmptyDocumentError, NSHash, StoreClosedError, StoreError
 from nshash.methods.nshash import assign, memory
 from nshash.methods.nshash.compiled import assign_info
 from nshash.stores.durable import _base64, journal_line
@@ -663,3 +664,132 @@ def test_journal_of_unpacked_values_replays_alike(
     with NSHash.open(url) as a, NSHash.open(f"memory://{unpacked_dir}/s.pkl?retention=30d") as b:
         assert snapshot(a) == snapshot(b)
         assert a.store._t.sketch == b.store._t.sketch  # type: ignore[attr-defined]
+
+
+# -- the one step from a text to its group (Store.placer, NSHash.add of a text alone) -----------
+class CountedAssign:
+    """A store's ``assign``, counting its calls (the general way of placing a document)."""
+
+    def __init__(self, store: Any) -> None:
+        self.real = store.assign
+        self.calls = 0
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        return self.real(*args, **kwargs)
+
+
+def test_a_text_alone_takes_the_one_step_with_the_same_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After its first write, ``add(text)`` on ``memory://`` fingerprints and places the text
+    in one step (the store's placer), without the general ``assign``; every answer and the
+    tables it leaves are those of the general way (``add_prepared``, the same texts)."""
+    texts = _texts("zh_hot_dev.jsonl.gz", 600) + _texts("en_hot_dev.jsonl.gz", 300)
+    stores = []
+    declined = Counted()
+    monkeypatch.setattr(memory, "_FAST", declined)
+    for one_step in (True, False):
+        nsh = NSHash.open("memory://")
+        counted = CountedAssign(nsh.store)
+        nsh.store.assign = counted  # type: ignore[method-assign]
+        got = []
+        for text in texts:
+            try:
+                r = nsh.add(text) if one_step else nsh.add_prepared(nsh.prepare(text))
+            except EmptyDocumentError:
+                got.append(None)
+                continue
+            got.append((r.similar_id, r.duplicate, r.merged_from, r.fingerprints, r.doc_id))
+        stores.append((got, snapshot(nsh), counted.calls, nsh._place))
+        nsh.close()
+    (fast, fast_tables, fast_calls, place), (general, general_tables, general_calls, _) = stores
+    assert fast == general
+    assert fast_tables == general_tables
+    assert place is not None
+    placed = sum(1 for g in general if g is not None)
+    assert general_calls == placed
+    # Only the first write (which settles the store's letters) and the documents the
+    # compiled assignment leaves to Python (merges) take the general way, texts holding
+    # "<" (some of these articles do) included.
+    assert any("<" in text for text in texts)
+    assert fast_calls <= 1 + declined.left
+    assert fast_calls < placed // 50
+
+
+def test_the_one_step_is_not_taken_where_it_does_not_apply(tmp_path: Path) -> None:
+    """No one step for a tracked store (times are kept), a read-only one, a fingerprinter
+    that reads every text as HTML; one for a journaled store and the original API's;
+    a text with an id, a title or a request to explain goes the general way; an HTML page
+    under ``html="auto"`` is read as HTML by the step; a closed store refuses the add as
+    before."""
+    text = "第一篇文章的第一句话写得很长。第二句话也写得相当长，够做一个锚。" * 3
+
+    def one_step(nsh: NSHash) -> bool:
+        nsh.add(text + "开头")
+        return nsh._place is not None
+
+    assert one_step(NSHash.open("memory://"))
+    assert not one_step(NSHash.open("memory://", track=True))
+    with NSHash.open(f"memory://{tmp_path}/j.pkl") as journaled:
+        assert one_step(journaled)
+    with NSHash(f"{tmp_path}/original", hashdb="memory") as original:
+        original.get_similar(text + "开头")
+        assert original._place is not None
+        counted = CountedAssign(original.store)
+        original.store.assign = counted  # type: ignore[method-assign]
+        assert original.get_similar(text + "一") == original.get_similar(text + "开头")
+        assert counted.calls == 0
+    with NSHash.open(f"memory://{tmp_path}/j.pkl", readonly=True) as readonly:
+        assert readonly._place is None
+    assert not one_step(NSHash.open("memory://", html=True))
+
+    nsh = NSHash.open("memory://")
+    nsh.add(text + "开头")
+    counted = CountedAssign(nsh.store)
+    nsh.store.assign = counted  # type: ignore[method-assign]
+    nsh.add(text + "一")
+    assert counted.calls == 0
+    nsh.add(text + "二", "id-2")
+    nsh.add(text + "三", title="a title")
+    nsh.add(text + "四", explain=True)
+    assert counted.calls == 3
+    page = f"<html><body><p>{text}</p><p>五</p></body></html>"
+    first = nsh.add(page)  # read as HTML (html="auto"), by the one step
+    assert counted.calls == 3
+    assert first.similar_id == nsh.query(page) == nsh.query(text + "五")
+    assert nsh.add(page).duplicate
+    nsh.close()
+    with pytest.raises(StoreClosedError):
+        nsh.add(text + "六")
+
+
+def test_threads_adding_through_the_one_step_lose_nothing() -> None:
+    """Threads sharing one ``memory://`` store through ``add(text)`` (the one step, under
+    the store's lock): every text is counted once, and the groups are those of the same
+    texts added one at a time in the order the threads placed them."""
+    texts = [t for t in _texts("zh_hot_dev.jsonl.gz", 800) if t.strip()]
+    nsh = NSHash.open("memory://")
+    nsh.add(texts[0])
+    order: list[tuple[int, int]] = []
+    lock = threading.Lock()
+
+    def work(part: list[tuple[int, str]]) -> None:
+        for i, text in part:
+            try:
+                r = nsh.add(text)
+            except EmptyDocumentError:
+                continue
+            with lock:
+                order.append((r.similar_id, i))
+
+    items = list(enumerate(texts[1:], start=1))
+    threads = [threading.Thread(target=work, args=(items[k::4],)) for k in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    t = nsh.store._t  # type: ignore[attr-defined]
+    assert t.documents == 1 + len(order)
+    assert sum(t.size[g] for g in t.size) == t.documents
+    nsh.close()

@@ -551,6 +551,19 @@ class Fingerprinter:
         """Whether :meth:`prepare` runs the compiled kernel (see :func:`nshash.kernel_info`)."""
         return self._kernel is not None
 
+    def plain_prepare(self) -> tuple[Callable[[str], DocPrint | None], bool] | None:
+        """What :meth:`prepare` runs for a str it reads as plain text: the compiled kernel's
+        own call (it returns None where a text takes the Python path), and whether a str
+        holding ``<`` is read otherwise (``html="auto"``: such a text must go through
+        :meth:`prepare`). None without the kernel, or with ``html=True``.
+
+        For a caller that fingerprints a checked str on its hot path without this method's
+        Python frame (see :meth:`nshash.methods.nshash.memory.MemoryStore.placer`).
+        """
+        if self._kernel is None or self.html is True:
+            return None
+        return self._kernel.prepare, self.html == "auto"
+
     def __getstate__(self) -> dict[str, Any]:
         # The compiled kernel does not pickle; a worker process compiles its own.
         return {k: v for k, v in self.__dict__.items() if k != "_kernel"}

@@ -7,7 +7,7 @@ atomic; :func:`nshash.methods.nshash.store.open_store` picks the backend a URL n
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 
 from ...errors import ConfigError, NSHashError, StoreClosedError
@@ -21,7 +21,7 @@ from ...results import (
     Group,
     StoreStats,
 )
-from ...text.fingerprint import DocPrint
+from ...text.fingerprint import DocPrint, Fingerprinter
 from .assign import MatchPolicy
 
 __all__ = ["OLD_LETTER_UNITS", "Store", "begun_with", "letters_to_record"]
@@ -113,6 +113,16 @@ class Store(ABC):
             except NSHashError as exc:
                 out.append(exc)
         return out
+
+    def placer(
+        self, fingerprinter: Fingerprinter, policy: MatchPolicy
+    ) -> Callable[[str], tuple[int, bool, tuple[int, ...]] | None] | None:
+        """A function that fingerprints and places a text with no id, title or time in one
+        step, faster than :meth:`assign` after :meth:`Fingerprinter.prepare
+        <nshash.text.fingerprint.Fingerprinter.prepare>`, or None (the default: this store
+        has none). It returns ``(similar_id, duplicate, anchors)``, or None where it declines:
+        the caller then places the text the general way, with the same answer."""
+        return None
 
     @abstractmethod
     def lookup(self, doc: DocPrint, policy: MatchPolicy) -> int | None:

@@ -240,6 +240,9 @@ class NSHash(Method):
         self._letters_due = True
         self._unrecorded = False
         self._first_write = True
+        #: The store's one step from a text to its group (Store.placer), once this NSHash
+        #: has written (the first write settles what it fingerprints with); None without.
+        self._place: Callable[[str], tuple[int, bool, tuple[int, ...]] | None] | None = None
         owned = store is None
         if store is None:
             if hashdb not in _HASHDBS:
@@ -276,6 +279,14 @@ class NSHash(Method):
     @fingerprinter.setter
     def fingerprinter(self, fingerprinter: Fingerprinter) -> None:
         self._fingerprinter = fingerprinter
+        self._make_place()
+
+    def _make_place(self) -> None:
+        """Ask the store for its one step from a text to its group (see :meth:`add`), with
+        the fingerprinter and policy of now: after the first write, and untracked only."""
+        self._place = None
+        if not self._first_write and not self.track:
+            self._place = self.store.placer(self._fingerprinter, self.policy)
 
     def _settle_letters(self) -> None:
         """Fingerprint with the ``letter_units`` the store was begun with (see
@@ -323,6 +334,7 @@ class NSHash(Method):
                 raise ConfigError(_letters_refused(units, recorded))
             self._unrecorded = False
         self._first_write = False
+        self._make_place()
 
     @classmethod
     def open(
@@ -454,6 +466,22 @@ class NSHash(Method):
             EmptyDocumentError: *text* has no letters or digits.
             StoreError: the store failed; nothing was written.
         """
+        place = self._place
+        if place is not None and doc_id is None and id is None and title is None and not explain:
+            # A text alone, untracked: the store's one step from text to group (see
+            # Store.placer), unless it declines.
+            placed = place(check_text(text))
+            if placed is not None:
+                root, duplicate, anchors = placed
+                if self.cards is not None:
+                    self.cards.forget(root, ())
+                if _MAKE is not None:
+                    made: AddResult = _MAKE(
+                        AddResult, _ADD_RESULT_FIELDS, root, duplicate, (), anchors, None,
+                        False, None, None,
+                    )  # fmt: skip
+                    return made
+                return AddResult(root, duplicate, (), anchors)
         # (each check called only for what was given: this runs once a document)
         if doc_id is not None or id is not None:
             doc_id = _check_doc_id(either_id(doc_id, id))
@@ -469,6 +497,13 @@ class NSHash(Method):
         subclass has its own ``add``, which it then calls)."""
         if type(self).add is not NSHash.add:
             return super().get_similar(text)
+        place = self._place
+        if place is not None:  # (as add takes it)
+            placed = place(check_text(text))
+            if placed is not None:
+                if self.cards is not None:
+                    self.cards.forget(placed[0], ())
+                return placed[0]
         meta = self.meta() if self.track else None
         fp = self.fingerprinter if self._letters_due else self._fingerprinter
         return self._add(fp.prepare(check_text(text)), None, None, meta, False).similar_id

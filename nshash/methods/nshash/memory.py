@@ -87,6 +87,7 @@ from ...text.fingerprint import (
     NO_LIMIT,
     SKETCH_BITS,
     DocPrint,
+    Fingerprinter,
     anchors_wanted,
     narrow,
 )
@@ -345,6 +346,22 @@ def _compared(t: _Tables, doc: DocPrint, letters: int | None) -> DocPrint:
 #: How far the compiled assignment shifts a document's sketch values for narrow tables
 #: (:func:`~nshash.text.fingerprint.narrow`'s shift, which it applies by the same C).
 _SHIFT = SKETCH_BITS - NARROW_BITS
+
+
+@functools.lru_cache(maxsize=16)
+def _policy_args(policy: MatchPolicy) -> tuple[int, float, int, int, int, int]:
+    """The compiled assignment's arguments after a document's limit that come from the
+    policy (its ``n``: twice as many of a long page, counted by ``fast_assign`` itself),
+    and the bound of an uncut sketch; made once a policy (a cached C call an add, where
+    six attribute reads were)."""
+    return (
+        policy.n,
+        policy.theta,
+        policy.min_overlap,
+        policy.sketch_cap,
+        NO_LIMIT,
+        policy.votes,
+    )
 
 
 def _narrowing(t: _Tables, letters: int | None) -> bool:
@@ -1667,6 +1684,71 @@ class MemoryStore(Store):
             file.commit()
             return placed
 
+    def placer(
+        self, fingerprinter: Fingerprinter, policy: MatchPolicy
+    ) -> Callable[[str], tuple[int, bool, tuple[int, ...]] | None] | None:
+        """One step from a text to its group, for :meth:`NSHash.add
+        <nshash.methods.nshash.core.NSHash.add>` of a text with no id, title or time: the
+        compiled text kernel (see :meth:`Fingerprinter.plain_prepare
+        <nshash.text.fingerprint.Fingerprinter.plain_prepare>`) and the compiled assignment,
+        with no Python frame between them. The function returns ``(similar_id, duplicate,
+        anchors)``, or None where either declines (a text the kernel leaves to Python, a
+        merge, a store with no group yet or a retention window, a closed store), having
+        written nothing: the caller then takes the general way, :meth:`assign`, which places
+        it as it would have. A text holding ``<`` under ``html="auto"`` is fingerprinted by
+        *fingerprinter*'s :meth:`~nshash.text.fingerprint.Fingerprinter.prepare` (it may be
+        HTML). In a store kept in a file the change is journaled as :meth:`assign` journals
+        it. None where this store has no such step (the pure path, a read-only store).
+
+        The document goes through the same compiled assignment as :meth:`assign`'s, with
+        the same arguments: the answers are the same either way.
+        """
+        plain = fingerprinter.plain_prepare()
+        if plain is None or _FAST is None or self.readonly:
+            return None
+        prepare, markup = plain
+        whole = fingerprinter.prepare  # (a text that may be HTML: read as prepare reads it)
+        args = _policy_args(policy)
+        file, lock = self._file, self._lock
+
+        def place(text: str) -> tuple[int, bool, tuple[int, ...]] | None:
+            doc = whole(text) if markup and "<" in text else prepare(text)
+            if doc is None:
+                return None
+            packed = getattr(doc, "_packed", None)  # (as _fast reads it)
+            with lock:
+                # (the file's state is this store's _Tables; no isinstance test an add)
+                t: _Tables = self._tables if file is None else file.state  # type: ignore[assignment]
+                if self._closed or t.window is not None or not t.counter:
+                    return None
+                if file is not None:
+                    file.begin()
+                try:
+                    placed: tuple[int, bool, tuple[int, ...]] | None = _FAST(
+                        t,
+                        doc.sentences if packed is None else packed,
+                        doc.sketch if packed is None else None,
+                        doc.exact,
+                        doc.limit,
+                        *args,
+                        None,  # (no id)
+                        None,  # (no title)
+                        _SHIFT if t.narrow else 0,
+                        doc.places,
+                    )
+                except BaseException:
+                    if file is not None:
+                        file.abort()
+                    raise
+                if file is not None:
+                    if placed is None:
+                        file.abort()  # (nothing was written: the general way places it)
+                    else:
+                        file.commit()
+                return placed
+
+        return place
+
     @staticmethod
     def _fast(
         t: _Tables,
@@ -1691,12 +1773,7 @@ class MemoryStore(Store):
             doc.sketch if packed is None else None,
             doc.exact,
             doc.limit,
-            policy.n,  # (twice as many of a long page, counted by fast_assign itself)
-            policy.theta,
-            policy.min_overlap,
-            policy.sketch_cap,
-            NO_LIMIT,
-            policy.votes,
+            *_policy_args(policy),
             doc_id,
             title,
             shift,
