@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 __all__ = [
     "HOUR",
@@ -167,6 +167,11 @@ class AddResult:
     def id(self) -> str | None:
         """The document's id: ``doc_id`` under the name every surface uses."""
         return self.doc_id
+
+
+#: AddResult's fields in order: what the compiled ``make_record`` fills an answer by, without
+#: the frozen ``__init__`` (the memory store's one step and NSHash.add make every answer so).
+ADD_RESULT_FIELDS = tuple(f.name for f in fields(AddResult))
 
 
 @dataclass(frozen=True, slots=True)

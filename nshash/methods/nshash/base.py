@@ -13,6 +13,7 @@ from types import TracebackType
 from ...errors import ConfigError, NSHashError, StoreClosedError
 from ...results import (
     Activity,
+    AddResult,
     Assignment,
     Correction,
     DocMeta,
@@ -24,7 +25,11 @@ from ...results import (
 from ...text.fingerprint import DocPrint, Fingerprinter
 from .assign import MatchPolicy
 
-__all__ = ["OLD_LETTER_UNITS", "Store", "begun_with", "letters_to_record"]
+__all__ = ["OLD_LETTER_UNITS", "Placer", "Store", "begun_with", "letters_to_record"]
+
+#: A store's one step from a document to its group (see :meth:`Store.placer`): the text or
+#: its DocPrint, its id and title -> the answer, or None (declined).
+Placer = Callable[[str | DocPrint, str | None, str | None], AddResult | None]
 
 #: A :meth:`Store.hot` limit that cuts nothing.
 _EVERY = 1 << 62
@@ -114,14 +119,15 @@ class Store(ABC):
                 out.append(exc)
         return out
 
-    def placer(
-        self, fingerprinter: Fingerprinter, policy: MatchPolicy
-    ) -> Callable[[str], tuple[int, bool, tuple[int, ...]] | None] | None:
-        """A function that fingerprints and places a text with no id, title or time in one
-        step, faster than :meth:`assign` after :meth:`Fingerprinter.prepare
-        <nshash.text.fingerprint.Fingerprinter.prepare>`, or None (the default: this store
-        has none). It returns ``(similar_id, duplicate, anchors)``, or None where it declines:
-        the caller then places the text the general way, with the same answer."""
+    def placer(self, fingerprinter: Fingerprinter, policy: MatchPolicy) -> Placer | None:
+        """A function that places an untracked document in one step, faster than
+        :meth:`Fingerprinter.prepare <nshash.text.fingerprint.Fingerprinter.prepare>` and
+        :meth:`assign`, or None (the default: this store has none). It takes the text (a
+        checked str, which it fingerprints with *fingerprinter*) or the
+        :class:`~nshash.DocPrint`, and the document's checked id and title (None: none),
+        and returns its :class:`~nshash.AddResult`, or None where it declines, having
+        written nothing: the caller then places the document the general way, with the
+        same answer."""
         return None
 
     @abstractmethod

@@ -17,6 +17,7 @@ from ...inputs import check_doc_id, check_documents, check_text, check_title, ei
 from ...method import Method
 from ...options import SETTINGS, blame, from_text, settings_in_url
 from ...results import (
+    ADD_RESULT_FIELDS,
     HOUR,
     Activity,
     AddResult,
@@ -31,7 +32,7 @@ from ...results import (
 )
 from ...text.fingerprint import DEFAULT_DELIMITERS, DocPrint, Fingerprinter
 from .assign import MatchPolicy
-from .base import Store
+from .base import Placer, Store
 from .compiled import compiled
 from .find import (
     CARD_MEMBERS,
@@ -58,7 +59,6 @@ Document = str | dict[str, Any]
 #: _assign.make_record (None on the pure path): a result made without the frozen
 #: dataclass's __init__, field by field as that __init__ sets them (tests compare the two).
 _MAKE = compiled("make_record")
-_ADD_RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(AddResult))
 
 _HASHDBS = {"memory": ("memory", ".hashdb.pkl"), "leveldb": ("leveldb", ".hashdb")}
 
@@ -240,9 +240,10 @@ class NSHash(Method):
         self._letters_due = True
         self._unrecorded = False
         self._first_write = True
-        #: The store's one step from a text to its group (Store.placer), once this NSHash
-        #: has written (the first write settles what it fingerprints with); None without.
-        self._place: Callable[[str], tuple[int, bool, tuple[int, ...]] | None] | None = None
+        #: The store's one step from a document to its group (Store.placer), once this
+        #: NSHash has written (the first write settles what it fingerprints with); None
+        #: without.
+        self._place: Placer | None = None
         owned = store is None
         if store is None:
             if hashdb not in _HASHDBS:
@@ -466,27 +467,20 @@ class NSHash(Method):
             EmptyDocumentError: *text* has no letters or digits.
             StoreError: the store failed; nothing was written.
         """
-        place = self._place
-        if place is not None and doc_id is None and id is None and title is None and not explain:
-            # A text alone, untracked: the store's one step from text to group (see
-            # Store.placer), unless it declines.
-            placed = place(check_text(text))
-            if placed is not None:
-                root, duplicate, anchors = placed
-                if self.cards is not None:
-                    self.cards.forget(root, ())
-                if _MAKE is not None:
-                    made: AddResult = _MAKE(
-                        AddResult, _ADD_RESULT_FIELDS, root, duplicate, (), anchors, None,
-                        False, None, None,
-                    )  # fmt: skip
-                    return made
-                return AddResult(root, duplicate, (), anchors)
         # (each check called only for what was given: this runs once a document)
         if doc_id is not None or id is not None:
             doc_id = _check_doc_id(either_id(doc_id, id))
         if title is not None:
             title = check_title(title)
+        place = self._place
+        if place is not None and not explain:
+            # Untracked: the store's one step from text to group (see Store.placer),
+            # unless it declines.
+            made = place(check_text(text), doc_id, title)
+            if made is not None:
+                if self.cards is not None:
+                    self.cards.forget(made.similar_id, ())
+                return made
         meta = self.meta(url, site, published_at) if self.track else None
         fp = self.fingerprinter if self._letters_due else self._fingerprinter
         return self._add(fp.prepare(check_text(text)), doc_id, title, meta, explain)
@@ -499,11 +493,11 @@ class NSHash(Method):
             return super().get_similar(text)
         place = self._place
         if place is not None:  # (as add takes it)
-            placed = place(check_text(text))
-            if placed is not None:
+            made = place(check_text(text), None, None)
+            if made is not None:
                 if self.cards is not None:
-                    self.cards.forget(placed[0], ())
-                return placed[0]
+                    self.cards.forget(made.similar_id, ())
+                return made.similar_id
         meta = self.meta() if self.track else None
         fp = self.fingerprinter if self._letters_due else self._fingerprinter
         return self._add(fp.prepare(check_text(text)), None, None, meta, False).similar_id
@@ -554,6 +548,13 @@ class NSHash(Method):
         explain: bool,
     ) -> AddResult:
         """:meth:`add_prepared` for arguments already checked."""
+        place = self._place
+        if place is not None and meta is None and not explain:
+            stepped = place(doc, doc_id, title)  # (see add)
+            if stepped is not None:
+                if self.cards is not None:
+                    self.cards.forget(stepped.similar_id, ())
+                return stepped
         if self._first_write:
             self._before_first_write()
         why = self.store.explain(doc, self.policy) if explain else None
@@ -573,7 +574,7 @@ class NSHash(Method):
             why,
         )
         if _MAKE is not None:  # AddResult(*values), without the frozen __init__'s cost
-            made: AddResult = _MAKE(AddResult, _ADD_RESULT_FIELDS, *values)
+            made: AddResult = _MAKE(AddResult, ADD_RESULT_FIELDS, *values)
             return made
         return AddResult(*values)
 

@@ -69,8 +69,10 @@ from typing import Any, TypeVar
 from ...errors import ConfigError, StoreClosedError, StoreCorruptError, StoreReadOnlyError
 from ...inputs import checked_doc_id
 from ...results import (
+    ADD_RESULT_FIELDS,
     HOUR,
     Activity,
+    AddResult,
     Assignment,
     Correction,
     DocMeta,
@@ -102,7 +104,7 @@ from .assign import (
     resolve,
     vote,
 )
-from .base import Store, begun_with, letters_to_record
+from .base import Placer, Store, begun_with, letters_to_record
 from .compiled import compiled
 from .records import (
     EVIDENCE,
@@ -1684,21 +1686,22 @@ class MemoryStore(Store):
             file.commit()
             return placed
 
-    def placer(
-        self, fingerprinter: Fingerprinter, policy: MatchPolicy
-    ) -> Callable[[str], tuple[int, bool, tuple[int, ...]] | None] | None:
-        """One step from a text to its group, for :meth:`NSHash.add
-        <nshash.methods.nshash.core.NSHash.add>` of a text with no id, title or time: the
-        compiled text kernel (see :meth:`Fingerprinter.plain_prepare
+    def placer(self, fingerprinter: Fingerprinter, policy: MatchPolicy) -> Placer | None:
+        """One step from a text (or a document fingerprinted already) to its group, for
+        :meth:`NSHash.add <nshash.methods.nshash.core.NSHash.add>` of an untracked
+        document: the compiled text kernel (see :meth:`Fingerprinter.plain_prepare
         <nshash.text.fingerprint.Fingerprinter.plain_prepare>`) and the compiled assignment,
-        with no Python frame between them. The function returns ``(similar_id, duplicate,
-        anchors)``, or None where either declines (a text the kernel leaves to Python, a
-        merge, a store with no group yet or a retention window, a closed store), having
-        written nothing: the caller then takes the general way, :meth:`assign`, which places
-        it as it would have. A text holding ``<`` under ``html="auto"`` is fingerprinted by
-        *fingerprinter*'s :meth:`~nshash.text.fingerprint.Fingerprinter.prepare` (it may be
-        HTML). In a store kept in a file the change is journaled as :meth:`assign` journals
-        it. None where this store has no such step (the pure path, a read-only store).
+        with no Python frame between them. The function takes the text (a checked str) or
+        the :class:`~nshash.DocPrint`, and the document's checked id and title, and returns
+        its :class:`~nshash.AddResult`, or None where either declines (a text the
+        kernel leaves to Python, a merge, a retried id, an id in a store that keeps an
+        editor's corrections, whose detach rule may move it, a store with no group yet or a
+        retention window, a closed store), having written nothing: the caller then takes the
+        general way, :meth:`assign`, which places it as it would have. A text holding ``<``
+        under ``html="auto"`` is fingerprinted by *fingerprinter*'s
+        :meth:`~nshash.text.fingerprint.Fingerprinter.prepare` (it may be HTML). In a store
+        kept in a file the change is journaled as :meth:`assign` journals it. None where
+        this store has no such step (the pure path, a read-only store).
 
         The document goes through the same compiled assignment as :meth:`assign`'s, with
         the same arguments: the answers are the same either way.
@@ -1711,15 +1714,24 @@ class MemoryStore(Store):
         args = _policy_args(policy)
         file, lock = self._file, self._lock
 
-        def place(text: str) -> tuple[int, bool, tuple[int, ...]] | None:
-            doc = whole(text) if markup and "<" in text else prepare(text)
-            if doc is None:
-                return None
+        def place(item: str | DocPrint, doc_id: str | None, title: str | None) -> AddResult | None:
+            if isinstance(item, str):
+                found = whole(item) if markup and "<" in item else prepare(item)
+                if found is None:
+                    return None
+                doc = found
+            else:
+                doc = item
             packed = getattr(doc, "_packed", None)  # (as _fast reads it)
             with lock:
                 # (the file's state is this store's _Tables; no isinstance test an add)
                 t: _Tables = self._tables if file is None else file.state  # type: ignore[assignment]
-                if self._closed or t.window is not None or not t.counter:
+                if (
+                    self._closed
+                    or t.window is not None
+                    or not t.counter
+                    or (doc_id is not None and t.corrections_kept)
+                ):
                     return None
                 if file is not None:
                     file.begin()
@@ -1731,8 +1743,8 @@ class MemoryStore(Store):
                         doc.exact,
                         doc.limit,
                         *args,
-                        None,  # (no id)
-                        None,  # (no title)
+                        doc_id,
+                        title,
                         _SHIFT if t.narrow else 0,
                         doc.places,
                     )
@@ -1745,7 +1757,16 @@ class MemoryStore(Store):
                         file.abort()  # (nothing was written: the general way places it)
                     else:
                         file.commit()
-                return placed
+            if placed is None:
+                return None
+            root, duplicate, anchors = placed
+            if _MAKE is not None:  # AddResult(...), without the frozen __init__'s cost
+                made: AddResult = _MAKE(
+                    AddResult, ADD_RESULT_FIELDS, root, duplicate, (), anchors, doc_id, False,
+                    None, None,
+                )  # fmt: skip
+                return made
+            return AddResult(root, duplicate, (), anchors, doc_id)
 
         return place
 
