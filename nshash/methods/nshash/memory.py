@@ -366,6 +366,36 @@ def _policy_args(policy: MatchPolicy) -> tuple[int, float, int, int, int, int]:
     )
 
 
+def _compiled_place(
+    t: _Tables,
+    doc: DocPrint,
+    args: tuple[int, float, int, int, int, int],
+    doc_id: str | None,
+    title: str | None,
+    shift: int,
+) -> tuple[int, bool, tuple[int, ...]] | None:
+    """The one call of the compiled assignment (:data:`_FAST`, built): *doc* placed in the
+    tables *t* with the policy's *args* (:func:`_policy_args`), its id and title, narrowed by
+    *shift* bits (see ``_fast``); None where it leaves the document to Python, having
+    written nothing."""
+    # The text kernel's DocPrint keeps its anchors and sketch packed: the compiled
+    # assignment reads those words, and no tuple of ints is made (see DocPrint).
+    packed = getattr(doc, "_packed", None)
+    placed: tuple[int, bool, tuple[int, ...]] | None = _FAST(
+        t,
+        doc.sentences if packed is None else packed,
+        doc.sketch if packed is None else None,
+        doc.exact,
+        doc.limit,
+        *args,
+        doc_id,
+        title,
+        shift,
+        doc.places,
+    )
+    return placed
+
+
 def _narrowing(t: _Tables, letters: int | None) -> bool:
     """Whether the tables *t* compare narrow sketches, as :func:`_compared` begins them.
     Tables that have made no group also record *letters* (the ``letter_units`` the store
@@ -1722,7 +1752,6 @@ class MemoryStore(Store):
                 doc = found
             else:
                 doc = item
-            packed = getattr(doc, "_packed", None)  # (as _fast reads it)
             with lock:
                 # (the file's state is this store's _Tables; no isinstance test an add)
                 t: _Tables = self._tables if file is None else file.state  # type: ignore[assignment]
@@ -1736,18 +1765,7 @@ class MemoryStore(Store):
                 if file is not None:
                     file.begin()
                 try:
-                    placed: tuple[int, bool, tuple[int, ...]] | None = _FAST(
-                        t,
-                        doc.sentences if packed is None else packed,
-                        doc.sketch if packed is None else None,
-                        doc.exact,
-                        doc.limit,
-                        *args,
-                        doc_id,
-                        title,
-                        _SHIFT if t.narrow else 0,
-                        doc.places,
-                    )
+                    placed = _compiled_place(t, doc, args, doc_id, title, _SHIFT if t.narrow else 0)
                 except BaseException:
                     if file is not None:
                         file.abort()
@@ -1785,21 +1803,7 @@ class MemoryStore(Store):
         tables), 0 for a *doc* as the tables compare it."""
         if _FAST is None:
             return None
-        # The text kernel's DocPrint keeps its anchors and sketch packed: the compiled
-        # assignment reads those words, and no tuple of ints is made (see DocPrint).
-        packed = getattr(doc, "_packed", None)
-        placed = _FAST(
-            t,
-            doc.sentences if packed is None else packed,
-            doc.sketch if packed is None else None,
-            doc.exact,
-            doc.limit,
-            *_policy_args(policy),
-            doc_id,
-            title,
-            shift,
-            doc.places,
-        )
+        placed = _compiled_place(t, doc, _policy_args(policy), doc_id, title, shift)
         if placed is None:
             return None
         root, duplicate, anchors = placed
