@@ -472,18 +472,19 @@ class NSHash(Method):
             doc_id = _check_doc_id(either_id(doc_id, id))
         if title is not None:
             title = check_title(title)
+        text = check_text(text)
         place = self._place
         if place is not None and not explain:
             # Untracked: the store's one step from text to group (see Store.placer),
             # unless it declines.
-            made = place(check_text(text), doc_id, title)
+            made = place(text, doc_id, title)
             if made is not None:
                 if self.cards is not None:
                     self.cards.forget(made.similar_id, ())
                 return made
         meta = self.meta(url, site, published_at) if self.track else None
         fp = self.fingerprinter if self._letters_due else self._fingerprinter
-        return self._add(fp.prepare(check_text(text)), doc_id, title, meta, explain)
+        return self._assigned(fp.prepare(text), doc_id, title, meta, explain)
 
     def get_similar(self, text: str) -> int:
         """Add *text* and return its ``similar_id`` (the original release's call): :meth:`add`
@@ -491,16 +492,17 @@ class NSHash(Method):
         subclass has its own ``add``, which it then calls)."""
         if type(self).add is not NSHash.add:
             return super().get_similar(text)
+        text = check_text(text)
         place = self._place
         if place is not None:  # (as add takes it)
-            made = place(check_text(text), None, None)
+            made = place(text, None, None)
             if made is not None:
                 if self.cards is not None:
                     self.cards.forget(made.similar_id, ())
                 return made.similar_id
         meta = self.meta() if self.track else None
         fp = self.fingerprinter if self._letters_due else self._fingerprinter
-        return self._add(fp.prepare(check_text(text)), None, None, meta, False).similar_id
+        return self._assigned(fp.prepare(text), None, None, meta, False).similar_id
 
     def meta(
         self, url: str | None = None, site: str | None = None, published_at: Moment | None = None
@@ -555,6 +557,18 @@ class NSHash(Method):
                 if self.cards is not None:
                     self.cards.forget(stepped.similar_id, ())
                 return stepped
+        return self._assigned(doc, doc_id, title, meta, explain)
+
+    def _assigned(
+        self,
+        doc: DocPrint,
+        doc_id: str | None,
+        title: str | None,
+        meta: DocMeta | None,
+        explain: bool,
+    ) -> AddResult:
+        """:meth:`_add` the general way, through the store's :meth:`~Store.assign` (what
+        :meth:`add` calls where the store's one step declined or does not apply)."""
         if self._first_write:
             self._before_first_write()
         why = self.store.explain(doc, self.policy) if explain else None
