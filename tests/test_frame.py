@@ -5,6 +5,7 @@ on every store.
 
 from __future__ import annotations
 
+import random
 from array import array
 
 import pytest
@@ -66,10 +67,25 @@ class TestFrameOf:
     def test_a_short_end_is_set_aside_whatever_the_group_holds(self) -> None:
         """A bio under an article: a shared end of at most a quarter of the page is its end
         matter even where the group is little but that end (a cartoonist's strips under the
-        same bio); a longer shared end against such a group is the page's later part."""
+        same bio); a longer shared end against such a group, broken by an edit, is the
+        page's later part."""
         assert assign.frame_of(flags("." * 30 + "S" * 10), 12) == 10
-        assert assign.frame_of(flags("." * 29 + "S" * 11), 12) == 0
-        assert assign.frame_of(flags("." * 29 + "S" * 11), 22) == 11
+        assert assign.frame_of(flags("." * 30 + "S" * 4 + "." + "S" * 6), 12) == 10
+        assert assign.frame_of(flags("." * 29 + "S" * 5 + "." + "S" * 6), 12) == 0
+        assert assign.frame_of(flags("." * 29 + "S" * 5 + "." + "S" * 6), 22) == 11
+
+    def test_an_unbroken_end_under_half_the_page_is_set_aside_whatever_the_group_holds(
+        self,
+    ) -> None:
+        """The same words on every page that carries them (a series blurb under a caption,
+        a site's related block and footer under a short story): one unbroken shared run
+        below the page's own text, under half of the page, is its end matter even where the
+        group is little but that run; from half of the page on, it is the page's later
+        part."""
+        assert assign.frame_of(flags("." * 29 + "S" * 11), 12) == 11
+        assert assign.frame_of(flags("." * 21 + "S" * 19), 19) == 19
+        assert assign.frame_of(flags("." * 20 + "S" * 20), 20) == 0
+        assert assign.frame_of(flags("." * 21 + "S" * 9 + "." + "S" * 9), 19) == 0
 
     def test_a_copy_under_a_short_new_intro_keeps_its_match(self) -> None:
         """ "Source: ...", a reporter's line, an editor's note: an unshared head under a
@@ -308,6 +324,23 @@ class TestCompiledEqualsReference:
         pure = assign.edits_in_pure(sketch, places, NO_LIMIT, set(), set(), shared)
         assert fast == pure == assign.edits_of(pattern)
 
+    @settings(max_examples=300, deadline=None)
+    @given(
+        runs=st.lists(st.tuples(st.booleans(), st.integers(1, 25)), min_size=1, max_size=12),
+        theirs=st.integers(0, 120),
+    )
+    def test_frame_of(self, runs: list[tuple[bool, int]], theirs: int) -> None:
+        """Any page drawn as runs of shared and unshared values (two edges, an end matter
+        unbroken or not, under or over half of the page): the compiled rule sets aside what
+        the reference sets aside."""
+        pattern = [shared for shared, length in runs for _ in range(length)]
+        sketch = list(range(len(pattern)))
+        places = array(PLACES, sketch).tobytes()
+        shared = [v for v, s in zip(sketch, pattern, strict=True) if s]
+        fast = compiled("set_aside")(sketch, places, NO_LIMIT, set(), set(), shared, theirs)
+        pure = assign.set_aside_pure(sketch, places, NO_LIMIT, set(), set(), shared, theirs)
+        assert fast == pure == assign.frame_of(pattern, theirs)
+
     def test_edits_in_reads_page_order(self) -> None:
         """Values shared every other one in page order are edits; the same values with the
         shared ones all first in the page are one shared run and one unshared: none."""
@@ -326,6 +359,55 @@ class TestCompiledEqualsReference:
         for places in (b"", b"\0" * 12):  # none, or not one a value
             assert compiled("set_aside")(sketch, places, NO_LIMIT, set(), set(), shared, 99) == 0
             assert assign.set_aside_pure(sketch, places, NO_LIMIT, set(), set(), shared, 99) == 0
+
+
+#: The Redis scripts' frame and edit rules, run on pages given as ARGV: a count, the group's
+#: values compared and the flags ("1" shared) of each, after the base name; the answers are
+#: the two counts of each page.
+_LUA_RULES = """
+local out = {}
+local i = 2
+while i <= #ARGV do
+  local n, theirs = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+  local f = {}
+  for j = 1, n do f[j] = tonumber(string.sub(ARGV[i + 2], j, j)) end
+  out[#out + 1] = frame_of(f, n, theirs)
+  out[#out + 1] = edits_of(f, n)
+  i = i + 3
+end
+return out
+"""
+
+
+def test_the_redis_scripts_judge_as_the_reference(redis_base_url: str) -> None:
+    """The Redis scripts' copy of the frame and edit rules (nshash_common.lua), run by a real
+    Redis on 2,000 pages drawn as runs of shared and unshared values, count what
+    assign.frame_of and assign.edits_of count."""
+    redis = pytest.importorskip("redis")
+    from nshash.stores.scripts import lua_script
+
+    rng = random.Random(30)
+    pages = []
+    for _ in range(2000):
+        runs = [(rng.random() < 0.5, rng.randint(1, 25)) for _ in range(rng.randint(1, 12))]
+        pages.append(([s for s, length in runs for _ in range(length)], rng.randint(0, 120)))
+    args: list[str] = ["base"]
+    for pattern, theirs in pages:
+        args += [str(len(pattern)), str(theirs), "".join("1" if s else "0" for s in pattern)]
+    client = redis.Redis.from_url(redis_base_url)
+    try:
+        keys = [f"rules-{i}" for i in range(10)]  # the tables the scripts name (none is read)
+        got = client.eval(lua_script("nshash_common") + _LUA_RULES, len(keys), *keys, *args)
+    finally:
+        client.close()
+    want = [n for p, theirs in pages for n in (assign.frame_of(p, theirs), assign.edits_of(p))]
+    assert got == want
+    unbroken = [
+        p for p, theirs in pages
+        if p and not p[0] and assign.frame_of(p, theirs) and sum(p) * assign.END_PART > len(p)
+        and sum(p) * 2 > theirs
+    ]  # fmt: skip
+    assert unbroken  # the unbroken end rule was drawn
 
 
 class TestPlaces:
@@ -451,6 +533,23 @@ class TestOnEveryStore:
             refused_on_its_frame(nsh, f"{caption}\n\n{end}", first.similar_id, "s2")
             excerpt = f"Source: agencies.\n\n{EN_RAIL.splitlines()[0]}\n\n{end}"
             assert nsh.add(excerpt, doc_id="s3").similar_id == first.similar_id
+
+    def test_a_story_under_its_site_s_end_matter_is_not_a_brief_of_that_site(
+        self, store_url: str
+    ) -> None:
+        """A brief of one story above its site's related block and footer makes a group that
+        is mostly that end; a longer story of the same site above the same end shares it
+        unbroken, under half of the page: the site's end matter, set aside whatever the group
+        holds, and the story is its own. The brief again under a one-line intro still
+        joins."""
+        footer = page("Harbor Wire", "", "").rsplit("\n\n", 1)[1]
+        end = f"Related articles\n{RELATED}\n\n{footer}"
+        with NSHash.open(store_url) as nsh:
+            brief = nsh.add(f"{lead(EN_TURTLES)}\n\n{end}", doc_id="b1")
+            story = f"{EN_BAKERY}\n{EN_CHESS}\n\n{end}"
+            refused_on_its_frame(nsh, story, brief.similar_id, "s1")
+            again = nsh.add(f"Source: agencies.\n\n{lead(EN_TURTLES)}\n\n{end}", doc_id="b2")
+            assert again.similar_id == brief.similar_id
 
     def test_an_article_under_the_bio_of_strips_is_its_own_story(self, store_url: str) -> None:
         """A cartoonist's strips, each a caption line above the bio and the site's footer, make

@@ -576,8 +576,13 @@ END_SHARE = 4
 
 #: ... and a shared end of at most 1/this of the values compared is set aside whatever the group
 #: holds (a bio under an article, where the group is little but that bio: a cartoonist's
-#: strips under the same bio).
+#: strips under the same bio) ...
 END_PART = 4
+
+#: ... and so is one of under 1/this of them that is one unbroken run (every value from the
+#: first shared one to the page's last is shared: a bio, a series blurb, a site's related
+#: block and footer, the same words on every page that carries them).
+END_RUN = 2
 
 
 def frame_of(shared: Sequence[bool], theirs: int) -> int:
@@ -604,14 +609,18 @@ def frame_of(shared: Sequence[bool], theirs: int) -> int:
     cartoon's caption, where the group has as much text of its own; a line of the page's
     own between the headlines of a related block and the footer changes nothing), or at most
     1/:data:`END_PART` of the page's, whatever the group holds (a cartoonist's article under
-    the bio that a group of the same cartoonist's strips is little but). A copy
-    under a new intro keeps its match while the intro is under a quarter of it; where the
-    group is mostly what the page shares, and that is more than 1/:data:`END_PART` of the
-    page, the group is this page's later part or overlaps it (a
-    fragment of the story that this whole copy bridges to the first part; a copy that
-    dropped the first sentence, against one cut after the fourth), kept too; and a copy with
-    its own site's wrapper starts with shared text (its header) or ends with unshared text
-    (its footer), so the end rule does not see it.
+    the bio that a group of the same cartoonist's strips is little but), or under
+    1/:data:`END_RUN` of the page's in one unbroken run, whatever the group holds: the same
+    words on every page that carries them (two stories of one site whose related block and
+    footer are most of a short group; a caption above a series blurb that a group of the
+    series is little but). A copy under a new intro keeps its match while the intro is
+    under a quarter of it; where the group is mostly what the page shares, and that is more
+    than 1/:data:`END_PART` of the page and either broken by unshared values (a copy edited
+    here and there) or at least 1/:data:`END_RUN` of it, the group is this page's later
+    part or overlaps it (a fragment of the story that this whole copy bridges to the first
+    part; a copy that dropped the first sentence, against one cut after the fourth), kept
+    too; and a copy with its own site's wrapper starts with shared text (its header) or ends
+    with unshared text (its footer), so the end rule does not see it.
 
     0 for anything else, for a page of fewer than :data:`END_LEAST` values, and for two edges
     on fewer than :data:`FRAME_LEAST`. The compiled
@@ -625,7 +634,9 @@ def frame_of(shared: Sequence[bool], theirs: int) -> int:
         if head < FRAME_GAP or head * END_SHARE < n:
             return 0
         held = sum(shared)
-        return held if held * 2 <= theirs or held * END_PART <= n else 0
+        if held * 2 <= theirs or held * END_PART <= n:
+            return held
+        return held if held * END_RUN < n and held == n - head else 0
     if n < FRAME_LEAST:
         return 0
     trail = 0

@@ -430,7 +430,7 @@ end
 -- nshash.methods.nshash.assign.frame_of: how many of a page's shared values are its frame,
 -- given f[i] (1: shared) for its n compared values in page order and the group's count.
 local END_LEAST, FRAME_LEAST, FRAME_GAP, FRAME_SHARE, END_SHARE = 6, 12, 3, 4, 4
-local END_PART = 4  -- assign.END_PART
+local END_PART, END_RUN = 4, 2  -- assign.END_PART, END_RUN
 local LONGER, LONGER_FROM = 4, 128  -- assign.LONGER, assign.LONGER_FROM
 -- assign.EDIT_LOW, EDIT_LEAST, EDIT_COVER, EDIT_DENSITY, EDIT_GAP (edits_of)
 local EDIT_LOW, EDIT_LEAST, EDIT_COVER, EDIT_DENSITY, EDIT_GAP = 0.3, 24, 0.6, 0.25, 9
@@ -447,7 +447,8 @@ local function frame_of(f, n, theirs)
     while f[head + 1] ~= 1 do head = head + 1 end
     for i = head + 1, n do held = held + f[i] end
     if head >= FRAME_GAP and head * END_SHARE >= n
-        and (held * 2 <= theirs or held * END_PART <= n) then
+        and (held * 2 <= theirs or held * END_PART <= n
+             or (held * END_RUN < n and held == n - head)) then
       return held
     end
     return 0
