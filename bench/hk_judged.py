@@ -2,9 +2,10 @@
 
 ``bench/hk_labels.json`` holds the 40 largest groups nshash made of ``zh_hk_news`` (file order,
 before issue 30), 7 groups that entered the 40 largest since (ranks 41-47), and what they held
-unlabelled on 2026-12-07 (rank 48, a group; rank 49, an article that joined rank 1), with each
-document's story as judged by reading the articles (ids and story labels only, never the
-text). This script groups the archive again with a system and prints:
+unlabelled on 2026-12-07 (rank 48, a group; rank 49, an article that joined rank 1) and on
+2026-12-08 (rank 50, a group), with each document's story as judged by reading the articles
+(ids and story labels only, never the text). This script groups the archive again with a
+system and prints:
 
 - pairwise precision over the labelled documents: of the pairs of labelled documents the
   system puts together, the share that are one story (before: 0.56);
