@@ -38,10 +38,13 @@ broadcast to the verifying tasks).
 4. **Boilerplate from corpus-wide evidence**: the verified pairs make a first graph, and every
    refused pair votes, on each anchor that hit and each sketch value the pair shared, for the
    first-graph components of its two documents (each document's votes are written once, so
-   the count grows with the documents, not with the refused pairs). A hash is common once it
-   has votes from ``votes`` distinct components (the online rule, with every vote there at
-   once). A hot story whose 60 copies share an anchor is one component, so its anchors stay;
-   a site footer on thousands of unrelated articles is in thousands.
+   the count grows with the documents, not with the refused pairs), and every document votes
+   its last values in page order (:func:`~nshash.methods.nshash.assign.tail_values`, as the
+   online placement votes them for the group a page joins) for its own. A hash is common
+   once it has votes from ``votes`` distinct components (the online rule, with every vote
+   there at once). A hot story whose 60 copies share an anchor is one component, so its
+   anchors and its end stay; a site footer on thousands of unrelated articles is in
+   thousands.
 5. **Second pass** without the common hashes: each document's anchors are its first ``n``
    candidates that are not common (``2n`` of a long page; the online selection), its sketch
    leaves out common values, and the pairs are found and verified again.
@@ -106,7 +109,7 @@ from .cli.io import BadRecord, Fields, Item, JsonlWriter, Preparer
 from .errors import ConfigError, NSHashError, StateError, install_hint
 from .export import read_export_info, signed, write_export
 from .inputs import check_text
-from .methods.nshash.assign import MatchPolicy, combine_sketch, judged
+from .methods.nshash.assign import NO_HASHES, MatchPolicy, combine_sketch, judged, tail_values
 from .methods.nshash.core import _POLICY_OPTIONS, _TEXT_OPTIONS
 from .text.fingerprint import (
     DEFAULT_DELIMITERS,
@@ -833,16 +836,49 @@ def _grouped(
     return components(firsts.unionByName(alike))
 
 
-def _common(votes: DataFrame, comps: DataFrame, count: int) -> DataFrame:
-    """Hashes (column ``h``) that refused pairs kept apart across *count* components.
+def _tail_batches(batches: Iterable[Any]) -> Iterator[Any]:
+    """A ``mapInArrow`` function: ``(node, sketch, limit, places)`` batches to ``(node, h)``
+    batches, a row for each value of a node's tail
+    (:func:`~nshash.methods.nshash.assign.tail_values`: its last values in page order, which
+    the online placement votes for the group the page joins; here no hash is common yet)."""
+    import pyarrow as pa
+
+    for batch in batches:
+        nodes: list[int] = []
+        hashes: list[int] = []
+        columns = [batch.column(i).to_pylist() for i in range(4)]
+        for node, sketch, limit, places in zip(*columns, strict=True):
+            if sketch is None or not places:
+                continue
+            tail = tail_values(sketch, places, limit, NO_HASHES, NO_HASHES)
+            nodes += [node] * len(tail)
+            hashes += tail
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(nodes, pa.int64()), pa.array(hashes, pa.int64())], names=["node", "h"]
+        )
+
+
+def _tails(nodes: DataFrame) -> DataFrame:
+    """``(node, h)``: each node's tail values (:func:`_tail_batches`)."""
+    return nodes.select("node", "sketch", "limit", "places").mapInArrow(
+        _tail_batches, "node long, h long"
+    )
+
+
+def _common(votes: DataFrame, comps: DataFrame, count: int, tails: DataFrame) -> DataFrame:
+    """Hashes (column ``h``) that refused pairs kept apart, or page ends carried, across
+    *count* components.
 
     *votes* is ``(node, h)`` (:attr:`_Verdicts.votes`): a node of a refused pair and a hash
-    the pair shared. Each node votes for its first-pass component (itself when it has none),
-    so the work is one join of the votes, which :func:`_verify_batches` wrote once per node
-    and hash: it grows with the nodes, not with the refused pairs.
+    the pair shared; *tails* is ``(node, h)`` too (:func:`_tails`): a node and a value of its
+    tail, which the online placement votes for the group the page joins. Each node votes for
+    its first-pass component (itself when it has none), so the work is one join of the votes,
+    which :func:`_verify_batches` wrote once per node and hash: it grows with the nodes, not
+    with the refused pairs.
     """
     sql = _pyspark()
     F = sql.functions
+    votes = votes.unionByName(tails)
     tagged = votes.join(comps, "node", "left").select("h", F.coalesce("comp", "node").alias("c"))
     counted = tagged.distinct().groupBy("h").count()
     return counted.where(F.col("count") >= count).select("h")
@@ -1377,7 +1413,7 @@ def _group(
     # 4. Boilerplate: votes of refused pairs across first-pass components.
     edges1 = _guarded(spark, verdicts.accepted, policy)
     comps = clock("pass1 components", _grouped(edges1, sketches, policy), False)
-    common = clock("common", _common(verdicts.votes, comps, policy.votes))
+    common = clock("common", _common(verdicts.votes, comps, policy.votes, _tails(nodes)))
     if extra is not None:
         extra["common"] = common
     known = [int(r[0]) for r in common.collect()]
@@ -2046,7 +2082,8 @@ def _group_against(
         "pass1 components", _grouped(edges1, sketches, policy, list(stored.common)), False
     )
     common = clock(
-        "common", _common(first.votes, comps, policy.votes).unionByName(known).distinct()
+        "common",
+        _common(first.votes, comps, policy.votes, _tails(nodes)).unionByName(known).distinct(),
     )
     if extra is not None:
         extra["common"] = common

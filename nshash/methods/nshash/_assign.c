@@ -27,7 +27,7 @@
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 31 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 32 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -402,6 +402,7 @@ static PyObject *sketch_guard(PyObject *self, PyObject *args)
 #define END_SHARE 4     /* assign.END_SHARE: the page's own head above its end matter */
 #define END_PART 4      /* assign.END_PART: an end matter this small is set aside at once */
 #define END_RUN 2       /* assign.END_RUN: ... and one unbroken run this small too */
+#define TAIL_VOTES 8    /* assign.TAIL_VOTES: a placed page's last values voted for its group */
 #define LONGER 4        /* assign.LONGER: a page holding more times its group's values */
 #define LONGER_FROM 128 /* assign.LONGER_FROM: ... of a group of at least this many values */
 #define EDIT_LOW 0.3      /* assign.EDIT_LOW: a score short of theta read for scattered edits */
@@ -2978,6 +2979,10 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     /* The document's sketch values, and those of them below its limit that are not common. */
     uint64_t *dv = NULL, *live = NULL, *hs = NULL;
     Py_ssize_t nlive = 0;
+    /* The document's values and places as narrowed, for tail_of (see below). */
+    uint64_t *tail_v = NULL;
+    uint32_t *tail_p = NULL;
+    Py_ssize_t tail_n = 0;
     /* Their places (when the document has them), the live ones' page order, and room for
      * the flags frame_in reads. */
     uint32_t *dpos = NULL, *lpos = NULL, *order = NULL;
@@ -3073,6 +3078,18 @@ static PyObject *fast_assign(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     if (!dlim)
         dlim = Py_NewRef(doc_limit_o);
+    /* The values and places tail_of reads once the document is placed (dv and nd change on
+     * the way: a joining page keeps only its story's span there). */
+    if (dpos && nd) {
+        if (!(tail_v = PyMem_Malloc((size_t)nd * sizeof *tail_v))
+            || !(tail_p = PyMem_Malloc((size_t)nd * sizeof *tail_p))) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        memcpy(tail_v, dv, (size_t)nd * sizeof *tail_v);
+        memcpy(tail_p, dpos, (size_t)nd * sizeof *tail_p);
+        tail_n = nd;
+    }
     /* The anchors: the first n candidates that are not common (all of them if none is), 2n
      * of a long page (fingerprint.anchors_wanted: its values reach LONG_PAGE). */
     if (dpos) {
@@ -3499,6 +3516,48 @@ placed:
                 goto done;
         }
     }
+    /* assign.tail_of: the page's last TAIL_VOTES values in page order (ties by value) below
+     * its limit that are not common now (the votes above may have made some common) vote for
+     * the group it joins, that group twice. */
+    if (tail_n) {
+        uint32_t root_id;
+        if (gid_of(root, &root_id)) { /* as storing it would */
+            am_id(root, &root_id);
+            goto done;
+        }
+        /* The largest keys (place, then index: the values ascend, so the index orders ties
+         * by value), ascending; a value is looked up in common only when its key would
+         * enter them. */
+        uint64_t top[TAIL_VOTES], tv[TAIL_VOTES];
+        Py_ssize_t m = 0, j;
+        for (i = 0; i < tail_n && tail_v[i] < doc_limit; i++) {
+            uint64_t key = (uint64_t)tail_p[i] << 32 | (uint64_t)i;
+            if (m == TAIL_VOTES && key < top[0])
+                continue;
+            int in = in_common(common, NULL, 1, tail_v[i]);
+            if (in < 0)
+                goto done;
+            if (in)
+                continue;
+            if (m < TAIL_VOTES) {
+                for (j = m++; j > 0 && top[j - 1] > key; j--)
+                    top[j] = top[j - 1];
+            } else { /* the smallest leaves */
+                for (j = 0; j + 1 < TAIL_VOTES && top[j + 1] < key; j++)
+                    top[j] = top[j + 1];
+            }
+            top[j] = key;
+        }
+        for (i = 0; i < m; i++) { /* their values, ascending (an insertion sort of a few) */
+            uint64_t v = tail_v[top[i] & 0xFFFFFFFFu];
+            for (j = i; j > 0 && tv[j - 1] > v; j--)
+                tv[j] = tv[j - 1];
+            tv[j] = v;
+        }
+        if (vote_on(tv, m, root_id, root_id, votes, (AnchorMap *)vote_table,
+                    (AnchorMap *)common, parent, &ops) < 0)
+            goto done;
+    }
     /* The text was looked up above and is not in exact: its undo deletes it. */
     if (undo_push(&ops, exact, exact_h, NULL) < 0 || table_set(exact, exact_h, root) < 0)
         goto done;
@@ -3689,6 +3748,8 @@ done:
     PyMem_Free(hs);
     PyMem_Free(dpos);
     PyMem_Free(lpos);
+    PyMem_Free(tail_v);
+    PyMem_Free(tail_p);
     PyMem_Free(okeys);
     PyMem_Free(order);
     PyMem_Free(flags);

@@ -64,6 +64,14 @@ and fragments merge as soon as one copy matches two of them strongly (``merge_th
 which they count as one. A client posting crafted documents around one real sentence can
 at most make that one sentence common: the story's other anchors and sketch still find it.
 
+**Boilerplate is learned from frequency too** (:func:`tail_of`). A page's end matter is seldom
+compared with another's (a long page's anchors rarely fall in its footer; a short page of a
+site is seldom refused on it), so refusals alone learn a site's footer, related block or a
+columnist's bio late or never. So every placed page votes its last :data:`TAIL_VOTES` values
+in page order (those not common yet) for the group it joins: end matter lands in many groups
+and becomes common once ``votes`` distinct groups hold it, while the end of a story lands in
+that story's group however many copies carry it.
+
 **A page far longer than its group keeps its text out of the group's sketch**
 (:func:`extends`). A joining page adds its sketch values to the group's, so that later copies
 that quote other parts of the story find them; but a 20,000-character page whose story is the
@@ -138,6 +146,8 @@ __all__ = [
     "set_aside",
     "sketch_kinship",
     "story_span",
+    "tail_of",
+    "tail_values",
     "unframed",
     "vote",
 ]
@@ -965,6 +975,40 @@ def _judge(
     return candidates, shared, _choose(tables, {c.similar_id: c.score for c in candidates}, policy)
 
 
+#: Each placed page votes this many of its last values, in page order, for its group
+#: (:func:`tail_of`).
+TAIL_VOTES = 8
+
+
+def tail_of(doc: DocPrint, common: Collection[int], more: Collection[int]) -> list[int]:
+    """The document's last :data:`TAIL_VOTES` sketch values in page order (ties by value)
+    that are not common (in *common* or *more*), ascending: what its placement votes for the
+    group it joins (:func:`vote` with that group twice), as a refusal votes for the two groups
+    it keeps apart. A site's footer, related block and a columnist's bio end page after page in
+    group after group, and become common once ``votes`` distinct groups have voted for them;
+    the last lines of a story end its copies, which all vote for one group. Empty for a
+    document without places."""
+    return tail_values(doc.sketch, doc.places, doc.limit, common, more)
+
+
+def tail_values(
+    sketch: Sequence[int],
+    places: bytes,
+    limit: int,
+    common: Collection[int],
+    more: Collection[int],
+) -> list[int]:
+    """:func:`tail_of` of a sketch, its places and its limit (how the Spark job reads its
+    nodes' tails)."""
+    at = read_places(places, len(sketch))
+    if not at:
+        return []
+    live = sorted(
+        (at[i], v) for i, v in enumerate(sketch) if v < limit and v not in common and v not in more
+    )
+    return sorted(v for _, v in live[-TAIL_VOTES:])
+
+
 class VoteTables(Parents, Protocol):
     """The reads and writes :func:`vote` needs (part of :class:`Tables`)."""
 
@@ -1108,6 +1152,7 @@ def assign(
             if c.score < policy.theta:
                 hs = sorted(set(c.anchors).union(common))
                 vote(tables, hs, (c.similar_id, root), policy.votes)
+        vote(tables, tail_of(doc, *tables.common_sets()), (root, root), policy.votes)
         tables.set_exact(doc.exact, root)
     for h, hit in known.items():
         if hit is None:

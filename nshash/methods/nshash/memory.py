@@ -102,6 +102,7 @@ from .assign import (
     explain,
     lookup,
     resolve,
+    tail_of,
     vote,
 )
 from .base import Placer, Store, begun_with, letters_to_record
@@ -1832,11 +1833,14 @@ class MemoryStore(Store):
         live = [h for h in doc.sentences if h not in common] if common else doc.sentences
         if any(h in fp for h in (live or doc.sentences)[: anchors_wanted(doc, policy.n)]):
             return None  # a candidate (perhaps expired: assign hides it)
+        tail = tail_of(doc, common, NO_HASHES)  # (what the placement votes for its group)
         placed = self._fast(t, doc, policy, doc_id, title, meta)
         if placed is None:
             return None
         root = placed[0].similar_id
-        owned = [_OWNED.pack(b"f", h) for h in placed[1]]
+        voted = t.votes  # the tail's votes still held (none that made a hash common)
+        owned = [_OWNED.pack(b"v", h) for h in tail if root in voted.get(h, ())]
+        owned += [_OWNED.pack(b"f", h) for h in placed[1]]
         t.owned[root] = b"".join(owned) + _OWNED.pack(b"x", doc.exact)
         return placed
 

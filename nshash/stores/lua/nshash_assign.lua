@@ -127,6 +127,7 @@ else
       vote(hs, g, root, need)
     end
   end
+  vote(tail_of(live, doc_limit), root, root, need)
   tset(K_EXACT, exact, gs(root))
   if WINDOWED then own(root, 'x', exact) end
 end

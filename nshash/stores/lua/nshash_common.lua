@@ -431,6 +431,7 @@ end
 -- given f[i] (1: shared) for its n compared values in page order and the group's count.
 local END_LEAST, FRAME_LEAST, FRAME_GAP, FRAME_SHARE, END_SHARE = 6, 12, 3, 4, 4
 local END_PART, END_RUN = 4, 2  -- assign.END_PART, END_RUN
+local TAIL_VOTES = 8  -- assign.TAIL_VOTES
 local LONGER, LONGER_FROM = 4, 128  -- assign.LONGER, assign.LONGER_FROM
 -- assign.EDIT_LOW, EDIT_LEAST, EDIT_COVER, EDIT_DENSITY, EDIT_GAP (edits_of)
 local EDIT_LOW, EDIT_LEAST, EDIT_COVER, EDIT_DENSITY, EDIT_GAP = 0.3, 24, 0.6, 0.25, 9
@@ -711,6 +712,8 @@ end
 
 -- vote (assign.vote): the two groups were kept apart on each hash of hs; a hash seen to keep apart `need`
 -- distinct groups (after merges) becomes common.
+-- The hashes vote made common in this call (assign.tail_of reads the common ones as of now).
+local MADE_COMMON = {}
 local function vote(hs, g1, g2, need)
   for _, h in ipairs(hs) do
     local seen, list = {}, {}
@@ -741,6 +744,7 @@ local function vote(hs, g1, g2, need)
       if #list >= need then
         redis.call('SADD', K_COMMON, h)
         tdel(K_VOTES, h)
+        MADE_COMMON[h] = true
         done = true
       end
     end
@@ -750,6 +754,26 @@ local function vote(hs, g1, g2, need)
       tset(K_VOTES, h, table.concat(list, ','))
     end
   end
+end
+
+-- assign.tail_of: of the document's live values (not common when the call began) below its
+-- limit, those not made common since, the last TAIL_VOTES in page order (ties by value),
+-- ascending; none without places.
+local function tail_of(live, limit)
+  if not PLACES then return {} end
+  local at = {}
+  for _, v in ipairs(live) do
+    if not MADE_COMMON[v] and PLACES[v] and tonumber(v) < limit then at[#at + 1] = v end
+  end
+  table.sort(at, function(a, b)
+    local x, y = PLACES[a], PLACES[b]
+    if x ~= y then return x < y end
+    return tonumber(a) < tonumber(b)
+  end)
+  local out = {}
+  for i = math.max(1, #at - TAIL_VOTES + 1), #at do out[#out + 1] = at[i] end
+  table.sort(out, function(a, b) return tonumber(a) < tonumber(b) end)
+  return out
 end
 
 -- kinship: how much of the smaller of two groups' live sketches (below both limits) the
