@@ -27,7 +27,7 @@
 
 #include "../../text/_u64sort.h"
 
-#define ASSIGN_ABI 32 /* bump with every change of a function's arguments or answers */
+#define ASSIGN_ABI 33 /* bump with every change of a function's arguments or answers */
 
 /* A sketch value as a uint64: 0 on success, 1 when it is not an int in [0, 2**64) (the
  * caller then answers None: the Python version runs), -1 on another error. */
@@ -402,7 +402,7 @@ static PyObject *sketch_guard(PyObject *self, PyObject *args)
 #define END_SHARE 4     /* assign.END_SHARE: the page's own head above its end matter */
 #define END_PART 4      /* assign.END_PART: an end matter this small is set aside at once */
 #define END_RUN 2       /* assign.END_RUN: ... and one unbroken run this small too */
-#define TAIL_VOTES 8    /* assign.TAIL_VOTES: a placed page's last values voted for its group */
+#define TAIL_VOTES 4    /* assign.TAIL_VOTES: a placed page's last values voted for its group */
 #define LONGER 4        /* assign.LONGER: a page holding more times its group's values */
 #define LONGER_FROM 128 /* assign.LONGER_FROM: ... of a group of at least this many values */
 #define EDIT_LOW 0.3      /* assign.EDIT_LOW: a score short of theta read for scattered edits */

@@ -977,7 +977,7 @@ def _judge(
 
 #: Each placed page votes this many of its last values, in page order, for its group
 #: (:func:`tail_of`).
-TAIL_VOTES = 8
+TAIL_VOTES = 4
 
 
 def tail_of(doc: DocPrint, common: Collection[int], more: Collection[int]) -> list[int]:

@@ -22,7 +22,7 @@ from ...text.kernel import load_extension
 __all__ = ["assign_info", "compiled", "either"]
 
 #: The interface version of the extension (``ASSIGN_ABI`` in _assign.c).
-ABI = 32
+ABI = 33
 
 _MODULE, _WHY = load_extension(f"{__package__}._assign", ABI, "the compiled assignment")
 

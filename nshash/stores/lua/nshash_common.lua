@@ -431,7 +431,7 @@ end
 -- given f[i] (1: shared) for its n compared values in page order and the group's count.
 local END_LEAST, FRAME_LEAST, FRAME_GAP, FRAME_SHARE, END_SHARE = 6, 12, 3, 4, 4
 local END_PART, END_RUN = 4, 2  -- assign.END_PART, END_RUN
-local TAIL_VOTES = 8  -- assign.TAIL_VOTES
+local TAIL_VOTES = 4  -- assign.TAIL_VOTES
 local LONGER, LONGER_FROM = 4, 128  -- assign.LONGER, assign.LONGER_FROM
 -- assign.EDIT_LOW, EDIT_LEAST, EDIT_COVER, EDIT_DENSITY, EDIT_GAP (edits_of)
 local EDIT_LOW, EDIT_LEAST, EDIT_COVER, EDIT_DENSITY, EDIT_GAP = 0.3, 24, 0.6, 0.25, 9
