@@ -1410,7 +1410,7 @@ def _group(
     pairs = _pairs(first, max_posting, hubs, VOTERS)
     verdicts = _Verdicts(clock("pass1 verify", _verify(pairs, sketches, policy)))
 
-    # 4. Boilerplate: votes of refused pairs across first-pass components.
+    # 4. Boilerplate: votes of refused pairs and of page ends across first-pass components.
     edges1 = _guarded(spark, verdicts.accepted, policy)
     comps = clock("pass1 components", _grouped(edges1, sketches, policy), False)
     common = clock("common", _common(verdicts.votes, comps, policy.votes, _tails(nodes)))
