@@ -964,12 +964,14 @@ class JournaledFile:
         self._lockfile = lock_path(path, self.what, self.url)
         try:
             journal, old = path + JOURNAL, self._old
+            # The journal is the store's own lock: a second writer that got PATH.lock (its
+            # file deleted meanwhile) finds this one held (see StoreLock). It is taken before
+            # anything is cleaned up: a live writer's swap shows for a moment the very files a
+            # swap cut short by a crash leaves, which are only that once no writer holds it.
+            self.journal = Journal(journal, self.url, self.what, path)
             _unlink_if_there(journal + ".new")  # a swap cut short: never written to
             if _same_file(old, journal):  # a swap cut short after it linked the old journal
                 os.unlink(old)
-            # The journal is the store's own lock: a second writer that got PATH.lock (its
-            # file deleted meanwhile) finds this one held (see StoreLock).
-            self.journal = Journal(journal, self.url, self.what, path)
             had_old = os.path.exists(old)
             with gc_paused():
                 snapshot_seq = self._load_snapshot()
