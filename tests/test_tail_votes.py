@@ -85,9 +85,9 @@ class TestOnEveryStore:
             assert nsh.stats().groups == 3
 
     def test_a_story_s_own_end_stays_its_own(self, store_url: str) -> None:
-        """Copies of one story under three sites' footers join its group; the story's last
-        values, which every copy but the footered ones ends with, vote for that one group
-        only and never become common."""
+        """Four copies of one story, each under its own source line, join its group; the
+        story's last values, which every copy ends with, vote for that one group only and
+        never become common."""
         story = f"{EN_RAIL}\n{EN_TURTLES}"
         with NSHash.open(store_url, n=2) as nsh:
             first = nsh.add(story, doc_id="s0")
